@@ -1,0 +1,32 @@
+// Shared pieces of the `aquifer` command line: global flags every command
+// sees, and how a command reports its outcome. Commands are thin: parse
+// flags into a library options struct, call the library, print the report.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "common/status.h"
+#include "io/file_system.h"
+
+namespace aq::cli {
+
+struct Globals {
+  bool json = false;         // print results as JSON on stdout
+  bool no_progress = false;  // never draw progress
+  size_t threads = 0;        // 0 = one per core
+  std::string log_level = "info";
+  int exit_code = 0;         // set by commands
+  std::unique_ptr<io::FileSystem> fs;
+};
+
+// Prints a failed Status to stderr as "aquifer: <message>" and sets exit 1.
+void Fail(Globals& g, const Status& s);
+
+// Adds --json, --no-progress and --threads to a command.
+void AddOutputFlags(CLI::App* cmd, Globals& g, bool threads = true);
+
+void RegisterDatasetCommands(CLI::App& app, Globals& g);
+
+}  // namespace aq::cli

@@ -1,0 +1,235 @@
+// aquifer dataset synth | pack | expand | resize | verify | inspect
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "cli/cli.h"
+#include "common/units.h"
+#include "dataset/commands.h"
+
+namespace aq::cli {
+namespace {
+
+using dataset::Format;
+
+void PrintJson(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
+
+void PrintSkipped(const std::vector<format::SkippedRecord>& skipped) {
+  if (skipped.empty()) return;
+  std::printf("  skipped    %zu\n", skipped.size());
+  for (size_t i = 0; i < skipped.size() && i < 20; ++i) {
+    const auto& s = skipped[i];
+    std::printf("    %s: record %llu at offset %llu: %s\n", s.file.c_str(), static_cast<unsigned long long>(s.record),
+                static_cast<unsigned long long>(s.offset), s.reason.c_str());
+  }
+}
+
+// An option that parses its text into an enum, with a clear usage error
+// (exit 2) naming the accepted values when the text is wrong.
+template <typename T>
+CLI::Option* AddEnum(CLI::App* cmd, const std::string& name, T* out, Result<T> (*parse)(std::string_view),
+                     const std::string& default_text, const std::string& help) {
+  return cmd
+      ->add_option_function<std::string>(
+          name,
+          [name, out, parse](const std::string& s) {
+            auto r = parse(s);
+            if (!r.ok()) throw CLI::ValidationError(name, r.status().message());
+            *out = *r;
+          },
+          help)
+      ->default_str(default_text);
+}
+
+void AddSynth(CLI::App* group, Globals& g) {
+  auto* o = new dataset::SynthOptions();  // lives as long as the process
+  auto* cmd = group->add_subcommand("synth", "Make a synthetic ImageNet-like image folder (root/<class>/<image>.JPEG)");
+  cmd->add_option("-o,--out", o->out, "Output directory")->required();
+  cmd->add_option("--classes", o->classes, "Number of classes")->capture_default_str();
+  cmd->add_option("--images", o->images, "Number of images in all")->capture_default_str();
+  AddEnum(cmd, "--profile", &o->profile, &dataset::ParseSizeProfile, "small", "Image size profile: small (~500x375, ~110 KB) or large (~1500x1125, q100, ~1.3 MB)");
+  cmd->add_option("--seed", o->seed, "Random seed (same seed, same files)")->capture_default_str();
+  cmd->add_option("--quality", o->quality, "JPEG quality (default: the profile's, 95 or 100)");
+  cmd->add_flag("--overwrite", o->overwrite, "Write into a non-empty output directory");
+  AddOutputFlags(cmd, g);
+  cmd->callback([o, &g] {
+    o->common = {g.threads, !g.no_progress};
+    auto r = dataset::Synthesize(*g.fs, *o);
+    if (!r.ok()) return Fail(g, r.status());
+    if (g.json) return PrintJson(dataset::ToJson(*r));
+    std::printf("synth: %llu images in %u classes -> %s\n", static_cast<unsigned long long>(r->images), r->classes,
+                r->out.c_str());
+    std::printf("  bytes      %s (avg %s per image)\n", units::Bytes(static_cast<double>(r->bytes)).c_str(),
+                units::Bytes(static_cast<double>(r->bytes) / static_cast<double>(r->images)).c_str());
+    std::printf("  time       %s (%.1f images/s)\n", units::Duration(r->seconds).c_str(),
+                static_cast<double>(r->images) / r->seconds);
+  });
+}
+
+void AddPack(CLI::App* group, Globals& g) {
+  auto* o = new dataset::PackOptions();
+  auto* cmd = group->add_subcommand("pack", "Pack an image folder into TFRecord shards or MXNet RecordIO");
+  cmd->add_option("input", o->input, "Image folder (root/<class>/<image>.jpg)")->required();
+  cmd->add_option("-o,--out", o->out, "Output directory")->required();
+  AddEnum(cmd, "-f,--format", &o->format, &dataset::ParseFormat, "tfrecord", "tfrecord (tf.Example, labels 1-based) or recordio (.rec/.idx/.lst, labels 0-based)");
+  cmd->add_option("--shards", o->shards, "Number of output files (default 8 for tfrecord, 1 for recordio)");
+  cmd->add_option("--prefix", o->prefix, "Shard name prefix: <prefix>-00000-of-00008")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of the shuffled image order")->capture_default_str();
+  cmd->add_option("--labels-file", o->labels_file,
+                  "Lines 'synset text' for image/class/text (default: <input>/synset_labels.txt if present)");
+  cmd->add_flag("--no-index", [o](int64_t) { o->write_index = false; }, "Do not write idx/<shard>.idx (TFRecord)");
+  AddEnum(cmd, "--on-error", &o->policy, &format::ParseErrorPolicy, "fail", "What to do with non-JPEG files: fail or skip");
+  cmd->add_flag("--overwrite", o->overwrite, "Replace existing shards");
+  AddOutputFlags(cmd, g);
+  cmd->callback([o, &g] {
+    o->common = {g.threads, !g.no_progress};
+    auto r = dataset::Pack(*g.fs, *o);
+    if (!r.ok()) return Fail(g, r.status());
+    if (g.json) return PrintJson(dataset::ToJson(*r));
+    std::printf("pack: %llu images, %llu classes -> %zu %s file(s) in %s\n", static_cast<unsigned long long>(r->images),
+                static_cast<unsigned long long>(r->classes), r->files.size(),
+                std::string(dataset::FormatName(r->format)).c_str(), r->out.c_str());
+    std::printf("  bytes      %s in, %s out\n", units::Bytes(static_cast<double>(r->bytes_in)).c_str(),
+                units::Bytes(static_cast<double>(r->bytes_out)).c_str());
+    std::printf("  time       %s (%s)\n", units::Duration(r->seconds).c_str(),
+                units::Rate(static_cast<double>(r->bytes_in) / r->seconds).c_str());
+    PrintSkipped(r->skipped);
+  });
+}
+
+void AddExpand(CLI::App* group, Globals& g) {
+  auto* o = new dataset::ExpandOptions();
+  auto* cmd = group->add_subcommand(
+      "expand", "Make N copies of every record file (<name>-copy-000 ...), for datasets larger than any cache");
+  cmd->add_option("input", o->input, "Directory of TFRecord shards or .rec files")->required();
+  cmd->add_option("-n,--copies", o->copies, "Copies of each file")->required();
+  cmd->add_option("-o,--out", o->out, "Output directory (default: the input directory)");
+  AddOutputFlags(cmd, g);
+  cmd->callback([o, &g] {
+    o->common = {g.threads, !g.no_progress};
+    auto r = dataset::Expand(*g.fs, *o);
+    if (!r.ok()) return Fail(g, r.status());
+    if (g.json) return PrintJson(dataset::ToJson(*r));
+    std::printf("expand: %llu files, %s in %s (%s)\n", static_cast<unsigned long long>(r->files),
+                units::Bytes(static_cast<double>(r->bytes)).c_str(), units::Duration(r->seconds).c_str(),
+                units::Rate(static_cast<double>(r->bytes) / r->seconds).c_str());
+    for (const auto& [m, n] : r->methods) std::printf("  %-16s %llu files\n", m.c_str(), static_cast<unsigned long long>(n));
+  });
+}
+
+void AddResize(CLI::App* group, Globals& g) {
+  auto* o = new dataset::ResizeOptions();
+  auto* cmd = group->add_subcommand("resize", "Re-encode every image at a new scale and JPEG quality (records in, records out)");
+  cmd->add_option("input", o->input, "Record file, directory of record files, or image folder")->required();
+  cmd->add_option("-o,--out", o->out, "Output directory")->required();
+  cmd->add_option("--scale", o->scale, "Scale factor for width and height")->capture_default_str();
+  cmd->add_option("--quality", o->quality, "JPEG quality of the output")->capture_default_str();
+  AddEnum(cmd, "-f,--format", &o->format, &dataset::ParseFormat, "auto", "auto, tfrecord, recordio or folder");
+  AddEnum(cmd, "--on-error", &o->policy, &format::ParseErrorPolicy, "fail", "Damaged records or images: fail or skip");
+  cmd->add_flag("--overwrite", o->overwrite, "Write into a non-empty output directory");
+  AddOutputFlags(cmd, g);
+  cmd->callback([o, &g] {
+    o->common = {g.threads, !g.no_progress};
+    auto r = dataset::Resize(*g.fs, *o);
+    if (!r.ok()) return Fail(g, r.status());
+    if (g.json) return PrintJson(dataset::ToJson(*r));
+    std::printf("resize: %llu images in %llu files, x%.2f\n", static_cast<unsigned long long>(r->images),
+                static_cast<unsigned long long>(r->files), o->scale);
+    std::printf("  bytes      %s in, %s out (avg %s per image)\n", units::Bytes(static_cast<double>(r->bytes_in)).c_str(),
+                units::Bytes(static_cast<double>(r->bytes_out)).c_str(),
+                units::Bytes(r->images ? static_cast<double>(r->bytes_out) / static_cast<double>(r->images) : 0).c_str());
+    std::printf("  time       %s (%.1f images/s)\n", units::Duration(r->seconds).c_str(),
+                static_cast<double>(r->images) / r->seconds);
+    PrintSkipped(r->skipped);
+  });
+}
+
+void AddVerify(CLI::App* group, Globals& g) {
+  auto* o = new dataset::VerifyOptions();
+  auto* cmd = group->add_subcommand(
+      "verify", "Check every record: framing, CRCs, payload, label, JPEG header, index files. Exit 1 on any problem");
+  cmd->add_option("path", o->path, "Record file, directory of record files, or image folder")->required();
+  AddEnum(cmd, "-f,--format", &o->format, &dataset::ParseFormat, "auto", "auto, tfrecord, recordio or folder");
+  cmd->add_flag("--decode", o->decode, "Decode every JPEG fully, not only its header");
+  cmd->add_flag("--fail-fast", o->fail_fast, "Stop at the first damaged file");
+  cmd->add_option("--num-classes", o->num_classes, "Check labels are within this many classes");
+  cmd->add_option("--max-problems", o->max_problems, "Problems to list (all are counted)")->capture_default_str();
+  AddOutputFlags(cmd, g);
+  cmd->callback([o, &g] {
+    o->common = {g.threads, !g.no_progress};
+    auto r = dataset::Verify(*g.fs, *o);
+    if (!r.ok()) return Fail(g, r.status());
+    if (!r->ok()) g.exit_code = 1;
+    if (g.json) return PrintJson(dataset::ToJson(*r));
+    std::printf("verify: %s (%s)\n", r->path.c_str(), std::string(dataset::FormatName(r->format)).c_str());
+    std::printf("  files      %llu\n", static_cast<unsigned long long>(r->files));
+    std::printf("  records    %llu\n", static_cast<unsigned long long>(r->records));
+    std::printf("  read       %s in %s (%s)\n", units::Bytes(static_cast<double>(r->bytes)).c_str(),
+                units::Duration(r->seconds).c_str(), units::Rate(static_cast<double>(r->bytes) / r->seconds).c_str());
+    if (r->records > 0) {
+      std::printf("  images     avg %s\n",
+                  units::Bytes(static_cast<double>(r->image_bytes) / static_cast<double>(r->records)).c_str());
+    }
+    if (!r->labels.empty()) {
+      uint64_t lo = UINT64_MAX, hi = 0;
+      for (const auto& [l, c] : r->labels) {
+        lo = std::min(lo, c);
+        hi = std::max(hi, c);
+      }
+      std::printf("  labels     %zu classes (%lld..%lld), %llu..%llu records per class\n", r->labels.size(),
+                  static_cast<long long>(r->labels.begin()->first), static_cast<long long>(r->labels.rbegin()->first),
+                  static_cast<unsigned long long>(lo), static_cast<unsigned long long>(hi));
+    }
+    std::printf("  problems   %llu\n", static_cast<unsigned long long>(r->problem_count));
+    for (const auto& p : r->problems) {
+      std::printf("    %s: record %llu at offset %llu: %s\n", p.file.c_str(), static_cast<unsigned long long>(p.record),
+                  static_cast<unsigned long long>(p.offset), p.message.c_str());
+    }
+    if (r->problem_count > r->problems.size()) {
+      std::printf("    ... and %llu more\n", static_cast<unsigned long long>(r->problem_count - r->problems.size()));
+    }
+    std::printf("%s\n", r->ok() ? "OK" : "DAMAGED");
+  });
+}
+
+void AddInspect(CLI::App* group, Globals& g) {
+  auto* o = new dataset::InspectOptions();
+  auto* cmd = group->add_subcommand("inspect", "Print records: where, key, label, sizes, image dimensions");
+  cmd->add_option("path", o->path, "Record file, directory of record files, or image folder")->required();
+  AddEnum(cmd, "-f,--format", &o->format, &dataset::ParseFormat, "auto", "auto, tfrecord, recordio or folder");
+  cmd->add_option("--start", o->start, "First record (of each file)")->capture_default_str();
+  cmd->add_option("-n,--limit", o->limit, "Records to print (0 = all)")->capture_default_str();
+  AddOutputFlags(cmd, g, false);
+  cmd->callback([o, &g] {
+    auto r = dataset::Inspect(*g.fs, *o);
+    if (!r.ok()) return Fail(g, r.status());
+    if (g.json) return PrintJson(dataset::ToJson(*r));
+    std::printf("%-40s %7s %10s %9s %6s %9s %11s  %s\n", "file", "record", "offset", "size", "label", "image",
+                "dimensions", "key");
+    for (const auto& row : *r) {
+      std::string dims = row.width ? fmt::format("{}x{}x{}", row.width, row.height, row.components) : "-";
+      std::string file(io::BaseName(row.file));
+      std::printf("%-40s %7llu %10llu %9llu %6lld %9llu %11s  %s%s%s\n", file.c_str(),
+                  static_cast<unsigned long long>(row.record), static_cast<unsigned long long>(row.offset),
+                  static_cast<unsigned long long>(row.size), static_cast<long long>(row.label),
+                  static_cast<unsigned long long>(row.image_bytes), dims.c_str(), row.key.c_str(),
+                  row.error.empty() ? "" : "  ERROR: ", row.error.c_str());
+    }
+  });
+}
+
+}  // namespace
+
+void RegisterDatasetCommands(CLI::App& app, Globals& g) {
+  auto* group = app.add_subcommand("dataset", "Make, pack, expand, resize, verify and inspect datasets");
+  group->require_subcommand(1);
+  AddSynth(group, g);
+  AddPack(group, g);
+  AddExpand(group, g);
+  AddResize(group, g);
+  AddVerify(group, g);
+  AddInspect(group, g);
+}
+
+}  // namespace aq::cli

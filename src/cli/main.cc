@@ -1,0 +1,46 @@
+// The `aquifer` command: aquifer <group> <command> [options]. Run
+// `aquifer --help` or `aquifer <group> <command> --help` for details.
+// Exit status: 0 success, 1 failure or damaged data found, 2 usage error.
+#include <cstdio>
+
+#include "cli/cli.h"
+#include "common/log.h"
+
+#ifndef AQ_VERSION
+#define AQ_VERSION "0.1.0"
+#endif
+
+namespace aq::cli {
+
+void Fail(Globals& g, const Status& s) {
+  std::fprintf(stderr, "aquifer: %s\n", s.ToString().c_str());
+  g.exit_code = 1;
+}
+
+void AddOutputFlags(CLI::App* cmd, Globals& g, bool threads) {
+  cmd->add_flag("--json", g.json, "Print the result as JSON on stdout");
+  cmd->add_flag("--no-progress", g.no_progress, "Never draw a progress line (it is off anyway when stdout is not a terminal)");
+  if (threads) cmd->add_option("-j,--threads", g.threads, "Worker threads (default: one per core)");
+}
+
+}  // namespace aq::cli
+
+int main(int argc, char** argv) {
+  aq::cli::Globals g;
+  g.fs = aq::io::NewPosixFileSystem();
+  CLI::App app{"aquifer: keep GPU training fed from scale-out storage, and prove it with measurements."};
+  app.require_subcommand(1);
+  app.fallthrough();
+  app.add_option("--log-level", g.log_level, "trace, debug, info, warn, error or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  app.set_version_flag("--version", std::string("aquifer ") + AQ_VERSION);
+  aq::cli::RegisterDatasetCommands(app, g);
+  app.parse_complete_callback([&g] { aq::log::Init(g.log_level); });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  return g.exit_code;
+}

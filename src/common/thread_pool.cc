@@ -1,0 +1,45 @@
+#include "common/thread_pool.h"
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace aq {
+
+size_t HardwareThreads() {
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : n;
+}
+
+Status ParallelFor(size_t n, size_t threads, const std::function<Status(size_t)>& fn) {
+  if (threads == 0) threads = HardwareThreads();
+  if (threads > n) threads = n;
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  Status first;  // GUARDED_BY(mu)
+  auto worker = [&] {
+    while (!failed.load(std::memory_order_relaxed)) {
+      size_t i = next.fetch_add(1);
+      if (i >= n) return;
+      Status s = fn(i);
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first.ok()) first = std::move(s);
+        failed = true;
+      }
+    }
+  };
+  if (threads <= 1) {
+    worker();
+    return first;
+  }
+  std::vector<std::thread> pool;
+  pool.reserve(threads);
+  for (size_t t = 0; t < threads; ++t) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  return first;
+}
+
+}  // namespace aq

@@ -1,0 +1,66 @@
+#include "common/units.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+
+namespace aq::units {
+
+namespace {
+std::string Scaled(double v, const char* suffix) {
+  static const char* kPrefix[] = {"", "k", "M", "G", "T", "P"};
+  int i = 0;
+  while (std::fabs(v) >= 1000.0 && i < 5) {
+    v /= 1000.0;
+    ++i;
+  }
+  if (i == 0) return fmt::format("{:.0f} {}{}", v, kPrefix[i], suffix);
+  return fmt::format("{:.{}f} {}{}", v, v < 10 ? 2 : (v < 100 ? 1 : 0), kPrefix[i], suffix);
+}
+}  // namespace
+
+std::string Bytes(double bytes) { return Scaled(bytes, "B"); }
+std::string Rate(double bps) { return Scaled(bps, "B/s"); }
+
+std::string Count(double n) {
+  std::string s = Scaled(n, "");
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+std::string Duration(double s) {
+  if (!std::isfinite(s) || s < 0) return "--";
+  if (s < 60) return fmt::format("{:.1f}s", s);
+  auto total = static_cast<uint64_t>(s);
+  if (total < 3600) return fmt::format("{}m{:02}s", total / 60, total % 60);
+  return fmt::format("{}h{:02}m", total / 3600, (total % 3600) / 60);
+}
+
+Result<uint64_t> ParseBytes(std::string_view text) {
+  std::string t(text);
+  size_t i = 0;
+  while (i < t.size() && (std::isdigit(static_cast<unsigned char>(t[i])) || t[i] == '.')) ++i;
+  if (i == 0) return InvalidArgument(fmt::format("not a size: '{}'", text));
+  double v = std::strtod(t.substr(0, i).c_str(), nullptr);
+  std::string suf = t.substr(i);
+  for (auto& c : suf) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  double mult = 1;
+  if (suf.empty() || suf == "b") {
+    mult = 1;
+  } else {
+    static const std::string kUnits = "kmgtp";
+    auto pos = kUnits.find(suf[0]);
+    if (pos == std::string::npos) return InvalidArgument(fmt::format("unknown size unit in '{}'", text));
+    std::string rest = suf.substr(1);
+    double base = (rest == "b") ? 1000.0 : 1024.0;  // "MB" is SI; "M" and "MiB" are binary
+    if (!(rest.empty() || rest == "b" || rest == "ib")) {
+      return InvalidArgument(fmt::format("unknown size unit in '{}'", text));
+    }
+    mult = std::pow(base, static_cast<double>(pos + 1));
+  }
+  return static_cast<uint64_t>(v * mult + 0.5);
+}
+
+}  // namespace aq::units

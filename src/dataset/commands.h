@@ -1,0 +1,174 @@
+// The dataset commands as library calls: each takes an options struct,
+// validated up front, and returns a report that the CLI prints as a table or
+// as JSON (ToJson). Long work shows a Progress line.
+//
+// Thread safety: each call is independent; internally they use `threads`
+// worker threads.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dataset/dataset.h"
+#include "format/error_policy.h"
+#include "io/file_system.h"
+
+namespace aq::dataset {
+
+struct CommonOptions {
+  size_t threads = 0;     // 0 = one per hardware thread
+  bool progress = true;   // draw progress when stdout is a terminal
+};
+
+// ---- synth ----
+enum class SizeProfile { kSmall, kLarge };
+Result<SizeProfile> ParseSizeProfile(std::string_view s);
+
+struct SynthOptions {
+  std::string out;
+  uint32_t classes = 10;
+  uint64_t images = 100;
+  SizeProfile profile = SizeProfile::kSmall;
+  uint64_t seed = 1;
+  int quality = 0;  // 0 = the profile's (95 small, 100 large)
+  bool overwrite = false;
+  CommonOptions common;
+};
+struct SynthReport {
+  std::string out;
+  uint32_t classes = 0;
+  uint64_t images = 0;
+  uint64_t bytes = 0;
+  double seconds = 0;
+};
+Result<SynthReport> Synthesize(io::FileSystem& fs, const SynthOptions& options);
+
+// ---- pack ----
+struct PackOptions {
+  std::string input;  // image folder
+  std::string out;
+  Format format = Format::kTFRecord;
+  size_t shards = 0;  // 0 = 8 for TFRecord, 1 for RecordIO
+  std::string prefix = "train";
+  uint64_t seed = 1;
+  bool write_index = true;
+  std::string labels_file;  // "synset<space>text" lines; default <input>/synset_labels.txt if present
+  format::ErrorPolicy policy = format::ErrorPolicy::kFail;  // for non-JPEG files
+  bool overwrite = false;
+  CommonOptions common;
+};
+struct PackReport {
+  std::string out;
+  Format format = Format::kTFRecord;
+  std::vector<std::string> files;
+  uint64_t images = 0;
+  uint64_t classes = 0;
+  uint64_t bytes_in = 0;
+  uint64_t bytes_out = 0;
+  double seconds = 0;
+  std::vector<format::SkippedRecord> skipped;
+};
+Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& options);
+
+// ---- expand ----
+struct ExpandOptions {
+  std::string input;
+  std::string out;  // default: input
+  uint32_t copies = 1;
+  CommonOptions common;
+};
+struct ExpandReport {
+  uint64_t files = 0;
+  uint64_t bytes = 0;
+  double seconds = 0;
+  std::map<std::string, uint64_t> methods;  // copy method -> files
+};
+Result<ExpandReport> Expand(io::FileSystem& fs, const ExpandOptions& options);
+// "train-00000-of-01024" -> "train-00000-of-01024-copy-007"; "train.rec" -> "train-copy-007.rec".
+std::string CopyName(std::string_view name, uint32_t copy);
+
+// ---- resize ----
+struct ResizeOptions {
+  std::string input;
+  std::string out;
+  double scale = 3.0;
+  int quality = 100;
+  Format format = Format::kAuto;
+  format::ErrorPolicy policy = format::ErrorPolicy::kFail;
+  bool overwrite = false;
+  CommonOptions common;
+};
+struct ResizeReport {
+  uint64_t files = 0;
+  uint64_t images = 0;
+  uint64_t bytes_in = 0;
+  uint64_t bytes_out = 0;
+  double seconds = 0;
+  std::vector<format::SkippedRecord> skipped;
+};
+Result<ResizeReport> Resize(io::FileSystem& fs, const ResizeOptions& options);
+
+// ---- verify ----
+struct VerifyOptions {
+  std::string path;
+  Format format = Format::kAuto;
+  bool decode = false;         // fully decode every JPEG, not only its header
+  bool fail_fast = false;      // stop at the first problem
+  int64_t num_classes = 0;     // > 0: labels must be in range
+  size_t max_problems = 100;   // listed in the report (all are counted)
+  CommonOptions common;
+};
+struct Problem {
+  std::string file;
+  uint64_t record = 0;
+  uint64_t offset = 0;
+  std::string message;
+};
+struct VerifyReport {
+  std::string path;
+  Format format = Format::kAuto;
+  uint64_t files = 0;
+  uint64_t records = 0;
+  uint64_t bytes = 0;        // bytes read
+  uint64_t image_bytes = 0;  // encoded image bytes
+  uint64_t problem_count = 0;
+  std::vector<Problem> problems;
+  std::map<int64_t, uint64_t> labels;  // label -> count
+  double seconds = 0;
+  bool ok() const { return problem_count == 0; }
+};
+Result<VerifyReport> Verify(io::FileSystem& fs, const VerifyOptions& options);
+
+// ---- inspect ----
+struct InspectOptions {
+  std::string path;
+  Format format = Format::kAuto;
+  uint64_t start = 0;   // first record (per file)
+  uint64_t limit = 10;  // records in all (0 = all)
+  bool decode_header = true;
+};
+struct InspectRow {
+  std::string file;
+  uint64_t record = 0, offset = 0, size = 0;
+  std::string key;
+  int64_t label = -1;
+  uint64_t image_bytes = 0;
+  uint32_t image_crc32c = 0;
+  int width = 0, height = 0, components = 0;
+  std::string error;
+};
+Result<std::vector<InspectRow>> Inspect(io::FileSystem& fs, const InspectOptions& options);
+
+nlohmann::json ToJson(const SynthReport& r);
+nlohmann::json ToJson(const PackReport& r);
+nlohmann::json ToJson(const ExpandReport& r);
+nlohmann::json ToJson(const ResizeReport& r);
+nlohmann::json ToJson(const VerifyReport& r);
+nlohmann::json ToJson(const std::vector<InspectRow>& rows);
+nlohmann::json ToJson(const std::vector<format::SkippedRecord>& skipped);
+
+}  // namespace aq::dataset

@@ -1,0 +1,237 @@
+#include "dataset/dataset.h"
+
+#include <fmt/format.h>
+
+#include <regex>
+
+#include "format/example.h"
+#include "format/recordio.h"
+#include "format/tfrecord.h"
+
+namespace aq::dataset {
+
+std::string_view FormatName(Format f) {
+  switch (f) {
+    case Format::kAuto: return "auto";
+    case Format::kTFRecord: return "tfrecord";
+    case Format::kRecordIO: return "recordio";
+    case Format::kFolder: return "folder";
+  }
+  return "?";
+}
+
+Result<Format> ParseFormat(std::string_view s) {
+  if (s == "auto") return Format::kAuto;
+  if (s == "tfrecord") return Format::kTFRecord;
+  if (s == "recordio") return Format::kRecordIO;
+  if (s == "folder") return Format::kFolder;
+  return InvalidArgument(fmt::format("unknown format '{}' (expected auto, tfrecord, recordio or folder)", s));
+}
+
+bool IsTFRecordName(std::string_view name) {
+  static const std::regex kShard(R"(.*-\d+-of-\d+(-copy-\d+)?)");
+  if (std::regex_match(name.begin(), name.end(), kShard)) return true;
+  auto ends = [&](std::string_view suf) { return name.size() >= suf.size() && name.substr(name.size() - suf.size()) == suf; };
+  return ends(".tfrecord") || ends(".tfrecords");
+}
+
+std::string TFRecordIndexPath(const std::string& shard) {
+  return io::JoinPath(io::JoinPath(io::DirName(shard), "idx"), std::string(io::BaseName(shard)) + ".idx");
+}
+
+std::string RecordIOIndexPath(const std::string& rec) {
+  if (rec.size() > 4 && rec.substr(rec.size() - 4) == ".rec") return rec.substr(0, rec.size() - 4) + ".idx";
+  return rec + ".idx";
+}
+
+std::string ShardName(std::string_view prefix, size_t index, size_t count) {
+  return fmt::format("{}-{:05d}-of-{:05d}", prefix, index, count);
+}
+
+Status PrepareOutputDir(io::FileSystem& fs, const std::string& out, bool overwrite) {
+  if (out.empty()) return InvalidArgument("an output directory is required");
+  auto st = fs.Stat(out);
+  if (st.ok() && !overwrite) {
+    if (!st->is_dir) return Status(StatusCode::kAlreadyExists, fmt::format("'{}' exists and is not a directory", out));
+    auto list = AQ_TRY(fs.List(out));
+    if (!list.empty()) {
+      return Status(StatusCode::kAlreadyExists,
+                    fmt::format("output directory '{}' is not empty (pass --overwrite to write into it anyway)", out));
+    }
+  }
+  return fs.MakeDirs(out);
+}
+
+Result<DatasetFiles> FindDataset(io::FileSystem& fs, const std::string& path, Format format) {
+  DatasetFiles ds;
+  ds.root = path;
+  auto st = fs.Stat(path);
+  if (!st.ok()) return st.status().WithContext("dataset");
+  if (!st->is_dir) {
+    if (format == Format::kFolder) return InvalidArgument(fmt::format("'{}' is a file, not an image folder", path));
+    if (format == Format::kAuto) {
+      format = path.size() > 4 && path.substr(path.size() - 4) == ".rec" ? Format::kRecordIO : Format::kTFRecord;
+    }
+    ds.format = format;
+    ds.files.push_back(path);
+    ds.total_bytes = st->size;
+    return ds;
+  }
+  auto list = fs.List(path);
+  if (!list.ok()) return list.status().WithContext("dataset");
+  std::vector<std::string> tf, rec;
+  uint64_t tf_bytes = 0, rec_bytes = 0;
+  size_t subdirs = 0;
+  for (const auto& e : *list) {
+    if (e.is_dir) {
+      if (e.name != "idx" && !e.name.empty() && e.name[0] != '.') ++subdirs;
+      continue;
+    }
+    if (e.name.size() > 4 && e.name.substr(e.name.size() - 4) == ".rec") {
+      rec.push_back(io::JoinPath(path, e.name));
+      rec_bytes += e.size;
+    } else if (IsTFRecordName(e.name)) {
+      tf.push_back(io::JoinPath(path, e.name));
+      tf_bytes += e.size;
+    }
+  }
+  if (format == Format::kAuto) {
+    if (!rec.empty()) {
+      format = Format::kRecordIO;
+    } else if (!tf.empty()) {
+      format = Format::kTFRecord;
+    } else if (subdirs > 0) {
+      format = Format::kFolder;
+    } else {
+      return InvalidArgument(fmt::format(
+          "no dataset found in '{}': expected TFRecord shards (name-00000-of-00008 or *.tfrecord), .rec files, "
+          "or class subdirectories with JPEGs",
+          path));
+    }
+  }
+  ds.format = format;
+  switch (format) {
+    case Format::kTFRecord:
+      if (tf.empty()) return InvalidArgument(fmt::format("no TFRecord shards in '{}'", path));
+      ds.files = std::move(tf);
+      ds.total_bytes = tf_bytes;
+      break;
+    case Format::kRecordIO:
+      if (rec.empty()) return InvalidArgument(fmt::format("no .rec files in '{}'", path));
+      ds.files = std::move(rec);
+      ds.total_bytes = rec_bytes;
+      break;
+    case Format::kFolder: {
+      ds.folder = AQ_TRY(format::ScanImageFolder(fs, path));
+      for (const auto& img : ds.folder.images) ds.files.push_back(img.path);
+      ds.total_bytes = ds.folder.total_bytes;
+      if (ds.files.empty()) return InvalidArgument(fmt::format("image folder '{}' holds no JPEG files", path));
+      break;
+    }
+    case Format::kAuto: break;
+  }
+  return ds;
+}
+
+namespace {
+
+void FillFromExample(Sample& s) {
+  auto f = format::ParseImageFields(s.payload);
+  if (!f.ok()) {
+    s.parse_error = f.status();
+    return;
+  }
+  s.image = f->encoded;
+  s.key = std::string(f->filename);
+  s.label = f->label;
+  s.has_label = f->has_label;
+  if (!f->has_label) s.parse_error = Corruption("Example has no image/class/label");
+}
+
+void FillFromRecordIO(Sample& s) {
+  auto v = format::UnpackImageRecord(s.payload);
+  if (!v.ok()) {
+    s.parse_error = v.status();
+    return;
+  }
+  s.image = v->image;
+  s.key = std::to_string(v->header.id);
+  float l = v->header.flag > 0 ? v->header.labels.front() : v->header.label;
+  s.label = static_cast<int64_t>(l);
+  s.has_label = true;
+}
+
+}  // namespace
+
+Result<WalkResult> WalkFile(io::FileSystem& fs, Format format, const std::string& file, const WalkOptions& opt,
+                            const std::function<Status(const Sample&)>& fn) {
+  WalkResult res;
+  auto f = AQ_TRY(fs.OpenRead(file, io::AccessHint::kSequential));
+  std::string payload;
+  Sample s;
+  s.file = &file;
+  uint64_t seen = 0;
+  auto want = [&]() { return opt.limit == 0 || seen < opt.start_record + opt.limit; };
+
+  if (format == Format::kFolder) {
+    payload.resize(f->size());
+    size_t got = AQ_TRY(f->ReadAt(0, payload.size(), payload.data()));
+    if (got != payload.size()) return Truncated(fmt::format("{}: file shrank while being read", file));
+    s.payload = s.image = payload;
+    s.framed_size = payload.size();
+    s.key = file;
+    // A folder image's label is its class index, which the caller knows
+    // from DatasetFiles::folder.
+    res.records = 1;
+    res.bytes = payload.size();
+    AQ_TRY(fn(s));
+    return res;
+  }
+
+  if (format == Format::kTFRecord) {
+    format::TFRecordReaderOptions ro;
+    ro.policy = opt.policy;
+    ro.verify_crc = opt.verify_crc;
+    format::TFRecordReader r(*f, ro);
+    while (want()) {
+      bool more = AQ_TRY(r.Next(&payload));
+      if (!more) break;
+      if (seen++ < opt.start_record) continue;
+      s = Sample{};
+      s.file = &file;
+      s.record = r.index();
+      s.offset = r.offset();
+      s.framed_size = r.framed_size();
+      s.payload = payload;
+      FillFromExample(s);
+      ++res.records;
+      res.bytes += r.framed_size();
+      AQ_TRY(fn(s));
+    }
+    res.skipped = r.skipped();
+    return res;
+  }
+
+  format::RecordIOReaderOptions ro;
+  ro.policy = opt.policy;
+  format::RecordIOReader r(*f, ro);
+  while (want()) {
+    bool more = AQ_TRY(r.Next(&payload));
+    if (!more) break;
+    if (seen++ < opt.start_record) continue;
+    s = Sample{};
+    s.file = &file;
+    s.record = r.index();
+    s.offset = r.offset();
+    s.framed_size = r.framed_size();
+    s.payload = payload;
+    FillFromRecordIO(s);
+    ++res.records;
+    res.bytes += r.framed_size();
+    AQ_TRY(fn(s));
+  }
+  res.skipped = r.skipped();
+  return res;
+}
+
+}  // namespace aq::dataset

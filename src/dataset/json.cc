@@ -1,0 +1,83 @@
+// JSON forms of the dataset reports (the --json output of the CLI).
+#include "dataset/commands.h"
+
+namespace aq::dataset {
+
+using nlohmann::json;
+
+json ToJson(const std::vector<format::SkippedRecord>& skipped) {
+  json a = json::array();
+  for (const auto& s : skipped) {
+    a.push_back({{"file", s.file}, {"offset", s.offset}, {"record", s.record}, {"bytes", s.bytes}, {"reason", s.reason}});
+  }
+  return a;
+}
+
+json ToJson(const SynthReport& r) {
+  return {{"command", "dataset synth"}, {"out", r.out},         {"classes", r.classes},
+          {"images", r.images},         {"bytes", r.bytes},     {"avg_image_bytes", r.images ? r.bytes / r.images : 0},
+          {"seconds", r.seconds}};
+}
+
+json ToJson(const PackReport& r) {
+  return {{"command", "dataset pack"},
+          {"out", r.out},
+          {"format", FormatName(r.format)},
+          {"files", r.files},
+          {"images", r.images},
+          {"classes", r.classes},
+          {"bytes_in", r.bytes_in},
+          {"bytes_out", r.bytes_out},
+          {"seconds", r.seconds},
+          {"skipped", ToJson(r.skipped)}};
+}
+
+json ToJson(const ExpandReport& r) {
+  return {{"command", "dataset expand"}, {"files", r.files}, {"bytes", r.bytes}, {"seconds", r.seconds},
+          {"methods", r.methods}};
+}
+
+json ToJson(const ResizeReport& r) {
+  return {{"command", "dataset resize"}, {"files", r.files},     {"images", r.images},
+          {"bytes_in", r.bytes_in},      {"bytes_out", r.bytes_out}, {"seconds", r.seconds},
+          {"skipped", ToJson(r.skipped)}};
+}
+
+json ToJson(const VerifyReport& r) {
+  json problems = json::array();
+  for (const auto& p : r.problems) {
+    problems.push_back({{"file", p.file}, {"record", p.record}, {"offset", p.offset}, {"message", p.message}});
+  }
+  json labels = json::object();
+  for (const auto& [l, c] : r.labels) labels[std::to_string(l)] = c;
+  return {{"command", "dataset verify"},
+          {"path", r.path},
+          {"format", FormatName(r.format)},
+          {"ok", r.ok()},
+          {"files", r.files},
+          {"records", r.records},
+          {"bytes", r.bytes},
+          {"image_bytes", r.image_bytes},
+          {"avg_image_bytes", r.records ? r.image_bytes / r.records : 0},
+          {"classes", r.labels.size()},
+          {"labels", labels},
+          {"problem_count", r.problem_count},
+          {"problems", problems},
+          {"seconds", r.seconds},
+          {"mb_per_s", r.seconds > 0 ? static_cast<double>(r.bytes) / 1e6 / r.seconds : 0.0}};
+}
+
+json ToJson(const std::vector<InspectRow>& rows) {
+  json a = json::array();
+  for (const auto& r : rows) {
+    json j = {{"file", r.file},   {"record", r.record},         {"offset", r.offset},
+              {"size", r.size},   {"key", r.key},               {"label", r.label},
+              {"image_bytes", r.image_bytes}, {"image_crc32c", r.image_crc32c},
+              {"width", r.width}, {"height", r.height},         {"components", r.components}};
+    if (!r.error.empty()) j["error"] = r.error;
+    a.push_back(std::move(j));
+  }
+  return {{"command", "dataset inspect"}, {"records", a}};
+}
+
+}  // namespace aq::dataset

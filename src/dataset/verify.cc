@@ -1,0 +1,166 @@
+// aquifer dataset verify: every record's framing and CRC, every payload's
+// structure (tf.Example or im2rec header), label and JPEG header (or full
+// decode), and the index files against the records they point to. All
+// problems are counted; the first max_problems are listed with file, record
+// and offset.
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+
+#include "common/progress.h"
+#include "common/thread_pool.h"
+#include "dataset/commands.h"
+#include "format/recordio.h"
+#include "format/tfrecord.h"
+#include "image/jpeg.h"
+
+namespace aq::dataset {
+namespace {
+
+class Collector {
+ public:
+  Collector(VerifyReport* rep, size_t max) : rep_(rep), max_(max) {}
+  void Add(Problem p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++rep_->problem_count;
+    if (rep_->problems.size() < max_) rep_->problems.push_back(std::move(p));
+  }
+  void Merge(uint64_t records, uint64_t bytes, uint64_t image_bytes, const std::map<int64_t, uint64_t>& labels) {
+    std::lock_guard<std::mutex> lock(mu_);
+    rep_->records += records;
+    rep_->bytes += bytes;
+    rep_->image_bytes += image_bytes;
+    for (const auto& [l, c] : labels) rep_->labels[l] += c;
+  }
+  uint64_t count() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return rep_->problem_count;
+  }
+
+ private:
+  std::mutex mu_;
+  VerifyReport* rep_;  // GUARDED_BY(mu_)
+  size_t max_;
+};
+
+// Checks an index file against the record offsets found by the scan.
+void CheckIndex(io::FileSystem& fs, Format format, const std::string& file, const std::vector<uint64_t>& offsets,
+                const std::vector<uint64_t>& sizes, Collector& out) {
+  const std::string idx = format == Format::kTFRecord ? TFRecordIndexPath(file) : RecordIOIndexPath(file);
+  if (!fs.Exists(idx)) return;
+  auto text = io::ReadFileToString(fs, idx);
+  if (!text.ok()) {
+    out.Add({idx, 0, 0, text.status().message()});
+    return;
+  }
+  if (format == Format::kTFRecord) {
+    auto entries = format::ParseTFRecordIndex(*text, idx);
+    if (!entries.ok()) {
+      out.Add({idx, 0, 0, entries.status().message()});
+      return;
+    }
+    if (entries->size() != offsets.size()) {
+      out.Add({idx, 0, 0, fmt::format("index lists {} records, the file holds {}", entries->size(), offsets.size())});
+    }
+    for (size_t i = 0; i < std::min(entries->size(), offsets.size()); ++i) {
+      if ((*entries)[i].offset != offsets[i] || (*entries)[i].size != sizes[i]) {
+        out.Add({idx, i, offsets[i],
+                 fmt::format("index entry {} says offset {} size {}, the record is at {} with size {}", i,
+                             (*entries)[i].offset, (*entries)[i].size, offsets[i], sizes[i])});
+        return;  // one mismatch usually means all later ones differ
+      }
+    }
+    return;
+  }
+  auto entries = format::ParseRecordIOIndex(*text, idx);
+  if (!entries.ok()) {
+    out.Add({idx, 0, 0, entries.status().message()});
+    return;
+  }
+  std::set<uint64_t> starts(offsets.begin(), offsets.end());
+  for (size_t i = 0; i < entries->size(); ++i) {
+    if (!starts.count((*entries)[i].offset)) {
+      out.Add({idx, i, (*entries)[i].offset,
+               fmt::format("index key {} points at offset {}, which is not the start of a record",
+                           (*entries)[i].key, (*entries)[i].offset)});
+    }
+  }
+  if (entries->size() != offsets.size()) {
+    out.Add({idx, 0, 0, fmt::format("index lists {} records, the file holds {}", entries->size(), offsets.size())});
+  }
+}
+
+}  // namespace
+
+Result<VerifyReport> Verify(io::FileSystem& fs, const VerifyOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  DatasetFiles ds = AQ_TRY(FindDataset(fs, o.path, o.format));
+  VerifyReport rep;
+  rep.path = o.path;
+  rep.format = ds.format;
+  rep.files = ds.files.size();
+  Collector out(&rep, o.max_problems);
+  for (const auto& sk : ds.folder.skipped) out.Add({sk.file, sk.record, sk.offset, sk.reason});
+  Progress progress({"verify", ds.files.size(), ds.total_bytes, ds.format == Format::kFolder ? "images" : "files",
+                     o.common.progress});
+  const bool folder = ds.format == Format::kFolder;
+
+  Status st = ParallelFor(ds.files.size(), o.common.threads, [&](size_t i) -> Status {
+    if (o.fail_fast && out.count() > 0) return Status::Ok();
+    const std::string& file = ds.files[i];
+    std::map<int64_t, uint64_t> labels;
+    std::vector<uint64_t> offsets, sizes;
+    uint64_t image_bytes = 0;
+    WalkOptions wo;
+    wo.policy = format::ErrorPolicy::kSkip;  // verify reports all damage, then fails
+    auto walked = WalkFile(fs, ds.format, file, wo, [&](const Sample& s) -> Status {
+      offsets.push_back(s.offset);
+      sizes.push_back(s.framed_size);
+      auto problem = [&](const std::string& m) { out.Add({file, s.record, s.offset, m}); };
+      if (!s.parse_error.ok()) {
+        problem(s.parse_error.message());
+        if (s.image.empty()) return Status::Ok();
+      }
+      int64_t label = folder ? ds.folder.images[i].class_index : s.label;
+      if (folder || s.has_label) {
+        labels[label] += 1;
+        if (o.num_classes > 0) {
+          int64_t lo = ds.format == Format::kTFRecord ? 1 : 0;
+          if (label < lo || label >= lo + o.num_classes) {
+            problem(fmt::format("label {} outside {}..{}", label, lo, lo + o.num_classes - 1));
+          }
+        }
+      }
+      image_bytes += s.image.size();
+      if (o.decode) {
+        auto img = image::DecodeJpeg(s.image);
+        if (!img.ok()) problem(img.status().message());
+      } else {
+        auto info = image::ReadJpegInfo(s.image);
+        if (!info.ok()) problem(info.status().message());
+      }
+      return Status::Ok();
+    });
+    if (!walked.ok()) {
+      out.Add({file, 0, 0, walked.status().message()});
+      progress.Add(1, 0);
+      return Status::Ok();
+    }
+    for (const auto& sk : walked->skipped) {
+      out.Add({sk.file, sk.record, sk.offset, fmt::format("{} ({} bytes skipped)", sk.reason, sk.bytes)});
+    }
+    if (!folder) CheckIndex(fs, ds.format, file, offsets, sizes, out);
+    out.Merge(walked->records, walked->bytes, image_bytes, labels);
+    progress.Add(1, walked->bytes);
+    return Status::Ok();
+  });
+  progress.Finish();
+  AQ_TRY(std::move(st));
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rep;
+}
+
+}  // namespace aq::dataset

@@ -1,0 +1,53 @@
+#include "format/image_folder.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+
+namespace aq::format {
+
+bool IsJpegFileName(std::string_view name) {
+  auto dot = name.rfind('.');
+  if (dot == std::string_view::npos) return false;
+  std::string ext(name.substr(dot + 1));
+  for (auto& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return ext == "jpg" || ext == "jpeg";
+}
+
+Result<ImageFolder> ScanImageFolder(io::FileSystem& fs, const std::string& root, ErrorPolicy policy) {
+  ImageFolder out;
+  out.root = root;
+  auto top = fs.List(root);
+  if (!top.ok()) return top.status().WithContext("image folder");
+  for (const auto& e : *top) {
+    if (e.is_dir) {
+      if (e.name.empty() || e.name[0] == '.') continue;  // hidden, like torchvision's scandir
+      out.classes.push_back(e.name);
+    } else {
+      ++out.ignored_files;
+    }
+  }
+  if (out.classes.empty()) {
+    return InvalidArgument(fmt::format("'{}' has no class subdirectories: expected root/<class>/<image>.jpg", root));
+  }
+  for (uint32_t c = 0; c < out.classes.size(); ++c) {
+    std::string dir = io::JoinPath(root, out.classes[c]);
+    auto files = fs.List(dir);
+    if (!files.ok()) {
+      if (policy == ErrorPolicy::kFail) return files.status().WithContext(fmt::format("class {} ({})", c, out.classes[c]));
+      out.skipped.push_back({dir, 0, c, 0, files.status().message()});
+      continue;
+    }
+    for (const auto& f : *files) {
+      if (f.is_dir || !IsJpegFileName(f.name)) {
+        ++out.ignored_files;
+        continue;
+      }
+      out.images.push_back({io::JoinPath(dir, f.name), c, f.size});
+      out.total_bytes += f.size;
+    }
+  }
+  return out;
+}
+
+}  // namespace aq::format

@@ -1,0 +1,39 @@
+// Image folders: root/<class>/<image>.jpg, the layout of ImageNet's raw
+// training set and of torchvision's ImageFolder. Classes are the
+// subdirectories sorted by name (class index = position, 0-based); images are
+// JPEG files (.jpg/.jpeg, any case) sorted by name within their class.
+//
+// Thread safety: pure functions over a FileSystem.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "format/error_policy.h"
+#include "io/file_system.h"
+
+namespace aq::format {
+
+struct ImageFolderEntry {
+  std::string path;     // root/<class>/<file>
+  uint32_t class_index;  // 0-based, into ImageFolder::classes
+  uint64_t size;
+};
+
+struct ImageFolder {
+  std::string root;
+  std::vector<std::string> classes;
+  std::vector<ImageFolderEntry> images;
+  uint64_t total_bytes = 0;
+  uint64_t ignored_files = 0;          // non-JPEG files (and files directly under root)
+  std::vector<SkippedRecord> skipped;  // unreadable class directories (kSkip)
+};
+
+bool IsJpegFileName(std::string_view name);
+
+// Scans root. An unreadable class directory fails the scan (kFail) or is
+// skipped and reported (kSkip). A root with no class directory is an error.
+Result<ImageFolder> ScanImageFolder(io::FileSystem& fs, const std::string& root, ErrorPolicy policy = ErrorPolicy::kFail);
+
+}  // namespace aq::format

@@ -1,0 +1,104 @@
+// io::FileSystem: the one interface through which aquifer reads and writes
+// bytes. Formats, dataset tools and the pipeline use it and never call
+// open(2) themselves, so the same code runs on a local disk, an in-memory
+// file system (tests, fuzzing) and, later, NFS mounts or the store client.
+//
+// Thread safety: FileSystem methods and RandomAccessFile::ReadAt are safe to
+// call concurrently. A WritableFile is used by one thread at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace aq::io {
+
+struct FileInfo {
+  std::string name;  // last path component (List) or the path given (Stat)
+  uint64_t size = 0;
+  bool is_dir = false;
+};
+
+// How a file will be read; implementations turn it into readahead advice.
+enum class AccessHint { kNormal, kSequential, kRandom };
+
+class RandomAccessFile {
+ public:
+  virtual ~RandomAccessFile() = default;
+  // Reads up to n bytes at offset into buf. Returns the count read, which is
+  // less than n only at end of file. Never a silent short read otherwise.
+  virtual Result<size_t> ReadAt(uint64_t offset, size_t n, void* buf) const = 0;
+  // Size when opened.
+  virtual uint64_t size() const = 0;
+  virtual const std::string& path() const = 0;
+};
+
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  virtual Status Append(std::string_view data) = 0;
+  // Makes appended data durable (fsync).
+  virtual Status Sync() = 0;
+  // Flushes and closes; further calls are errors. Destruction without
+  // Close() closes silently (errors lost): call Close().
+  virtual Status Close() = 0;
+  virtual uint64_t size() const = 0;
+  virtual const std::string& path() const = 0;
+};
+
+// How Copy() moved the bytes: shared extents (reflink), an in-kernel copy, or
+// a read/write loop through user space.
+enum class CopyMethod { kReflink, kCopyFileRange, kReadWrite };
+std::string_view CopyMethodName(CopyMethod m);
+
+class FileSystem {
+ public:
+  virtual ~FileSystem() = default;
+
+  virtual Result<std::unique_ptr<RandomAccessFile>> OpenRead(const std::string& path,
+                                                              AccessHint hint = AccessHint::kNormal) = 0;
+  // Creates or truncates.
+  virtual Result<std::unique_ptr<WritableFile>> OpenWrite(const std::string& path) = 0;
+  virtual Result<FileInfo> Stat(const std::string& path) = 0;
+  // Direct children of a directory, sorted by name, without "." and "..".
+  virtual Result<std::vector<FileInfo>> List(const std::string& dir) = 0;
+  // Creates the directory and its missing parents; OK if it exists.
+  virtual Status MakeDirs(const std::string& path) = 0;
+  virtual Status Remove(const std::string& path) = 0;
+  // Atomic replace of `to` where the implementation allows.
+  virtual Status Rename(const std::string& from, const std::string& to) = 0;
+  // Copies a whole file, the cheapest way the implementation knows.
+  virtual Result<CopyMethod> Copy(const std::string& from, const std::string& to);
+
+  bool Exists(const std::string& path) { return Stat(path).ok(); }
+};
+
+// The local POSIX file system (pread, posix_fadvise, fsync, FICLONE,
+// copy_file_range).
+std::unique_ptr<FileSystem> NewPosixFileSystem();
+
+// An in-memory file system for tests and fuzzing. Paths are plain strings;
+// directories exist implicitly when a file below them exists or MakeDirs
+// created them.
+std::unique_ptr<FileSystem> NewMemFileSystem();
+
+// A RandomAccessFile over bytes owned by the caller (must outlive the file).
+std::unique_ptr<RandomAccessFile> NewSpanFile(std::string_view bytes, std::string name = "<memory>");
+
+// Reads the whole file into a string (small files: indexes, lists).
+Result<std::string> ReadFileToString(FileSystem& fs, const std::string& path);
+// Writes data to path via a temporary name and a rename, after fsync, so a
+// reader sees the old or the new file, never half of one.
+Status WriteFileAtomic(FileSystem& fs, const std::string& path, std::string_view data);
+
+// Path helpers (POSIX '/' separators).
+std::string JoinPath(std::string_view a, std::string_view b);
+std::string_view BaseName(std::string_view path);
+std::string_view DirName(std::string_view path);
+
+}  // namespace aq::io

@@ -1,0 +1,265 @@
+// The local file system. pread for concurrent random access, posix_fadvise
+// for the access hint, fsync for durability, and for whole-file copies a
+// reflink (FICLONE) when the file system shares extents, else
+// copy_file_range, else a read/write loop.
+#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "io/file_system.h"
+
+namespace aq::io {
+namespace {
+
+class PosixRandomAccessFile final : public RandomAccessFile {
+ public:
+  PosixRandomAccessFile(int fd, std::string path, uint64_t size) : fd_(fd), path_(std::move(path)), size_(size) {}
+  ~PosixRandomAccessFile() override { ::close(fd_); }
+
+  Result<size_t> ReadAt(uint64_t offset, size_t n, void* buf) const override {
+    size_t done = 0;
+    auto* p = static_cast<char*>(buf);
+    while (done < n) {
+      ssize_t r = ::pread(fd_, p + done, n - done, static_cast<off_t>(offset + done));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoStatus(errno, fmt::format("read at offset {} of", offset + done), path_);
+      }
+      if (r == 0) break;  // end of file
+      done += static_cast<size_t>(r);
+    }
+    return done;
+  }
+  uint64_t size() const override { return size_; }
+  const std::string& path() const override { return path_; }
+
+ private:
+  int fd_;
+  std::string path_;
+  uint64_t size_;
+};
+
+class PosixWritableFile final : public WritableFile {
+ public:
+  PosixWritableFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) { buf_.reserve(kBufSize); }
+  ~PosixWritableFile() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  Status Append(std::string_view data) override {
+    if (fd_ < 0) return InvalidArgument(fmt::format("append to closed file '{}'", path_));
+    size_ += data.size();
+    if (buf_.size() + data.size() <= kBufSize) {
+      buf_.append(data);
+      return Status::Ok();
+    }
+    AQ_TRY(Flush());
+    if (data.size() >= kBufSize) return WriteAll(data);
+    buf_.append(data);
+    return Status::Ok();
+  }
+
+  Status Sync() override {
+    AQ_TRY(Flush());
+    if (::fsync(fd_) != 0) return ErrnoStatus(errno, "fsync", path_);
+    return Status::Ok();
+  }
+
+  Status Close() override {
+    if (fd_ < 0) return Status::Ok();
+    Status s = Flush();
+    if (::close(fd_) != 0 && s.ok()) s = ErrnoStatus(errno, "close", path_);
+    fd_ = -1;
+    return s;
+  }
+  uint64_t size() const override { return size_; }
+  const std::string& path() const override { return path_; }
+
+ private:
+  static constexpr size_t kBufSize = 1 << 20;
+
+  Status Flush() {
+    if (buf_.empty()) return Status::Ok();
+    Status s = WriteAll(buf_);
+    buf_.clear();
+    return s;
+  }
+  Status WriteAll(std::string_view data) {
+    const char* p = data.data();
+    size_t left = data.size();
+    while (left > 0) {
+      ssize_t w = ::write(fd_, p, left);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoStatus(errno, "write", path_);
+      }
+      p += w;
+      left -= static_cast<size_t>(w);
+    }
+    return Status::Ok();
+  }
+
+  int fd_;
+  std::string path_;
+  std::string buf_;
+  uint64_t size_ = 0;
+};
+
+class PosixFileSystem final : public FileSystem {
+ public:
+  Result<std::unique_ptr<RandomAccessFile>> OpenRead(const std::string& path, AccessHint hint) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ErrnoStatus(errno, "open", path);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      int e = errno;
+      ::close(fd);
+      return ErrnoStatus(e, "stat", path);
+    }
+    if (S_ISDIR(st.st_mode)) {
+      ::close(fd);
+      return Status(StatusCode::kInvalidArgument, fmt::format("'{}' is a directory, not a file", path));
+    }
+    if (hint == AccessHint::kSequential) ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    if (hint == AccessHint::kRandom) ::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+    return std::unique_ptr<RandomAccessFile>(
+        std::make_unique<PosixRandomAccessFile>(fd, path, static_cast<uint64_t>(st.st_size)));
+  }
+
+  Result<std::unique_ptr<WritableFile>> OpenWrite(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return ErrnoStatus(errno, "create", path);
+    return std::unique_ptr<WritableFile>(std::make_unique<PosixWritableFile>(fd, path));
+  }
+
+  Result<FileInfo> Stat(const std::string& path) override {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, "stat", path);
+    return FileInfo{path, static_cast<uint64_t>(st.st_size), S_ISDIR(st.st_mode)};
+  }
+
+  Result<std::vector<FileInfo>> List(const std::string& dir) override {
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return ErrnoStatus(errno, "list directory", dir);
+    std::vector<FileInfo> out;
+    while (true) {
+      errno = 0;
+      dirent* e = ::readdir(d);
+      if (e == nullptr) {
+        if (errno != 0) {
+          int err = errno;
+          ::closedir(d);
+          return ErrnoStatus(err, "list directory", dir);
+        }
+        break;
+      }
+      std::string name = e->d_name;
+      if (name == "." || name == "..") continue;
+      struct stat st {};
+      if (::fstatat(::dirfd(d), e->d_name, &st, 0) != 0) continue;  // vanished or dangling link
+      out.push_back({name, static_cast<uint64_t>(st.st_size), S_ISDIR(st.st_mode)});
+    }
+    ::closedir(d);
+    std::sort(out.begin(), out.end(), [](const FileInfo& a, const FileInfo& b) { return a.name < b.name; });
+    return out;
+  }
+
+  Status MakeDirs(const std::string& path) override {
+    if (path.empty()) return Status::Ok();
+    std::string cur;
+    size_t pos = 0;
+    while (pos != std::string::npos) {
+      pos = path.find('/', pos + 1);
+      cur = path.substr(0, pos);
+      if (cur.empty()) continue;
+      if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoStatus(errno, "create directory", cur);
+    }
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, "create directory", path);
+    if (!S_ISDIR(st.st_mode)) return Status(StatusCode::kAlreadyExists, fmt::format("'{}' exists and is not a directory", path));
+    return Status::Ok();
+  }
+
+  Status Remove(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0) {
+      if (errno == EISDIR && ::rmdir(path.c_str()) == 0) return Status::Ok();
+      return ErrnoStatus(errno, "remove", path);
+    }
+    return Status::Ok();
+  }
+
+  Status Rename(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) return ErrnoStatus(errno, fmt::format("rename to '{}' of", to), from);
+    return Status::Ok();
+  }
+
+  Result<CopyMethod> Copy(const std::string& from, const std::string& to) override {
+    int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
+    if (in < 0) return ErrnoStatus(errno, "open", from);
+    int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out < 0) {
+      int e = errno;
+      ::close(in);
+      return ErrnoStatus(e, "create", to);
+    }
+    Result<CopyMethod> r = CopyFds(in, out, from, to);
+    if (::close(out) != 0 && r.ok()) r = ErrnoStatus(errno, "close", to);
+    ::close(in);
+    return r;
+  }
+
+ private:
+  static Result<CopyMethod> CopyFds(int in, int out, const std::string& from, const std::string& to) {
+    if (::ioctl(out, FICLONE, in) == 0) return CopyMethod::kReflink;
+    struct stat st {};
+    if (::fstat(in, &st) != 0) return ErrnoStatus(errno, "stat", from);
+    auto left = static_cast<uint64_t>(st.st_size);
+    bool in_kernel = true;
+    while (left > 0) {
+      ssize_t n = ::copy_file_range(in, nullptr, out, nullptr, std::min<uint64_t>(left, 1ull << 30), 0);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if ((errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP || errno == EINVAL) &&
+            left == static_cast<uint64_t>(st.st_size)) {
+          in_kernel = false;
+          break;
+        }
+        return ErrnoStatus(errno, fmt::format("copy to '{}' from", to), from);
+      }
+      if (n == 0) return Truncated(fmt::format("'{}' shrank while being copied", from));
+      left -= static_cast<uint64_t>(n);
+    }
+    if (in_kernel) return CopyMethod::kCopyFileRange;
+    std::string buf(1 << 20, '\0');
+    while (true) {
+      ssize_t n = ::read(in, buf.data(), buf.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoStatus(errno, "read", from);
+      }
+      if (n == 0) break;
+      for (ssize_t done = 0; done < n;) {
+        ssize_t w = ::write(out, buf.data() + done, static_cast<size_t>(n - done));
+        if (w < 0) {
+          if (errno == EINTR) continue;
+          return ErrnoStatus(errno, "write", to);
+        }
+        done += w;
+      }
+    }
+    return CopyMethod::kReadWrite;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<FileSystem> NewPosixFileSystem() { return std::make_unique<PosixFileSystem>(); }
+
+}  // namespace aq::io

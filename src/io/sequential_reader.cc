@@ -1,0 +1,46 @@
+#include "io/sequential_reader.h"
+
+#include <cstring>
+
+namespace aq::io {
+
+SequentialReader::SequentialReader(const RandomAccessFile& file, size_t buffer_size, uint64_t start)
+    : file_(file), buf_(buffer_size, '\0'), pos_(start) {}
+
+void SequentialReader::Seek(uint64_t offset) { pos_ = offset; }
+
+Result<size_t> SequentialReader::Read(size_t n, void* out) {
+  auto* dst = static_cast<char*>(out);
+  size_t done = 0;
+  while (done < n) {
+    if (pos_ >= buf_start_ && pos_ < buf_start_ + buf_len_) {
+      size_t at = static_cast<size_t>(pos_ - buf_start_);
+      size_t k = std::min(n - done, buf_len_ - at);
+      std::memcpy(dst + done, buf_.data() + at, k);
+      done += k;
+      pos_ += k;
+      continue;
+    }
+    size_t want = n - done;
+    if (want >= buf_.size()) {  // large read: straight into the caller's memory
+      size_t got = AQ_TRY(file_.ReadAt(pos_, want, dst + done));
+      done += got;
+      pos_ += got;
+      return done;  // got < want only at end of file
+    }
+    size_t got = AQ_TRY(file_.ReadAt(pos_, buf_.size(), buf_.data()));
+    buf_start_ = pos_;
+    buf_len_ = got;
+    if (got == 0) break;
+  }
+  return done;
+}
+
+Result<size_t> SequentialReader::Read(size_t n, std::string* out) {
+  out->resize(n);
+  size_t got = AQ_TRY(Read(n, out->data()));
+  out->resize(got);
+  return got;
+}
+
+}  // namespace aq::io
