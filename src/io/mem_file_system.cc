@@ -41,17 +41,19 @@ class MemWriteFile final : public WritableFile {
   Status Append(std::string_view data) override {
     if (closed_) return InvalidArgument(fmt::format("append to closed file '{}'", path_));
     buf_.append(data);
+    size_ += data.size();
     return Status::Ok();
   }
   Status Sync() override;
   Status Close() override;
-  uint64_t size() const override { return buf_.size(); }
+  uint64_t size() const override { return size_; }
   const std::string& path() const override { return path_; }
 
  private:
   MemFileSystem* fs_;
   std::string path_;
   std::string buf_;
+  uint64_t size_ = 0;
   bool closed_ = false;
 };
 

@@ -1,0 +1,31 @@
+#include "common/units.h"
+
+#include <gtest/gtest.h>
+
+namespace aq::units {
+namespace {
+
+TEST(Units, ParseBytes) {
+  EXPECT_EQ(*ParseBytes("1234"), 1234u);
+  EXPECT_EQ(*ParseBytes("4k"), 4096u);
+  EXPECT_EQ(*ParseBytes("4MiB"), 4u << 20);
+  EXPECT_EQ(*ParseBytes("4M"), 4u << 20);
+  EXPECT_EQ(*ParseBytes("4MB"), 4000000u);
+  EXPECT_EQ(*ParseBytes("1.5G"), 1610612736u);
+  EXPECT_FALSE(ParseBytes("").ok());
+  EXPECT_FALSE(ParseBytes("12 parsecs").ok());
+  EXPECT_FALSE(ParseBytes("MB").ok());
+}
+
+TEST(Units, FormatsInSiUnits) {
+  EXPECT_EQ(Bytes(999), "999 B");
+  EXPECT_EQ(Bytes(110000), "110 kB");
+  EXPECT_EQ(Bytes(1.3e6), "1.30 MB");
+  EXPECT_EQ(Rate(5.907e9), "5.91 GB/s");
+  EXPECT_EQ(Duration(12.34), "12.3s");
+  EXPECT_EQ(Duration(185), "3m05s");
+  EXPECT_EQ(Duration(3720), "1h02m");
+}
+
+}  // namespace
+}  // namespace aq::units

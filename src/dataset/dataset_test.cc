@@ -1,0 +1,247 @@
+// The dataset commands end to end on the in-memory file system.
+#include "dataset/dataset.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "dataset/commands.h"
+#include "format/example.h"
+#include "format/tfrecord.h"
+#include "image/jpeg.h"
+
+namespace aq::dataset {
+namespace {
+
+class DatasetTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    fs_ = io::NewMemFileSystem();
+    SynthOptions s;
+    s.out = "/raw";
+    s.classes = 4;
+    s.images = 24;
+    s.seed = 9;
+    s.common.progress = false;
+    auto r = Synthesize(*fs_, s);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ(r->images, 24u);
+  }
+  PackOptions PackTo(const std::string& out, Format f, size_t shards) {
+    PackOptions p;
+    p.input = "/raw";
+    p.out = out;
+    p.format = f;
+    p.shards = shards;
+    p.common.progress = false;
+    return p;
+  }
+  VerifyReport MustVerify(const std::string& path) {
+    VerifyOptions v;
+    v.path = path;
+    v.common.progress = false;
+    auto r = Verify(*fs_, v);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : VerifyReport{};
+  }
+  void Corrupt(const std::string& path, size_t at) {
+    std::string s = *io::ReadFileToString(*fs_, path);
+    s[at] ^= 0x20;
+    ASSERT_TRUE(io::WriteFileAtomic(*fs_, path, s).ok());
+  }
+  std::unique_ptr<io::FileSystem> fs_;
+};
+
+TEST_F(DatasetTest, SynthIsDeterministicBySeed) {
+  SynthOptions s;
+  s.out = "/raw2";
+  s.classes = 4;
+  s.images = 24;
+  s.seed = 9;
+  s.common.threads = 1;  // a different thread count must not change the bytes
+  s.common.progress = false;
+  ASSERT_TRUE(Synthesize(*fs_, s).ok());
+  auto a = format::ScanImageFolder(*fs_, "/raw"), b = format::ScanImageFolder(*fs_, "/raw2");
+  ASSERT_EQ(a->images.size(), b->images.size());
+  for (size_t i = 0; i < a->images.size(); ++i) {
+    EXPECT_EQ(*io::ReadFileToString(*fs_, a->images[i].path), *io::ReadFileToString(*fs_, b->images[i].path));
+  }
+  EXPECT_EQ(a->classes.size(), 4u);
+}
+
+TEST_F(DatasetTest, PackTFRecordThenVerify) {
+  auto p = Pack(*fs_, PackTo("/tf", Format::kTFRecord, 3));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->files.size(), 3u);
+  EXPECT_EQ(p->files[0], "/tf/train-00000-of-00003");
+  EXPECT_TRUE(fs_->Exists("/tf/idx/train-00000-of-00003.idx"));
+  VerifyReport v = MustVerify("/tf");
+  EXPECT_TRUE(v.ok());
+  EXPECT_EQ(v.records, 24u);
+  EXPECT_EQ(v.labels.size(), 4u);
+  EXPECT_EQ(v.labels.begin()->first, 1);  // 1-based, as the ImageNet converters
+  // The record carries the ImageNet keys.
+  auto f = fs_->OpenRead("/tf/train-00000-of-00003");
+  format::TFRecordReader r(**f);
+  std::string rec;
+  ASSERT_TRUE(*r.Next(&rec));
+  auto img = format::FromExample(*format::ParseExample(rec));
+  ASSERT_TRUE(img.ok());
+  EXPECT_EQ(img->synset.substr(0, 1), "n");
+  EXPECT_EQ(img->text.substr(0, 15), "synthetic class");
+  auto info = image::ReadJpegInfo(img->encoded);
+  EXPECT_EQ(info->width, img->width);
+}
+
+TEST_F(DatasetTest, PackIsDeterministicAndSpreadsShuffledImages) {
+  ASSERT_TRUE(Pack(*fs_, PackTo("/a", Format::kTFRecord, 2)).ok());
+  ASSERT_TRUE(Pack(*fs_, PackTo("/b", Format::kTFRecord, 2)).ok());
+  EXPECT_EQ(*io::ReadFileToString(*fs_, "/a/train-00000-of-00002"), *io::ReadFileToString(*fs_, "/b/train-00000-of-00002"));
+  InspectOptions io;
+  io.path = "/a/train-00000-of-00002";
+  io.limit = 0;
+  auto rows = Inspect(*fs_, io);
+  ASSERT_TRUE(rows.ok());
+  std::set<int64_t> labels;
+  for (const auto& r : *rows) labels.insert(r.label);
+  EXPECT_GT(labels.size(), 1u);  // shuffled, not one class per shard
+}
+
+TEST_F(DatasetTest, PackRecordIOThenVerifyAndInspect) {
+  auto p = Pack(*fs_, PackTo("/rec", Format::kRecordIO, 0));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->files, std::vector<std::string>{"/rec/train.rec"});
+  EXPECT_TRUE(fs_->Exists("/rec/train.idx"));
+  EXPECT_TRUE(fs_->Exists("/rec/train.lst"));
+  VerifyReport v = MustVerify("/rec");
+  EXPECT_TRUE(v.ok());
+  EXPECT_EQ(v.records, 24u);
+  EXPECT_EQ(v.labels.begin()->first, 0);
+  InspectOptions io;
+  io.path = "/rec";
+  io.limit = 5;
+  auto rows = Inspect(*fs_, io);
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 5u);
+  EXPECT_GT((*rows)[0].width, 0);
+}
+
+TEST_F(DatasetTest, VerifyFindsCorruptionAndNamesWhere) {
+  ASSERT_TRUE(Pack(*fs_, PackTo("/tf", Format::kTFRecord, 2)).ok());
+  Corrupt("/tf/train-00001-of-00002", 5000);
+  VerifyReport v = MustVerify("/tf");
+  EXPECT_FALSE(v.ok());
+  ASSERT_FALSE(v.problems.empty());
+  EXPECT_EQ(v.problems[0].file, "/tf/train-00001-of-00002");
+  EXPECT_NE(v.problems[0].message.find("CRC"), std::string::npos) << v.problems[0].message;
+}
+
+TEST_F(DatasetTest, VerifyFindsAStaleIndex) {
+  ASSERT_TRUE(Pack(*fs_, PackTo("/tf", Format::kTFRecord, 1)).ok());
+  ASSERT_TRUE(io::WriteFileAtomic(*fs_, "/tf/idx/train-00000-of-00001.idx", "0 16\n").ok());
+  VerifyReport v = MustVerify("/tf");
+  EXPECT_FALSE(v.ok());
+  EXPECT_NE(v.problems[0].message.find("index"), std::string::npos);
+}
+
+TEST_F(DatasetTest, PackRejectsNonJpegOrSkipsIt) {
+  auto f = fs_->OpenWrite("/raw/" + format::ScanImageFolder(*fs_, "/raw")->classes[0] + "/bad.jpg");
+  ASSERT_TRUE((*f)->Append("this is text, not a JPEG").ok());
+  ASSERT_TRUE((*f)->Close().ok());
+  auto fail = Pack(*fs_, PackTo("/tf", Format::kTFRecord, 2));
+  ASSERT_FALSE(fail.ok());
+  EXPECT_NE(fail.status().message().find("bad.jpg"), std::string::npos);
+  EXPECT_NE(fail.status().message().find("not a JPEG"), std::string::npos);
+  EXPECT_FALSE(fs_->Exists("/tf/train-00000-of-00002.partial"));
+  PackOptions p = PackTo("/tf2", Format::kTFRecord, 2);
+  p.policy = format::ErrorPolicy::kSkip;
+  auto skip = Pack(*fs_, p);
+  ASSERT_TRUE(skip.ok());
+  EXPECT_EQ(skip->images, 24u);
+  ASSERT_EQ(skip->skipped.size(), 1u);
+  EXPECT_NE(skip->skipped[0].file.find("bad.jpg"), std::string::npos);
+}
+
+TEST_F(DatasetTest, ExpandMakesNamedCopies) {
+  ASSERT_TRUE(Pack(*fs_, PackTo("/tf", Format::kTFRecord, 2)).ok());
+  ExpandOptions e;
+  e.input = "/tf";
+  e.copies = 3;
+  e.common.progress = false;
+  auto r = Expand(*fs_, e);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->files, 2u * 3u * 2u);  // shards x copies x (shard + index)
+  EXPECT_EQ(*io::ReadFileToString(*fs_, "/tf/train-00001-of-00002-copy-002"),
+            *io::ReadFileToString(*fs_, "/tf/train-00001-of-00002"));
+  EXPECT_TRUE(fs_->Exists("/tf/idx/train-00001-of-00002-copy-002.idx"));
+  VerifyReport v = MustVerify("/tf");
+  EXPECT_TRUE(v.ok());
+  EXPECT_EQ(v.records, 24u * 4u);
+  // Running it again does not copy the copies.
+  auto again = Expand(*fs_, e);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->files, 12u);
+}
+
+TEST(CopyName, KeepsExtensionsLast) {
+  EXPECT_EQ(CopyName("train-00000-of-01024", 0), "train-00000-of-01024-copy-000");
+  EXPECT_EQ(CopyName("train.rec", 149), "train-copy-149.rec");
+  EXPECT_EQ(CopyName("train.idx", 1), "train-copy-001.idx");
+  EXPECT_TRUE(IsTFRecordName("train-00000-of-01024-copy-000"));
+}
+
+TEST_F(DatasetTest, ResizeScalesEveryImageAndKeepsTheRest) {
+  ASSERT_TRUE(Pack(*fs_, PackTo("/tf", Format::kTFRecord, 2)).ok());
+  ResizeOptions o;
+  o.input = "/tf";
+  o.out = "/big";
+  o.scale = 2;
+  o.quality = 100;
+  o.common.progress = false;
+  auto r = Resize(*fs_, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->images, 24u);
+  EXPECT_GT(r->bytes_out, r->bytes_in);
+  InspectOptions a, b;
+  a.path = "/tf/train-00000-of-00002";
+  b.path = "/big/train-00000-of-00002";
+  a.limit = b.limit = 0;
+  auto ra = Inspect(*fs_, a), rb = Inspect(*fs_, b);
+  ASSERT_EQ(ra->size(), rb->size());
+  for (size_t i = 0; i < ra->size(); ++i) {
+    EXPECT_EQ((*rb)[i].width, (*ra)[i].width * 2);
+    EXPECT_EQ((*rb)[i].key, (*ra)[i].key);
+    EXPECT_EQ((*rb)[i].label, (*ra)[i].label);
+  }
+  EXPECT_TRUE(MustVerify("/big").ok());
+  // RecordIO too.
+  ASSERT_TRUE(Pack(*fs_, PackTo("/rec", Format::kRecordIO, 1)).ok());
+  o.input = "/rec";
+  o.out = "/bigrec";
+  ASSERT_TRUE(Resize(*fs_, o).ok());
+  EXPECT_TRUE(MustVerify("/bigrec").ok());
+}
+
+TEST_F(DatasetTest, FindDatasetExplainsWhatItExpected) {
+  ASSERT_TRUE(fs_->MakeDirs("/empty").ok());
+  auto r = FindDataset(*fs_, "/empty");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no dataset found"), std::string::npos);
+  auto folder = FindDataset(*fs_, "/raw");
+  ASSERT_TRUE(folder.ok());
+  EXPECT_EQ(folder->format, Format::kFolder);
+  EXPECT_TRUE(MustVerify("/raw").ok());
+}
+
+TEST_F(DatasetTest, OutputDirectoryIsNotClobbered) {
+  SynthOptions s;
+  s.out = "/raw";
+  s.images = 1;
+  s.common.progress = false;
+  auto r = Synthesize(*fs_, s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kAlreadyExists);
+}
+
+}  // namespace
+}  // namespace aq::dataset
