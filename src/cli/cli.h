@@ -4,7 +4,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <string>
 
 #include "common/status.h"
@@ -17,7 +16,7 @@ struct Globals {
   bool no_progress = false;  // never draw progress
   size_t threads = 0;        // 0 = one per core
   std::string log_level = "info";
-  int exit_code = 0;         // set by commands
+  int exit_code = 0;  // set by commands
   std::unique_ptr<io::FileSystem> fs;
 };
 

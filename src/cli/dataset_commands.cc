@@ -48,7 +48,8 @@ void AddSynth(CLI::App* group, Globals& g) {
   cmd->add_option("-o,--out", o->out, "Output directory")->required();
   cmd->add_option("--classes", o->classes, "Number of classes")->capture_default_str();
   cmd->add_option("--images", o->images, "Number of images in all")->capture_default_str();
-  AddEnum(cmd, "--profile", &o->profile, &dataset::ParseSizeProfile, "small", "Image size profile: small (~500x375, ~110 KB) or large (~1500x1125, q100, ~1.3 MB)");
+  AddEnum(cmd, "--profile", &o->profile, &dataset::ParseSizeProfile, "small",
+          "Image size profile: small (~500x375, ~110 KB) or large (~1500x1125, q100, ~1.3 MB)");
   cmd->add_option("--seed", o->seed, "Random seed (same seed, same files)")->capture_default_str();
   cmd->add_option("--quality", o->quality, "JPEG quality (default: the profile's, 95 or 100)");
   cmd->add_flag("--overwrite", o->overwrite, "Write into a non-empty output directory");
@@ -72,14 +73,17 @@ void AddPack(CLI::App* group, Globals& g) {
   auto* cmd = group->add_subcommand("pack", "Pack an image folder into TFRecord shards or MXNet RecordIO");
   cmd->add_option("input", o->input, "Image folder (root/<class>/<image>.jpg)")->required();
   cmd->add_option("-o,--out", o->out, "Output directory")->required();
-  AddEnum(cmd, "-f,--format", &o->format, &dataset::ParseFormat, "tfrecord", "tfrecord (tf.Example, labels 1-based) or recordio (.rec/.idx/.lst, labels 0-based)");
+  AddEnum(cmd, "-f,--format", &o->format, &dataset::ParseFormat, "tfrecord",
+          "tfrecord (tf.Example, labels 1-based) or recordio (.rec/.idx/.lst, labels 0-based)");
   cmd->add_option("--shards", o->shards, "Number of output files (default 8 for tfrecord, 1 for recordio)");
   cmd->add_option("--prefix", o->prefix, "Shard name prefix: <prefix>-00000-of-00008")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the shuffled image order")->capture_default_str();
   cmd->add_option("--labels-file", o->labels_file,
                   "Lines 'synset text' for image/class/text (default: <input>/synset_labels.txt if present)");
-  cmd->add_flag("--no-index", [o](int64_t) { o->write_index = false; }, "Do not write idx/<shard>.idx (TFRecord)");
-  AddEnum(cmd, "--on-error", &o->policy, &format::ParseErrorPolicy, "fail", "What to do with non-JPEG files: fail or skip");
+  cmd->add_flag(
+      "--no-index", [o](int64_t) { o->write_index = false; }, "Do not write idx/<shard>.idx (TFRecord)");
+  AddEnum(cmd, "--on-error", &o->policy, &format::ParseErrorPolicy, "fail",
+          "What to do with non-JPEG files: fail or skip");
   cmd->add_flag("--overwrite", o->overwrite, "Replace existing shards");
   AddOutputFlags(cmd, g);
   cmd->callback([o, &g] {
@@ -114,13 +118,15 @@ void AddExpand(CLI::App* group, Globals& g) {
     std::printf("expand: %llu files, %s in %s (%s)\n", static_cast<unsigned long long>(r->files),
                 units::Bytes(static_cast<double>(r->bytes)).c_str(), units::Duration(r->seconds).c_str(),
                 units::Rate(static_cast<double>(r->bytes) / r->seconds).c_str());
-    for (const auto& [m, n] : r->methods) std::printf("  %-16s %llu files\n", m.c_str(), static_cast<unsigned long long>(n));
+    for (const auto& [m, n] : r->methods)
+      std::printf("  %-16s %llu files\n", m.c_str(), static_cast<unsigned long long>(n));
   });
 }
 
 void AddResize(CLI::App* group, Globals& g) {
   auto* o = new dataset::ResizeOptions();
-  auto* cmd = group->add_subcommand("resize", "Re-encode every image at a new scale and JPEG quality (records in, records out)");
+  auto* cmd = group->add_subcommand("resize",
+                                    "Re-encode every image at a new scale and JPEG quality (records in, records out)");
   cmd->add_option("input", o->input, "Record file, directory of record files, or image folder")->required();
   cmd->add_option("-o,--out", o->out, "Output directory")->required();
   cmd->add_option("--scale", o->scale, "Scale factor for width and height")->capture_default_str();
@@ -136,9 +142,10 @@ void AddResize(CLI::App* group, Globals& g) {
     if (g.json) return PrintJson(dataset::ToJson(*r));
     std::printf("resize: %llu images in %llu files, x%.2f\n", static_cast<unsigned long long>(r->images),
                 static_cast<unsigned long long>(r->files), o->scale);
-    std::printf("  bytes      %s in, %s out (avg %s per image)\n", units::Bytes(static_cast<double>(r->bytes_in)).c_str(),
-                units::Bytes(static_cast<double>(r->bytes_out)).c_str(),
-                units::Bytes(r->images ? static_cast<double>(r->bytes_out) / static_cast<double>(r->images) : 0).c_str());
+    std::printf(
+        "  bytes      %s in, %s out (avg %s per image)\n", units::Bytes(static_cast<double>(r->bytes_in)).c_str(),
+        units::Bytes(static_cast<double>(r->bytes_out)).c_str(),
+        units::Bytes(r->images ? static_cast<double>(r->bytes_out) / static_cast<double>(r->images) : 0).c_str());
     std::printf("  time       %s (%.1f images/s)\n", units::Duration(r->seconds).c_str(),
                 static_cast<double>(r->images) / r->seconds);
     PrintSkipped(r->skipped);

@@ -19,7 +19,8 @@ void Fail(Globals& g, const Status& s) {
 
 void AddOutputFlags(CLI::App* cmd, Globals& g, bool threads) {
   cmd->add_flag("--json", g.json, "Print the result as JSON on stdout");
-  cmd->add_flag("--no-progress", g.no_progress, "Never draw a progress line (it is off anyway when stdout is not a terminal)");
+  cmd->add_flag("--no-progress", g.no_progress,
+                "Never draw a progress line (it is off anyway when stdout is not a terminal)");
   if (threads) cmd->add_option("-j,--threads", g.threads, "Worker threads (default: one per core)");
 }
 

@@ -78,7 +78,7 @@ class [[nodiscard]] Result {
   static_assert(!std::is_same_v<T, Status>, "Result<Status> makes no sense");
 
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design
     if (std::get<Status>(v_).ok()) v_ = Status(StatusCode::kInternal, "Result built from OK status");
   }
@@ -118,9 +118,9 @@ T ValueOf(Result<T>&& r) {
 //   auto bytes = AQ_TRY(file->ReadAt(off, n, buf));
 // The one control-flow macro of the code base (a GNU statement expression,
 // supported by GCC and Clang).
-#define AQ_TRY(expr)                                                \
-  ({                                                                \
-    auto&& aq_try_result_ = (expr);                                 \
+#define AQ_TRY(expr)                                                     \
+  ({                                                                     \
+    auto&& aq_try_result_ = (expr);                                      \
     if (!aq_try_result_.ok()) return std::move(aq_try_result_).status(); \
-    ::aq::internal::ValueOf(std::move(aq_try_result_));             \
+    ::aq::internal::ValueOf(std::move(aq_try_result_));                  \
   })

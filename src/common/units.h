@@ -11,10 +11,10 @@
 
 namespace aq::units {
 
-std::string Bytes(double bytes);          // "1.23 GB"
-std::string Rate(double bytes_per_sec);   // "512.0 MB/s"
-std::string Duration(double seconds);     // "1h02m", "3m05s", "12.3s"
-std::string Count(double n);              // "1.28 M"
+std::string Bytes(double bytes);         // "1.23 GB"
+std::string Rate(double bytes_per_sec);  // "512.0 MB/s"
+std::string Duration(double seconds);    // "1h02m", "3m05s", "12.3s"
+std::string Count(double n);             // "1.28 M"
 
 // "4MiB", "4M" (MiB), "4MB" (SI), "1G", "512k", "1234" -> bytes.
 Result<uint64_t> ParseBytes(std::string_view text);

@@ -8,10 +8,9 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "dataset/dataset.h"
 #include "format/error_policy.h"
@@ -20,8 +19,8 @@
 namespace aq::dataset {
 
 struct CommonOptions {
-  size_t threads = 0;     // 0 = one per hardware thread
-  bool progress = true;   // draw progress when stdout is a terminal
+  size_t threads = 0;    // 0 = one per hardware thread
+  bool progress = true;  // draw progress when stdout is a terminal
 };
 
 // ---- synth ----
@@ -116,10 +115,10 @@ Result<ResizeReport> Resize(io::FileSystem& fs, const ResizeOptions& options);
 struct VerifyOptions {
   std::string path;
   Format format = Format::kAuto;
-  bool decode = false;         // fully decode every JPEG, not only its header
-  bool fail_fast = false;      // stop at the first problem
-  int64_t num_classes = 0;     // > 0: labels must be in range
-  size_t max_problems = 100;   // listed in the report (all are counted)
+  bool decode = false;        // fully decode every JPEG, not only its header
+  bool fail_fast = false;     // stop at the first problem
+  int64_t num_classes = 0;    // > 0: labels must be in range
+  size_t max_problems = 100;  // listed in the report (all are counted)
   CommonOptions common;
 };
 struct Problem {

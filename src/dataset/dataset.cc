@@ -31,7 +31,9 @@ Result<Format> ParseFormat(std::string_view s) {
 bool IsTFRecordName(std::string_view name) {
   static const std::regex kShard(R"(.*-\d+-of-\d+(-copy-\d+)?)");
   if (std::regex_match(name.begin(), name.end(), kShard)) return true;
-  auto ends = [&](std::string_view suf) { return name.size() >= suf.size() && name.substr(name.size() - suf.size()) == suf; };
+  auto ends = [&](std::string_view suf) {
+    return name.size() >= suf.size() && name.substr(name.size() - suf.size()) == suf;
+  };
   return ends(".tfrecord") || ends(".tfrecords");
 }
 

@@ -27,7 +27,7 @@ struct DatasetFiles {
   std::string root;                // the directory (or the single file given)
   std::vector<std::string> files;  // record files (.rec for RecordIO), or images for a folder
   uint64_t total_bytes = 0;
-  format::ImageFolder folder;      // when format == kFolder
+  format::ImageFolder folder;  // when format == kFolder
 };
 
 // Finds the dataset at `path`: a record file, a directory of TFRecord shards
@@ -47,8 +47,8 @@ std::string RecordIOIndexPath(const std::string& rec_path);
 // One sample as stored, with where it is.
 struct Sample {
   const std::string* file = nullptr;
-  uint64_t record = 0;     // 0-based number in the file (0 for folder images)
-  uint64_t offset = 0;     // byte offset of the record
+  uint64_t record = 0;       // 0-based number in the file (0 for folder images)
+  uint64_t offset = 0;       // byte offset of the record
   uint64_t framed_size = 0;  // bytes the record occupies in the file
   std::string_view payload;  // the whole record (Example bytes, RecordIO payload, or the JPEG file)
   std::string_view image;    // encoded image bytes

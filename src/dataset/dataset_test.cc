@@ -96,7 +96,8 @@ TEST_F(DatasetTest, PackTFRecordThenVerify) {
 TEST_F(DatasetTest, PackIsDeterministicAndSpreadsShuffledImages) {
   ASSERT_TRUE(Pack(*fs_, PackTo("/a", Format::kTFRecord, 2)).ok());
   ASSERT_TRUE(Pack(*fs_, PackTo("/b", Format::kTFRecord, 2)).ok());
-  EXPECT_EQ(*io::ReadFileToString(*fs_, "/a/train-00000-of-00002"), *io::ReadFileToString(*fs_, "/b/train-00000-of-00002"));
+  EXPECT_EQ(*io::ReadFileToString(*fs_, "/a/train-00000-of-00002"),
+            *io::ReadFileToString(*fs_, "/b/train-00000-of-00002"));
   InspectOptions io;
   io.path = "/a/train-00000-of-00002";
   io.limit = 0;

@@ -19,29 +19,29 @@ Result<std::vector<InspectRow>> Inspect(io::FileSystem& fs, const InspectOptions
     wo.limit = o.limit == 0 ? 0 : o.limit - rows.size();
     if (folder && i < o.start) continue;
     AQ_TRY(WalkFile(fs, ds.format, ds.files[i], wo, [&](const Sample& s) -> Status {
-      InspectRow r;
-      r.file = *s.file;
-      r.record = folder ? i : s.record;
-      r.offset = s.offset;
-      r.size = s.framed_size;
-      r.key = folder ? std::string(io::BaseName(s.key)) : s.key;
-      r.label = folder ? ds.folder.images[i].class_index : s.label;
-      r.image_bytes = s.image.size();
-      r.image_crc32c = crc32c::Value(s.image);
-      if (!s.parse_error.ok()) r.error = s.parse_error.message();
-      if (o.decode_header && !s.image.empty()) {
-        auto info = image::ReadJpegInfo(s.image);
-        if (info.ok()) {
-          r.width = info->width;
-          r.height = info->height;
-          r.components = info->components;
-        } else if (r.error.empty()) {
-          r.error = info.status().message();
-        }
-      }
-      rows.push_back(std::move(r));
-      return Status::Ok();
-    }).status());
+             InspectRow r;
+             r.file = *s.file;
+             r.record = folder ? i : s.record;
+             r.offset = s.offset;
+             r.size = s.framed_size;
+             r.key = folder ? std::string(io::BaseName(s.key)) : s.key;
+             r.label = folder ? ds.folder.images[i].class_index : s.label;
+             r.image_bytes = s.image.size();
+             r.image_crc32c = crc32c::Value(s.image);
+             if (!s.parse_error.ok()) r.error = s.parse_error.message();
+             if (o.decode_header && !s.image.empty()) {
+               auto info = image::ReadJpegInfo(s.image);
+               if (info.ok()) {
+                 r.width = info->width;
+                 r.height = info->height;
+                 r.components = info->components;
+               } else if (r.error.empty()) {
+                 r.error = info.status().message();
+               }
+             }
+             rows.push_back(std::move(r));
+             return Status::Ok();
+           }).status());
   }
   return rows;
 }

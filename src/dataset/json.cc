@@ -8,14 +8,15 @@ using nlohmann::json;
 json ToJson(const std::vector<format::SkippedRecord>& skipped) {
   json a = json::array();
   for (const auto& s : skipped) {
-    a.push_back({{"file", s.file}, {"offset", s.offset}, {"record", s.record}, {"bytes", s.bytes}, {"reason", s.reason}});
+    a.push_back(
+        {{"file", s.file}, {"offset", s.offset}, {"record", s.record}, {"bytes", s.bytes}, {"reason", s.reason}});
   }
   return a;
 }
 
 json ToJson(const SynthReport& r) {
-  return {{"command", "dataset synth"}, {"out", r.out},         {"classes", r.classes},
-          {"images", r.images},         {"bytes", r.bytes},     {"avg_image_bytes", r.images ? r.bytes / r.images : 0},
+  return {{"command", "dataset synth"}, {"out", r.out},     {"classes", r.classes},
+          {"images", r.images},         {"bytes", r.bytes}, {"avg_image_bytes", r.images ? r.bytes / r.images : 0},
           {"seconds", r.seconds}};
 }
 
@@ -33,12 +34,15 @@ json ToJson(const PackReport& r) {
 }
 
 json ToJson(const ExpandReport& r) {
-  return {{"command", "dataset expand"}, {"files", r.files}, {"bytes", r.bytes}, {"seconds", r.seconds},
+  return {{"command", "dataset expand"},
+          {"files", r.files},
+          {"bytes", r.bytes},
+          {"seconds", r.seconds},
           {"methods", r.methods}};
 }
 
 json ToJson(const ResizeReport& r) {
-  return {{"command", "dataset resize"}, {"files", r.files},     {"images", r.images},
+  return {{"command", "dataset resize"}, {"files", r.files},         {"images", r.images},
           {"bytes_in", r.bytes_in},      {"bytes_out", r.bytes_out}, {"seconds", r.seconds},
           {"skipped", ToJson(r.skipped)}};
 }
@@ -70,10 +74,10 @@ json ToJson(const VerifyReport& r) {
 json ToJson(const std::vector<InspectRow>& rows) {
   json a = json::array();
   for (const auto& r : rows) {
-    json j = {{"file", r.file},   {"record", r.record},         {"offset", r.offset},
-              {"size", r.size},   {"key", r.key},               {"label", r.label},
-              {"image_bytes", r.image_bytes}, {"image_crc32c", r.image_crc32c},
-              {"width", r.width}, {"height", r.height},         {"components", r.components}};
+    json j = {
+        {"file", r.file},   {"record", r.record}, {"offset", r.offset},           {"size", r.size},
+        {"key", r.key},     {"label", r.label},   {"image_bytes", r.image_bytes}, {"image_crc32c", r.image_crc32c},
+        {"width", r.width}, {"height", r.height}, {"components", r.components}};
     if (!r.error.empty()) j["error"] = r.error;
     a.push_back(std::move(j));
   }

@@ -2,6 +2,8 @@
 // record files in, record files out (the documents' large-image dataset:
 // 3x height and width, JPEG quality 100). Everything else in each record is
 // kept: other Example features, RecordIO header fields, file names.
+#include "image/resize.h"
+
 #include <fmt/format.h>
 
 #include <atomic>
@@ -16,7 +18,6 @@
 #include "format/recordio.h"
 #include "format/tfrecord.h"
 #include "image/jpeg.h"
-#include "image/resize.h"
 
 namespace aq::dataset {
 namespace {
@@ -32,7 +33,8 @@ Result<std::string> Rescale(std::string_view jpeg, double scale, int quality) {
 }  // namespace
 
 Result<ResizeReport> Resize(io::FileSystem& fs, const ResizeOptions& o) {
-  if (!(o.scale > 0 && o.scale <= 16)) return InvalidArgument(fmt::format("resize: --scale {} not in (0, 16]", o.scale));
+  if (!(o.scale > 0 && o.scale <= 16))
+    return InvalidArgument(fmt::format("resize: --scale {} not in (0, 16]", o.scale));
   if (o.quality < 1 || o.quality > 100) return InvalidArgument("resize: --quality must be in 1..100");
   if (o.out.empty()) return InvalidArgument("resize: an output directory is required");
   const auto t0 = std::chrono::steady_clock::now();
@@ -53,8 +55,8 @@ Result<ResizeReport> Resize(io::FileSystem& fs, const ResizeOptions& o) {
 
   Status st = ParallelFor(ds.files.size(), o.common.threads, [&](size_t i) -> Status {
     const std::string& in_path = ds.files[i];
-    std::string rel = ds.format == Format::kFolder ? in_path.substr(ds.root.size() + 1)
-                                                   : std::string(io::BaseName(in_path));
+    std::string rel =
+        ds.format == Format::kFolder ? in_path.substr(ds.root.size() + 1) : std::string(io::BaseName(in_path));
     std::string out_path = io::JoinPath(o.out, rel);
     if (ds.format == Format::kFolder) AQ_TRY(fs.MakeDirs(std::string(io::DirName(out_path))));
     const std::string tmp = out_path + ".partial";

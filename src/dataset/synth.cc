@@ -1,6 +1,8 @@
 // aquifer dataset synth: an ImageNet-like image folder made of synthetic
 // photographs (see image/synth.h), deterministic by seed and independent of
 // the thread count.
+#include "image/synth.h"
+
 #include <fmt/format.h>
 
 #include <atomic>
@@ -11,7 +13,6 @@
 #include "common/thread_pool.h"
 #include "dataset/commands.h"
 #include "image/jpeg.h"
-#include "image/synth.h"
 
 namespace aq::dataset {
 

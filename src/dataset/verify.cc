@@ -84,8 +84,8 @@ void CheckIndex(io::FileSystem& fs, Format format, const std::string& file, cons
   for (size_t i = 0; i < entries->size(); ++i) {
     if (!starts.count((*entries)[i].offset)) {
       out.Add({idx, i, (*entries)[i].offset,
-               fmt::format("index key {} points at offset {}, which is not the start of a record",
-                           (*entries)[i].key, (*entries)[i].offset)});
+               fmt::format("index key {} points at offset {}, which is not the start of a record", (*entries)[i].key,
+                           (*entries)[i].offset)});
     }
   }
   if (entries->size() != offsets.size()) {

@@ -54,7 +54,9 @@ class Wire {
       default: return Error(fmt::format("unsupported wire type {}", wire_type));
     }
   }
-  Status Error(std::string what) const { return Corruption(fmt::format("malformed protobuf at byte {}: {}", pos(), what)); }
+  Status Error(std::string what) const {
+    return Corruption(fmt::format("malformed protobuf at byte {}: {}", pos(), what));
+  }
 
  private:
   const char* p_;

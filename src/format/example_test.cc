@@ -54,7 +54,7 @@ TEST(Example, MalformedWireDataIsCorruption) {
     }
   }
   EXPECT_FALSE(ParseExample("\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01").ok());  // varint > 10 bytes
-  EXPECT_FALSE(ParseExample("\x0b").ok());                                            // group wire type
+  EXPECT_FALSE(ParseExample("\x0b").ok());                                              // group wire type
   EXPECT_TRUE(ParseExample("")->features.empty());
 }
 

@@ -16,7 +16,7 @@
 namespace aq::format {
 
 struct ImageFolderEntry {
-  std::string path;     // root/<class>/<file>
+  std::string path;      // root/<class>/<file>
   uint32_t class_index;  // 0-based, into ImageFolder::classes
   uint64_t size;
 };
@@ -34,6 +34,7 @@ bool IsJpegFileName(std::string_view name);
 
 // Scans root. An unreadable class directory fails the scan (kFail) or is
 // skipped and reported (kSkip). A root with no class directory is an error.
-Result<ImageFolder> ScanImageFolder(io::FileSystem& fs, const std::string& root, ErrorPolicy policy = ErrorPolicy::kFail);
+Result<ImageFolder> ScanImageFolder(io::FileSystem& fs, const std::string& root,
+                                    ErrorPolicy policy = ErrorPolicy::kFail);
 
 }  // namespace aq::format

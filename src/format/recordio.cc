@@ -127,7 +127,8 @@ Result<bool> RecordIOReader::Next(std::string* record) {
     if (damage.code == StatusCode::kOk) return false;
     ++next_index_;
     if (opt_.policy == ErrorPolicy::kFail) {
-      return Status(damage.code, fmt::format("{}: record {} at offset {}: {}", file_.path(), number, start, damage.message));
+      return Status(damage.code,
+                    fmt::format("{}: record {} at offset {}: {}", file_.path(), number, start, damage.message));
     }
     Resync(start + 4);
     skipped_.push_back({file_.path(), start, number, in_.position() - start, damage.message});
@@ -185,8 +186,8 @@ std::string PackImageRecord(const ImageHeader& h, std::string_view image) {
 
 Result<ImageRecordView> UnpackImageRecord(std::string_view payload) {
   if (payload.size() < kImageHeaderSize) {
-    return Corruption(fmt::format("image record of {} bytes is shorter than its {}-byte header", payload.size(),
-                                  kImageHeaderSize));
+    return Corruption(
+        fmt::format("image record of {} bytes is shorter than its {}-byte header", payload.size(), kImageHeaderSize));
   }
   ImageRecordView v;
   v.header.flag = Load32(payload.data());
@@ -196,8 +197,8 @@ Result<ImageRecordView> UnpackImageRecord(std::string_view payload) {
   size_t extra = static_cast<size_t>(v.header.flag) * 4;
   if (v.header.flag > 0) {
     if (extra > payload.size() - kImageHeaderSize) {
-      return Corruption(fmt::format("image header claims {} labels but the record has {} bytes", v.header.flag,
-                                    payload.size()));
+      return Corruption(
+          fmt::format("image header claims {} labels but the record has {} bytes", v.header.flag, payload.size()));
     }
     v.header.labels.resize(v.header.flag);
     std::memcpy(v.header.labels.data(), payload.data() + kImageHeaderSize, extra);
@@ -229,7 +230,8 @@ Result<std::vector<RecordIOIndexEntry>> ParseRecordIOIndex(std::string_view text
     while (p < end && (*p == '\t' || *p == ' ')) ++p;
     auto r2 = std::from_chars(p, end, e.offset);
     if (r1.ec != std::errc() || p == r1.ptr || r2.ec != std::errc() || r2.ptr != end) {
-      return Corruption(fmt::format("{}: line {}: expected 'key<TAB>offset', got '{}'", name, line_no, line.substr(0, 80)));
+      return Corruption(
+          fmt::format("{}: line {}: expected 'key<TAB>offset', got '{}'", name, line_no, line.substr(0, 80)));
     }
     if (e.offset % 4 != 0) {
       return Corruption(fmt::format("{}: line {}: offset {} is not 4-byte aligned", name, line_no, e.offset));

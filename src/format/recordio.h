@@ -56,7 +56,7 @@ class RecordIOReader {
     std::string message;
   };
   Result<bool> ReadOne(std::string* record, Damage* damage);  // false: damaged or end (damage.code != kOk)
-  void Resync(uint64_t from);  // next aligned magic with a plausible header
+  void Resync(uint64_t from);                                 // next aligned magic with a plausible header
 
   const io::RandomAccessFile& file_;
   RecordIOReaderOptions opt_;

@@ -65,10 +65,10 @@ TEST(RecordIO, LayoutMatchesDmlcCore) {
 TEST(RecordIO, PayloadsContainingTheMagicAreSplitAndReassembled) {
   const std::string m = Magic();
   std::vector<std::string> recs = {
-      "abcd" + m + "efgh",          // aligned magic: split into 2 parts
-      m,                            // the magic alone: empty first and last part
-      "ab" + m + "cd",              // unaligned magic: not split
-      "12345678" + m + m + "xyz",   // two magics in a row: first, middle, last
+      "abcd" + m + "efgh",         // aligned magic: split into 2 parts
+      m,                           // the magic alone: empty first and last part
+      "ab" + m + "cd",             // unaligned magic: not split
+      "12345678" + m + m + "xyz",  // two magics in a row: first, middle, last
       "",
   };
   std::string s = WriteAll(recs);

@@ -150,8 +150,8 @@ void TFRecordReader::Resync(uint64_t from) {
 
 Result<std::string> ReadTFRecordAt(const io::RandomAccessFile& file, uint64_t offset, bool verify_crc) {
   if (offset >= file.size()) {
-    return Status(StatusCode::kInvalidArgument,
-                  fmt::format("{}: offset {} is past the end of the file ({} bytes)", file.path(), offset, file.size()));
+    return Status(StatusCode::kInvalidArgument, fmt::format("{}: offset {} is past the end of the file ({} bytes)",
+                                                            file.path(), offset, file.size()));
   }
   TFRecordReaderOptions opt;
   opt.verify_crc = verify_crc;
@@ -160,14 +160,16 @@ Result<std::string> ReadTFRecordAt(const io::RandomAccessFile& file, uint64_t of
   io::SequentialReader in(file, opt.buffer_size, offset);
   char header[kTFRecordHeaderSize];
   size_t got = AQ_TRY(in.Read(sizeof header, header));
-  if (got < sizeof header) return Truncated(fmt::format("{}: file ends inside the record header at offset {}", file.path(), offset));
+  if (got < sizeof header)
+    return Truncated(fmt::format("{}: file ends inside the record header at offset {}", file.path(), offset));
   uint64_t len = Load64(header);
   if (verify_crc && crc32c::Unmask(Load32(header + 8)) != crc32c::Value(header, 8)) {
-    return Corruption(fmt::format("{}: no valid record header at offset {} (length CRC mismatch): stale or wrong index?",
-                                  file.path(), offset));
+    return Corruption(fmt::format(
+        "{}: no valid record header at offset {} (length CRC mismatch): stale or wrong index?", file.path(), offset));
   }
   if (offset + kTFRecordOverhead > file.size() || len > file.size() - offset - kTFRecordOverhead) {
-    return Truncated(fmt::format("{}: record at offset {} claims {} bytes, past the end of the file", file.path(), offset, len));
+    return Truncated(
+        fmt::format("{}: record at offset {} claims {} bytes, past the end of the file", file.path(), offset, len));
   }
   std::string data;
   AQ_TRY(in.Read(static_cast<size_t>(len), &data));
@@ -203,11 +205,12 @@ Result<std::vector<IndexEntry>> ParseTFRecordIndex(std::string_view text, std::s
     while (p < end && (*p == ' ' || *p == '\t')) ++p;
     auto r2 = std::from_chars(p, end, e.size);
     if (r1.ec != std::errc() || p == r1.ptr || r2.ec != std::errc() || r2.ptr != end) {
-      return Corruption(fmt::format("{}: line {}: expected 'offset size', got '{}'", name, line_no,
-                                    line.substr(0, 80)));
+      return Corruption(
+          fmt::format("{}: line {}: expected 'offset size', got '{}'", name, line_no, line.substr(0, 80)));
     }
     if (!out.empty() && e.offset < out.back().offset + out.back().size) {
-      return Corruption(fmt::format("{}: line {}: entry at offset {} overlaps the previous one", name, line_no, e.offset));
+      return Corruption(
+          fmt::format("{}: line {}: entry at offset {} overlaps the previous one", name, line_no, e.offset));
     }
     if (e.size < kTFRecordOverhead) {
       return Corruption(fmt::format("{}: line {}: size {} is smaller than a record's framing", name, line_no, e.size));
@@ -227,8 +230,8 @@ Result<std::vector<IndexEntry>> BuildTFRecordIndex(const io::RandomAccessFile& f
     char header[kTFRecordHeaderSize];
     size_t got = AQ_TRY(in.Read(sizeof header, header));
     if (got < sizeof header) {
-      return Truncated(fmt::format("{}: record {} at offset {}: file ends inside a record header", file.path(),
-                                   out.size(), off));
+      return Truncated(
+          fmt::format("{}: record {} at offset {}: file ends inside a record header", file.path(), out.size(), off));
     }
     if (crc32c::Unmask(Load32(header + 8)) != crc32c::Value(header, 8)) {
       return Corruption(fmt::format("{}: record {} at offset {}: length CRC mismatch", file.path(), out.size(), off));

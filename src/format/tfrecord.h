@@ -24,8 +24,8 @@
 
 namespace aq::format {
 
-constexpr size_t kTFRecordHeaderSize = 12;   // length + length CRC
-constexpr size_t kTFRecordFooterSize = 4;    // data CRC
+constexpr size_t kTFRecordHeaderSize = 12;  // length + length CRC
+constexpr size_t kTFRecordFooterSize = 4;   // data CRC
 constexpr size_t kTFRecordOverhead = 16;
 
 struct TFRecordReaderOptions {

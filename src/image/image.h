@@ -11,7 +11,7 @@ namespace aq::image {
 struct Image {
   int width = 0;
   int height = 0;
-  int channels = 3;  // 1 (gray) or 3 (RGB)
+  int channels = 3;             // 1 (gray) or 3 (RGB)
   std::vector<uint8_t> pixels;  // height * width * channels
 
   Image() = default;

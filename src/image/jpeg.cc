@@ -57,8 +57,8 @@ Status NotJpeg(std::string_view data) {
   if (data.substr(0, 2) == "BM") hint = " (a BMP image?)";
   if (data.substr(0, 4) == "RIFF") hint = " (a WebP image?)";
   if (data.substr(0, 3) == "GIF") hint = " (a GIF image?)";
-  return Corruption(fmt::format("not a JPEG: {} bytes starting with {}{}, expected ff d8 ff", data.size(),
-                                FirstBytes(data), hint));
+  return Corruption(
+      fmt::format("not a JPEG: {} bytes starting with {}{}, expected ff d8 ff", data.size(), FirstBytes(data), hint));
 }
 
 }  // namespace
@@ -104,8 +104,8 @@ Result<Image> DecodeJpeg(std::string_view data, bool gray) {
   // Guard against decompression bombs: a tiny file claiming a huge frame.
   constexpr uint64_t kMaxPixels = 1ull << 28;
   if (static_cast<uint64_t>(info.width) * static_cast<uint64_t>(info.height) > kMaxPixels) {
-    return Unsupported(fmt::format("JPEG of {}x{} pixels is larger than the {} pixel limit", info.width, info.height,
-                                   kMaxPixels));
+    return Unsupported(
+        fmt::format("JPEG of {}x{} pixels is larger than the {} pixel limit", info.width, info.height, kMaxPixels));
   }
   tjhandle h = Decompressor();
   const auto* src = reinterpret_cast<const unsigned char*>(data.data());
@@ -147,7 +147,8 @@ Result<Image> DecodeJpeg(std::string_view data, bool gray) {
 Result<std::string> EncodeJpeg(const Image& img, EncodeOptions opt) {
   if (img.channels != 1 && img.channels != 3) return InvalidArgument("EncodeJpeg: 1 or 3 channels only");
   if (img.width <= 0 || img.height <= 0) return InvalidArgument("EncodeJpeg: empty image");
-  if (opt.quality < 1 || opt.quality > 100) return InvalidArgument(fmt::format("JPEG quality {} not in 1..100", opt.quality));
+  if (opt.quality < 1 || opt.quality > 100)
+    return InvalidArgument(fmt::format("JPEG quality {} not in 1..100", opt.quality));
   tjhandle h = Compressor();
   if (h == nullptr) return Internal("tjInitCompress failed");
   unsigned char* buf = nullptr;

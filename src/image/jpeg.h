@@ -37,7 +37,7 @@ Result<JpegInfo> ReadJpegInfo(std::string_view data);
 Result<Image> DecodeJpeg(std::string_view data, bool gray = false);
 
 struct EncodeOptions {
-  int quality = 90;          // 1..100
+  int quality = 90;           // 1..100
   bool subsample_420 = true;  // 4:2:0 chroma; false = 4:4:4
 };
 Result<std::string> EncodeJpeg(const Image& image, EncodeOptions options = {});

@@ -14,8 +14,8 @@
 namespace aq::image {
 
 struct SynthParams {
-  uint64_t seed = 0;    // per image
-  uint32_t label = 0;   // class: picks palette and texture
+  uint64_t seed = 0;   // per image
+  uint32_t label = 0;  // class: picks palette and texture
   uint64_t class_seed = 0;
   int width = 500;
   int height = 375;

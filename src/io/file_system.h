@@ -61,7 +61,7 @@ class FileSystem {
   virtual ~FileSystem() = default;
 
   virtual Result<std::unique_ptr<RandomAccessFile>> OpenRead(const std::string& path,
-                                                              AccessHint hint = AccessHint::kNormal) = 0;
+                                                             AccessHint hint = AccessHint::kNormal) = 0;
   // Creates or truncates.
   virtual Result<std::unique_ptr<WritableFile>> OpenWrite(const std::string& path) = 0;
   virtual Result<FileInfo> Stat(const std::string& path) = 0;

@@ -108,7 +108,8 @@ class MemFileSystem final : public FileSystem {
   }
   Status MakeDirs(const std::string& path) override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (files_.count(path)) return Status(StatusCode::kAlreadyExists, fmt::format("'{}' exists and is not a directory", path));
+    if (files_.count(path))
+      return Status(StatusCode::kAlreadyExists, fmt::format("'{}' exists and is not a directory", path));
     std::string p = path;
     while (!p.empty() && p.back() == '/') p.pop_back();
     dirs_.insert(p);

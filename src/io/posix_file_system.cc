@@ -183,7 +183,8 @@ class PosixFileSystem final : public FileSystem {
     }
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, "create directory", path);
-    if (!S_ISDIR(st.st_mode)) return Status(StatusCode::kAlreadyExists, fmt::format("'{}' exists and is not a directory", path));
+    if (!S_ISDIR(st.st_mode))
+      return Status(StatusCode::kAlreadyExists, fmt::format("'{}' exists and is not a directory", path));
     return Status::Ok();
   }
 

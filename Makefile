@@ -1,0 +1,76 @@
+# aquifer: the two commands a new user needs are `make demo` and `make check`.
+# Everything else here is a building block of those two.
+
+BUILD       ?= build
+FUZZ_BUILD  ?= build-fuzz
+BUILD_TYPE  ?= RelWithDebInfo
+FUZZ_SECONDS ?= 15
+JOBS        ?= $(shell nproc)
+AQ          := $(BUILD)/aquifer
+DEMO_DIR    ?= demo-data
+
+.PHONY: all deps build demo check test unit integration fuzz format format-check bench clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+# Synthesize a small ImageNet-like dataset, pack it to TFRecord and RecordIO,
+# verify both and print a summary.
+demo: build
+	@rm -rf $(DEMO_DIR)
+	$(AQ) dataset synth --out $(DEMO_DIR)/images --classes 10 --images 400 --seed 1
+	$(AQ) dataset pack $(DEMO_DIR)/images --out $(DEMO_DIR)/tfrecord --format tfrecord --shards 8
+	$(AQ) dataset pack $(DEMO_DIR)/images --out $(DEMO_DIR)/recordio --format recordio
+	$(AQ) dataset verify $(DEMO_DIR)/tfrecord --num-classes 10
+	$(AQ) dataset verify $(DEMO_DIR)/recordio --num-classes 10
+	$(AQ) dataset inspect $(DEMO_DIR)/tfrecord --limit 5
+	@echo
+	@echo "demo: 400 synthetic images packed to $(DEMO_DIR)/tfrecord (8 TFRecord shards) and $(DEMO_DIR)/recordio (train.rec/.idx/.lst); both verified."
+
+# Every test: unit and integration tests under CTest, then the fuzz targets
+# for a short while, then the format check.
+check: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	$(MAKE) --no-print-directory fuzz
+	$(MAKE) --no-print-directory format-check
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+$(FUZZ_BUILD)/build.ninja:
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAQ_FUZZ=ON \
+	  -DAQ_BUILD_TESTS=OFF -DAQ_BUILD_BENCH=OFF
+
+fuzz: deps $(FUZZ_BUILD)/build.ninja
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	@rm -rf $(FUZZ_BUILD)/seeds && /usr/bin/python3 fuzz/make_seeds.py $(FUZZ_BUILD)/seeds
+	@set -e; for t in fuzz_tfrecord fuzz_example fuzz_recordio fuzz_jpeg fuzz_index; do \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$t; \
+	  echo "fuzz: $$t for $(FUZZ_SECONDS)s"; \
+	  $(FUZZ_BUILD)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 -print_final_stats=0 -artifact_prefix=$(FUZZ_BUILD)/ \
+	    $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/seeds/$$t > $(FUZZ_BUILD)/$$t.log 2>&1 \
+	    || { tail -40 $(FUZZ_BUILD)/$$t.log; exit 1; }; \
+	  grep -E "^#[0-9]+.*DONE" $(FUZZ_BUILD)/$$t.log | tail -1; \
+	done
+
+FORMAT_FILES = $(shell git ls-files '*.cc' '*.h')
+
+format:
+	clang-format -i $(FORMAT_FILES)
+
+format-check:
+	@clang-format --dry-run --Werror $(FORMAT_FILES) && echo "format: clean"
+
+bench: build
+	$(BUILD)/crc32c_bench
+
+clean:
+	rm -rf $(BUILD) $(FUZZ_BUILD) $(DEMO_DIR)

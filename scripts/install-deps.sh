@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages aquifer needs to build, test and run its
+# benchmarks. Idempotent and quick when everything is present: apt is only
+# touched for what is missing.
+set -euo pipefail
+
+PACKAGES=(
+  # build
+  cmake ninja-build g++ pkg-config
+  # libraries
+  libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
+  libturbojpeg0-dev libjpeg62-turbo-dev
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # fuzzing (clang's libFuzzer runtime)
+  clang libclang-rt-14-dev
+  # compatibility tests: independent Python implementations of the formats
+  python3 python3-protobuf python3-crcmod python3-pil
+  # formatting
+  clang-format
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
