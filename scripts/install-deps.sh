@@ -7,6 +7,8 @@ set -euo pipefail
 PACKAGES=(
   # build
   cmake ninja-build g++ pkg-config
+  # benchmark scripts
+  bc
   # libraries
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libturbojpeg0-dev libjpeg62-turbo-dev

@@ -107,8 +107,14 @@ Result<VerifyReport> Verify(io::FileSystem& fs, const VerifyOptions& o) {
   Progress progress({"verify", ds.files.size(), ds.total_bytes, ds.format == Format::kFolder ? "images" : "files",
                      o.common.progress});
   const bool folder = ds.format == Format::kFolder;
+  // Header checks leave verify waiting on storage: keep two files in flight
+  // per core so the device streams while the other thread checks CRCs
+  // (measured on 2 cores from a cold cache: 2 streams reach ~0.8x of cat's
+  // read rate, 4 streams ~0.87x; more only costs when data is cached). Full
+  // decodes are CPU-bound: one thread per core.
+  const size_t threads = o.common.threads != 0 ? o.common.threads : HardwareThreads() * (o.decode ? 1 : 2);
 
-  Status st = ParallelFor(ds.files.size(), o.common.threads, [&](size_t i) -> Status {
+  Status st = ParallelFor(ds.files.size(), threads, [&](size_t i) -> Status {
     if (o.fail_fast && out.count() > 0) return Status::Ok();
     const std::string& file = ds.files[i];
     std::map<int64_t, uint64_t> labels;
