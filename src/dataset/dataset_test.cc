@@ -246,3 +246,31 @@ TEST_F(DatasetTest, OutputDirectoryIsNotClobbered) {
 
 }  // namespace
 }  // namespace aq::dataset
+
+namespace aq::dataset {
+namespace {
+
+// Regression: resizing an image folder with a skipped (non-JPEG) image left
+// an empty file in its place.
+TEST_F(DatasetTest, ResizeFolderSkipLeavesNoEmptyFile) {
+  const std::string cls = format::ScanImageFolder(*fs_, "/raw")->classes[0];
+  auto f = fs_->OpenWrite("/raw/" + cls + "/broken.jpg");
+  ASSERT_TRUE((*f)->Append("not a jpeg").ok());
+  ASSERT_TRUE((*f)->Close().ok());
+  ResizeOptions o;
+  o.input = "/raw";
+  o.out = "/small";
+  o.scale = 0.5;
+  o.quality = 80;
+  o.policy = format::ErrorPolicy::kSkip;
+  o.common.progress = false;
+  auto r = Resize(*fs_, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->images, 24u);
+  EXPECT_EQ(r->skipped.size(), 1u);
+  EXPECT_FALSE(fs_->Exists("/small/" + cls + "/broken.jpg"));
+  EXPECT_TRUE(MustVerify("/small").ok());
+}
+
+}  // namespace
+}  // namespace aq::dataset

@@ -105,6 +105,7 @@ Result<ResizeReport> Resize(io::FileSystem& fs, const ResizeOptions& o) {
     progress.Add(1, walked->bytes);
     AQ_TRY(out->Sync());
     AQ_TRY(out->Close());
+    if (ds.format == Format::kFolder && out->size() == 0) return fs.Remove(tmp);  // the image was skipped
     bytes_out += out->size();
     AQ_TRY(fs.Rename(tmp, out_path));
     if (tf) AQ_TRY(io::WriteFileAtomic(fs, TFRecordIndexPath(out_path), format::FormatTFRecordIndex(tf_index)));

@@ -32,7 +32,7 @@ struct Profile {
   float grain, detail;
 };
 constexpr Profile kSmall{500, 375, 95, true, 16.f, 2.6f};
-constexpr Profile kLarge{1500, 1125, 100, false, 5.f, 0.8f};
+constexpr Profile kLarge{1500, 1125, 100, false, 4.0f, 0.6f};
 
 std::string SynsetName(uint32_t c) { return fmt::format("n{:08d}", 1000000 + c * 7919); }
 
