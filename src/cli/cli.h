@@ -27,5 +27,6 @@ void Fail(Globals& g, const Status& s);
 void AddOutputFlags(CLI::App* cmd, Globals& g, bool threads = true);
 
 void RegisterDatasetCommands(CLI::App& app, Globals& g);
+void RegisterBenchCommands(CLI::App& app, Globals& g);
 
 }  // namespace aq::cli

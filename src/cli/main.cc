@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   app.set_version_flag("--version", std::string("aquifer ") + AQ_VERSION);
   aq::cli::RegisterDatasetCommands(app, g);
+  aq::cli::RegisterBenchCommands(app, g);
   app.parse_complete_callback([&g] { aq::log::Init(g.log_level); });
   try {
     app.parse(argc, argv);

@@ -7,6 +7,7 @@
 // with Derive() so results do not depend on the thread count.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>

@@ -164,6 +164,32 @@ Result<std::string> ReadRecordIOAt(const io::RandomAccessFile& file, uint64_t of
   return rec;
 }
 
+Result<std::string_view> UnframeRecordIO(std::string_view framed, std::string* scratch, std::string_view where) {
+  size_t pos = 0;
+  scratch->clear();
+  while (true) {
+    if (framed.size() - pos < 8) return Truncated(fmt::format("{}: record ends inside a part header", where));
+    if (Load32(framed.data() + pos) != kRecordIOMagic) {
+      return Corruption(fmt::format("{}: bad magic {:#010x} at byte {} of the record", where,
+                                    Load32(framed.data() + pos), pos));
+    }
+    const uint32_t lrec = Load32(framed.data() + pos + 4);
+    const uint32_t cflag = lrec >> 29, len = lrec & kRecordIOMaxLength;
+    if ((pos == 0) != (cflag == 0 || cflag == 1)) {
+      return Corruption(fmt::format("{}: unexpected continuation flag {}", where, cflag));
+    }
+    pos += 8;
+    if (framed.size() - pos < len) return Truncated(fmt::format("{}: record part runs past its indexed size", where));
+    if (cflag == 0) return framed.substr(pos, len);
+    scratch->append(framed.data() + pos, len);
+    pos += Align4(len);
+    if (cflag == 3) return std::string_view(*scratch);
+    const uint32_t m = kRecordIOMagic;
+    scratch->append(reinterpret_cast<const char*>(&m), 4);
+    if (pos > framed.size()) return Truncated(fmt::format("{}: split record runs past its indexed size", where));
+  }
+}
+
 std::string PackImageRecord(const ImageHeader& h, std::string_view image) {
   std::string out;
   out.reserve(kImageHeaderSize + h.labels.size() * 4 + image.size());

@@ -85,6 +85,11 @@ class RecordIOWriter {
   uint64_t count_ = 0;
 };
 
+// Reassembles one record from its framed parts held in memory (the bytes
+// from its .idx offset to the next record). Returns a view into `framed` when
+// the record is not split, else into *scratch. `where` names it in errors.
+Result<std::string_view> UnframeRecordIO(std::string_view framed, std::string* scratch, std::string_view where);
+
 // ---- im2rec image records ----
 constexpr size_t kImageHeaderSize = 24;
 

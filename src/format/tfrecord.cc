@@ -181,6 +181,25 @@ Result<std::string> ReadTFRecordAt(const io::RandomAccessFile& file, uint64_t of
   return data;
 }
 
+Result<std::string_view> UnframeTFRecord(std::string_view framed, bool verify_crc, std::string_view where) {
+  if (framed.size() < kTFRecordOverhead) {
+    return Truncated(fmt::format("{}: {} bytes cannot hold a framed record", where, framed.size()));
+  }
+  const uint64_t len = Load64(framed.data());
+  if (verify_crc && crc32c::Unmask(Load32(framed.data() + 8)) != crc32c::Value(framed.data(), 8)) {
+    return Corruption(fmt::format("{}: length CRC mismatch", where));
+  }
+  if (len != framed.size() - kTFRecordOverhead) {
+    return Corruption(fmt::format("{}: length field {} does not match the indexed size {}: stale index?", where, len,
+                                  framed.size() - kTFRecordOverhead));
+  }
+  std::string_view data = framed.substr(kTFRecordHeaderSize, len);
+  if (verify_crc && crc32c::Unmask(Load32(framed.data() + kTFRecordHeaderSize + len)) != crc32c::Value(data)) {
+    return Corruption(fmt::format("{}: data CRC mismatch over {} bytes", where, len));
+  }
+  return data;
+}
+
 std::string FormatTFRecordIndex(const std::vector<IndexEntry>& entries) {
   std::string s;
   s.reserve(entries.size() * 20);

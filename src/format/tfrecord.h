@@ -89,6 +89,10 @@ class TFRecordWriter {
   std::string frame_;
 };
 
+// Checks the framing of one whole framed record held in memory and returns
+// its data (a view into `framed`). `where` names the record in errors.
+Result<std::string_view> UnframeTFRecord(std::string_view framed, bool verify_crc, std::string_view where);
+
 // Appends the framing of `data` (header, data, footer) to *out.
 void AppendTFRecord(std::string_view data, std::string* out);
 

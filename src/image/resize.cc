@@ -4,91 +4,105 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 namespace aq::image {
-namespace {
 
-// For each output index: the first input index and the normalised weights.
-struct Taps {
-  std::vector<int> first;
-  std::vector<int> count;
-  std::vector<float> weights;  // count[i] weights starting at i * max_taps
-  int max_taps = 0;
-};
-
-Taps ComputeTaps(int in, int out) {
-  Taps t;
-  const double scale = static_cast<double>(in) / out;
+void Resampler::Compute(Taps* t, int in, double box0, double box, int out) {
+  const double scale = box / out;
   const double filter_scale = std::max(1.0, scale);
-  const double support = 1.0 * filter_scale;  // triangle filter radius 1
-  t.max_taps = static_cast<int>(std::ceil(support)) * 2 + 1;
-  t.first.resize(out);
-  t.count.resize(out);
-  t.weights.assign(static_cast<size_t>(out) * t.max_taps, 0.f);
+  const double support = 1.0 * filter_scale;  // triangle filter, radius 1
+  t->max_taps = static_cast<int>(std::ceil(support)) * 2 + 1;
+  t->first.resize(out);
+  t->count.resize(out);
+  t->weights.assign(static_cast<size_t>(out) * t->max_taps, 0.f);
   for (int i = 0; i < out; ++i) {
-    const double center = (i + 0.5) * scale;
+    const double center = box0 + (i + 0.5) * scale;
     int lo = std::max(0, static_cast<int>(center - support + 0.5));
     int hi = std::min(in, static_cast<int>(center + support + 0.5));
+    float* w = &t->weights[static_cast<size_t>(i) * t->max_taps];
     double sum = 0;
-    float* w = &t.weights[static_cast<size_t>(i) * t.max_taps];
     int n = 0;
-    for (int x = lo; x < hi && n < t.max_taps; ++x, ++n) {
+    for (int x = lo; x < hi && n < t->max_taps; ++x, ++n) {
       double d = std::fabs((x - center + 0.5) / filter_scale);
       double v = d < 1.0 ? 1.0 - d : 0.0;
       w[n] = static_cast<float>(v);
       sum += v;
     }
-    if (sum > 0) {
-      for (int k = 0; k < n; ++k) w[k] = static_cast<float>(w[k] / sum);
+    if (n == 0) {  // degenerate box at the border: nearest pixel
+      lo = std::clamp(static_cast<int>(center), 0, in - 1);
+      w[0] = 1.f;
+      n = 1;
+      sum = 1;
     }
-    t.first[i] = lo;
-    t.count[i] = n;
+    for (int k = 0; k < n; ++k) w[k] = static_cast<float>(w[k] / sum);
+    t->first[i] = lo;
+    t->count[i] = n;
   }
-  return t;
 }
 
-inline uint8_t Clamp8(float v) { return static_cast<uint8_t>(std::clamp(v + 0.5f, 0.f, 255.f)); }
-
-}  // namespace
-
-Result<Image> Resize(const Image& src, int ow, int oh) {
-  if (ow <= 0 || oh <= 0 || src.width <= 0 || src.height <= 0) {
-    return InvalidArgument(fmt::format("resize {}x{} -> {}x{}: sizes must be positive", src.width, src.height, ow, oh));
+Status Resampler::Run(const Image& src, double x, double y, double w, double h, int ow, int oh, Image* out) {
+  if (ow <= 0 || oh <= 0 || src.width <= 0 || src.height <= 0 || !(w > 0) || !(h > 0)) {
+    return InvalidArgument(fmt::format("resize {}x{} box {}x{} -> {}x{}: sizes must be positive", src.width,
+                                       src.height, w, h, ow, oh));
   }
   const int c = src.channels;
-  const Taps tx = ComputeTaps(src.width, ow);
-  const Taps ty = ComputeTaps(src.height, oh);
-  // Horizontal pass over every input row into floats.
-  std::vector<float> mid(static_cast<size_t>(src.height) * ow * c);
-  for (int y = 0; y < src.height; ++y) {
-    const uint8_t* in = src.row(y);
-    float* out = &mid[static_cast<size_t>(y) * ow * c];
-    for (int x = 0; x < ow; ++x) {
-      const float* w = &tx.weights[static_cast<size_t>(x) * tx.max_taps];
-      const uint8_t* p = in + static_cast<size_t>(tx.first[x]) * c;
-      for (int ch = 0; ch < c; ++ch) {
-        float acc = 0;
-        for (int k = 0; k < tx.count[x]; ++k) acc += w[k] * p[k * c + ch];
-        out[x * c + ch] = acc;
+  Compute(&tx_, src.width, x, w, ow);
+  Compute(&ty_, src.height, y, h, oh);
+  // Only the source rows some output row needs go through the horizontal pass.
+  const int row_lo = ty_.first.front();
+  const int row_hi = ty_.first.back() + ty_.count.back();
+  const size_t row_len = static_cast<size_t>(ow) * c;
+  mid_.resize(static_cast<size_t>(row_hi - row_lo) * row_len);
+  for (int sy = row_lo; sy < row_hi; ++sy) {
+    const uint8_t* in = src.row(sy);
+    float* o = &mid_[static_cast<size_t>(sy - row_lo) * row_len];
+    for (int ox = 0; ox < ow; ++ox) {
+      const float* wt = &tx_.weights[static_cast<size_t>(ox) * tx_.max_taps];
+      const uint8_t* p = in + static_cast<size_t>(tx_.first[ox]) * c;
+      const int n = tx_.count[ox];
+      if (c == 3) {
+        float r = 0, g = 0, b = 0;
+        for (int k = 0; k < n; ++k) {
+          r += wt[k] * p[3 * k];
+          g += wt[k] * p[3 * k + 1];
+          b += wt[k] * p[3 * k + 2];
+        }
+        o[3 * ox] = r;
+        o[3 * ox + 1] = g;
+        o[3 * ox + 2] = b;
+      } else {
+        for (int ch = 0; ch < c; ++ch) {
+          float a = 0;
+          for (int k = 0; k < n; ++k) a += wt[k] * p[k * c + ch];
+          o[ox * c + ch] = a;
+        }
       }
     }
   }
-  Image dst(ow, oh, c);
-  const size_t row_len = static_cast<size_t>(ow) * c;
-  std::vector<float> acc(row_len);
-  for (int y = 0; y < oh; ++y) {
-    std::fill(acc.begin(), acc.end(), 0.f);
-    const float* w = &ty.weights[static_cast<size_t>(y) * ty.max_taps];
-    for (int k = 0; k < ty.count[y]; ++k) {
-      const float* r = &mid[static_cast<size_t>(ty.first[y] + k) * row_len];
-      const float wk = w[k];
-      for (size_t i = 0; i < row_len; ++i) acc[i] += wk * r[i];
+  out->width = ow;
+  out->height = oh;
+  out->channels = c;
+  out->pixels.resize(row_len * oh);
+  acc_.resize(row_len);
+  for (int oy = 0; oy < oh; ++oy) {
+    std::fill(acc_.begin(), acc_.end(), 0.f);
+    const float* wt = &ty_.weights[static_cast<size_t>(oy) * ty_.max_taps];
+    for (int k = 0; k < ty_.count[oy]; ++k) {
+      const float* r = &mid_[static_cast<size_t>(ty_.first[oy] + k - row_lo) * row_len];
+      const float wk = wt[k];
+      for (size_t i = 0; i < row_len; ++i) acc_[i] += wk * r[i];
     }
-    uint8_t* out = dst.row(y);
-    for (size_t i = 0; i < row_len; ++i) out[i] = Clamp8(acc[i]);
+    uint8_t* o = out->row(oy);
+    for (size_t i = 0; i < row_len; ++i) o[i] = static_cast<uint8_t>(std::clamp(acc_[i] + 0.5f, 0.f, 255.f));
   }
-  return dst;
+  return Status::Ok();
+}
+
+Result<Image> Resize(const Image& src, int out_width, int out_height) {
+  Resampler r;
+  Image out;
+  AQ_TRY(r.Run(src, 0, 0, src.width, src.height, out_width, out_height, &out));
+  return out;
 }
 
 }  // namespace aq::image

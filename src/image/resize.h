@@ -1,17 +1,40 @@
 // Resampling with an antialiased triangle (bilinear) filter whose support
-// widens when shrinking, as PIL's BILINEAR and torchvision's antialiased
-// resize do. Separable: a horizontal pass into a float row buffer, then a
-// vertical pass.
+// widens when shrinking: PIL's BILINEAR resize, which torchvision uses for
+// PIL images. A source region (fractional box) can be given, like PIL's
+// resize(box=...), so crop + resize is one pass whose edge pixels match
+// resizing the whole image and then cropping.
 //
-// Thread safety: pure function.
+// Thread safety: a Resampler belongs to one thread; it keeps its buffers
+// between calls so steady-state resizing allocates nothing.
 #pragma once
+
+#include <vector>
 
 #include "common/status.h"
 #include "image/image.h"
 
 namespace aq::image {
 
-// REQUIRES: out_width, out_height > 0.
+class Resampler {
+ public:
+  // Resizes the box (x, y, w, h) of src to out_w x out_h into *out (its
+  // buffer is reused). REQUIRES: out != &src.
+  Status Run(const Image& src, double x, double y, double w, double h, int out_w, int out_h, Image* out);
+
+ private:
+  struct Taps {
+    std::vector<int> first, count;
+    std::vector<float> weights;
+    int max_taps = 0;
+  };
+  static void Compute(Taps* t, int in_size, double box_start, double box_size, int out_size);
+
+  Taps tx_, ty_;
+  std::vector<float> mid_;  // horizontally resampled rows
+  std::vector<float> acc_;
+};
+
+// Convenience: whole image to out_width x out_height.
 Result<Image> Resize(const Image& src, int out_width, int out_height);
 
 }  // namespace aq::image

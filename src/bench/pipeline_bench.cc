@@ -1,0 +1,129 @@
+#include "bench/pipeline_bench.h"
+
+#include <fmt/format.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <fstream>
+
+#include "common/progress.h"
+
+namespace aq::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string_view LayoutName(image::Layout l) { return l == image::Layout::kNCHW ? "NCHW" : "NHWC"; }
+std::string_view DTypeName(image::DType t) {
+  return t == image::DType::kUint8 ? "uint8" : (t == image::DType::kFloat16 ? "fp16" : "fp32");
+}
+
+Status Dump(const std::string& path, const pipeline::Batch& b, const pipeline::Pipeline& p,
+            const PipelineBenchOptions& o) {
+  {
+    std::ofstream raw(path, std::ios::binary);
+    raw.write(static_cast<const char*>(b.data), static_cast<std::streamsize>(b.size * b.sample_bytes));
+    if (!raw) return IoError(fmt::format("cannot write '{}'", path));
+  }
+  nlohmann::json j;
+  j["size"] = b.size;
+  j["image_size"] = o.pipeline.image_size;
+  j["layout"] = LayoutName(o.pipeline.store.layout);
+  j["dtype"] = DTypeName(o.pipeline.store.dtype);
+  j["labels"] = std::vector<int32_t>(b.labels, b.labels + b.size);
+  j["samples"] = std::vector<uint32_t>(b.samples, b.samples + b.size);
+  j["files"] = p.files();
+  std::ofstream meta(path + ".json");
+  meta << j.dump(1);
+  if (!meta) return IoError(fmt::format("cannot write '{}.json'", path));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<PipelineBenchReport> RunPipelineBench(io::FileSystem& fs, const PipelineBenchOptions& o) {
+  auto pipe = AQ_TRY(pipeline::Pipeline::Create(fs, o.pipeline));
+  const uint64_t all = pipe->steps_per_epoch() * o.pipeline.epochs;
+  const uint64_t want = o.batches == 0 ? all : std::min(o.batches, all);
+  const uint64_t warm = want > o.warmup_batches ? o.warmup_batches : 0;
+  Progress progress({"bench pipeline", want, 0, "batches", o.progress});
+  PipelineBenchReport r;
+  Clock::time_point t0 = Clock::now();
+  uint64_t bytes0 = 0;
+  for (uint64_t i = 0; i < want; ++i) {
+    const pipeline::Batch* b = AQ_TRY(pipe->Next());
+    if (b == nullptr) break;
+    if (i == 0 && !o.dump.empty()) AQ_TRY(Dump(o.dump, *b, *pipe, o));
+    if (i + 1 == warm) {
+      t0 = Clock::now();
+      bytes0 = pipe->Stats().bytes_read;
+    }
+    if (i >= warm) {
+      ++r.batches;
+      r.images += b->size;
+    }
+    progress.Add(1, 0);
+  }
+  progress.Finish();
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.stats = pipe->Stats();
+  r.images_per_second = r.seconds > 0 ? static_cast<double>(r.images) / r.seconds : 0;
+  // Readers run ahead of the consumer (by the shuffle buffer), so storage
+  // throughput is taken over the whole run, not only after the warm-up.
+  (void)bytes0;
+  r.mb_per_second =
+      r.stats.elapsed_seconds > 0 ? static_cast<double>(r.stats.bytes_read) / 1e6 / r.stats.elapsed_seconds : 0;
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  r.max_rss_bytes = static_cast<uint64_t>(ru.ru_maxrss) * 1024;
+  const auto& p = o.pipeline;
+  r.config = fmt::format("{} {}x{} {} {}, batch {}, {} workers, {} readers, shuffle buffer {}{}{}", p.training ? "train" : "eval",
+                         p.image_size, p.image_size, LayoutName(p.store.layout), DTypeName(p.store.dtype), p.batch_size,
+                         r.stats.stages[1].threads, r.stats.stages[0].threads, p.shuffle_buffer,
+                         p.decode_only ? ", decode only" : "", p.dct_scaling ? "" : ", no DCT scaling");
+  return r;
+}
+
+nlohmann::json ToJson(const PipelineBenchReport& r, const PipelineBenchOptions& o) {
+  using nlohmann::json;
+  json stages = json::array();
+  for (const auto& s : r.stats.stages) {
+    stages.push_back({{"name", s.name},
+                      {"threads", s.threads},
+                      {"busy_seconds", s.busy_seconds},
+                      {"utilisation", s.utilisation},
+                      {"items", s.items},
+                      {"bytes", s.bytes}});
+  }
+  json problems = json::array();
+  for (const auto& p : r.stats.problems) {
+    problems.push_back({{"file", p.file}, {"record", p.record}, {"offset", p.offset}, {"message", p.message}});
+  }
+  return {{"command", "bench pipeline"},
+          {"data", o.pipeline.data},
+          {"config", r.config},
+          {"images_per_second", r.images_per_second},
+          {"mb_per_second", r.mb_per_second},
+          {"batches", r.batches},
+          {"images", r.images},
+          {"seconds", r.seconds},
+          {"warmup_batches", o.warmup_batches},
+          {"limiting_stage", r.stats.limiting_stage},
+          {"stages", stages},
+          {"worker_wait_input_seconds", r.stats.worker_wait_input_seconds},
+          {"worker_wait_output_seconds", r.stats.worker_wait_output_seconds},
+          {"consumer_wait_seconds", r.stats.consumer_wait_seconds},
+          {"mean_payloads_held", r.stats.mean_payloads_held},
+          {"payload_capacity", r.stats.payload_capacity},
+          {"memory_bound_bytes", r.stats.memory_bound_bytes},
+          {"max_rss_bytes", r.max_rss_bytes},
+          {"dct_scaled_samples", r.stats.dct_scaled},
+          {"bad_samples", r.stats.bad_samples},
+          {"problems", problems},
+          {"rank", r.stats.rank},
+          {"world", r.stats.world},
+          {"steps_per_epoch", r.stats.steps_per_epoch},
+          {"catalog_samples", r.stats.catalog_samples}};
+}
+
+}  // namespace aq::bench

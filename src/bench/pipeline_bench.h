@@ -1,0 +1,37 @@
+// aquifer bench pipeline: drives the input pipeline as fast as it will go
+// (the consumer takes each batch and hands it straight back) and reports
+// images/s, storage MB/s, per-stage utilisation and the limiting stage.
+//
+// Thread safety: one call at a time.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "pipeline/pipeline.h"
+
+namespace aq::bench {
+
+struct PipelineBenchOptions {
+  pipeline::PipelineOptions pipeline;
+  uint64_t batches = 0;         // stop after this many (0 = all epochs)
+  uint64_t warmup_batches = 2;  // excluded from the rates
+  std::string dump;             // write the first batch (raw data + JSON) here
+  bool progress = true;
+};
+
+struct PipelineBenchReport {
+  pipeline::PipelineStats stats;
+  uint64_t batches = 0, images = 0;
+  double seconds = 0;            // measured part (after warm-up)
+  double images_per_second = 0;
+  double mb_per_second = 0;      // storage bytes read, SI MB
+  uint64_t max_rss_bytes = 0;
+  std::string config;            // one line describing the run
+};
+
+Result<PipelineBenchReport> RunPipelineBench(io::FileSystem& fs, const PipelineBenchOptions& options);
+nlohmann::json ToJson(const PipelineBenchReport& report, const PipelineBenchOptions& options);
+
+}  // namespace aq::bench

@@ -1,0 +1,235 @@
+#include "image/augment.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace aq::image {
+
+CropBox RandomResizedCrop(int width, int height, Rng& rng, const RandomResizedCropParams& p) {
+  const double area = static_cast<double>(width) * height;
+  const double log_lo = std::log(p.ratio_min), log_hi = std::log(p.ratio_max);
+  for (int i = 0; i < p.attempts; ++i) {
+    double target = area * rng.Uniform(p.scale_min, p.scale_max);
+    double aspect = std::exp(rng.Uniform(log_lo, log_hi));
+    int w = static_cast<int>(std::nearbyint(std::sqrt(target * aspect)));
+    int h = static_cast<int>(std::nearbyint(std::sqrt(target / aspect)));
+    if (w > 0 && w <= width && h > 0 && h <= height) {
+      int y = static_cast<int>(rng.Between(0, height - h));
+      int x = static_cast<int>(rng.Between(0, width - w));
+      return {static_cast<double>(x), static_cast<double>(y), static_cast<double>(w), static_cast<double>(h)};
+    }
+  }
+  // Centre crop, clamped to the ratio range.
+  double in_ratio = static_cast<double>(width) / height;
+  int w = width, h = height;
+  if (in_ratio < p.ratio_min) {
+    h = static_cast<int>(std::nearbyint(w / p.ratio_min));
+  } else if (in_ratio > p.ratio_max) {
+    w = static_cast<int>(std::nearbyint(h * p.ratio_max));
+  }
+  return {static_cast<double>((width - w) / 2), static_cast<double>((height - h) / 2), static_cast<double>(w),
+          static_cast<double>(h)};
+}
+
+CropBox CenterCropAfterResize(int width, int height, int resize_to, int crop) {
+  // torchvision Resize(int): the shorter side becomes resize_to, the longer
+  // int(resize_to * long / short).
+  int new_w, new_h;
+  if (width <= height) {
+    new_w = resize_to;
+    new_h = static_cast<int>(static_cast<double>(resize_to) * height / width);
+  } else {
+    new_h = resize_to;
+    new_w = static_cast<int>(static_cast<double>(resize_to) * width / height);
+  }
+  // CenterCrop: int(round((size - crop) / 2)) with Python's round-half-even.
+  double top = std::nearbyint((new_h - crop) / 2.0);
+  double left = std::nearbyint((new_w - crop) / 2.0);
+  double sx = static_cast<double>(width) / new_w, sy = static_cast<double>(height) / new_h;
+  return {left * sx, top * sy, crop * sx, crop * sy};
+}
+
+CropBox DistortedBoundingBoxCrop(int width, int height, const std::vector<NormBox>& boxes, Rng& rng) {
+  NormBox obj = boxes.empty() ? NormBox{0, 0, 1, 1} : boxes[rng.Below(boxes.size())];
+  const double W = width, H = height;
+  const double ox0 = obj.xmin * W, oy0 = obj.ymin * H, ox1 = obj.xmax * W, oy1 = obj.ymax * H;
+  const double obj_area = std::max(1.0, (ox1 - ox0) * (oy1 - oy0));
+  for (int i = 0; i < 100; ++i) {
+    double area = rng.Uniform(0.05, 1.0) * W * H;
+    double ratio = rng.Uniform(0.75, 1.33);
+    double w = std::sqrt(area * ratio), h = std::sqrt(area / ratio);
+    if (w > W || h > H || w < 1 || h < 1) continue;
+    double x = rng.Uniform(0, W - w), y = rng.Uniform(0, H - h);
+    double ix = std::max(0.0, std::min(x + w, ox1) - std::max(x, ox0));
+    double iy = std::max(0.0, std::min(y + h, oy1) - std::max(y, oy0));
+    if (ix * iy >= 0.1 * obj_area) return {std::floor(x), std::floor(y), std::floor(w), std::floor(h)};
+  }
+  return {0, 0, W, H};
+}
+
+void ApplyColorJitter(Image& img, const ColorJitter& j, Rng& rng) {
+  if (!j.enabled() || img.channels != 3) return;
+  auto factor = [&](float x) { return x > 0 ? static_cast<float>(rng.Uniform(1 - x, 1 + x)) : 1.f; };
+  const float b = factor(j.brightness), c = factor(j.contrast), s = factor(j.saturation);
+  const size_t n = static_cast<size_t>(img.width) * img.height;
+  uint8_t* p = img.pixels.data();
+  auto clamp8 = [](float v) { return static_cast<uint8_t>(std::clamp(v + 0.5f, 0.f, 255.f)); };
+  if (b != 1.f) {
+    for (size_t i = 0; i < 3 * n; ++i) p[i] = clamp8(p[i] * b);
+  }
+  if (c != 1.f) {
+    double sum = 0;
+    for (size_t i = 0; i < n; ++i) sum += 0.299 * p[3 * i] + 0.587 * p[3 * i + 1] + 0.114 * p[3 * i + 2];
+    const float mean = static_cast<float>(sum / static_cast<double>(n));
+    for (size_t i = 0; i < 3 * n; ++i) p[i] = clamp8((p[i] - mean) * c + mean);
+  }
+  if (s != 1.f) {
+    for (size_t i = 0; i < n; ++i) {
+      float g = 0.299f * p[3 * i] + 0.587f * p[3 * i + 1] + 0.114f * p[3 * i + 2];
+      for (int k = 0; k < 3; ++k) p[3 * i + k] = clamp8((p[3 * i + k] - g) * s + g);
+    }
+  }
+}
+
+size_t DTypeSize(DType t) {
+  switch (t) {
+    case DType::kUint8: return 1;
+    case DType::kFloat16: return 2;
+    case DType::kFloat32: return 4;
+  }
+  return 4;
+}
+
+uint16_t FloatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000;
+  int32_t exp = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = x & 0x7fffff;
+  if (((x >> 23) & 0xff) == 0xff) return static_cast<uint16_t>(sign | 0x7c00 | (mant ? 0x200 : 0));  // inf/nan
+  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00);                                          // overflow
+  if (exp <= 0) {                                                                                        // subnormal
+    if (exp < -10) return static_cast<uint16_t>(sign);
+    mant |= 0x800000;
+    uint32_t shift = static_cast<uint32_t>(14 - exp);
+    uint32_t half = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1))) ++half;
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t half = sign | (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
+  uint32_t rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) ++half;  // round to nearest even
+  return static_cast<uint16_t>(half);
+}
+
+float HalfToFloat(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  uint32_t x;
+  if (exp == 0) {
+    if (mant == 0) {
+      x = sign;
+    } else {
+      int e = -1;
+      do {
+        ++e;
+        mant <<= 1;
+      } while ((mant & 0x400) == 0);
+      x = sign | (static_cast<uint32_t>(127 - 15 - e) << 23) | ((mant & 0x3ff) << 13);
+    }
+  } else if (exp == 31) {
+    x = sign | 0x7f800000 | (mant << 13);
+  } else {
+    x = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+namespace {
+
+#if defined(__x86_64__)
+__attribute__((target("f16c,avx"))) void FloatsToHalvesF16c(const float* in, uint16_t* out, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
+  }
+  for (; i < n; ++i) out[i] = FloatToHalf(in[i]);
+}
+const bool kHaveF16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+#endif
+
+void FloatsToHalves(const float* in, uint16_t* out, size_t n) {
+#if defined(__x86_64__)
+  if (kHaveF16c) return FloatsToHalvesF16c(in, out, n);
+#endif
+  for (size_t i = 0; i < n; ++i) out[i] = FloatToHalf(in[i]);
+}
+
+}  // namespace
+
+void StoreSample(const Image& img, bool flip, const StoreOptions& o, void* dst) {
+  const int W = img.width, H = img.height;
+  const size_t plane = static_cast<size_t>(W) * H;
+  float scale[3], bias[3];
+  for (int c = 0; c < 3; ++c) {
+    const bool norm = o.normalize && o.dtype != DType::kUint8;
+    scale[c] = norm ? 1.f / o.std[c] : 1.f;
+    bias[c] = norm ? -o.mean[c] / o.std[c] : 0.f;
+  }
+  // One row at a time: flip by reading the source row backwards.
+  thread_local std::vector<float> row;
+  row.resize(static_cast<size_t>(W) * 3);
+  for (int y = 0; y < H; ++y) {
+    const uint8_t* src = img.row(y);
+    if (o.dtype == DType::kUint8) {
+      auto* d = static_cast<uint8_t*>(dst);
+      for (int x = 0; x < W; ++x) {
+        const uint8_t* p = src + 3 * (flip ? W - 1 - x : x);
+        if (o.layout == Layout::kNHWC) {
+          std::memcpy(d + (static_cast<size_t>(y) * W + x) * 3, p, 3);
+        } else {
+          for (int c = 0; c < 3; ++c) d[c * plane + static_cast<size_t>(y) * W + x] = p[c];
+        }
+      }
+      continue;
+    }
+    // Normalised floats, in the output layout's order, for this row.
+    for (int x = 0; x < W; ++x) {
+      const uint8_t* p = src + 3 * (flip ? W - 1 - x : x);
+      for (int c = 0; c < 3; ++c) {
+        float v = p[c] * scale[c] + bias[c];
+        if (o.layout == Layout::kNHWC) {
+          row[3 * x + c] = v;
+        } else {
+          row[c * W + x] = v;
+        }
+      }
+    }
+    if (o.dtype == DType::kFloat32) {
+      auto* d = static_cast<float*>(dst);
+      if (o.layout == Layout::kNHWC) {
+        std::memcpy(d + static_cast<size_t>(y) * W * 3, row.data(), sizeof(float) * W * 3);
+      } else {
+        for (int c = 0; c < 3; ++c) std::memcpy(d + c * plane + static_cast<size_t>(y) * W, &row[c * W], sizeof(float) * W);
+      }
+    } else {
+      auto* d = static_cast<uint16_t*>(dst);
+      if (o.layout == Layout::kNHWC) {
+        FloatsToHalves(row.data(), d + static_cast<size_t>(y) * W * 3, static_cast<size_t>(W) * 3);
+      } else {
+        for (int c = 0; c < 3; ++c) FloatsToHalves(&row[c * W], d + c * plane + static_cast<size_t>(y) * W, W);
+      }
+    }
+  }
+}
+
+}  // namespace aq::image

@@ -1,0 +1,70 @@
+// Decoding only what the output needs: a region of a JPEG, optionally
+// downscaled in the DCT domain, through libjpeg-turbo's libjpeg API
+// (jpeg_crop_scanline, jpeg_skip_scanlines, scale_num/scale_denom).
+//
+// A training crop covers on average about half of the image; decoding skips
+// the IDCT and colour conversion of columns outside it, never decodes rows
+// below it, and when the crop is at least 2x, 4x or 8x larger than the output
+// in both directions, decodes at 1/2, 1/4 or 1/8 scale (the IDCT then
+// produces fewer pixels directly).
+//
+// Thread safety: a RegionDecoder belongs to one thread; keep one per worker
+// so its libjpeg state and buffers are reused (no allocation per image in
+// aquifer's code; libjpeg allocates its per-image pools internally).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "image/image.h"
+
+namespace aq::image {
+
+struct RegionRequest {
+  // Region of the full-resolution image, in pixels (fractional allowed).
+  double x = 0, y = 0, w = 0, h = 0;
+  // The region will be resampled to this size; DCT scaling keeps the decoded
+  // region at least this large.
+  int out_w = 0, out_h = 0;
+  bool allow_dct_scaling = true;
+  bool fast_idct = false;  // JDCT_IFAST: faster, slightly less accurate
+};
+
+struct DecodedRegion {
+  const Image* pixels = nullptr;  // RGB rows covering the region (owned by the decoder)
+  int scale_denom = 1;            // 1, 2, 4 or 8
+  // The requested region in `pixels` coordinates.
+  double x = 0, y = 0, w = 0, h = 0;
+};
+
+struct JpegHeader {
+  int width = 0, height = 0, components = 0;
+};
+
+class RegionDecoder {
+ public:
+  RegionDecoder();
+  ~RegionDecoder();
+  RegionDecoder(const RegionDecoder&) = delete;
+  RegionDecoder& operator=(const RegionDecoder&) = delete;
+
+  // Reads the header only.
+  Result<JpegHeader> ReadHeader(std::string_view jpeg);
+  // Decodes the requested region (clamped to the image). The result points
+  // into this decoder and is valid until the next call.
+  Result<DecodedRegion> Decode(std::string_view jpeg, const RegionRequest& request);
+  // The same, with the region chosen from the header once it is read (a
+  // random crop needs the image size); the header is parsed only once.
+  using RegionChooser = RegionRequest (*)(const JpegHeader& header, void* context);
+  Result<DecodedRegion> Decode(std::string_view jpeg, RegionChooser choose, void* context);
+  // Decodes the whole image at full size (the decode-only bound).
+  Result<const Image*> DecodeFull(std::string_view jpeg, bool fast_idct = false);
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace aq::image

@@ -1,0 +1,38 @@
+// Catalog: where every sample of a dataset lives (file, byte offset, size),
+// so an epoch can be planned (shuffled, sharded across ranks) before any
+// data is read. Built from the indexes written by `aquifer dataset pack`
+// (TFRecord idx/<shard>.idx, RecordIO .idx), by scanning record headers when
+// an index is missing, or from an image folder's listing.
+//
+// Thread safety: immutable after construction.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dataset/dataset.h"
+#include "io/file_system.h"
+
+namespace aq::pipeline {
+
+struct SampleRef {
+  uint32_t file = 0;       // index into Catalog::files
+  uint32_t record = 0;     // record number within the file
+  uint64_t offset = 0;     // start of the framed record (0 for folder images)
+  uint64_t size = 0;       // framed size (whole file for folder images)
+  int32_t label = -1;      // known up front for folders; otherwise read from the record
+};
+
+struct Catalog {
+  dataset::Format format = dataset::Format::kAuto;
+  std::vector<std::string> files;
+  std::vector<SampleRef> samples;  // in file order, then record order
+  uint64_t total_bytes = 0;
+  uint32_t indexes_built = 0;  // files whose index had to be built by scanning
+};
+
+Result<Catalog> BuildCatalog(io::FileSystem& fs, const std::string& path,
+                             dataset::Format format = dataset::Format::kAuto);
+
+}  // namespace aq::pipeline

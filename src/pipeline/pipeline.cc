@@ -1,0 +1,564 @@
+#include "pipeline/pipeline.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "common/random.h"
+#include "common/thread_pool.h"
+#include "format/example.h"
+#include "format/recordio.h"
+#include "format/tfrecord.h"
+#include "image/jpeg_region.h"
+#include "image/resize.h"
+#include "io/sequential_reader.h"
+#include "pipeline/catalog.h"
+
+namespace aq::pipeline {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t Nanos(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count();
+}
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+
+// A run: consecutive read positions of one epoch whose records follow each
+// other in one file, read with one sequential stream.
+struct Run {
+  uint32_t epoch;
+  uint64_t first;  // position in the epoch's read order
+  uint64_t count;
+};
+
+constexpr uint64_t kMaxRunBytes = 64ull << 20;
+constexpr uint64_t kDecodeScratchBytes = 24ull << 20;  // per worker: decoded region + resampler rows
+
+}  // namespace
+
+struct Pipeline::Impl {
+  io::FileSystem& fs;
+  PipelineOptions o;
+  Catalog cat;
+  std::vector<EpochPlan> plans;
+  uint64_t per_epoch = 0;     // outputs (and read positions) per epoch
+  uint64_t total = 0;         // outputs over all epochs
+  uint64_t total_batches = 0;
+  size_t sample_bytes = 0;
+  size_t depth = 0;           // batch buffers
+  uint64_t capacity = 0;      // payload slots
+  uint64_t memory_bound = 0;
+  std::vector<Run> runs;
+
+  struct Slot {
+    std::string data;
+    Status error;
+  };
+  std::vector<Slot> slots;
+  struct BatchBuf {
+    std::unique_ptr<uint8_t, FreeDeleter> data;
+    std::vector<int32_t> labels;
+    std::vector<uint32_t> samples;
+    std::vector<uint8_t> bad;
+    uint32_t filled = 0;
+    Batch view;
+  };
+  std::vector<BatchBuf> bufs;
+
+  // ---- shared state, guarded by mu ----
+  std::mutex mu;
+  std::condition_variable cv_read, cv_payload, cv_buffer, cv_batch;
+  std::vector<int32_t> free_slots;
+  std::vector<int32_t> slot_of;  // global read position -> slot (-1: not read yet)
+  uint64_t outputs_done = 0;
+  uint64_t released = 0;         // batches handed back by the consumer
+  uint64_t held = 0, held_sum = 0, held_samples = 0;
+  Status fatal;
+  bool stopping = false;
+  PipelineStats st;  // problems, bad_samples (under mu)
+
+  // ---- counters ----
+  std::atomic<size_t> next_run{0};
+  std::atomic<uint64_t> next_output{0};
+  std::atomic<int64_t> read_ns{0}, decode_ns{0}, wait_in_ns{0}, wait_out_ns{0}, consumer_ns{0};
+  std::atomic<uint64_t> bytes_read{0}, records_read{0}, decoded{0}, dct_scaled{0};
+
+  uint64_t next_batch = 0;
+  bool holding = false;  // consumer holds batch next_batch - 1
+  Clock::time_point start;
+  Clock::time_point end;
+  std::vector<std::thread> threads;
+
+  Impl(io::FileSystem& f, PipelineOptions opt) : fs(f), o(std::move(opt)) {}
+
+  ~Impl() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stopping = true;
+    }
+    cv_read.notify_all();
+    cv_payload.notify_all();
+    cv_buffer.notify_all();
+    cv_batch.notify_all();
+    for (auto& t : threads) t.join();
+  }
+
+  void Fail(Status s) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (fatal.ok()) fatal = std::move(s);
+      stopping = true;
+    }
+    cv_read.notify_all();
+    cv_payload.notify_all();
+    cv_buffer.notify_all();
+    cv_batch.notify_all();
+  }
+
+  const SampleRef& SampleAt(uint32_t epoch, uint64_t pos) const {
+    return cat.samples[plans[epoch].read_order[pos]];
+  }
+
+  // ---------------------------------------------------------------- readers
+  void ReaderLoop() {
+    std::unique_ptr<io::RandomAccessFile> file;
+    uint32_t open_file = UINT32_MAX;
+    while (true) {
+      const size_t r = next_run.fetch_add(1);
+      if (r >= runs.size()) return;
+      const Run run = runs[r];
+      const SampleRef& first = SampleAt(run.epoch, run.first);
+      if (open_file != first.file) {
+        auto f = fs.OpenRead(cat.files[first.file], io::AccessHint::kSequential);
+        if (!f.ok()) {
+          // Every sample of the run is bad; let the workers report each one.
+          for (uint64_t k = 0; k < run.count; ++k) {
+            if (!Deliver(run.epoch, run.first + k, nullptr, f.status())) return;
+          }
+          open_file = UINT32_MAX;
+          continue;
+        }
+        file = std::move(*f);
+        open_file = first.file;
+      }
+      uint64_t run_bytes = 0;
+      for (uint64_t k = 0; k < run.count; ++k) run_bytes += SampleAt(run.epoch, run.first + k).size;
+      io::SequentialReader in(*file, static_cast<size_t>(std::clamp<uint64_t>(run_bytes, 4096, 4u << 20)),
+                              first.offset);
+      for (uint64_t k = 0; k < run.count; ++k) {
+        if (!Deliver(run.epoch, run.first + k, &in, Status::Ok())) return;
+      }
+    }
+  }
+
+  // Waits for room, reads one record into a slot and publishes it. False
+  // when the pipeline is stopping.
+  bool Deliver(uint32_t epoch, uint64_t pos, io::SequentialReader* in, Status open_error) {
+    const uint64_t gpos = epoch * per_epoch + pos;
+    int32_t s;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv_read.wait(lock, [&] { return stopping || (gpos < outputs_done + capacity && !free_slots.empty()); });
+      if (stopping) return false;
+      s = free_slots.back();
+      free_slots.pop_back();
+    }
+    Slot& slot = slots[s];
+    slot.error = std::move(open_error);
+    if (slot.error.ok()) {
+      const SampleRef& ref = SampleAt(epoch, pos);
+      auto t0 = Clock::now();
+      in->Seek(ref.offset);
+      auto got = in->Read(static_cast<size_t>(ref.size), &slot.data);
+      read_ns += Nanos(t0, Clock::now());
+      if (!got.ok()) {
+        slot.error = got.status();
+      } else if (*got != ref.size) {
+        slot.error = Truncated(fmt::format("{}: record {} at offset {}: file ends after {} of {} bytes",
+                                           cat.files[ref.file], ref.record, ref.offset, *got, ref.size));
+      }
+      bytes_read += *got;
+      records_read += 1;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      slot_of[gpos] = s;
+      ++held;
+    }
+    cv_payload.notify_all();
+    return true;
+  }
+
+  // ---------------------------------------------------------------- workers
+  struct Worker {
+    image::RegionDecoder decoder;
+    image::Resampler resampler;
+    image::Image small;
+    std::string scratch;
+    std::vector<image::NormBox> boxes;
+  };
+
+  struct ChooseContext {
+    const Impl* impl;
+    Rng* rng;
+    const std::vector<image::NormBox>* boxes;
+    bool flip = false;
+  };
+
+  static image::RegionRequest Choose(const image::JpegHeader& h, void* ctx) {
+    auto* c = static_cast<ChooseContext*>(ctx);
+    const PipelineOptions& o = c->impl->o;
+    image::CropBox box;
+    if (!o.training) {
+      box = image::CenterCropAfterResize(h.width, h.height, o.eval_resize, o.image_size);
+    } else if (o.bbox_crop && c->boxes != nullptr && !c->boxes->empty()) {
+      box = image::DistortedBoundingBoxCrop(h.width, h.height, *c->boxes, *c->rng);
+      c->flip = c->rng->Below(2) == 1;
+    } else {
+      box = image::RandomResizedCrop(h.width, h.height, *c->rng, o.crop);
+      c->flip = c->rng->Below(2) == 1;
+    }
+    image::RegionRequest req;
+    req.x = box.x;
+    req.y = box.y;
+    req.w = box.w;
+    req.h = box.h;
+    req.out_w = req.out_h = o.image_size;
+    req.allow_dct_scaling = o.dct_scaling;
+    req.fast_idct = o.fast_idct;
+    return req;
+  }
+
+  // Parses, decodes and augments one sample into dst; sets *label.
+  Status Process(Worker& w, const SampleRef& ref, std::string_view framed, uint64_t out_index, void* dst,
+                 int32_t* label) {
+    std::string_view jpeg;
+    const std::string& file = cat.files[ref.file];
+    w.boxes.clear();
+    switch (cat.format) {
+      case dataset::Format::kTFRecord: {
+        std::string where = fmt::format("{}: record {} at offset {}", file, ref.record, ref.offset);
+        std::string_view data = AQ_TRY(format::UnframeTFRecord(framed, o.verify_crc, where));
+        auto f = format::ParseImageFields(data);
+        if (!f.ok()) return f.status().WithContext(where);
+        if (!f->has_label) return Corruption(where + ": no image/class/label");
+        jpeg = f->encoded;
+        *label = static_cast<int32_t>(f->label - (o.labels_zero_based ? 1 : 0));
+        if (o.bbox_crop && o.training) AQ_TRY(ParseBoxes(data, &w.boxes));
+        break;
+      }
+      case dataset::Format::kRecordIO: {
+        std::string where = fmt::format("{}: record {} at offset {}", file, ref.record, ref.offset);
+        std::string_view payload = AQ_TRY(format::UnframeRecordIO(framed, &w.scratch, where));
+        auto v = format::UnpackImageRecord(payload);
+        if (!v.ok()) return v.status().WithContext(where);
+        jpeg = v->image;
+        *label = static_cast<int32_t>(v->header.flag > 0 ? v->header.labels.front() : v->header.label);
+        break;
+      }
+      default:
+        jpeg = framed;
+        *label = ref.label;
+    }
+    Rng rng = Rng::Derive(o.seed, out_index);
+    auto t0 = Clock::now();
+    Status s = Decode(w, jpeg, rng, dst);
+    decode_ns += Nanos(t0, Clock::now());
+    if (!s.ok()) {
+      return s.WithContext(cat.format == dataset::Format::kFolder
+                               ? file
+                               : fmt::format("{}: record {} at offset {}", file, ref.record, ref.offset));
+    }
+    return Status::Ok();
+  }
+
+  static Status ParseBoxes(std::string_view example, std::vector<image::NormBox>* out) {
+    std::vector<float> v[4];
+    static constexpr std::string_view kKeys[4] = {format::keys::kXmin, format::keys::kYmin, format::keys::kXmax,
+                                                  format::keys::kYmax};
+    AQ_TRY(format::ForEachFeature(example, [&](const format::FeatureView& f) -> Status {
+      for (int i = 0; i < 4; ++i) {
+        if (f.key == kKeys[i]) v[i] = AQ_TRY(format::ParseFeature(f.raw)).floats;
+      }
+      return Status::Ok();
+    }));
+    size_t n = std::min({v[0].size(), v[1].size(), v[2].size(), v[3].size()});
+    for (size_t i = 0; i < n; ++i) out->push_back({v[0][i], v[1][i], v[2][i], v[3][i]});
+    return Status::Ok();
+  }
+
+  Status Decode(Worker& w, std::string_view jpeg, Rng& rng, void* dst) {
+    if (o.decode_only) {
+      AQ_TRY(w.decoder.DecodeFull(jpeg, o.fast_idct));
+      return Status::Ok();
+    }
+    ChooseContext ctx{this, &rng, &w.boxes};
+    image::DecodedRegion region = AQ_TRY(w.decoder.Decode(jpeg, &Choose, &ctx));
+    if (region.scale_denom > 1) dct_scaled += 1;
+    AQ_TRY(w.resampler.Run(*region.pixels, region.x, region.y, region.w, region.h, o.image_size, o.image_size,
+                           &w.small));
+    if (o.jitter.enabled()) image::ApplyColorJitter(w.small, o.jitter, rng);
+    image::StoreSample(w.small, ctx.flip, o.store, dst);
+    return Status::Ok();
+  }
+
+  void WorkerLoop() {
+    Worker w;
+    const uint32_t B = o.batch_size;
+    while (true) {
+      const uint64_t j = next_output.fetch_add(1);
+      if (j >= total) return;
+      const uint64_t b = j / B;
+      const uint32_t e = static_cast<uint32_t>(j / per_epoch);
+      const uint64_t pos = plans[e].emit[j % per_epoch];
+      const uint64_t gpos = e * per_epoch + pos;
+      int32_t s;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        auto t0 = Clock::now();
+        cv_buffer.wait(lock, [&] { return stopping || b < released + depth; });
+        auto t1 = Clock::now();
+        cv_payload.wait(lock, [&] { return stopping || slot_of[gpos] >= 0; });
+        wait_out_ns += Nanos(t0, t1);
+        wait_in_ns += Nanos(t1, Clock::now());
+        if (stopping) return;
+        s = slot_of[gpos];
+        held_sum += held;
+        ++held_samples;
+      }
+      BatchBuf& buf = bufs[b % depth];
+      const uint32_t i = static_cast<uint32_t>(j % B);
+      const uint32_t sample_id = plans[e].read_order[pos];
+      const SampleRef& ref = cat.samples[sample_id];
+      int32_t label = -1;
+      Status status = slots[s].error;
+      if (status.ok()) status = Process(w, ref, slots[s].data, j, buf.data.get() + i * sample_bytes, &label);
+      buf.labels[i] = label;
+      buf.samples[i] = sample_id;
+      buf.bad[i] = status.ok() ? 0 : 1;
+      if (status.ok()) decoded += 1;
+      bool complete;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        slot_of[gpos] = -2;
+        free_slots.push_back(s);
+        --held;
+        ++outputs_done;
+        if (!status.ok()) {
+          ++st.bad_samples;
+          if (st.problems.size() < 100) {
+            st.problems.push_back({cat.files[ref.file], ref.record, ref.offset, status.message()});
+          }
+        }
+        complete = ++buf.filled == B;
+      }
+      cv_read.notify_all();
+      if (complete) cv_batch.notify_all();
+      if (!status.ok() && o.policy == format::ErrorPolicy::kFail) return Fail(status);
+    }
+  }
+
+  // ---------------------------------------------------------------- consumer
+  Result<const Batch*> Next() {
+    if (holding) {
+      BatchBuf& prev = bufs[(next_batch - 1) % depth];
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        prev.filled = 0;
+        ++released;
+      }
+      holding = false;
+      cv_buffer.notify_all();
+    }
+    if (next_batch >= total_batches) {
+      end = Clock::now();
+      return static_cast<const Batch*>(nullptr);
+    }
+    BatchBuf& buf = bufs[next_batch % depth];
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      auto t0 = Clock::now();
+      cv_batch.wait(lock, [&] { return !fatal.ok() || buf.filled == o.batch_size; });
+      consumer_ns += Nanos(t0, Clock::now());
+      if (!fatal.ok()) return fatal;
+    }
+    uint32_t replaced = 0;
+    int64_t good = -1;
+    for (uint32_t i = 0; i < o.batch_size; ++i) {
+      if (!buf.bad[i]) {
+        good = i;
+        break;
+      }
+    }
+    if (good < 0) {
+      return Corruption(fmt::format("every sample of batch {} is bad; first: {}", next_batch,
+                                    st.problems.empty() ? "" : st.problems.back().message));
+    }
+    for (uint32_t i = 0; i < o.batch_size; ++i) {
+      if (!buf.bad[i]) continue;
+      std::memcpy(buf.data.get() + i * sample_bytes, buf.data.get() + good * sample_bytes, sample_bytes);
+      buf.labels[i] = buf.labels[good];
+      buf.samples[i] = buf.samples[good];
+      ++replaced;
+    }
+    Batch& v = buf.view;
+    v.index = next_batch;
+    v.epoch = static_cast<uint32_t>(next_batch * o.batch_size / per_epoch);
+    v.size = o.batch_size;
+    v.data = buf.data.get();
+    v.sample_bytes = sample_bytes;
+    v.labels = buf.labels.data();
+    v.samples = buf.samples.data();
+    v.replaced = replaced;
+    ++next_batch;
+    holding = true;
+    end = Clock::now();
+    return &v;
+  }
+};
+
+Pipeline::Pipeline(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Pipeline::~Pipeline() = default;
+
+Result<std::unique_ptr<Pipeline>> Pipeline::Create(io::FileSystem& fs, const PipelineOptions& options) {
+  auto impl = std::make_unique<Impl>(fs, options);
+  PipelineOptions& o = impl->o;
+  if (o.batch_size == 0) return InvalidArgument("pipeline: batch size must be positive");
+  if (o.image_size < 8 || o.image_size > 4096) return InvalidArgument("pipeline: image size must be in 8..4096");
+  if (o.epochs == 0) return InvalidArgument("pipeline: at least one epoch");
+  if (o.readers == 0) return InvalidArgument("pipeline: at least one reader thread");
+  if (o.workers == 0) o.workers = HardwareThreads();
+  impl->cat = AQ_TRY(BuildCatalog(fs, o.data, o.format));
+  const Catalog& cat = impl->cat;
+  std::vector<uint32_t> files_of(cat.samples.size());
+  for (size_t i = 0; i < cat.samples.size(); ++i) files_of[i] = cat.samples[i].file;
+  for (uint32_t e = 0; e < o.epochs; ++e) {
+    PlanOptions po;
+    po.seed = o.seed;
+    po.epoch = e;
+    po.rank = o.rank;
+    po.world = o.world;
+    po.batch_size = o.batch_size;
+    po.shuffle_buffer = o.shuffle_buffer;
+    po.shuffle_files = o.shuffle_files;
+    po.remainder = o.remainder;
+    impl->plans.push_back(AQ_TRY(MakeEpochPlan(files_of, static_cast<uint32_t>(cat.files.size()), po)));
+  }
+  impl->per_epoch = impl->plans[0].emit.size();
+  impl->total = impl->per_epoch * o.epochs;
+  impl->total_batches = impl->total / o.batch_size;
+  impl->sample_bytes = static_cast<size_t>(o.image_size) * o.image_size * 3 * image::DTypeSize(o.store.dtype);
+  impl->depth = o.prefetch_batches + 1;
+
+  // Runs of consecutive records, per epoch, capped so several readers can
+  // share a large file.
+  for (uint32_t e = 0; e < o.epochs; ++e) {
+    const auto& ro = impl->plans[e].read_order;
+    uint64_t k = 0;
+    while (k < ro.size()) {
+      uint64_t n = 1, bytes = cat.samples[ro[k]].size;
+      while (k + n < ro.size() && cat.format != dataset::Format::kFolder && ro[k + n] == ro[k + n - 1] + 1 &&
+             cat.samples[ro[k + n]].file == cat.samples[ro[k]].file && bytes < kMaxRunBytes) {
+        bytes += cat.samples[ro[k + n]].size;
+        ++n;
+      }
+      impl->runs.push_back({e, k, n});
+      k += n;
+    }
+  }
+
+  // Memory: batch buffers + payload slots + per-worker decode scratch.
+  uint64_t max_payload = 0;
+  for (const auto& s : cat.samples) max_payload = std::max(max_payload, s.size);
+  const uint64_t batch_mem = impl->depth * static_cast<uint64_t>(o.batch_size) * impl->sample_bytes;
+  const uint64_t scratch_mem = o.workers * (kDecodeScratchBytes + 2 * max_payload);
+  impl->capacity = std::max<uint64_t>(o.shuffle_buffer, 1) + impl->depth * o.batch_size + 2 * o.workers + 16;
+  impl->memory_bound = batch_mem + scratch_mem + impl->capacity * max_payload;
+  if (impl->memory_bound > o.memory_limit) {
+    return InvalidArgument(fmt::format(
+        "pipeline needs up to {:.0f} MiB but the memory limit is {:.0f} MiB: {} batch buffers of {:.1f} MiB, {} payload "
+        "slots of up to {:.2f} MiB (shuffle buffer {} + lookahead), decode scratch {:.0f} MiB. Lower --batch, "
+        "--prefetch or --shuffle-buffer, or raise --memory-limit",
+        impl->memory_bound / 1048576.0, o.memory_limit / 1048576.0, impl->depth,
+        o.batch_size * impl->sample_bytes / 1048576.0, impl->capacity, max_payload / 1048576.0, o.shuffle_buffer,
+        scratch_mem / 1048576.0));
+  }
+  impl->slots.resize(impl->capacity);
+  for (auto& s : impl->slots) s.data.reserve(static_cast<size_t>(max_payload));
+  impl->free_slots.reserve(impl->capacity);
+  for (int64_t i = static_cast<int64_t>(impl->capacity) - 1; i >= 0; --i) impl->free_slots.push_back(static_cast<int32_t>(i));
+  impl->slot_of.assign(impl->total, -1);
+  impl->bufs.resize(impl->depth);
+  for (auto& b : impl->bufs) {
+    size_t bytes = (static_cast<size_t>(o.batch_size) * impl->sample_bytes + 63) & ~size_t{63};
+    b.data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
+    if (!b.data) return Status(StatusCode::kNoSpace, fmt::format("cannot allocate a batch buffer of {} bytes", bytes));
+    std::memset(b.data.get(), 0, bytes);  // touch the pages now, not in the first batches
+    b.labels.assign(o.batch_size, -1);
+    b.samples.assign(o.batch_size, 0);
+    b.bad.assign(o.batch_size, 0);
+  }
+  impl->st.rank = o.rank;
+  impl->st.world = o.world;
+  impl->st.steps_per_epoch = impl->per_epoch / o.batch_size;
+  impl->st.catalog_samples = cat.samples.size();
+  impl->start = impl->end = Clock::now();
+  Impl* p = impl.get();
+  for (size_t r = 0; r < o.readers; ++r) impl->threads.emplace_back([p] { p->ReaderLoop(); });
+  for (size_t w = 0; w < o.workers; ++w) impl->threads.emplace_back([p] { p->WorkerLoop(); });
+  return std::unique_ptr<Pipeline>(new Pipeline(std::move(impl)));
+}
+
+Result<const Batch*> Pipeline::Next() { return impl_->Next(); }
+
+uint64_t Pipeline::steps_per_epoch() const { return impl_->per_epoch / impl_->o.batch_size; }
+size_t Pipeline::sample_bytes() const { return impl_->sample_bytes; }
+const std::vector<std::string>& Pipeline::files() const { return impl_->cat.files; }
+
+PipelineStats Pipeline::Stats() const {
+  Impl& m = *impl_;
+  PipelineStats s;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    s = m.st;
+    s.mean_payloads_held = m.held_samples ? static_cast<double>(m.held_sum) / static_cast<double>(m.held_samples) : 0;
+  }
+  s.elapsed_seconds = std::chrono::duration<double>(m.end - m.start).count();
+  s.batches = m.next_batch;
+  s.images = m.next_batch * m.o.batch_size;
+  s.bytes_read = m.bytes_read.load();
+  s.payload_capacity = m.capacity;
+  s.memory_bound_bytes = m.memory_bound;
+  s.dct_scaled = m.dct_scaled.load();
+  const double el = std::max(1e-9, s.elapsed_seconds);
+  StageStats read{"read", m.o.readers, m.read_ns.load() / 1e9, 0, m.records_read.load(), s.bytes_read};
+  read.utilisation = read.busy_seconds / (el * static_cast<double>(read.threads));
+  StageStats decode{"decode", m.o.workers, m.decode_ns.load() / 1e9, 0, m.decoded.load(), 0};
+  decode.utilisation = decode.busy_seconds / (el * static_cast<double>(decode.threads));
+  s.stages = {read, decode};
+  s.consumer_wait_seconds = m.consumer_ns.load() / 1e9;
+  s.worker_wait_input_seconds = m.wait_in_ns.load() / 1e9;
+  s.worker_wait_output_seconds = m.wait_out_ns.load() / 1e9;
+  // The limiting stage: workers mostly waiting for free batch buffers means
+  // the consumer (the GPU) is the bottleneck; otherwise the busiest stage.
+  const double worker_time = el * static_cast<double>(m.o.workers);
+  if (s.worker_wait_output_seconds > 0.5 * worker_time) {
+    s.limiting_stage = "consumer";
+  } else {
+    s.limiting_stage = read.utilisation > decode.utilisation ? "read" : "decode";
+  }
+  return s;
+}
+
+}  // namespace aq::pipeline

@@ -1,0 +1,148 @@
+// The input pipeline: read record files -> parse -> crop-decode JPEG ->
+// resize -> flip / colour -> normalise -> batch, concurrently and buffered,
+// the CPU work between storage and the GPU.
+//
+//   readers (R threads)      read runs of consecutive records of one file
+//        |                   with large sequential reads into payload slots
+//   payload slots (C)        bounded: readers stay < C positions ahead of
+//        |                   the outputs already produced (back-pressure)
+//   workers (T threads)      take output j in order, wait for its payload,
+//        |                   parse, decode the crop, augment, and write the
+//        |                   sample straight into its batch slot
+//   batch buffers (D)        aligned, reused; a worker waits for a free one
+//        |
+//   Next()                   delivers batches in order
+//
+// Everything random is decided by the seed: the epoch plan (file order,
+// rank share, shuffle buffer; see plan.h) and each sample's augmentation
+// (Rng::Derive(seed, output index)), so the same seed yields the same
+// batches whatever the thread counts.
+//
+// A corrupt or non-JPEG sample is counted and reported with its file and
+// record number; under ErrorPolicy::kSkip its batch slot is filled with a
+// copy of another sample of the same batch, so every rank still produces the
+// same number of full batches; under kFail, Next() returns the error.
+//
+// Thread safety: Create/Next/Stats from one consumer thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "dataset/dataset.h"
+#include "format/error_policy.h"
+#include "image/augment.h"
+#include "io/file_system.h"
+#include "pipeline/plan.h"
+
+namespace aq::pipeline {
+
+struct PipelineOptions {
+  std::string data;  // dataset path: TFRecord shards, .rec files or image folder
+  dataset::Format format = dataset::Format::kAuto;
+
+  // Output.
+  uint32_t batch_size = 256;
+  int image_size = 224;            // 299 for Inception
+  bool training = true;            // RandomResizedCrop + flip, else resize + centre crop
+  int eval_resize = 256;           // evaluation: shorter side (224/256 = 0.875)
+  bool bbox_crop = false;          // training crop from records' bounding boxes (TF's method)
+  image::RandomResizedCropParams crop;
+  image::ColorJitter jitter;
+  image::StoreOptions store;
+  bool labels_zero_based = true;   // TFRecord's 1-based ImageNet labels become 0-based
+
+  // Decode.
+  bool dct_scaling = true;         // decode at 1/2, 1/4, 1/8 when the crop allows
+  bool fast_idct = false;
+  bool decode_only = false;        // full decode only (measures the decoder bound)
+
+  // Order and sharding.
+  uint64_t seed = 1;
+  uint32_t epochs = 1;
+  uint64_t shuffle_buffer = 1024;
+  bool shuffle_files = true;
+  uint32_t rank = 0, world = 1;
+  Remainder remainder = Remainder::kDrop;
+
+  // Concurrency and memory.
+  size_t workers = 0;              // decode threads; 0 = one per core
+  size_t readers = 1;
+  size_t prefetch_batches = 2;     // batch buffers beyond the one being consumed
+  uint64_t memory_limit = 1ull << 30;
+  format::ErrorPolicy policy = format::ErrorPolicy::kSkip;
+  bool verify_crc = true;
+};
+
+struct Batch {
+  uint64_t index = 0;    // batch number over the whole run
+  uint32_t epoch = 0;
+  uint32_t size = 0;     // samples
+  const void* data = nullptr;       // size * sample_bytes, 64-byte aligned
+  size_t sample_bytes = 0;
+  const int32_t* labels = nullptr;  // size entries
+  const uint32_t* samples = nullptr;  // catalog sample ids (size entries)
+  uint32_t replaced = 0;  // slots filled with a copy because their sample was bad
+};
+
+struct StageStats {
+  std::string name;
+  size_t threads = 0;
+  double busy_seconds = 0;   // summed over threads
+  double utilisation = 0;    // busy / (elapsed * threads)
+  uint64_t items = 0;
+  uint64_t bytes = 0;
+};
+
+struct SampleProblem {
+  std::string file;
+  uint32_t record = 0;
+  uint64_t offset = 0;
+  std::string message;
+};
+
+struct PipelineStats {
+  double elapsed_seconds = 0;
+  uint64_t batches = 0;
+  uint64_t images = 0;
+  uint64_t bytes_read = 0;
+  std::vector<StageStats> stages;  // read, decode
+  double consumer_wait_seconds = 0;  // Next() waiting for a batch
+  double worker_wait_input_seconds = 0;   // workers waiting for payloads
+  double worker_wait_output_seconds = 0;  // workers waiting for a free batch buffer
+  double mean_payloads_held = 0;     // occupancy of the payload slots
+  uint64_t payload_capacity = 0;
+  uint64_t memory_bound_bytes = 0;   // what the pipeline may hold at most
+  uint64_t bad_samples = 0;
+  std::vector<SampleProblem> problems;  // first 100
+  uint64_t dct_scaled = 0;  // samples decoded at reduced scale
+  std::string limiting_stage;
+  uint32_t rank = 0, world = 1;
+  uint64_t steps_per_epoch = 0;
+  uint64_t catalog_samples = 0;
+};
+
+class Pipeline {
+ public:
+  static Result<std::unique_ptr<Pipeline>> Create(io::FileSystem& fs, const PipelineOptions& options);
+  ~Pipeline();  // stops and joins all threads
+
+  // The next batch in order, or nullptr after the last one. The batch stays
+  // valid until the next call to Next() (its buffer is then reused).
+  Result<const Batch*> Next();
+
+  PipelineStats Stats() const;
+  uint64_t steps_per_epoch() const;
+  size_t sample_bytes() const;
+  const std::vector<std::string>& files() const;
+
+ private:
+  struct Impl;
+  explicit Pipeline(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace aq::pipeline
