@@ -77,10 +77,11 @@ Result<PipelineBenchReport> RunPipelineBench(io::FileSystem& fs, const PipelineB
   getrusage(RUSAGE_SELF, &ru);
   r.max_rss_bytes = static_cast<uint64_t>(ru.ru_maxrss) * 1024;
   const auto& p = o.pipeline;
-  r.config = fmt::format("{} {}x{} {} {}, batch {}, {} workers, {} readers, shuffle buffer {}{}{}", p.training ? "train" : "eval",
-                         p.image_size, p.image_size, LayoutName(p.store.layout), DTypeName(p.store.dtype), p.batch_size,
-                         r.stats.stages[1].threads, r.stats.stages[0].threads, p.shuffle_buffer,
-                         p.decode_only ? ", decode only" : "", p.dct_scaling ? "" : ", no DCT scaling");
+  r.config =
+      fmt::format("{} {}x{} {} {}, batch {}, {} workers, {} readers, shuffle buffer {}{}{}",
+                  p.training ? "train" : "eval", p.image_size, p.image_size, LayoutName(p.store.layout),
+                  DTypeName(p.store.dtype), p.batch_size, r.stats.stages[1].threads, r.stats.stages[0].threads,
+                  p.shuffle_buffer, p.decode_only ? ", decode only" : "", p.dct_scaling ? "" : ", no DCT scaling");
   return r;
 }
 

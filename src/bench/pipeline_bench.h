@@ -6,7 +6,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 
 #include "pipeline/pipeline.h"
@@ -24,11 +23,11 @@ struct PipelineBenchOptions {
 struct PipelineBenchReport {
   pipeline::PipelineStats stats;
   uint64_t batches = 0, images = 0;
-  double seconds = 0;            // measured part (after warm-up)
+  double seconds = 0;  // measured part (after warm-up)
   double images_per_second = 0;
-  double mb_per_second = 0;      // storage bytes read, SI MB
+  double mb_per_second = 0;  // storage bytes read, SI MB
   uint64_t max_rss_bytes = 0;
-  std::string config;            // one line describing the run
+  std::string config;  // one line describing the run
 };
 
 Result<PipelineBenchReport> RunPipelineBench(io::FileSystem& fs, const PipelineBenchOptions& options);

@@ -56,7 +56,8 @@ Status Resolve(BenchFlags& f, const Globals& g) {
   if (!f.jitter.empty()) {
     float b = 0, c = 0, s = 0;
     if (std::sscanf(f.jitter.c_str(), "%f,%f,%f", &b, &c, &s) != 3 || b < 0 || c < 0 || s < 0) {
-      return InvalidArgument(fmt::format("--jitter {}: expected brightness,contrast,saturation e.g. 0.4,0.4,0.4", f.jitter));
+      return InvalidArgument(
+          fmt::format("--jitter {}: expected brightness,contrast,saturation e.g. 0.4,0.4,0.4", f.jitter));
     }
     p.jitter = {b, c, s};
   }
@@ -121,11 +122,13 @@ void RegisterBenchCommands(CLI::App& app, Globals& g) {
   cmd->add_option("--batches", f->b.batches, "Stop after this many batches (0 = all)")->capture_default_str();
   cmd->add_option("--warmup", f->b.warmup_batches, "Batches excluded from the rates")->capture_default_str();
   cmd->add_option("--rank", f->rank, "This rank (default: RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID, else 0)");
-  cmd->add_option("--world", f->world, "Number of ranks (default: WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS, else 1)");
+  cmd->add_option("--world", f->world,
+                  "Number of ranks (default: WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS, else 1)");
   cmd->add_option("--remainder", f->remainder, "Equal steps per rank by: drop or pad")->capture_default_str();
   cmd->add_option("--memory-limit", f->memory, "Most the pipeline may hold (batches, payloads, scratch)")
       ->capture_default_str();
-  cmd->add_option("--on-error", f->on_error, "Bad samples: skip (replace within the batch) or fail")->capture_default_str();
+  cmd->add_option("--on-error", f->on_error, "Bad samples: skip (replace within the batch) or fail")
+      ->capture_default_str();
   cmd->add_flag("--fast-idct", p.fast_idct, "libjpeg's fast integer IDCT (slightly less accurate)");
   cmd->add_flag("--no-dct-scaling", f->no_dct, "Never decode at 1/2, 1/4, 1/8 scale");
   cmd->add_flag("--decode-only", p.decode_only, "Only decode every JPEG fully (the decoder's bound)");

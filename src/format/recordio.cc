@@ -170,8 +170,8 @@ Result<std::string_view> UnframeRecordIO(std::string_view framed, std::string* s
   while (true) {
     if (framed.size() - pos < 8) return Truncated(fmt::format("{}: record ends inside a part header", where));
     if (Load32(framed.data() + pos) != kRecordIOMagic) {
-      return Corruption(fmt::format("{}: bad magic {:#010x} at byte {} of the record", where,
-                                    Load32(framed.data() + pos), pos));
+      return Corruption(
+          fmt::format("{}: bad magic {:#010x} at byte {} of the record", where, Load32(framed.data() + pos), pos));
     }
     const uint32_t lrec = Load32(framed.data() + pos + 4);
     const uint32_t cflag = lrec >> 29, len = lrec & kRecordIOMaxLength;

@@ -112,8 +112,8 @@ uint16_t FloatToHalf(float f) {
   int32_t exp = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
   uint32_t mant = x & 0x7fffff;
   if (((x >> 23) & 0xff) == 0xff) return static_cast<uint16_t>(sign | 0x7c00 | (mant ? 0x200 : 0));  // inf/nan
-  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00);                                          // overflow
-  if (exp <= 0) {                                                                                        // subnormal
+  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00);                                        // overflow
+  if (exp <= 0) {                                                                                    // subnormal
     if (exp < -10) return static_cast<uint16_t>(sign);
     mant |= 0x800000;
     uint32_t shift = static_cast<uint32_t>(14 - exp);
@@ -219,7 +219,8 @@ void StoreSample(const Image& img, bool flip, const StoreOptions& o, void* dst) 
       if (o.layout == Layout::kNHWC) {
         std::memcpy(d + static_cast<size_t>(y) * W * 3, row.data(), sizeof(float) * W * 3);
       } else {
-        for (int c = 0; c < 3; ++c) std::memcpy(d + c * plane + static_cast<size_t>(y) * W, &row[c * W], sizeof(float) * W);
+        for (int c = 0; c < 3; ++c)
+          std::memcpy(d + c * plane + static_cast<size_t>(y) * W, &row[c * W], sizeof(float) * W);
       }
     } else {
       auto* d = static_cast<uint16_t*>(dst);

@@ -19,8 +19,8 @@ struct RegionDecoder::State {
   };
   jpeg_decompress_struct cinfo{};
   ErrorManager err{};
-  Image out;           // reused across images
-  Image cmyk;          // scratch for CMYK/YCCK conversion
+  Image out;   // reused across images
+  Image cmyk;  // scratch for CMYK/YCCK conversion
   std::vector<JSAMPROW> rows;
 
   State() {

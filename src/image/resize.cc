@@ -42,8 +42,8 @@ void Resampler::Compute(Taps* t, int in, double box0, double box, int out) {
 
 Status Resampler::Run(const Image& src, double x, double y, double w, double h, int ow, int oh, Image* out) {
   if (ow <= 0 || oh <= 0 || src.width <= 0 || src.height <= 0 || !(w > 0) || !(h > 0)) {
-    return InvalidArgument(fmt::format("resize {}x{} box {}x{} -> {}x{}: sizes must be positive", src.width,
-                                       src.height, w, h, ow, oh));
+    return InvalidArgument(
+        fmt::format("resize {}x{} box {}x{} -> {}x{}: sizes must be positive", src.width, src.height, w, h, ow, oh));
   }
   const int c = src.channels;
   Compute(&tx_, src.width, x, w, ow);

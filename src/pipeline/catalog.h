@@ -17,11 +17,11 @@
 namespace aq::pipeline {
 
 struct SampleRef {
-  uint32_t file = 0;       // index into Catalog::files
-  uint32_t record = 0;     // record number within the file
-  uint64_t offset = 0;     // start of the framed record (0 for folder images)
-  uint64_t size = 0;       // framed size (whole file for folder images)
-  int32_t label = -1;      // known up front for folders; otherwise read from the record
+  uint32_t file = 0;    // index into Catalog::files
+  uint32_t record = 0;  // record number within the file
+  uint64_t offset = 0;  // start of the framed record (0 for folder images)
+  uint64_t size = 0;    // framed size (whole file for folder images)
+  int32_t label = -1;   // known up front for folders; otherwise read from the record
 };
 
 struct Catalog {

@@ -52,12 +52,12 @@ struct Pipeline::Impl {
   PipelineOptions o;
   Catalog cat;
   std::vector<EpochPlan> plans;
-  uint64_t per_epoch = 0;     // outputs (and read positions) per epoch
-  uint64_t total = 0;         // outputs over all epochs
+  uint64_t per_epoch = 0;  // outputs (and read positions) per epoch
+  uint64_t total = 0;      // outputs over all epochs
   uint64_t total_batches = 0;
   size_t sample_bytes = 0;
-  size_t depth = 0;           // batch buffers
-  uint64_t capacity = 0;      // payload slots
+  size_t depth = 0;       // batch buffers
+  uint64_t capacity = 0;  // payload slots
   uint64_t memory_bound = 0;
   std::vector<Run> runs;
 
@@ -82,7 +82,7 @@ struct Pipeline::Impl {
   std::vector<int32_t> free_slots;
   std::vector<int32_t> slot_of;  // global read position -> slot (-1: not read yet)
   uint64_t outputs_done = 0;
-  uint64_t released = 0;         // batches handed back by the consumer
+  uint64_t released = 0;  // batches handed back by the consumer
   uint64_t held = 0, held_sum = 0, held_samples = 0;
   Status fatal;
   bool stopping = false;
@@ -126,9 +126,7 @@ struct Pipeline::Impl {
     cv_batch.notify_all();
   }
 
-  const SampleRef& SampleAt(uint32_t epoch, uint64_t pos) const {
-    return cat.samples[plans[epoch].read_order[pos]];
-  }
+  const SampleRef& SampleAt(uint32_t epoch, uint64_t pos) const { return cat.samples[plans[epoch].read_order[pos]]; }
 
   // ---------------------------------------------------------------- readers
   void ReaderLoop() {
@@ -267,9 +265,7 @@ struct Pipeline::Impl {
         *label = static_cast<int32_t>(v->header.flag > 0 ? v->header.labels.front() : v->header.label);
         break;
       }
-      default:
-        jpeg = framed;
-        *label = ref.label;
+      default: jpeg = framed; *label = ref.label;
     }
     Rng rng = Rng::Derive(o.seed, out_index);
     auto t0 = Clock::now();
@@ -306,8 +302,8 @@ struct Pipeline::Impl {
     ChooseContext ctx{this, &rng, &w.boxes};
     image::DecodedRegion region = AQ_TRY(w.decoder.Decode(jpeg, &Choose, &ctx));
     if (region.scale_denom > 1) dct_scaled += 1;
-    AQ_TRY(w.resampler.Run(*region.pixels, region.x, region.y, region.w, region.h, o.image_size, o.image_size,
-                           &w.small));
+    AQ_TRY(
+        w.resampler.Run(*region.pixels, region.x, region.y, region.w, region.h, o.image_size, o.image_size, &w.small));
     if (o.jitter.enabled()) image::ApplyColorJitter(w.small, o.jitter, rng);
     image::StoreSample(w.small, ctx.flip, o.store, dst);
     return Status::Ok();
@@ -487,7 +483,8 @@ Result<std::unique_ptr<Pipeline>> Pipeline::Create(io::FileSystem& fs, const Pip
   impl->memory_bound = batch_mem + scratch_mem + impl->capacity * max_payload;
   if (impl->memory_bound > o.memory_limit) {
     return InvalidArgument(fmt::format(
-        "pipeline needs up to {:.0f} MiB but the memory limit is {:.0f} MiB: {} batch buffers of {:.1f} MiB, {} payload "
+        "pipeline needs up to {:.0f} MiB but the memory limit is {:.0f} MiB: {} batch buffers of {:.1f} MiB, {} "
+        "payload "
         "slots of up to {:.2f} MiB (shuffle buffer {} + lookahead), decode scratch {:.0f} MiB. Lower --batch, "
         "--prefetch or --shuffle-buffer, or raise --memory-limit",
         impl->memory_bound / 1048576.0, o.memory_limit / 1048576.0, impl->depth,
@@ -497,7 +494,8 @@ Result<std::unique_ptr<Pipeline>> Pipeline::Create(io::FileSystem& fs, const Pip
   impl->slots.resize(impl->capacity);
   for (auto& s : impl->slots) s.data.reserve(static_cast<size_t>(max_payload));
   impl->free_slots.reserve(impl->capacity);
-  for (int64_t i = static_cast<int64_t>(impl->capacity) - 1; i >= 0; --i) impl->free_slots.push_back(static_cast<int32_t>(i));
+  for (int64_t i = static_cast<int64_t>(impl->capacity) - 1; i >= 0; --i)
+    impl->free_slots.push_back(static_cast<int32_t>(i));
   impl->slot_of.assign(impl->total, -1);
   impl->bufs.resize(impl->depth);
   for (auto& b : impl->bufs) {

@@ -46,19 +46,19 @@ struct PipelineOptions {
 
   // Output.
   uint32_t batch_size = 256;
-  int image_size = 224;            // 299 for Inception
-  bool training = true;            // RandomResizedCrop + flip, else resize + centre crop
-  int eval_resize = 256;           // evaluation: shorter side (224/256 = 0.875)
-  bool bbox_crop = false;          // training crop from records' bounding boxes (TF's method)
+  int image_size = 224;    // 299 for Inception
+  bool training = true;    // RandomResizedCrop + flip, else resize + centre crop
+  int eval_resize = 256;   // evaluation: shorter side (224/256 = 0.875)
+  bool bbox_crop = false;  // training crop from records' bounding boxes (TF's method)
   image::RandomResizedCropParams crop;
   image::ColorJitter jitter;
   image::StoreOptions store;
-  bool labels_zero_based = true;   // TFRecord's 1-based ImageNet labels become 0-based
+  bool labels_zero_based = true;  // TFRecord's 1-based ImageNet labels become 0-based
 
   // Decode.
-  bool dct_scaling = true;         // decode at 1/2, 1/4, 1/8 when the crop allows
+  bool dct_scaling = true;  // decode at 1/2, 1/4, 1/8 when the crop allows
   bool fast_idct = false;
-  bool decode_only = false;        // full decode only (measures the decoder bound)
+  bool decode_only = false;  // full decode only (measures the decoder bound)
 
   // Order and sharding.
   uint64_t seed = 1;
@@ -69,30 +69,30 @@ struct PipelineOptions {
   Remainder remainder = Remainder::kDrop;
 
   // Concurrency and memory.
-  size_t workers = 0;              // decode threads; 0 = one per core
+  size_t workers = 0;  // decode threads; 0 = one per core
   size_t readers = 1;
-  size_t prefetch_batches = 2;     // batch buffers beyond the one being consumed
+  size_t prefetch_batches = 2;  // batch buffers beyond the one being consumed
   uint64_t memory_limit = 1ull << 30;
   format::ErrorPolicy policy = format::ErrorPolicy::kSkip;
   bool verify_crc = true;
 };
 
 struct Batch {
-  uint64_t index = 0;    // batch number over the whole run
+  uint64_t index = 0;  // batch number over the whole run
   uint32_t epoch = 0;
-  uint32_t size = 0;     // samples
-  const void* data = nullptr;       // size * sample_bytes, 64-byte aligned
+  uint32_t size = 0;           // samples
+  const void* data = nullptr;  // size * sample_bytes, 64-byte aligned
   size_t sample_bytes = 0;
-  const int32_t* labels = nullptr;  // size entries
+  const int32_t* labels = nullptr;    // size entries
   const uint32_t* samples = nullptr;  // catalog sample ids (size entries)
-  uint32_t replaced = 0;  // slots filled with a copy because their sample was bad
+  uint32_t replaced = 0;              // slots filled with a copy because their sample was bad
 };
 
 struct StageStats {
   std::string name;
   size_t threads = 0;
-  double busy_seconds = 0;   // summed over threads
-  double utilisation = 0;    // busy / (elapsed * threads)
+  double busy_seconds = 0;  // summed over threads
+  double utilisation = 0;   // busy / (elapsed * threads)
   uint64_t items = 0;
   uint64_t bytes = 0;
 };
@@ -109,16 +109,16 @@ struct PipelineStats {
   uint64_t batches = 0;
   uint64_t images = 0;
   uint64_t bytes_read = 0;
-  std::vector<StageStats> stages;  // read, decode
-  double consumer_wait_seconds = 0;  // Next() waiting for a batch
+  std::vector<StageStats> stages;         // read, decode
+  double consumer_wait_seconds = 0;       // Next() waiting for a batch
   double worker_wait_input_seconds = 0;   // workers waiting for payloads
   double worker_wait_output_seconds = 0;  // workers waiting for a free batch buffer
-  double mean_payloads_held = 0;     // occupancy of the payload slots
+  double mean_payloads_held = 0;          // occupancy of the payload slots
   uint64_t payload_capacity = 0;
-  uint64_t memory_bound_bytes = 0;   // what the pipeline may hold at most
+  uint64_t memory_bound_bytes = 0;  // what the pipeline may hold at most
   uint64_t bad_samples = 0;
   std::vector<SampleProblem> problems;  // first 100
-  uint64_t dct_scaled = 0;  // samples decoded at reduced scale
+  uint64_t dct_scaled = 0;              // samples decoded at reduced scale
   std::string limiting_stage;
   uint32_t rank = 0, world = 1;
   uint64_t steps_per_epoch = 0;

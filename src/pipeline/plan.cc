@@ -42,7 +42,8 @@ Result<RankInfo> ResolveRank(int64_t rank_flag, int64_t world_flag) {
     }
   }
   if (w < 1 || r < 0 || r >= w) {
-    return InvalidArgument(fmt::format("rank {} of world size {} (from {}): need 0 <= rank < world", r, w, info.source));
+    return InvalidArgument(
+        fmt::format("rank {} of world size {} (from {}): need 0 <= rank < world", r, w, info.source));
   }
   info.rank = static_cast<uint32_t>(r);
   info.world = static_cast<uint32_t>(w);
@@ -92,9 +93,10 @@ Result<EpochPlan> MakeEpochPlan(const std::vector<uint32_t>& files_of_sample, ui
   }
   plan.steps = o.remainder == Remainder::kDrop ? share / o.batch_size : (share + o.batch_size - 1) / o.batch_size;
   if (plan.steps == 0) {
-    return InvalidArgument(fmt::format("plan: {} samples per rank make no full batch of {} (use a smaller batch or "
-                                       "--remainder pad)",
-                                       share, o.batch_size));
+    return InvalidArgument(
+        fmt::format("plan: {} samples per rank make no full batch of {} (use a smaller batch or "
+                    "--remainder pad)",
+                    share, o.batch_size));
   }
   const uint64_t out_n = plan.steps * o.batch_size;
   // A dropped partial batch is the tail of the read order; a padded one

@@ -1,0 +1,221 @@
+#include "pipeline/pipeline.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "dataset/commands.h"
+#include "format/example.h"
+#include "format/tfrecord.h"
+
+namespace aq::pipeline {
+namespace {
+
+class PipelineTest : public testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    fs_ = io::NewMemFileSystem().release();
+    dataset::SynthOptions s;
+    s.out = "/raw";
+    s.classes = 5;
+    s.images = 60;
+    s.seed = 4;
+    s.common.progress = false;
+    ASSERT_TRUE(dataset::Synthesize(*fs_, s).ok());
+    dataset::PackOptions p;
+    p.input = "/raw";
+    p.out = "/tf";
+    p.shards = 4;
+    p.common.progress = false;
+    ASSERT_TRUE(dataset::Pack(*fs_, p).ok());
+    p.out = "/rec";
+    p.format = dataset::Format::kRecordIO;
+    p.shards = 2;
+    ASSERT_TRUE(dataset::Pack(*fs_, p).ok());
+  }
+  static void TearDownTestSuite() { delete fs_; }
+
+  static PipelineOptions Options(const std::string& data) {
+    PipelineOptions o;
+    o.data = data;
+    o.batch_size = 12;
+    o.image_size = 32;
+    o.shuffle_buffer = 16;
+    o.store.dtype = image::DType::kUint8;
+    o.workers = 2;
+    return o;
+  }
+
+  struct Run {
+    std::string bytes;
+    std::vector<int32_t> labels;
+    std::vector<uint32_t> samples;
+    PipelineStats stats;
+  };
+  static Run RunAll(const PipelineOptions& o) {
+    Run r;
+    auto p = Pipeline::Create(*fs_, o);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    if (!p.ok()) return r;
+    while (true) {
+      auto b = (*p)->Next();
+      EXPECT_TRUE(b.ok()) << b.status().ToString();
+      if (!b.ok() || *b == nullptr) break;
+      r.bytes.append(static_cast<const char*>((*b)->data), (*b)->size * (*b)->sample_bytes);
+      r.labels.insert(r.labels.end(), (*b)->labels, (*b)->labels + (*b)->size);
+      r.samples.insert(r.samples.end(), (*b)->samples, (*b)->samples + (*b)->size);
+    }
+    r.stats = (*p)->Stats();
+    return r;
+  }
+
+  static io::FileSystem* fs_;
+};
+io::FileSystem* PipelineTest::fs_ = nullptr;
+
+TEST_F(PipelineTest, SameSeedSameBatchesWhateverTheThreadCounts) {
+  for (const char* data : {"/tf", "/rec", "/raw"}) {
+    PipelineOptions a = Options(data);
+    a.workers = 1;
+    a.readers = 1;
+    PipelineOptions b = Options(data);
+    b.workers = 3;
+    b.readers = 2;
+    b.prefetch_batches = 4;
+    Run ra = RunAll(a), rb = RunAll(b);
+    ASSERT_EQ(ra.samples.size(), 60u) << data;
+    EXPECT_EQ(ra.samples, rb.samples) << data;
+    EXPECT_EQ(ra.labels, rb.labels) << data;
+    EXPECT_TRUE(ra.bytes == rb.bytes) << data << ": pixels differ between thread counts";
+  }
+}
+
+TEST_F(PipelineTest, EveryEpochSeesEverySampleOnceWithLabels) {
+  PipelineOptions o = Options("/tf");
+  o.epochs = 2;
+  Run r = RunAll(o);
+  ASSERT_EQ(r.samples.size(), 120u);
+  for (int e = 0; e < 2; ++e) {
+    std::set<uint32_t> seen(r.samples.begin() + e * 60, r.samples.begin() + (e + 1) * 60);
+    EXPECT_EQ(seen.size(), 60u);
+  }
+  EXPECT_NE(std::vector<uint32_t>(r.samples.begin(), r.samples.begin() + 60),
+            std::vector<uint32_t>(r.samples.begin() + 60, r.samples.end()));
+  for (int32_t l : r.labels) {
+    EXPECT_GE(l, 0);  // TFRecord's 1-based labels come out 0-based
+    EXPECT_LT(l, 5);
+  }
+  EXPECT_EQ(r.stats.bad_samples, 0u);
+  EXPECT_EQ(r.stats.images, 120u);
+}
+
+TEST_F(PipelineTest, FormatsAgreeOnLabels) {
+  // The same image has the same label whichever format it was packed into.
+  PipelineOptions o = Options("/raw");
+  o.shuffle_buffer = 1;
+  Run folder = RunAll(o);
+  std::map<int32_t, int> count_folder, count_rec;
+  for (int32_t l : folder.labels) count_folder[l]++;
+  o.data = "/rec";
+  for (int32_t l : RunAll(o).labels) count_rec[l]++;
+  EXPECT_EQ(count_folder, count_rec);
+}
+
+TEST_F(PipelineTest, OutputLayoutsAndTypes) {
+  PipelineOptions o = Options("/tf");
+  o.store.dtype = image::DType::kFloat32;
+  auto p = Pipeline::Create(*fs_, o);
+  ASSERT_TRUE(p.ok());
+  auto b = (*p)->Next();
+  ASSERT_TRUE(b.ok() && *b != nullptr);
+  EXPECT_EQ((*b)->sample_bytes, 32u * 32u * 3u * 4u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>((*b)->data) % 64, 0u);
+  const float* f = static_cast<const float*>((*b)->data);
+  double mean = 0;
+  for (size_t i = 0; i < 32 * 32 * 3; ++i) mean += f[i];
+  mean /= 32 * 32 * 3;
+  EXPECT_GT(mean, -3);  // normalised values, not raw pixels
+  EXPECT_LT(mean, 3);
+}
+
+TEST_F(PipelineTest, BadSampleIsReportedAndReplacedWithinItsBatch) {
+  // A shard whose second record holds text instead of a JPEG.
+  auto fs = io::NewMemFileSystem();
+  std::string shard;
+  for (int i = 0; i < 12; ++i) {
+    std::string jpeg = *io::ReadFileToString(*fs_, "/raw/" + std::string("n01000000") + "/n01000000_0.JPEG");
+    format::ImageRecord r;
+    r.encoded = i == 1 ? "this is not a JPEG" : jpeg;
+    r.label = 1 + i % 3;
+    format::AppendTFRecord(format::SerializeExample(format::ToExample(r)), &shard);
+  }
+  ASSERT_TRUE(io::WriteFileAtomic(*fs, "/bad/train-00000-of-00001", shard).ok());
+  PipelineOptions o = Options("/bad");
+  o.batch_size = 6;
+  auto p = Pipeline::Create(*fs, o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  uint32_t replaced = 0, batches = 0;
+  while (true) {
+    auto b = (*p)->Next();
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    if (*b == nullptr) break;
+    replaced += (*b)->replaced;
+    ++batches;
+  }
+  EXPECT_EQ(batches, 2u);
+  EXPECT_EQ(replaced, 1u);
+  PipelineStats st = (*p)->Stats();
+  ASSERT_EQ(st.bad_samples, 1u);
+  EXPECT_EQ(st.problems[0].file, "/bad/train-00000-of-00001");
+  EXPECT_EQ(st.problems[0].record, 1u);
+  EXPECT_NE(st.problems[0].message.find("not a JPEG"), std::string::npos) << st.problems[0].message;
+  EXPECT_NE(st.problems[0].message.find("record 1"), std::string::npos) << st.problems[0].message;
+
+  o.policy = format::ErrorPolicy::kFail;
+  auto f = Pipeline::Create(*fs, o);
+  ASSERT_TRUE(f.ok());
+  Status s;
+  while (true) {
+    auto b = (*f)->Next();
+    if (!b.ok()) {
+      s = b.status();
+      break;
+    }
+    if (*b == nullptr) break;
+  }
+  EXPECT_FALSE(s.ok()) << "fail policy must surface the bad sample";
+}
+
+TEST_F(PipelineTest, MemoryLimitIsEnforcedUpFront) {
+  PipelineOptions o = Options("/tf");
+  o.memory_limit = 1 << 20;
+  auto p = Pipeline::Create(*fs_, o);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("memory limit"), std::string::npos);
+}
+
+TEST_F(PipelineTest, RanksSplitTheDataset) {
+  std::multiset<uint32_t> all;
+  for (uint32_t r = 0; r < 2; ++r) {
+    PipelineOptions o = Options("/tf");
+    o.batch_size = 10;
+    o.rank = r;
+    o.world = 2;
+    Run run = RunAll(o);
+    EXPECT_EQ(run.samples.size(), 30u);
+    all.insert(run.samples.begin(), run.samples.end());
+  }
+  EXPECT_EQ(std::set<uint32_t>(all.begin(), all.end()).size(), 60u);
+}
+
+TEST_F(PipelineTest, MissingFileIsAClearError) {
+  PipelineOptions o = Options("/nope");
+  auto p = Pipeline::Create(*fs_, o);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("/nope"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace aq::pipeline
