@@ -18,6 +18,8 @@ PACKAGES=(
   clang libclang-rt-14-dev
   # compatibility tests: independent Python implementations of the formats
   python3 python3-protobuf python3-crcmod python3-pil
+  # the peer the pipeline is compared with: PyTorch's DataLoader + torchvision
+  python3-numpy python3-torch python3-torchvision
   # formatting
   clang-format
 )

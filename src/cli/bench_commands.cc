@@ -137,7 +137,11 @@ void RegisterBenchCommands(CLI::App& app, Globals& g) {
   AddOutputFlags(cmd, g);
   cmd->callback([f, &g] {
     Status s = Resolve(*f, g);
-    if (!s.ok()) return Fail(g, s);
+    if (!s.ok()) {
+      Fail(g, s);
+      g.exit_code = 2;  // a bad flag value is a usage error
+      return;
+    }
     auto r = bench::RunPipelineBench(*g.fs, f->b);
     if (!r.ok()) return Fail(g, r.status());
     if (g.json) {

@@ -4,7 +4,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/cpu.h"
+
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -164,7 +167,15 @@ __attribute__((target("f16c,avx"))) void FloatsToHalvesF16c(const float* in, uin
   }
   for (; i < n; ++i) out[i] = FloatToHalf(in[i]);
 }
-const bool kHaveF16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+bool DetectF16c() {
+  unsigned a, b, c, d;
+  if (__get_cpuid(1, &a, &b, &c, &d) == 0) return false;
+  if ((c & bit_F16C) == 0 || (c & bit_AVX) == 0 || (c & bit_OSXSAVE) == 0) return false;
+  uint32_t lo, hi;  // XCR0: the OS must save SSE and AVX register state
+  __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (lo & 6) == 6;
+}
+const bool kHaveF16c = DetectF16c();
 #endif
 
 void FloatsToHalves(const float* in, uint16_t* out, size_t n) {
@@ -176,7 +187,7 @@ void FloatsToHalves(const float* in, uint16_t* out, size_t n) {
 
 }  // namespace
 
-void StoreSample(const Image& img, bool flip, const StoreOptions& o, void* dst) {
+AQ_HOT_CLONES void StoreSample(const Image& img, bool flip, const StoreOptions& o, void* dst) {
   const int W = img.width, H = img.height;
   const size_t plane = static_cast<size_t>(W) * H;
   float scale[3], bias[3];
@@ -185,49 +196,62 @@ void StoreSample(const Image& img, bool flip, const StoreOptions& o, void* dst) 
     scale[c] = norm ? 1.f / o.std[c] : 1.f;
     bias[c] = norm ? -o.mean[c] / o.std[c] : 0.f;
   }
-  // One row at a time: flip by reading the source row backwards.
+  // Pixel x of an output row comes from source column sx(x).
+  const ptrdiff_t step = flip ? -3 : 3;
+  const size_t first = flip ? static_cast<size_t>(W - 1) * 3 : 0;
   thread_local std::vector<float> row;
   row.resize(static_cast<size_t>(W) * 3);
   for (int y = 0; y < H; ++y) {
-    const uint8_t* src = img.row(y);
+    const uint8_t* src = img.row(y) + first;
+    const size_t at = static_cast<size_t>(y) * W;
     if (o.dtype == DType::kUint8) {
       auto* d = static_cast<uint8_t*>(dst);
-      for (int x = 0; x < W; ++x) {
-        const uint8_t* p = src + 3 * (flip ? W - 1 - x : x);
-        if (o.layout == Layout::kNHWC) {
-          std::memcpy(d + (static_cast<size_t>(y) * W + x) * 3, p, 3);
-        } else {
-          for (int c = 0; c < 3; ++c) d[c * plane + static_cast<size_t>(y) * W + x] = p[c];
+      if (o.layout == Layout::kNHWC) {
+        uint8_t* out = d + at * 3;
+        for (int x = 0; x < W; ++x, src += step) {
+          out[3 * x] = src[0];
+          out[3 * x + 1] = src[1];
+          out[3 * x + 2] = src[2];
+        }
+      } else {
+        uint8_t *r = d + at, *g = d + plane + at, *b = d + 2 * plane + at;
+        for (int x = 0; x < W; ++x, src += step) {
+          r[x] = src[0];
+          g[x] = src[1];
+          b[x] = src[2];
         }
       }
       continue;
     }
-    // Normalised floats, in the output layout's order, for this row.
-    for (int x = 0; x < W; ++x) {
-      const uint8_t* p = src + 3 * (flip ? W - 1 - x : x);
-      for (int c = 0; c < 3; ++c) {
-        float v = p[c] * scale[c] + bias[c];
-        if (o.layout == Layout::kNHWC) {
-          row[3 * x + c] = v;
-        } else {
-          row[c * W + x] = v;
-        }
+    // Normalised floats for this row, in the output layout's order.
+    float* f = row.data();
+    if (o.layout == Layout::kNHWC) {
+      for (int x = 0; x < W; ++x, src += step) {
+        f[3 * x] = src[0] * scale[0] + bias[0];
+        f[3 * x + 1] = src[1] * scale[1] + bias[1];
+        f[3 * x + 2] = src[2] * scale[2] + bias[2];
+      }
+    } else {
+      float *r = f, *g = f + W, *b = f + 2 * W;
+      for (int x = 0; x < W; ++x, src += step) {
+        r[x] = src[0] * scale[0] + bias[0];
+        g[x] = src[1] * scale[1] + bias[1];
+        b[x] = src[2] * scale[2] + bias[2];
       }
     }
     if (o.dtype == DType::kFloat32) {
       auto* d = static_cast<float*>(dst);
       if (o.layout == Layout::kNHWC) {
-        std::memcpy(d + static_cast<size_t>(y) * W * 3, row.data(), sizeof(float) * W * 3);
+        std::memcpy(d + at * 3, f, sizeof(float) * W * 3);
       } else {
-        for (int c = 0; c < 3; ++c)
-          std::memcpy(d + c * plane + static_cast<size_t>(y) * W, &row[c * W], sizeof(float) * W);
+        for (int c = 0; c < 3; ++c) std::memcpy(d + c * plane + at, f + c * W, sizeof(float) * W);
       }
     } else {
       auto* d = static_cast<uint16_t*>(dst);
       if (o.layout == Layout::kNHWC) {
-        FloatsToHalves(row.data(), d + static_cast<size_t>(y) * W * 3, static_cast<size_t>(W) * 3);
+        FloatsToHalves(f, d + at * 3, static_cast<size_t>(W) * 3);
       } else {
-        for (int c = 0; c < 3; ++c) FloatsToHalves(&row[c * W], d + c * plane + static_cast<size_t>(y) * W, W);
+        for (int c = 0; c < 3; ++c) FloatsToHalves(f + c * W, d + c * plane + at, W);
       }
     }
   }

@@ -147,7 +147,8 @@ TEST(Store, LayoutsFlipAndHalfFloats) {
   uint16_t half[6];
   StoreSample(img, false, o, half);
   EXPECT_NEAR(HalfToFloat(half[0]), (10 - 0.485f * 255) / (0.229f * 255), 1e-3);
-  for (float f : {0.f, 1.f, -2.5f, 65504.f, 1e-6f, 3.14159f}) EXPECT_NEAR(HalfToFloat(FloatToHalf(f)), f, std::fabs(f) * 1e-3 + 1e-7);
+  for (float f : {0.f, 1.f, -2.5f, 65504.f, 1e-6f, 3.14159f})
+    EXPECT_NEAR(HalfToFloat(FloatToHalf(f)), f, std::fabs(f) * 1e-3 + 1e-7);
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/cpu.h"
+
 namespace aq::image {
 
 void Resampler::Compute(Taps* t, int in, double box0, double box, int out) {
@@ -35,12 +37,25 @@ void Resampler::Compute(Taps* t, int in, double box0, double box, int out) {
       sum = 1;
     }
     for (int k = 0; k < n; ++k) w[k] = static_cast<float>(w[k] / sum);
+    // Drop zero-weight taps at both ends: with a widened support a third of
+    // the taps can be zero, and every tap costs three multiply-adds per pixel.
+    int skip = 0;
+    while (skip < n - 1 && w[skip] == 0.f) ++skip;
+    if (skip > 0) {
+      for (int k = skip; k < n; ++k) w[k - skip] = w[k];
+      for (int k = n - skip; k < n; ++k) w[k] = 0.f;
+      lo += skip;
+      n -= skip;
+    }
+    while (n > 1 && w[n - 1] == 0.f) --n;
     t->first[i] = lo;
     t->count[i] = n;
   }
 }
 
-Status Resampler::Run(const Image& src, double x, double y, double w, double h, int ow, int oh, Image* out) {
+// Built for AVX2 as well as the x86-64 baseline; the loader picks one.
+AQ_HOT_CLONES Status Resampler::Run(const Image& src, double x, double y, double w, double h, int ow, int oh,
+                                    Image* out) {
   if (ow <= 0 || oh <= 0 || src.width <= 0 || src.height <= 0 || !(w > 0) || !(h > 0)) {
     return InvalidArgument(
         fmt::format("resize {}x{} box {}x{} -> {}x{}: sizes must be positive", src.width, src.height, w, h, ow, oh));
@@ -53,14 +68,22 @@ Status Resampler::Run(const Image& src, double x, double y, double w, double h, 
   const int row_hi = ty_.first.back() + ty_.count.back();
   const size_t row_len = static_cast<size_t>(ow) * c;
   mid_.resize(static_cast<size_t>(row_hi - row_lo) * row_len);
+  // The source columns any output column needs.
+  const int col_lo = tx_.first.front();
+  const int col_hi = tx_.first.back() + tx_.count.back();
+  row_f_.resize(static_cast<size_t>(col_hi - col_lo) * c);
   for (int sy = row_lo; sy < row_hi; ++sy) {
-    const uint8_t* in = src.row(sy);
+    // Convert the row to floats once (vectorised), then filter.
+    const uint8_t* in = src.row(sy) + static_cast<size_t>(col_lo) * c;
+    const size_t nin = row_f_.size();
+    for (size_t i = 0; i < nin; ++i) row_f_[i] = in[i];
     float* o = &mid_[static_cast<size_t>(sy - row_lo) * row_len];
-    for (int ox = 0; ox < ow; ++ox) {
-      const float* wt = &tx_.weights[static_cast<size_t>(ox) * tx_.max_taps];
-      const uint8_t* p = in + static_cast<size_t>(tx_.first[ox]) * c;
-      const int n = tx_.count[ox];
-      if (c == 3) {
+    const float* rf = row_f_.data() - static_cast<ptrdiff_t>(col_lo) * c;
+    if (c == 3) {
+      for (int ox = 0; ox < ow; ++ox) {
+        const float* wt = &tx_.weights[static_cast<size_t>(ox) * tx_.max_taps];
+        const float* p = rf + static_cast<size_t>(tx_.first[ox]) * 3;
+        const int n = tx_.count[ox];
         float r = 0, g = 0, b = 0;
         for (int k = 0; k < n; ++k) {
           r += wt[k] * p[3 * k];
@@ -70,10 +93,14 @@ Status Resampler::Run(const Image& src, double x, double y, double w, double h, 
         o[3 * ox] = r;
         o[3 * ox + 1] = g;
         o[3 * ox + 2] = b;
-      } else {
+      }
+    } else {
+      for (int ox = 0; ox < ow; ++ox) {
+        const float* wt = &tx_.weights[static_cast<size_t>(ox) * tx_.max_taps];
+        const float* p = rf + static_cast<size_t>(tx_.first[ox]) * c;
         for (int ch = 0; ch < c; ++ch) {
           float a = 0;
-          for (int k = 0; k < n; ++k) a += wt[k] * p[k * c + ch];
+          for (int k = 0; k < tx_.count[ox]; ++k) a += wt[k] * p[k * c + ch];
           o[ox * c + ch] = a;
         }
       }
@@ -93,7 +120,12 @@ Status Resampler::Run(const Image& src, double x, double y, double w, double h, 
       for (size_t i = 0; i < row_len; ++i) acc_[i] += wk * r[i];
     }
     uint8_t* o = out->row(oy);
-    for (size_t i = 0; i < row_len; ++i) o[i] = static_cast<uint8_t>(std::clamp(acc_[i] + 0.5f, 0.f, 255.f));
+    for (size_t i = 0; i < row_len; ++i) {
+      // Integer clamp: vectorises where a float compare chain does not.
+      int v = static_cast<int>(acc_[i] + 0.5f);
+      v = v < 0 ? 0 : (v > 255 ? 255 : v);
+      o[i] = static_cast<uint8_t>(v);
+    }
   }
   return Status::Ok();
 }

@@ -30,7 +30,8 @@ class Resampler {
   static void Compute(Taps* t, int in_size, double box_start, double box_size, int out_size);
 
   Taps tx_, ty_;
-  std::vector<float> mid_;  // horizontally resampled rows
+  std::vector<float> row_f_;  // one source row as floats
+  std::vector<float> mid_;    // horizontally resampled rows
   std::vector<float> acc_;
 };
 

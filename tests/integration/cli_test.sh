@@ -96,5 +96,29 @@ if [ "$(id -u)" -ne 0 ]; then
   chmod 755 "$T/locked/a"
 fi
 
+# bench pipeline on the packed data: table, JSON, bad flags, bad data.
+expect 0 "help bench pipeline" -- "$AQ" bench pipeline --help
+contains "$T/out" "--shuffle-buffer" "bench pipeline help"
+expect 0 "bench pipeline table" -- "$AQ" bench pipeline "$T/tf" --batch 8 --size 64
+contains "$T/out" "images/s" "bench table"
+contains "$T/out" "limiting" "limiting stage named"
+expect 0 "bench pipeline json" -- "$AQ" bench pipeline "$T/rec" --batch 8 --size 64 --eval --dtype fp16 --layout nhwc --json
+json_ok "$T/out" "bench --json"
+contains "$T/out" '"limiting_stage"' "bench json stage"
+expect 0 "bench pipeline rank from env" -- env RANK=1 WORLD_SIZE=2 "$AQ" bench pipeline "$T/raw" --batch 4 --size 32 --json
+contains "$T/out" '"world": 2' "rank from environment"
+expect 2 "bench bad dtype" -- "$AQ" bench pipeline "$T/tf" --dtype int7
+contains "$T/err" "int7" "bad dtype named"
+expect 1 "bench memory limit" -- "$AQ" bench pipeline "$T/tf" --batch 16 --memory-limit 10M
+contains "$T/err" "memory limit" "memory limit explained"
+expect 2 "bench rank out of range" -- "$AQ" bench pipeline "$T/tf" --rank 3 --world 2
+mkdir -p "$T/badfolder/a" && cp "$(find "$T/raw" -name '*.JPEG' | head -3 | tail -1)" "$T/badfolder/a/1.jpg"
+cp "$T/badfolder/a/1.jpg" "$T/badfolder/a/2.jpg" && echo "garbage" >"$T/badfolder/a/3.jpg" && cp "$T/badfolder/a/1.jpg" "$T/badfolder/a/4.jpg"
+expect 0 "bench skips a bad image" -- "$AQ" bench pipeline "$T/badfolder" --batch 2 --size 32 --json
+contains "$T/out" '"bad_samples": 1' "bad sample counted"
+contains "$T/out" "3.jpg" "bad sample named"
+expect 1 "bench fails on a bad image by policy" -- "$AQ" bench pipeline "$T/badfolder" --batch 2 --size 32 --on-error fail
+contains "$T/err" "3.jpg" "bad sample named on failure"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,0 +1,10 @@
+// CPU dispatch for hot loops. AQ_HOT_CLONES builds a function for AVX2 and
+// for the x86-64 baseline; the dynamic loader picks the best one for the CPU
+// at startup (GCC/Clang target_clones, via an ifunc). Elsewhere it is empty.
+#pragma once
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define AQ_HOT_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define AQ_HOT_CLONES
+#endif
