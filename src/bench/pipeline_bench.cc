@@ -49,15 +49,11 @@ Result<PipelineBenchReport> RunPipelineBench(io::FileSystem& fs, const PipelineB
   Progress progress({"bench pipeline", want, 0, "batches", o.progress});
   PipelineBenchReport r;
   Clock::time_point t0 = Clock::now();
-  uint64_t bytes0 = 0;
   for (uint64_t i = 0; i < want; ++i) {
     const pipeline::Batch* b = AQ_TRY(pipe->Next());
     if (b == nullptr) break;
     if (i == 0 && !o.dump.empty()) AQ_TRY(Dump(o.dump, *b, *pipe, o));
-    if (i + 1 == warm) {
-      t0 = Clock::now();
-      bytes0 = pipe->Stats().bytes_read;
-    }
+    if (i + 1 == warm) t0 = Clock::now();
     if (i >= warm) {
       ++r.batches;
       r.images += b->size;
@@ -70,7 +66,6 @@ Result<PipelineBenchReport> RunPipelineBench(io::FileSystem& fs, const PipelineB
   r.images_per_second = r.seconds > 0 ? static_cast<double>(r.images) / r.seconds : 0;
   // Readers run ahead of the consumer (by the shuffle buffer), so storage
   // throughput is taken over the whole run, not only after the warm-up.
-  (void)bytes0;
   r.mb_per_second =
       r.stats.elapsed_seconds > 0 ? static_cast<double>(r.stats.bytes_read) / 1e6 / r.stats.elapsed_seconds : 0;
   rusage ru{};
@@ -100,7 +95,10 @@ nlohmann::json ToJson(const PipelineBenchReport& r, const PipelineBenchOptions& 
   for (const auto& p : r.stats.problems) {
     problems.push_back({{"file", p.file}, {"record", p.record}, {"offset", p.offset}, {"message", p.message}});
   }
+  json roots = json::array();
+  for (const auto& rt : r.stats.roots) roots.push_back({{"path", rt.path}, {"opens", rt.opens}, {"bytes", rt.bytes}});
   return {{"command", "bench pipeline"},
+          {"roots", roots},
           {"data", o.pipeline.data},
           {"config", r.config},
           {"images_per_second", r.images_per_second},

@@ -15,6 +15,7 @@ struct BenchFlags {
   bench::PipelineBenchOptions b;
   std::string layout = "nchw", dtype = "fp32", remainder = "drop", memory = "1GiB", on_error = "skip", format = "auto";
   std::string jitter;
+  std::string root_policy = "spread";
   int64_t rank = -1, world = -1;
   bool eval = false, no_dct = false, no_file_shuffle = false, raw_labels = false;
 };
@@ -53,6 +54,7 @@ Status Resolve(BenchFlags& f, const Globals& g) {
   p.memory_limit = AQ_TRY(units::ParseBytes(f.memory));
   p.policy = AQ_TRY(format::ParseErrorPolicy(f.on_error));
   p.format = AQ_TRY(dataset::ParseFormat(f.format));
+  p.root_policy = AQ_TRY(io::ParseRootPolicy(f.root_policy));
   if (!f.jitter.empty()) {
     float b = 0, c = 0, s = 0;
     if (std::sscanf(f.jitter.c_str(), "%f,%f,%f", &b, &c, &s) != 3 || b < 0 || c < 0 || s < 0) {
@@ -86,6 +88,10 @@ void PrintReport(const bench::PipelineBenchReport& r) {
               units::Bytes(static_cast<double>(r.max_rss_bytes)).c_str(),
               units::Bytes(static_cast<double>(s.memory_bound_bytes)).c_str(), s.mean_payloads_held,
               static_cast<unsigned long long>(s.payload_capacity));
+  for (const auto& rt : s.roots) {
+    std::printf("  root       %-40s %8llu files %12s\n", rt.path.c_str(), static_cast<unsigned long long>(rt.opens),
+                units::Bytes(static_cast<double>(rt.bytes)).c_str());
+  }
   if (s.dct_scaled > 0) std::printf("  DCT-scaled decodes: %llu\n", static_cast<unsigned long long>(s.dct_scaled));
   if (s.bad_samples > 0) {
     std::printf("  bad samples %llu (replaced in their batch):\n", static_cast<unsigned long long>(s.bad_samples));
@@ -102,7 +108,12 @@ void RegisterBenchCommands(CLI::App& app, Globals& g) {
   auto& p = f->b.pipeline;
   auto* cmd = group->add_subcommand(
       "pipeline", "Run the input pipeline flat out: images/s, storage MB/s, per-stage utilisation, limiting stage");
-  cmd->add_option("data", p.data, "TFRecord shards, .rec files or image folder")->required();
+  cmd->add_option("data", p.data,
+                  "TFRecord shards, .rec files or image folder; several mounts of the same data as ROOT1:ROOT2:...")
+      ->required();
+  cmd->add_option("--root-policy", f->root_policy,
+                  "With several roots: spread (files over all roots) or pinned (rank r reads root r % roots)")
+      ->capture_default_str();
   cmd->add_option("-f,--format", f->format, "auto, tfrecord, recordio or folder")->capture_default_str();
   cmd->add_option("-b,--batch", p.batch_size, "Batch size")->capture_default_str();
   cmd->add_option("--size", p.image_size, "Output image size (224; 299 for Inception)")->capture_default_str();

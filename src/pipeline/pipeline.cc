@@ -48,6 +48,7 @@ constexpr uint64_t kDecodeScratchBytes = 24ull << 20;  // per worker: decoded re
 }  // namespace
 
 struct Pipeline::Impl {
+  std::unique_ptr<io::MultiRootFileSystem> multi;  // when data names several roots
   io::FileSystem& fs;
   PipelineOptions o;
   Catalog cat;
@@ -428,7 +429,16 @@ Pipeline::Pipeline(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Pipeline::~Pipeline() = default;
 
 Result<std::unique_ptr<Pipeline>> Pipeline::Create(io::FileSystem& fs, const PipelineOptions& options) {
-  auto impl = std::make_unique<Impl>(fs, options);
+  std::unique_ptr<io::MultiRootFileSystem> multi;
+  PipelineOptions opts = options;
+  if (options.data.find(':') != std::string::npos) {
+    auto roots = AQ_TRY(io::SplitRoots(options.data));
+    opts.data = roots[0];
+    multi = std::make_unique<io::MultiRootFileSystem>(fs, std::move(roots), options.root_policy, options.rank);
+  }
+  io::FileSystem& data_fs = multi ? static_cast<io::FileSystem&>(*multi) : fs;
+  auto impl = std::make_unique<Impl>(data_fs, opts);
+  impl->multi = std::move(multi);
   PipelineOptions& o = impl->o;
   if (o.batch_size == 0) return InvalidArgument("pipeline: batch size must be positive");
   if (o.image_size < 8 || o.image_size > 4096) return InvalidArgument("pipeline: image size must be in 8..4096");
@@ -546,6 +556,11 @@ PipelineStats Pipeline::Stats() const {
   decode.utilisation = decode.busy_seconds / (el * static_cast<double>(decode.threads));
   s.stages = {read, decode};
   s.consumer_wait_seconds = m.consumer_ns.load() / 1e9;
+  if (m.multi) {
+    for (size_t i = 0; i < m.multi->roots().size(); ++i) {
+      s.roots.push_back({m.multi->roots()[i], m.multi->opens(i), m.multi->bytes_read(i)});
+    }
+  }
   s.worker_wait_input_seconds = m.wait_in_ns.load() / 1e9;
   s.worker_wait_output_seconds = m.wait_out_ns.load() / 1e9;
   // The limiting stage: workers mostly waiting for free batch buffers means

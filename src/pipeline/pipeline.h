@@ -32,16 +32,22 @@
 #include <vector>
 
 #include "common/status.h"
+#include "dataset/commands.h"
 #include "dataset/dataset.h"
 #include "format/error_policy.h"
 #include "image/augment.h"
 #include "io/file_system.h"
+#include "io/multi_root.h"
 #include "pipeline/plan.h"
 
 namespace aq::pipeline {
 
 struct PipelineOptions {
-  std::string data;  // dataset path: TFRecord shards, .rec files or image folder
+  // Dataset path: TFRecord shards, .rec files or an image folder. Several
+  // roots holding the same dataset (one per mount / storage node) are given
+  // as "root1:root2:..." and read according to root_policy.
+  std::string data;
+  io::RootPolicy root_policy = io::RootPolicy::kSpread;
   dataset::Format format = dataset::Format::kAuto;
 
   // Output.
@@ -97,11 +103,10 @@ struct StageStats {
   uint64_t bytes = 0;
 };
 
-struct SampleProblem {
-  std::string file;
-  uint32_t record = 0;
-  uint64_t offset = 0;
-  std::string message;
+struct RootStats {
+  std::string path;
+  uint64_t opens = 0;
+  uint64_t bytes = 0;
 };
 
 struct PipelineStats {
@@ -117,12 +122,13 @@ struct PipelineStats {
   uint64_t payload_capacity = 0;
   uint64_t memory_bound_bytes = 0;  // what the pipeline may hold at most
   uint64_t bad_samples = 0;
-  std::vector<SampleProblem> problems;  // first 100
-  uint64_t dct_scaled = 0;              // samples decoded at reduced scale
+  std::vector<dataset::Problem> problems;  // first 100
+  uint64_t dct_scaled = 0;                 // samples decoded at reduced scale
   std::string limiting_stage;
   uint32_t rank = 0, world = 1;
   uint64_t steps_per_epoch = 0;
   uint64_t catalog_samples = 0;
+  std::vector<RootStats> roots;  // when reading from several roots
 };
 
 class Pipeline {

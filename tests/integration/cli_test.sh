@@ -120,5 +120,14 @@ contains "$T/out" "3.jpg" "bad sample named"
 expect 1 "bench fails on a bad image by policy" -- "$AQ" bench pipeline "$T/badfolder" --batch 2 --size 32 --on-error fail
 contains "$T/err" "3.jpg" "bad sample named on failure"
 
+# Several mounts of the same data: reads spread over roots, or pinned by rank.
+mkdir -p "$T/mnt2" && cp -r "$T/tf" "$T/mnt2/tf"
+expect 0 "multi-root spread" -- "$AQ" bench pipeline "$T/tf:$T/mnt2/tf" --batch 8 --size 32 --json
+contains "$T/out" "$T/mnt2/tf" "second root reported"
+expect 0 "multi-root pinned" -- "$AQ" bench pipeline "$T/tf:$T/mnt2/tf" --root-policy pinned --rank 1 --world 2 --batch 8 --size 32
+contains "$T/out" "root" "roots in the table"
+expect 1 "multi-root missing mount" -- "$AQ" bench pipeline "$T/tf:$T/nomount" --root-policy pinned --rank 1 --world 2 --batch 8 --size 32 --on-error fail
+contains "$T/err" "$T/nomount" "missing mount named"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
