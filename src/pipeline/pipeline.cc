@@ -183,11 +183,13 @@ struct Pipeline::Impl {
       read_ns += Nanos(t0, Clock::now());
       if (!got.ok()) {
         slot.error = got.status();
-      } else if (*got != ref.size) {
-        slot.error = Truncated(fmt::format("{}: record {} at offset {}: file ends after {} of {} bytes",
-                                           cat.files[ref.file], ref.record, ref.offset, *got, ref.size));
+      } else {
+        if (*got != ref.size) {
+          slot.error = Truncated(fmt::format("{}: record {} at offset {}: file ends after {} of {} bytes",
+                                             cat.files[ref.file], ref.record, ref.offset, *got, ref.size));
+        }
+        bytes_read += *got;
       }
-      bytes_read += *got;
       records_read += 1;
     }
     {
