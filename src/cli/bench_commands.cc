@@ -104,7 +104,7 @@ void PrintReport(const bench::PipelineBenchReport& r) {
 void RegisterBenchCommands(CLI::App& app, Globals& g) {
   auto* group = app.add_subcommand("bench", "Measure: the input pipeline (more to come)");
   group->require_subcommand(1);
-  auto* f = new BenchFlags();
+  auto* f = g.Own<BenchFlags>();
   auto& p = f->b.pipeline;
   auto* cmd = group->add_subcommand(
       "pipeline", "Run the input pipeline flat out: images/s, storage MB/s, per-stage utilisation, limiting stage");

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "io/file_system.h"
@@ -18,6 +20,18 @@ struct Globals {
   std::string log_level = "info";
   int exit_code = 0;  // set by commands
   std::unique_ptr<io::FileSystem> fs;
+
+  // Storage for a command's options: CLI11 binds flags to it at
+  // registration and the command's callback reads it after parsing.
+  template <typename T>
+  T* Own() {
+    auto p = std::make_shared<T>();
+    owned_.push_back(p);
+    return p.get();
+  }
+
+ private:
+  std::vector<std::shared_ptr<void>> owned_;
 };
 
 // Prints a failed Status to stderr as "aquifer: <message>" and sets exit 1.

@@ -43,7 +43,7 @@ CLI::Option* AddEnum(CLI::App* cmd, const std::string& name, T* out, Result<T> (
 }
 
 void AddSynth(CLI::App* group, Globals& g) {
-  auto* o = new dataset::SynthOptions();  // lives as long as the process
+  auto* o = g.Own<dataset::SynthOptions>();
   auto* cmd = group->add_subcommand("synth", "Make a synthetic ImageNet-like image folder (root/<class>/<image>.JPEG)");
   cmd->add_option("-o,--out", o->out, "Output directory")->required();
   cmd->add_option("--classes", o->classes, "Number of classes")->capture_default_str();
@@ -69,7 +69,7 @@ void AddSynth(CLI::App* group, Globals& g) {
 }
 
 void AddPack(CLI::App* group, Globals& g) {
-  auto* o = new dataset::PackOptions();
+  auto* o = g.Own<dataset::PackOptions>();
   auto* cmd = group->add_subcommand("pack", "Pack an image folder into TFRecord shards or MXNet RecordIO");
   cmd->add_option("input", o->input, "Image folder (root/<class>/<image>.jpg)")->required();
   cmd->add_option("-o,--out", o->out, "Output directory")->required();
@@ -103,7 +103,7 @@ void AddPack(CLI::App* group, Globals& g) {
 }
 
 void AddExpand(CLI::App* group, Globals& g) {
-  auto* o = new dataset::ExpandOptions();
+  auto* o = g.Own<dataset::ExpandOptions>();
   auto* cmd = group->add_subcommand(
       "expand", "Make N copies of every record file (<name>-copy-000 ...), for datasets larger than any cache");
   cmd->add_option("input", o->input, "Directory of TFRecord shards or .rec files")->required();
@@ -124,7 +124,7 @@ void AddExpand(CLI::App* group, Globals& g) {
 }
 
 void AddResize(CLI::App* group, Globals& g) {
-  auto* o = new dataset::ResizeOptions();
+  auto* o = g.Own<dataset::ResizeOptions>();
   auto* cmd = group->add_subcommand("resize",
                                     "Re-encode every image at a new scale and JPEG quality (records in, records out)");
   cmd->add_option("input", o->input, "Record file, directory of record files, or image folder")->required();
@@ -153,7 +153,7 @@ void AddResize(CLI::App* group, Globals& g) {
 }
 
 void AddVerify(CLI::App* group, Globals& g) {
-  auto* o = new dataset::VerifyOptions();
+  auto* o = g.Own<dataset::VerifyOptions>();
   auto* cmd = group->add_subcommand(
       "verify", "Check every record: framing, CRCs, payload, label, JPEG header, index files. Exit 1 on any problem");
   cmd->add_option("path", o->path, "Record file, directory of record files, or image folder")->required();
@@ -201,7 +201,7 @@ void AddVerify(CLI::App* group, Globals& g) {
 }
 
 void AddInspect(CLI::App* group, Globals& g) {
-  auto* o = new dataset::InspectOptions();
+  auto* o = g.Own<dataset::InspectOptions>();
   auto* cmd = group->add_subcommand("inspect", "Print records: where, key, label, sizes, image dimensions");
   cmd->add_option("path", o->path, "Record file, directory of record files, or image folder")->required();
   AddEnum(cmd, "-f,--format", &o->format, &dataset::ParseFormat, "auto", "auto, tfrecord, recordio or folder");

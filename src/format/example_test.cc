@@ -85,7 +85,8 @@ TEST(ImageRecord, RoundTripsTheImageNetSchema) {
   auto back = FromExample(*ParseExample(SerializeExample(ex)));
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(*back, r);
-  auto view = ParseImageFields(SerializeExample(ex));
+  const std::string serialized = SerializeExample(ex);  // the view below points into it
+  auto view = ParseImageFields(serialized);
   ASSERT_TRUE(view.ok());
   EXPECT_EQ(view->encoded, r.encoded);
   EXPECT_EQ(view->label, 417);
@@ -99,7 +100,8 @@ TEST(ImageRecord, MissingImageOrLabelIsCorruption) {
   auto r = FromExample(ex);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("label"), std::string::npos);
-  auto v = ParseImageFields(SerializeExample(ex));
+  const std::string serialized = SerializeExample(ex);
+  auto v = ParseImageFields(serialized);
   ASSERT_TRUE(v.ok());
   EXPECT_FALSE(v->has_label);
   Example no_image;

@@ -151,7 +151,8 @@ TEST(ImageRecordHeader, PackUnpackSingleAndMultiLabel) {
   multi.labels = {1.f, 2.f, 5.f};
   multi.flag = 3;
   multi.id = 9;
-  auto mv = UnpackImageRecord(PackImageRecord(multi, "IMG"));
+  const std::string packed = PackImageRecord(multi, "IMG");  // the view below points into it
+  auto mv = UnpackImageRecord(packed);
   ASSERT_TRUE(mv.ok());
   EXPECT_EQ(mv->header.flag, 3u);
   EXPECT_EQ(mv->header.labels, multi.labels);

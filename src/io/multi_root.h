@@ -32,7 +32,7 @@ class MultiRootFileSystem final : public FileSystem {
   MultiRootFileSystem(FileSystem& base, std::vector<std::string> roots, RootPolicy policy, uint32_t rank);
 
   Result<std::unique_ptr<RandomAccessFile>> OpenRead(const std::string& path,
-                                                      AccessHint hint = AccessHint::kNormal) override;
+                                                     AccessHint hint = AccessHint::kNormal) override;
   Result<std::unique_ptr<WritableFile>> OpenWrite(const std::string& path) override;
   Result<FileInfo> Stat(const std::string& path) override { return base_.Stat(path); }
   Result<std::vector<FileInfo>> List(const std::string& dir) override { return base_.List(dir); }
