@@ -9,7 +9,7 @@ JOBS        ?= $(shell nproc)
 AQ          := $(BUILD)/aquifer
 DEMO_DIR    ?= demo-data
 
-.PHONY: all deps build demo check test unit integration fuzz format format-check bench clean
+.PHONY: all deps build demo check test fuzz sanitize format format-check bench clean
 
 all: build
 
@@ -61,6 +61,20 @@ fuzz: deps $(FUZZ_BUILD)/build.ninja
 	  grep -E "^#[0-9]+.*DONE" $(FUZZ_BUILD)/$$t.log | tail -1; \
 	done
 
+# The whole suite again under AddressSanitizer, UndefinedBehaviorSanitizer
+# and LeakSanitizer (a Debug build in build-asan), then the threaded code
+# (pipeline, thread pool) under ThreadSanitizer. TSan uses clang: GCC 12's
+# TSan runtime crashes at startup on kernels with 28+ bits of mmap ASLR.
+sanitize: deps
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DAQ_SANITIZE=address,undefined -DAQ_BUILD_BENCH=OFF
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+	CC=clang CXX=clang++ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAQ_SANITIZE=thread \
+	  -DAQ_BUILD_BENCH=OFF
+	cmake --build build-tsan -j $(JOBS) --target pipeline_test common_test
+	TSAN_OPTIONS=halt_on_error=1 build-tsan/pipeline_test
+	TSAN_OPTIONS=halt_on_error=1 build-tsan/common_test
+
 FORMAT_FILES = $(shell git ls-files '*.cc' '*.h')
 
 format:
@@ -73,4 +87,4 @@ bench: build
 	$(BUILD)/crc32c_bench
 
 clean:
-	rm -rf $(BUILD) $(FUZZ_BUILD) $(DEMO_DIR)
+	rm -rf $(BUILD) $(FUZZ_BUILD) build-asan build-tsan $(DEMO_DIR)
