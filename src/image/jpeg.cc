@@ -5,6 +5,8 @@
 
 #include <memory>
 
+#include "image/jpeg_region.h"
+
 namespace aq::image {
 namespace {
 
@@ -99,49 +101,12 @@ Result<JpegInfo> ReadJpegInfo(std::string_view data) {
   return info;
 }
 
-Result<Image> DecodeJpeg(std::string_view data, bool gray) {
-  JpegInfo info = AQ_TRY(ReadJpegInfo(data));
-  // Guard against decompression bombs: a tiny file claiming a huge frame.
-  constexpr uint64_t kMaxPixels = 1ull << 28;
-  if (static_cast<uint64_t>(info.width) * static_cast<uint64_t>(info.height) > kMaxPixels) {
-    return Unsupported(
-        fmt::format("JPEG of {}x{} pixels is larger than the {} pixel limit", info.width, info.height, kMaxPixels));
-  }
-  tjhandle h = Decompressor();
-  const auto* src = reinterpret_cast<const unsigned char*>(data.data());
-  const bool cmyk = info.components == 4;
-  if (cmyk) {
-    Image tmp(info.width, info.height, 4);
-    if (tjDecompress2(h, src, data.size(), tmp.pixels.data(), info.width, 0, info.height, TJPF_CMYK, 0) != 0 &&
-        tjGetErrorCode(h) == TJERR_FATAL) {
-      return Corruption(fmt::format("JPEG decode failed: {}", tjGetErrorStr2(h)));
-    }
-    // Adobe CMYK JPEGs store inverted values: R = C * K / 255 and so on.
-    Image out(info.width, info.height, gray ? 1 : 3);
-    const size_t n = static_cast<size_t>(info.width) * info.height;
-    for (size_t i = 0; i < n; ++i) {
-      const uint8_t* p = &tmp.pixels[i * 4];
-      int k = p[3];
-      int r = p[0] * k / 255, g = p[1] * k / 255, b = p[2] * k / 255;
-      if (gray) {
-        out.pixels[i] = static_cast<uint8_t>((r * 77 + g * 150 + b * 29) >> 8);
-      } else {
-        out.pixels[i * 3] = static_cast<uint8_t>(r);
-        out.pixels[i * 3 + 1] = static_cast<uint8_t>(g);
-        out.pixels[i * 3 + 2] = static_cast<uint8_t>(b);
-      }
-    }
-    return out;
-  }
-  Image out(info.width, info.height, gray ? 1 : 3);
-  // Warnings (e.g. a few missing bytes at the end) leave a usable image, as
-  // in every libjpeg-based loader; fatal errors do not.
-  if (tjDecompress2(h, src, data.size(), out.pixels.data(), info.width, 0, info.height, gray ? TJPF_GRAY : TJPF_RGB,
-                    0) != 0 &&
-      tjGetErrorCode(h) == TJERR_FATAL) {
-    return Corruption(fmt::format("JPEG decode failed: {}", tjGetErrorStr2(h)));
-  }
-  return out;
+Result<Image> DecodeJpeg(std::string_view data) {
+  // One decoder implementation: the region decoder's full-image path
+  // (gray and CMYK JPEGs come out RGB), one per thread, reused.
+  thread_local RegionDecoder decoder;
+  const Image* img = AQ_TRY(decoder.DecodeFull(data));
+  return *img;
 }
 
 Result<std::string> EncodeJpeg(const Image& img, EncodeOptions opt) {

@@ -1,5 +1,5 @@
-// JPEG through libjpeg-turbo (TurboJPEG API): header inspection, full
-// decode, encode.
+// JPEG through libjpeg-turbo: header inspection and encoding (TurboJPEG
+// API), full decode (libjpeg API, shared with the region decoder).
 //
 // Thread safety: all functions may be called concurrently; each thread keeps
 // its own TurboJPEG handles.
@@ -32,9 +32,9 @@ bool LooksLikeJpeg(std::string_view data);
 // not a JPEG or the header is damaged; the message says why.
 Result<JpegInfo> ReadJpegInfo(std::string_view data);
 
-// Decodes the whole image to RGB (3 channels), or gray when `gray` is set.
-// CMYK/YCCK images are converted to RGB.
-Result<Image> DecodeJpeg(std::string_view data, bool gray = false);
+// Decodes the whole image to RGB (3 channels); gray and CMYK/YCCK images
+// are converted. (Through RegionDecoder: see jpeg_region.h.)
+Result<Image> DecodeJpeg(std::string_view data);
 
 struct EncodeOptions {
   int quality = 90;           // 1..100

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <csetjmp>
 #include <cstdio>
+
+#include "image/jpeg.h"
 // jpeglib.h needs FILE and size_t declared first.
 #include <jpeglib.h>
 
@@ -41,13 +43,8 @@ RegionDecoder::~RegionDecoder() = default;
 
 namespace {
 
-Status NotJpeg(std::string_view d) {
-  return Corruption(fmt::format("not a JPEG: {} bytes, expected ff d8 ff at the start", d.size()));
-}
-bool LooksLikeJpeg(std::string_view d) {
-  return d.size() >= 3 && static_cast<uint8_t>(d[0]) == 0xff && static_cast<uint8_t>(d[1]) == 0xd8 &&
-         static_cast<uint8_t>(d[2]) == 0xff;
-}
+// The not-a-JPEG error with its hints (PNG? WebP?) comes from ReadJpegInfo.
+Status NotJpeg(std::string_view d) { return ReadJpegInfo(d).status(); }
 
 // Adobe CMYK JPEGs store inverted values: R = C * K / 255.
 void CmykRowToRgb(const uint8_t* in, uint8_t* out, int n) {
