@@ -401,8 +401,12 @@ struct Pipeline::Impl {
       }
     }
     if (good < 0) {
-      return Corruption(fmt::format("every sample of batch {} is bad; first: {}", next_batch,
-                                    st.problems.empty() ? "" : st.problems.back().message));
+      std::string last;
+      {
+        std::lock_guard<std::mutex> lock(mu);  // workers append problems concurrently
+        if (!st.problems.empty()) last = st.problems.back().message;
+      }
+      return Corruption(fmt::format("every sample of batch {} is bad; last problem: {}", next_batch, last));
     }
     for (uint32_t i = 0; i < o.batch_size; ++i) {
       if (!buf.bad[i]) continue;
