@@ -91,10 +91,6 @@ nlohmann::json ToJson(const PipelineBenchReport& r, const PipelineBenchOptions& 
                       {"items", s.items},
                       {"bytes", s.bytes}});
   }
-  json problems = json::array();
-  for (const auto& p : r.stats.problems) {
-    problems.push_back({{"file", p.file}, {"record", p.record}, {"offset", p.offset}, {"message", p.message}});
-  }
   json roots = json::array();
   for (const auto& rt : r.stats.roots) roots.push_back({{"path", rt.path}, {"opens", rt.opens}, {"bytes", rt.bytes}});
   return {{"command", "bench pipeline"},
@@ -118,7 +114,7 @@ nlohmann::json ToJson(const PipelineBenchReport& r, const PipelineBenchOptions& 
           {"max_rss_bytes", r.max_rss_bytes},
           {"dct_scaled_samples", r.stats.dct_scaled},
           {"bad_samples", r.stats.bad_samples},
-          {"problems", problems},
+          {"problems", dataset::ToJson(r.stats.problems)},
           {"rank", r.stats.rank},
           {"world", r.stats.world},
           {"steps_per_epoch", r.stats.steps_per_epoch},

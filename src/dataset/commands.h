@@ -169,5 +169,6 @@ nlohmann::json ToJson(const ResizeReport& r);
 nlohmann::json ToJson(const VerifyReport& r);
 nlohmann::json ToJson(const std::vector<InspectRow>& rows);
 nlohmann::json ToJson(const std::vector<format::SkippedRecord>& skipped);
+nlohmann::json ToJson(const std::vector<Problem>& problems);
 
 }  // namespace aq::dataset

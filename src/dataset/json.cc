@@ -14,6 +14,14 @@ json ToJson(const std::vector<format::SkippedRecord>& skipped) {
   return a;
 }
 
+json ToJson(const std::vector<Problem>& problems) {
+  json a = json::array();
+  for (const auto& p : problems) {
+    a.push_back({{"file", p.file}, {"record", p.record}, {"offset", p.offset}, {"message", p.message}});
+  }
+  return a;
+}
+
 json ToJson(const SynthReport& r) {
   return {{"command", "dataset synth"}, {"out", r.out},     {"classes", r.classes},
           {"images", r.images},         {"bytes", r.bytes}, {"avg_image_bytes", r.images ? r.bytes / r.images : 0},
@@ -48,10 +56,6 @@ json ToJson(const ResizeReport& r) {
 }
 
 json ToJson(const VerifyReport& r) {
-  json problems = json::array();
-  for (const auto& p : r.problems) {
-    problems.push_back({{"file", p.file}, {"record", p.record}, {"offset", p.offset}, {"message", p.message}});
-  }
   json labels = json::object();
   for (const auto& [l, c] : r.labels) labels[std::to_string(l)] = c;
   return {{"command", "dataset verify"},
@@ -66,7 +70,7 @@ json ToJson(const VerifyReport& r) {
           {"classes", r.labels.size()},
           {"labels", labels},
           {"problem_count", r.problem_count},
-          {"problems", problems},
+          {"problems", ToJson(r.problems)},
           {"seconds", r.seconds},
           {"mb_per_s", r.seconds > 0 ? static_cast<double>(r.bytes) / 1e6 / r.seconds : 0.0}};
 }
