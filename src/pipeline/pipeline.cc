@@ -115,18 +115,6 @@ struct Pipeline::Impl {
     for (auto& t : threads) t.join();
   }
 
-  void Fail(Status s) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (fatal.ok()) fatal = std::move(s);
-      stopping = true;
-    }
-    cv_read.notify_all();
-    cv_payload.notify_all();
-    cv_buffer.notify_all();
-    cv_batch.notify_all();
-  }
-
   const SampleRef& SampleAt(uint32_t epoch, uint64_t pos) const { return cat.samples[plans[epoch].read_order[pos]]; }
 
   // ---------------------------------------------------------------- readers
@@ -359,12 +347,25 @@ struct Pipeline::Impl {
           if (st.problems.size() < 100) {
             st.problems.push_back({cat.files[ref.file], ref.record, ref.offset, status.message()});
           }
+          // Under kFail the error must be visible before the batch can be
+          // seen complete, or the consumer could take it with the bad slot
+          // silently replaced.
+          if (o.policy == format::ErrorPolicy::kFail && fatal.ok()) {
+            fatal = status;
+            stopping = true;
+          }
         }
         complete = ++buf.filled == B;
       }
+      if (!status.ok() && o.policy == format::ErrorPolicy::kFail) {
+        cv_read.notify_all();
+        cv_payload.notify_all();
+        cv_buffer.notify_all();
+        cv_batch.notify_all();
+        return;
+      }
       cv_read.notify_all();
       if (complete) cv_batch.notify_all();
-      if (!status.ok() && o.policy == format::ErrorPolicy::kFail) return Fail(status);
     }
   }
 
