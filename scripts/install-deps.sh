@@ -12,6 +12,8 @@ PACKAGES=(
   # libraries
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libturbojpeg0-dev libjpeg62-turbo-dev
+  # the monitor's Prometheus endpoint; the storage bench's io_uring queue
+  libcpp-httplib-dev liburing-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # fuzzing (clang's libFuzzer runtime)
@@ -20,6 +22,8 @@ PACKAGES=(
   python3 python3-protobuf python3-crcmod python3-pil
   # the peer the pipeline is compared with: PyTorch's DataLoader + torchvision
   python3-numpy python3-torch python3-torchvision
+  # the peer the storage bench is compared with; the browser that checks the HTML report
+  fio chromium
   # formatting
   clang-format
 )

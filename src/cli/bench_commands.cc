@@ -5,8 +5,10 @@
 #include <iostream>
 
 #include "bench/pipeline_bench.h"
+#include "bench/train_bench.h"
 #include "cli/cli.h"
 #include "common/units.h"
+#include "io/multi_root.h"
 
 namespace aq::cli {
 namespace {
@@ -101,13 +103,9 @@ void PrintReport(const bench::PipelineBenchReport& r) {
 
 }  // namespace
 
-void RegisterBenchCommands(CLI::App& app, Globals& g) {
-  auto* group = app.add_subcommand("bench", "Measure: the input pipeline (more to come)");
-  group->require_subcommand(1);
-  auto* f = g.Own<BenchFlags>();
+// The input pipeline's flags, shared by bench pipeline and bench train.
+void AddPipelineFlags(CLI::App* cmd, BenchFlags* f) {
   auto& p = f->b.pipeline;
-  auto* cmd = group->add_subcommand(
-      "pipeline", "Run the input pipeline flat out: images/s, storage MB/s, per-stage utilisation, limiting stage");
   cmd->add_option("data", p.data,
                   "TFRecord shards, .rec files or image folder; several mounts of the same data as ROOT1:ROOT2:...")
       ->required();
@@ -130,8 +128,6 @@ void RegisterBenchCommands(CLI::App& app, Globals& g) {
   cmd->add_flag("--no-file-shuffle", f->no_file_shuffle, "Keep files in name order");
   cmd->add_option("--seed", p.seed, "Seed of file order, shuffle and augmentation")->capture_default_str();
   cmd->add_option("--epochs", p.epochs, "Epochs")->capture_default_str();
-  cmd->add_option("--batches", f->b.batches, "Stop after this many batches (0 = all)")->capture_default_str();
-  cmd->add_option("--warmup", f->b.warmup_batches, "Batches excluded from the rates")->capture_default_str();
   cmd->add_option("--rank", f->rank, "This rank (default: RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID, else 0)");
   cmd->add_option("--world", f->world,
                   "Number of ranks (default: WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS, else 1)");
@@ -144,6 +140,95 @@ void RegisterBenchCommands(CLI::App& app, Globals& g) {
   cmd->add_flag("--no-dct-scaling", f->no_dct, "Never decode at 1/2, 1/4, 1/8 scale");
   cmd->add_flag("--decode-only", p.decode_only, "Only decode every JPEG fully (the decoder's bound)");
   cmd->add_flag("--raw-labels", f->raw_labels, "Keep TFRecord's 1-based labels");
+}
+
+struct TrainFlags {
+  BenchFlags pipe;
+  bench::TrainBenchOptions t;
+  ResultFlags out;
+  bool inference = false;
+};
+
+void PrintTrain(const bench::TrainBenchReport& r, const bench::TrainBenchOptions& o) {
+  std::printf("bench train: %u x %s %s %s %s, batch %u, step %.3f s per GPU\n", o.gpus, r.model.gpu.c_str(),
+              r.model.model.c_str(), r.model.precision.c_str(), o.inference ? "inference" : "training",
+              o.pipeline.batch_size, r.step_seconds);
+  std::printf("  model      %.0f images/s per GPU: %s\n", r.demand_images_per_second / o.gpus,
+              o.step_seconds > 0 ? "--step-time" : r.model.source.c_str());
+  std::printf("  images/s   %.1f delivered; the GPUs could take %.1f\n", r.images_per_second,
+              r.demand_images_per_second);
+  std::printf("  storage    %s (%s per GPU), %.0f bytes per image\n", units::Rate(r.mb_per_second * 1e6).c_str(),
+              units::Rate(r.mb_per_second_per_gpu * 1e6).c_str(), r.mean_image_bytes);
+  std::printf("  AU         %.1f%% (lowest GPU %.1f%%)\n", 100 * r.au, 100 * r.au_min);
+  for (const auto& g : r.gpus) {
+    std::printf("    rank %-3u %llu steps, waited %.2fs for data, %.2fs at the all-reduce, AU %.1f%%, limiting %s\n",
+                g.rank, static_cast<unsigned long long>(g.steps), g.wait_seconds, g.sync_seconds, 100 * g.au,
+                g.limiting_stage.c_str());
+  }
+  for (const auto& st : r.stages) {
+    std::printf("  stage      %-7s %3zu threads %5.0f%% busy\n", st.name.c_str(), st.threads, 100 * st.utilisation);
+  }
+  std::printf("  page cache %.0f%% of the dataset resident before, %.0f%% after\n", 100 * r.page_cache_before,
+              100 * r.page_cache_after);
+  std::printf("  verdict    %s\n", r.verdict.c_str());
+}
+
+void RegisterTrainCommand(CLI::App& group, Globals& g) {
+  auto* f = g.Own<TrainFlags>();
+  auto* cmd = group.add_subcommand(
+      "train",
+      "Training with emulated GPUs: the real pipeline feeds G simulated GPUs that compute for the model's step "
+      "time; reports images/s, storage MB/s, accelerator utilisation and whether storage or the CPU is the limit");
+  AddPipelineFlags(cmd, &f->pipe);
+  auto& t = f->t;
+  cmd->add_option("-g,--gpus", t.gpus, "Simulated GPUs in this process")->capture_default_str();
+  cmd->add_option("-m,--model", t.model,
+                  "resnet50, resnet152, inception3, inception4, vgg16, googlenet, alexnet (docs/models.md)")
+      ->capture_default_str();
+  cmd->add_option("--gpu", t.gpu, "v100, a100 or h100")->capture_default_str();
+  cmd->add_option("--precision", t.precision, "fp16 (mixed) or fp32 (TF32 on A100/H100)")->capture_default_str();
+  cmd->add_flag("--inference", f->inference, "Forward only: no all-reduce, ranks do not wait for each other");
+  cmd->add_option("--step-time", t.step_seconds, "Seconds per step per GPU (overrides the model table)");
+  cmd->add_option("--steps", t.steps, "Steps per GPU (0 = one pass over the rank's share)")->capture_default_str();
+  cmd->add_option("--max-seconds", t.max_seconds, "Stop after this long (0 = no limit)")->capture_default_str();
+  cmd->add_option("--au-threshold", t.au_threshold, "AU at or above which the run counts as GPU-bound")
+      ->capture_default_str();
+  AddResultFlags(cmd, f->out, true);
+  AddOutputFlags(cmd, g);
+  cmd->callback([f, &g] {
+    Status s = Resolve(f->pipe, g);
+    if (!s.ok()) {
+      Fail(g, s);
+      g.exit_code = 2;
+      return;
+    }
+    auto& t = f->t;
+    t.pipeline = f->pipe.b.pipeline;
+    t.pipeline.workers = g.threads;
+    t.node = t.pipeline.rank;
+    t.nodes = t.pipeline.world;
+    t.inference = f->inference;
+    t.progress = !g.no_progress && !g.json;
+    t.sampler.interval_seconds = f->out.interval;
+    t.sampler.prometheus_port = f->out.prometheus;
+    auto r = bench::RunTrainBench(*g.fs, t);
+    if (!r.ok()) return Fail(g, r.status());
+    auto roots = io::SplitRoots(t.pipeline.data);
+    EmitResult(g, f->out, "bench train", roots.ok() ? *roots : std::vector<std::string>{}, bench::ConfigJson(t, *r),
+               bench::SummaryJson(*r), &r->series, [&](const nlohmann::json&) { PrintTrain(*r, t); });
+  });
+}
+
+void RegisterBenchCommands(CLI::App& app, Globals& g) {
+  auto* group = app.add_subcommand(
+      "bench", "Measure: storage-only reads, the input pipeline, training with emulated GPUs, scaling sweeps");
+  group->require_subcommand(1);
+  auto* f = g.Own<BenchFlags>();
+  auto* cmd = group->add_subcommand(
+      "pipeline", "Run the input pipeline flat out: images/s, storage MB/s, per-stage utilisation, limiting stage");
+  AddPipelineFlags(cmd, f);
+  cmd->add_option("--batches", f->b.batches, "Stop after this many batches (0 = all)")->capture_default_str();
+  cmd->add_option("--warmup", f->b.warmup_batches, "Batches excluded from the rates")->capture_default_str();
   cmd->add_option("--dump", f->b.dump, "Write the first batch to FILE (raw) and FILE.json (labels, samples)");
   AddOutputFlags(cmd, g);
   cmd->callback([f, &g] {
@@ -161,6 +246,8 @@ void RegisterBenchCommands(CLI::App& app, Globals& g) {
     }
     PrintReport(*r);
   });
+  RegisterTrainCommand(*group, g);
+  RegisterMeasureCommands(app, *group, g);
 }
 
 }  // namespace aq::cli

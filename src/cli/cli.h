@@ -4,12 +4,15 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "io/file_system.h"
+#include "monitor/sampler.h"
 
 namespace aq::cli {
 
@@ -18,7 +21,8 @@ struct Globals {
   bool no_progress = false;  // never draw progress
   size_t threads = 0;        // 0 = one per core
   std::string log_level = "info";
-  int exit_code = 0;  // set by commands
+  int exit_code = 0;              // set by commands
+  std::vector<std::string> argv;  // the command line as typed, for results
   std::unique_ptr<io::FileSystem> fs;
 
   // Storage for a command's options: CLI11 binds flags to it at
@@ -34,6 +38,21 @@ struct Globals {
   std::vector<std::shared_ptr<void>> owned_;
 };
 
+// Flags every result-producing command shares: --out DIR and the monitor's
+// --interval / --prometheus.
+struct ResultFlags {
+  std::string out;
+  double interval = 1.0;
+  int prometheus = -1;
+};
+void AddResultFlags(CLI::App* cmd, ResultFlags& f, bool monitor);
+
+// Wraps a command's config and summary in the common result format, writes
+// it under --out, and prints it as JSON (--json) or through `print`.
+void EmitResult(Globals& g, const ResultFlags& f, const std::string& command, const std::vector<std::string>& roots,
+                nlohmann::json config, nlohmann::json summary, const monitor::Series* series,
+                const std::function<void(const nlohmann::json& result)>& print);
+
 // Prints a failed Status to stderr as "aquifer: <message>" and sets exit 1.
 void Fail(Globals& g, const Status& s);
 
@@ -42,5 +61,7 @@ void AddOutputFlags(CLI::App* cmd, Globals& g, bool threads = true);
 
 void RegisterDatasetCommands(CLI::App& app, Globals& g);
 void RegisterBenchCommands(CLI::App& app, Globals& g);
+// bench storage / train / sweep under the bench group; size, model, report.
+void RegisterMeasureCommands(CLI::App& app, CLI::App& bench_group, Globals& g);
 
 }  // namespace aq::cli

@@ -29,6 +29,7 @@ void AddOutputFlags(CLI::App* cmd, Globals& g, bool threads) {
 int main(int argc, char** argv) {
   aq::cli::Globals g;
   g.fs = aq::io::NewPosixFileSystem();
+  g.argv.assign(argv, argv + argc);
   CLI::App app{"aquifer: keep GPU training fed from scale-out storage, and prove it with measurements."};
   app.require_subcommand(1);
   app.fallthrough();

@@ -25,7 +25,12 @@ struct FileInfo {
 };
 
 // How a file will be read; implementations turn it into readahead advice.
-enum class AccessHint { kNormal, kSequential, kRandom };
+// kDirect bypasses the client's page cache (O_DIRECT) where the
+// implementation supports it; reads must then use offsets, sizes and buffers
+// aligned to kDirectAlignment (the file's tail may be read short).
+// Implementations without a page cache treat it as kSequential.
+enum class AccessHint { kNormal, kSequential, kRandom, kDirect };
+inline constexpr size_t kDirectAlignment = 4096;
 
 class RandomAccessFile {
  public:
@@ -36,6 +41,10 @@ class RandomAccessFile {
   // Size when opened.
   virtual uint64_t size() const = 0;
   virtual const std::string& path() const = 0;
+  // The OS file descriptor when the file is a local one, for callers that
+  // drive the kernel directly (the storage bench's io_uring queue); -1
+  // otherwise. The file keeps ownership.
+  virtual int native_fd() const { return -1; }
 };
 
 class WritableFile {
@@ -74,6 +83,13 @@ class FileSystem {
   virtual Status Rename(const std::string& from, const std::string& to) = 0;
   // Copies a whole file, the cheapest way the implementation knows.
   virtual Result<CopyMethod> Copy(const std::string& from, const std::string& to);
+  // Evicts the file's pages from this machine's page cache, so the next
+  // read comes from storage (posix_fadvise DONTNEED, allowed for any user).
+  // No-op where there is no such cache.
+  virtual Status DropCache(const std::string& path) {
+    (void)path;
+    return Status::Ok();
+  }
 
   bool Exists(const std::string& path) { return Stat(path).ok(); }
 };

@@ -17,6 +17,7 @@ class CountingFile final : public RandomAccessFile {
   uint64_t size() const override { return f_->size(); }
   // Errors name the physical path (the mount that failed).
   const std::string& path() const override { return f_->path(); }
+  int native_fd() const override { return f_->native_fd(); }
 
  private:
   std::unique_ptr<RandomAccessFile> f_;
@@ -89,5 +90,14 @@ Result<std::unique_ptr<WritableFile>> MultiRootFileSystem::OpenWrite(const std::
 Status MultiRootFileSystem::MakeDirs(const std::string& path) { return ReadOnly(path); }
 Status MultiRootFileSystem::Remove(const std::string& path) { return ReadOnly(path); }
 Status MultiRootFileSystem::Rename(const std::string& from, const std::string&) { return ReadOnly(from); }
+
+Status MultiRootFileSystem::DropCache(const std::string& path) {
+  const std::string& r0 = roots_[0];
+  for (const auto& root : roots_) {
+    std::string physical = path.compare(0, r0.size(), r0) == 0 ? root + path.substr(r0.size()) : path;
+    AQ_TRY(base_.DropCache(physical));
+  }
+  return Status::Ok();
+}
 
 }  // namespace aq::io

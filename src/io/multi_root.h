@@ -39,6 +39,7 @@ class MultiRootFileSystem final : public FileSystem {
   Status MakeDirs(const std::string& path) override;
   Status Remove(const std::string& path) override;
   Status Rename(const std::string& from, const std::string& to) override;
+  Status DropCache(const std::string& path) override;  // every root's copy
 
   // The root a path's reads go to.
   size_t RootOf(const std::string& path) const;

@@ -27,6 +27,9 @@ class PosixRandomAccessFile final : public RandomAccessFile {
     size_t done = 0;
     auto* p = static_cast<char*>(buf);
     while (done < n) {
+      // Stop at the size seen at open: one short read at the tail, never a
+      // second pread at an unaligned offset (O_DIRECT would refuse it).
+      if (offset + done >= size_ && done > 0) break;
       ssize_t r = ::pread(fd_, p + done, n - done, static_cast<off_t>(offset + done));
       if (r < 0) {
         if (errno == EINTR) continue;
@@ -38,6 +41,7 @@ class PosixRandomAccessFile final : public RandomAccessFile {
     return done;
   }
   uint64_t size() const override { return size_; }
+  int native_fd() const override { return fd_; }
   const std::string& path() const override { return path_; }
 
  private:
@@ -115,7 +119,11 @@ class PosixWritableFile final : public WritableFile {
 class PosixFileSystem final : public FileSystem {
  public:
   Result<std::unique_ptr<RandomAccessFile>> OpenRead(const std::string& path, AccessHint hint) override {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    const int flags = O_RDONLY | O_CLOEXEC | (hint == AccessHint::kDirect ? O_DIRECT : 0);
+    int fd = ::open(path.c_str(), flags);
+    if (fd < 0 && hint == AccessHint::kDirect && errno == EINVAL) {
+      return Status(StatusCode::kInvalidArgument, fmt::format("'{}': the file system does not support O_DIRECT", path));
+    }
     if (fd < 0) return ErrnoStatus(errno, "open", path);
     struct stat st {};
     if (::fstat(fd, &st) != 0) {
@@ -131,6 +139,15 @@ class PosixFileSystem final : public FileSystem {
     if (hint == AccessHint::kRandom) ::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
     return std::unique_ptr<RandomAccessFile>(
         std::make_unique<PosixRandomAccessFile>(fd, path, static_cast<uint64_t>(st.st_size)));
+  }
+
+  Status DropCache(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ErrnoStatus(errno, "open", path);
+    int rc = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+    if (rc != 0) return ErrnoStatus(rc, "drop the page cache of", path);
+    return Status::Ok();
   }
 
   Result<std::unique_ptr<WritableFile>> OpenWrite(const std::string& path) override {

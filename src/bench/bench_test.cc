@@ -1,0 +1,423 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "bench/cache_model.h"
+#include "bench/latency.h"
+#include "bench/models.h"
+#include "bench/result.h"
+#include "bench/sizing.h"
+#include "bench/storage_bench.h"
+#include "bench/train_bench.h"
+#include "dataset/commands.h"
+
+namespace aq::bench {
+namespace {
+
+TEST(LatencyTest, QuantilesWithinBucketError) {
+  LatencyHistogram h;
+  for (uint64_t us = 1; us <= 1000; ++us) h.Record(us * 1000);
+  EXPECT_EQ(h.count(), 1000u);
+  EXPECT_EQ(h.max_ns(), 1000000u);
+  EXPECT_NEAR(h.Quantile(0.5), 500e3, 500e3 * 0.05);
+  EXPECT_NEAR(h.Quantile(0.99), 990e3, 990e3 * 0.05);
+  EXPECT_EQ(h.Quantile(1.0), 1e6);
+  EXPECT_NEAR(h.mean_ns(), 500500, 1);
+  LatencyHistogram small;
+  for (int i = 0; i < 10; ++i) small.Record(7);  // exact below 16 ns
+  EXPECT_EQ(small.Quantile(0.5), 7);
+  h.Merge(small);
+  EXPECT_EQ(h.count(), 1010u);
+  EXPECT_EQ(LatencyHistogram().Quantile(0.5), 0);
+  auto j = h.ToJson();
+  EXPECT_EQ(j["count"], 1010);
+  EXPECT_NEAR(j["max_us"].get<double>(), 1000, 1e-9);
+}
+
+// The documents' sizing table, reproduced from the profiles.
+TEST(SizingTest, ReproducesTheDocumentsTable) {
+  auto rows = SizingTable();
+  ASSERT_EQ(rows.size(), 3u);
+  struct Want {
+    const char* demand;
+    double mbps, f800, h500;
+  } want[] = {{"low", 90, 27, 7}, {"medium", 160, 20, 5}, {"high", 300, 9, 2}};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(rows[i].demand, want[i].demand);
+    ASSERT_TRUE(rows[i].mb_per_second_per_gpu.has_value());
+    EXPECT_EQ(*rows[i].mb_per_second_per_gpu, want[i].mbps);
+    EXPECT_EQ(rows[i].gpus_per_node.at("f800"), want[i].f800);
+    EXPECT_EQ(rows[i].gpus_per_node.at("h500"), want[i].h500);
+  }
+}
+
+TEST(SizingTest, ReproducesTheDocumentsExamples) {
+  // "72 * 80 = 5760 MB/sec which can be handled by 2.4 Isilon nodes"
+  SizeRequest r;
+  r.gpus = 72;
+  r.mb_per_second_per_gpu = 80;
+  auto a = Size(r);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_DOUBLE_EQ(a->demand_mb_per_second, 5760);
+  EXPECT_DOUBLE_EQ(a->node_mb_per_second, 2430);  // 27 GPUs x 90 MB/s
+  EXPECT_NEAR(a->nodes_exact, 2.4, 0.05);
+  EXPECT_EQ(a->nodes, 3);
+  // "80 * 90 = 7200 MB/sec which can be handled by 2.9 Isilon F800 nodes"
+  // (7200 / 2430 = 2.96: the document truncated where the first example rounded).
+  r = {};
+  r.gpus = 80;
+  a = Size(r);
+  ASSERT_TRUE(a.ok());
+  EXPECT_DOUBLE_EQ(a->demand_mb_per_second, 7200);
+  EXPECT_NEAR(a->nodes_exact, 2.96, 0.005);
+  EXPECT_EQ(std::floor(a->nodes_exact * 10) / 10, 2.9);
+  // "72 * 300 = 21,600 MB/sec which can be handled by eight Isilon nodes"
+  r = {};
+  r.gpus = 72;
+  r.workload = "inception4-train-large";
+  a = Size(r);
+  ASSERT_TRUE(a.ok());
+  EXPECT_DOUBLE_EQ(a->demand_mb_per_second, 21600);
+  EXPECT_DOUBLE_EQ(a->nodes_exact, 8);
+  EXPECT_EQ(a->nodes, 8);
+  // A100: "a single F800 node could handle eight NVIDIA A100 GPUs" (4 DGX A100 = 1 chassis of 4 nodes).
+  r = {};
+  r.gpus = 32;
+  r.workload = "resnet50-train-a100";
+  a = Size(r);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->nodes, 4);
+  EXPECT_EQ(a->demand_mb_per_second, 0);
+  // H500 chassis: 4 nodes x 7 GPUs = 28 GPUs of the low workload.
+  r = {};
+  r.gpus = 28;
+  r.node = "h500";
+  a = Size(r);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->nodes, 4);
+}
+
+TEST(SizingTest, HeadroomSpareNodesAndAssumptions) {
+  SizeRequest r;
+  r.gpus = 72;
+  r.workload = "inception4-train-large";
+  r.headroom = 0.25;
+  r.spare_nodes = 1;
+  auto a = Size(r);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->nodes, 10 + 1);  // 8 x 1.25 = 10, plus one spare
+  bool mentions_headroom = false;
+  for (const auto& s : a->assumptions) mentions_headroom |= s.find("headroom: 25%") != std::string::npos;
+  EXPECT_TRUE(mentions_headroom);
+  r.node_mb_per_second = 5400;
+  r.headroom = 0;
+  r.spare_nodes = 0;
+  a = Size(r);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->nodes, 4);
+}
+
+TEST(SizingTest, BadRequestsAreClearErrors) {
+  SizeRequest r;
+  EXPECT_FALSE(Size(r).ok());  // no GPUs
+  r.gpus = 8;
+  r.workload = "gpt";
+  auto a = Size(r);
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().ToString().find("resnet50-train-small"), std::string::npos);  // lists the known ones
+  r.workload = "resnet50-train-a100";
+  r.node = "h500";
+  EXPECT_FALSE(Size(r).ok());  // no H500 figure for A100
+  r.node = "f800";
+  r.mb_per_second_per_gpu = -1;
+  EXPECT_FALSE(Size(r).ok());
+}
+
+TEST(CacheModelTest, TheDocumentsFigures) {
+  // 512 GB client RAM and 2 TB storage cache over 22.2 TB: ~2%, ~9%, ~91% from SSD.
+  auto m = ModelCache({22.2e12, 512e9, 2e12});
+  ASSERT_TRUE(m.ok());
+  EXPECT_NEAR(m->client_hit, 0.023, 0.001);
+  EXPECT_NEAR(m->storage_hit, 0.090, 0.001);
+  EXPECT_NEAR(m->storage_media, 0.910, 0.001);
+  // 768 GB and 1 TB (4 nodes): 3.5%, 4.5%, 95.5%; at 44.4 TB, 97.8% from SSD.
+  m = ModelCache({22.2e12, 768e9, 1e12});
+  EXPECT_NEAR(m->client_hit, 0.035, 0.001);
+  EXPECT_NEAR(m->storage_hit, 0.045, 0.001);
+  EXPECT_NEAR(m->storage_media, 0.955, 0.001);
+  m = ModelCache({44.4e12, 768e9, 1e12});
+  EXPECT_NEAR(m->storage_media, 0.978, 0.001);
+  // 148 GB fully cached in a 512 GB server: the "Linux cache" baseline.
+  m = ModelCache({148e9, 512e9, 0});
+  EXPECT_EQ(m->client_hit, 1);
+  EXPECT_EQ(m->media_of_all, 0);
+  EXPECT_FALSE(ModelCache({0, 1, 1}).ok());
+}
+
+TEST(CacheModelTest, MeasuredFromResultSeries) {
+  nlohmann::json r = {{"summary", {{"total_bytes", 4e9}, {"page_cache_before", 0.0}, {"page_cache_after", 1.0}}},
+                      {"series",
+                       {{"t", {1.0, 2.0, 3.0}},
+                        {"columns",
+                         {{{"name", "disk.vda.read"}, {"unit", "MB/s"}, {"values", {500, 300, 200}}},
+                          {{"name", "disk.vda.read_iops"}, {"unit", "IOPS"}, {"values", {9, 9, 9}}},
+                          {{"name", "bench.read"}, {"unit", "MB/s"}, {"values", {1000, 1000, 2000}}}}}}}};
+  auto m = MeasureCacheFromResult(r, "r.json");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_DOUBLE_EQ(m->disk_bytes, 1e9);
+  EXPECT_DOUBLE_EQ(m->client_hit, 0.75);
+  EXPECT_EQ(*m->residency_after, 1.0);
+  r["summary"] = nlohmann::json::object();
+  EXPECT_FALSE(MeasureCacheFromResult(r, "r.json").ok());
+}
+
+TEST(ModelsTest, EveryEntryHasASource) {
+  const auto& t = ModelTable();
+  EXPECT_EQ(t.size(), 7u * 3 * 2);
+  for (const auto& e : t) {
+    EXPECT_FALSE(e.source.empty()) << e.model << " " << e.gpu << " " << e.precision;
+    EXPECT_GT(e.train_images_per_second, 0);
+  }
+  auto rn50 = FindModel("resnet50", "v100", "fp16");
+  ASSERT_TRUE(rn50.ok());
+  EXPECT_EQ(rn50->train_images_per_second, 819);
+  EXPECT_TRUE(rn50->measured);
+  EXPECT_EQ(FindModel("resnet50", "a100", "fp16")->train_images_per_second, 2470);
+  EXPECT_EQ(FindModel("inception4", "v100", "fp16")->image_size, 299);
+  EXPECT_FALSE(FindModel("resnet50", "h100", "fp16")->measured);
+  auto bad = FindModel("bert", "v100", "fp16");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().ToString().find("resnet50"), std::string::npos);
+}
+
+TEST(ResultTest, EnvelopeCsvAndFiles) {
+  monitor::Series s;
+  s.t = {1, 2};
+  s.columns.push_back({"bench.read", "MB/s", {10, 20}});
+  auto r = MakeResult({"bench storage", {"aquifer", "bench", "storage", "x"}, {"/"}}, {{"readers", 2}},
+                      {{"mb_per_second", 15.5}, {"latency", {{"p50_us", 3}}}}, &s);
+  EXPECT_TRUE(ValidateResult(r, "r").ok());
+  EXPECT_EQ(r["schema"], kResultSchema);
+  EXPECT_TRUE(r["machine"].contains("cores"));
+  EXPECT_EQ(SeriesCsv(r["series"]), "t,bench.read (MB/s)\n1.000,10\n2.000,20\n");
+  std::string flat = FlatCsv(r["summary"]);
+  EXPECT_NE(flat.find("latency.p50_us,3\n"), std::string::npos) << flat;
+  EXPECT_NE(flat.find("mb_per_second,15.5\n"), std::string::npos) << flat;
+
+  auto dir = std::filesystem::temp_directory_path() / ("aq_result_test_" + std::to_string(getpid()));
+  auto path = WriteResult((dir / "sub").string(), r);
+  ASSERT_TRUE(path.ok()) << path.status().ToString();
+  EXPECT_TRUE(std::filesystem::exists(*path));
+  std::string stem = path->substr(0, path->size() - 5);
+  EXPECT_TRUE(std::filesystem::exists(stem + ".csv"));
+  EXPECT_TRUE(std::filesystem::exists(stem + "-series.csv"));
+  auto second = WriteResult((dir / "sub").string(), r);  // same second: a new name, nothing overwritten
+  ASSERT_TRUE(second.ok());
+  EXPECT_NE(*second, *path);
+  std::filesystem::remove_all(dir);
+
+  nlohmann::json bad = r;
+  bad.erase("summary");
+  EXPECT_FALSE(ValidateResult(bad, "r").ok());
+  EXPECT_FALSE(ValidateResult(nlohmann::json::array(), "r").ok());
+  bad = r;
+  bad["schema"] = "other";
+  EXPECT_NE(ValidateResult(bad, "x.json").ToString().find("x.json"), std::string::npos);
+}
+
+class StorageBenchTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    fs_ = io::NewMemFileSystem();
+    ASSERT_TRUE(fs_->MakeDirs("/data").ok());
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_TRUE(io::WriteFileAtomic(*fs_, "/data/f" + std::to_string(i), std::string(300000 + i, 'a')).ok());
+    }
+  }
+  StorageBenchOptions Options() {
+    StorageBenchOptions o;
+    o.data = "/data";
+    o.readers = 2;
+    o.request_bytes = 65536;
+    o.duration_seconds = 0.3;
+    o.ramp_seconds = 0.1;
+    o.progress = false;
+    o.sampler.interval_seconds = 0.1;
+    o.sampler.system = false;
+    return o;
+  }
+  std::unique_ptr<io::FileSystem> fs_;
+};
+
+TEST_F(StorageBenchTest, AsyncRandomReadsWholeFiles) {
+  auto r = RunStorageBench(*fs_, Options());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->file_count, 4u);
+  EXPECT_EQ(r->dataset_bytes, 4u * 300000 + 6);
+  EXPECT_GT(r->bytes, 0u);
+  EXPECT_GT(r->files, 0u);
+  EXPECT_GT(r->latency.count(), 0u);
+  EXPECT_GE(r->total_bytes, r->bytes);
+  EXPECT_NEAR(r->mb_per_second, static_cast<double>(r->bytes) / 1e6 / r->seconds, 1e-6);
+  EXPECT_NE(r->series.Find("bench.read"), nullptr);
+}
+
+TEST_F(StorageBenchTest, SyncRoundRobinSteps) {
+  auto o = Options();
+  o.mode = StorageMode::kSync;
+  o.step_bytes = 200000;
+  o.selection = FileSelection::kRoundRobin;
+  auto r = RunStorageBench(*fs_, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_GT(r->sync_steps, 0u);
+  EXPECT_GT(r->files, 0u);
+}
+
+TEST_F(StorageBenchTest, BadOptionsAndInputs) {
+  auto o = Options();
+  o.ramp_seconds = 1;  // longer than the run
+  EXPECT_EQ(RunStorageBench(*fs_, o).status().code(), StatusCode::kInvalidArgument);
+  o = Options();
+  o.readers = 0;
+  EXPECT_FALSE(RunStorageBench(*fs_, o).ok());
+  o = Options();
+  o.data = "/nothing";
+  auto r = RunStorageBench(*fs_, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().ToString().find("/nothing"), std::string::npos);
+  ASSERT_TRUE(fs_->MakeDirs("/empty").ok());
+  o.data = "/empty";
+  EXPECT_FALSE(RunStorageBench(*fs_, o).ok());
+  o = Options();
+  o.iodepth = 8;  // io_uring needs a local file descriptor
+  r = RunStorageBench(*fs_, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().ToString().find("--iodepth"), std::string::npos);
+}
+
+TEST(StorageBenchPosixTest, IoUringQueueOnLocalFiles) {
+  auto dir = std::filesystem::temp_directory_path() / ("aq_storage_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  for (int i = 0; i < 3; ++i) std::ofstream(dir / ("f" + std::to_string(i))) << std::string(1 << 20, 'z');
+  auto fs = io::NewPosixFileSystem();
+  StorageBenchOptions o;
+  o.data = dir.string();
+  o.readers = 2;
+  o.iodepth = 4;
+  o.request_bytes = 128 << 10;
+  o.duration_seconds = 0.3;
+  o.ramp_seconds = 0.05;
+  o.drop_caches = true;
+  o.progress = false;
+  o.sampler.interval_seconds = 0.1;
+  auto r = RunStorageBench(*fs, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_GT(r->bytes, 0u);
+  EXPECT_GT(r->files, 0u);
+  EXPECT_NE(r->cache_drop.find("fadvise"), std::string::npos);
+  o.mode = StorageMode::kSync;
+  o.step_bytes = 1 << 20;
+  r = RunStorageBench(*fs, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_GT(r->sync_steps, 0u);
+  std::filesystem::remove_all(dir);
+}
+
+class TrainBenchTest : public testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    fs_ = io::NewMemFileSystem().release();
+    dataset::SynthOptions s;
+    s.out = "/raw";
+    s.classes = 4;
+    s.images = 48;
+    s.seed = 2;
+    s.common.progress = false;
+    ASSERT_TRUE(dataset::Synthesize(*fs_, s).ok());
+    dataset::PackOptions p;
+    p.input = "/raw";
+    p.out = "/tf";
+    p.shards = 4;
+    p.common.progress = false;
+    ASSERT_TRUE(dataset::Pack(*fs_, p).ok());
+  }
+  static void TearDownTestSuite() { delete fs_; }
+  static TrainBenchOptions Options() {
+    TrainBenchOptions o;
+    o.pipeline.data = "/tf";
+    o.pipeline.batch_size = 4;
+    o.pipeline.image_size = 32;
+    o.pipeline.workers = 2;
+    o.pipeline.store.dtype = image::DType::kUint8;
+    o.progress = false;
+    o.sampler.interval_seconds = 0.05;
+    o.sampler.system = false;
+    return o;
+  }
+  static io::FileSystem* fs_;
+};
+io::FileSystem* TrainBenchTest::fs_ = nullptr;
+
+TEST_F(TrainBenchTest, SlowGpusAreGpuBound) {
+  auto o = Options();
+  o.gpus = 2;
+  o.step_seconds = 0.02;  // 200 images/s per GPU: easily fed
+  auto r = RunTrainBench(*fs_, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->gpus.size(), 2u);
+  // 48 images over 2 ranks, batches of 4: 6 steps each, the first excluded.
+  EXPECT_EQ(r->gpus[0].steps, 5u);
+  EXPECT_EQ(r->gpus[1].steps, 5u);
+  EXPECT_EQ(r->images, 2u * 5 * 4);
+  EXPECT_GT(r->au, 0);
+  EXPECT_LE(r->au, 1.0);
+  EXPECT_GT(r->bytes_read, 0u);
+  EXPECT_GT(r->mean_image_bytes, 0);
+  EXPECT_DOUBLE_EQ(r->demand_images_per_second, 2 * 4 / 0.02);
+  EXPECT_FALSE(r->verdict.empty());
+  EXPECT_FALSE(r->bound.empty());
+  auto sum = SummaryJson(*r);
+  EXPECT_EQ(sum["gpus"].size(), 2u);
+}
+
+TEST_F(TrainBenchTest, ImpossiblyFastGpusAreInputBound) {
+  auto o = Options();
+  o.step_seconds = 1e-6;
+  auto r = RunTrainBench(*fs_, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_LT(r->au, 0.9);
+  EXPECT_FALSE(r->au_ok);
+  EXPECT_TRUE(r->bound == "decode" || r->bound == "storage") << r->bound;
+}
+
+TEST_F(TrainBenchTest, InferenceAndModelTable) {
+  auto o = Options();
+  o.inference = true;
+  o.model = "alexnet";
+  auto r = RunTrainBench(*fs_, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_NEAR(r->step_seconds, 4 / (7095.0 / 4 * kInferenceSpeedup), 1e-9);
+  EXPECT_EQ(r->gpus[0].sync_seconds, 0);  // forward only: no all-reduce
+  auto c = ConfigJson(o, *r);
+  EXPECT_EQ(c["mode"], "inference");
+}
+
+TEST_F(TrainBenchTest, ClearErrors) {
+  auto o = Options();
+  o.gpus = 0;
+  EXPECT_FALSE(RunTrainBench(*fs_, o).ok());
+  o = Options();
+  o.model = "nope";
+  EXPECT_EQ(RunTrainBench(*fs_, o).status().code(), StatusCode::kNotFound);
+  o = Options();
+  o.gpus = 12;  // one step each: nothing left once the first is excluded
+  auto r = RunTrainBench(*fs_, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().ToString().find("at least 2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace aq::bench

@@ -1,0 +1,64 @@
+#include "bench/latency.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+namespace aq::bench {
+
+int LatencyHistogram::BucketOf(uint64_t ns) {
+  if (ns < kSub) return static_cast<int>(ns);  // exact below 16 ns
+  int octave = 63 - std::countl_zero(ns);      // ns in [2^octave, 2^(octave+1))
+  int sub = static_cast<int>((ns >> (octave - 4)) & (kSub - 1));
+  return std::min((octave - 3) * kSub + sub, kBuckets - 1);
+}
+
+double LatencyHistogram::BucketLow(int b) {
+  if (b < kSub) return b;
+  int octave = b / kSub + 3;
+  int sub = b % kSub;
+  return std::ldexp(1.0 + sub / static_cast<double>(kSub), octave);
+}
+
+void LatencyHistogram::Record(uint64_t ns) {
+  ++buckets_[BucketOf(ns)];
+  ++count_;
+  sum_ += ns;
+  max_ = std::max(max_, ns);
+}
+
+void LatencyHistogram::Merge(const LatencyHistogram& o) {
+  for (int i = 0; i < kBuckets; ++i) buckets_[i] += o.buckets_[i];
+  count_ += o.count_;
+  sum_ += o.sum_;
+  max_ = std::max(max_, o.max_);
+}
+
+double LatencyHistogram::Quantile(double q) const {
+  if (count_ == 0) return 0;
+  if (q >= 1) return static_cast<double>(max_);
+  uint64_t rank = static_cast<uint64_t>(std::ceil(q * static_cast<double>(count_)));
+  rank = std::max<uint64_t>(rank, 1);
+  uint64_t seen = 0;
+  for (int b = 0; b < kBuckets; ++b) {
+    seen += buckets_[b];
+    if (seen >= rank) {
+      if (b < kSub) return b;
+      double lo = BucketLow(b), hi = BucketLow(b + 1);
+      return std::min((lo + hi) / 2, static_cast<double>(max_));
+    }
+  }
+  return static_cast<double>(max_);
+}
+
+nlohmann::json LatencyHistogram::ToJson() const {
+  return {{"count", count_},
+          {"mean_us", mean_ns() / 1e3},
+          {"p50_us", Quantile(0.50) / 1e3},
+          {"p90_us", Quantile(0.90) / 1e3},
+          {"p99_us", Quantile(0.99) / 1e3},
+          {"p999_us", Quantile(0.999) / 1e3},
+          {"max_us", static_cast<double>(max_) / 1e3}};
+}
+
+}  // namespace aq::bench

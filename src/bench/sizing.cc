@@ -1,0 +1,166 @@
+#include "bench/sizing.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace aq::bench {
+namespace {
+
+const char* kTable =
+    "Dell EMC Isilon + DGX-1 and DSS 8440 papers, 'Sizing consideration based on benchmarked workloads' table";
+
+std::vector<WorkloadProfile> BuildWorkloads() {
+  return {
+      {"resnet50-train-small", "low", "training, small images, ResNet-50", "V100", 90.0, kTable},
+      {"resnet50-infer-small", "medium", "inference, small images, ResNet-50", "V100", 160.0, kTable},
+      {"inception4-train-large", "high", "training, large images, Inception-v4", "V100", 300.0, kTable},
+      {"resnet50-train-a100", "", "MLPerf ResNet-50 training, A100", "A100", std::nullopt,
+       "Dell EMC PowerScale + DGX A100 paper: 'a single F800 node could handle eight NVIDIA A100 GPUs' (MLPerf "
+       "0.7); no MB/s per GPU is given"},
+  };
+}
+
+std::vector<NodeProfile> BuildNodes() {
+  return {
+      {"f800",
+       "Isilon F800 all-flash node (4 per chassis, 60 SSDs per chassis)",
+       {{"resnet50-train-small", 27},
+        {"resnet50-infer-small", 20},
+        {"inception4-train-large", 9},
+        {"resnet50-train-a100", 8}},
+       15000.0 / 4,
+       "GPUs per node: the sizing table (V100) and the DGX A100 paper (A100); spec: 15 GB/s per 4-node chassis"},
+      {"h500",
+       "Isilon H500 hybrid node (4 per chassis, 60 SATA drives per chassis)",
+       {{"resnet50-train-small", 7}, {"resnet50-infer-small", 5}, {"inception4-train-large", 2}},
+       5000.0 / 4,
+       "GPUs per node: the sizing table (from general NFS benchmarks, not DL runs at scale); spec: up to 5 GB/s "
+       "per 4-node chassis, 25-33% of an F800 for sequential reads"},
+  };
+}
+
+std::string Names(const auto& v) {
+  std::string s;
+  for (const auto& e : v) s += (s.empty() ? "" : ", ") + e.name;
+  return s;
+}
+
+}  // namespace
+
+const std::vector<WorkloadProfile>& WorkloadProfiles() {
+  static const auto w = BuildWorkloads();
+  return w;
+}
+
+const std::vector<NodeProfile>& NodeProfiles() {
+  static const auto n = BuildNodes();
+  return n;
+}
+
+Result<WorkloadProfile> FindWorkload(const std::string& name) {
+  for (const auto& w : WorkloadProfiles()) {
+    if (w.name == name) return w;
+  }
+  return NotFound(fmt::format("unknown workload '{}' (known: {})", name, Names(WorkloadProfiles())));
+}
+
+Result<NodeProfile> FindNode(const std::string& name) {
+  for (const auto& n : NodeProfiles()) {
+    if (n.name == name) return n;
+  }
+  return NotFound(fmt::format("unknown node profile '{}' (known: {})", name, Names(NodeProfiles())));
+}
+
+Result<SizeAnswer> Size(const SizeRequest& r) {
+  if (!(r.gpus > 0)) return InvalidArgument("--gpus must be positive");
+  if (r.headroom < 0) return InvalidArgument("--headroom must be >= 0");
+  if (r.spare_nodes < 0) return InvalidArgument("--spare-nodes must be >= 0");
+  if (r.mb_per_second_per_gpu && !(*r.mb_per_second_per_gpu > 0)) {
+    return InvalidArgument("--mbps-per-gpu must be positive");
+  }
+  if (r.node_mb_per_second && !(*r.node_mb_per_second > 0)) return InvalidArgument("--node-mbps must be positive");
+  auto w = AQ_TRY(FindWorkload(r.workload));
+  auto n = AQ_TRY(FindNode(r.node));
+  SizeAnswer a;
+  auto& as = a.assumptions;
+  auto gpn = n.gpus_per_node.find(w.name);
+  if (gpn != n.gpus_per_node.end()) a.gpus_per_node = gpn->second;
+
+  std::optional<double> per_gpu = r.mb_per_second_per_gpu ? r.mb_per_second_per_gpu : w.mb_per_second_per_gpu;
+  if (r.mb_per_second_per_gpu) {
+    as.push_back(fmt::format("demand per GPU: {:g} MB/s ({})", *per_gpu,
+                             r.mb_per_second_source.empty() ? "given" : r.mb_per_second_source));
+  } else if (per_gpu) {
+    as.push_back(fmt::format("demand per GPU: {:g} MB/s for {} on {} ({})", *per_gpu, w.description, w.gpu, w.source));
+  } else {
+    as.push_back(
+        fmt::format("demand per GPU: not stated for {} ({}); sizing by GPUs per node only", w.description, w.source));
+  }
+
+  if (r.node_mb_per_second) {
+    a.node_mb_per_second = *r.node_mb_per_second;
+    as.push_back(fmt::format("one {} node delivers {:g} MB/s (given)", n.name, a.node_mb_per_second));
+  } else if (a.gpus_per_node > 0 && w.mb_per_second_per_gpu) {
+    a.node_mb_per_second = a.gpus_per_node * *w.mb_per_second_per_gpu;
+    as.push_back(
+        fmt::format("one {} node delivers {:g} MB/s for this workload: {:g} GPUs per node x {:g} MB/s "
+                    "per GPU, as benchmarked ({})",
+                    n.name, a.node_mb_per_second, a.gpus_per_node, *w.mb_per_second_per_gpu, n.source));
+  } else if (a.gpus_per_node == 0) {
+    return NotFound(fmt::format("node profile {} has no figure for workload {}; pass --node-mbps", n.name, w.name));
+  }
+
+  if (per_gpu) a.demand_mb_per_second = r.gpus * *per_gpu;
+  if (per_gpu && a.node_mb_per_second > 0) {
+    a.nodes_exact = a.demand_mb_per_second / a.node_mb_per_second;
+  } else {
+    a.nodes_exact = r.gpus / a.gpus_per_node;
+    as.push_back(fmt::format("nodes = GPUs / {:g} GPUs per {} node", a.gpus_per_node, n.name));
+  }
+  if (r.headroom > 0) {
+    as.push_back(
+        fmt::format("headroom: {:.0f}% above the demand (failures, admin jobs, other tenants are not in "
+                    "the benchmarked figures)",
+                    100 * r.headroom));
+  } else {
+    as.push_back(
+        "no headroom: node failures, drive failures, administrative jobs and other tenants are not in "
+        "these figures (--headroom, --spare-nodes)");
+  }
+  // Rounding up tolerates floating-point noise (8.0000000001 nodes is 8).
+  a.nodes = static_cast<int>(std::ceil(a.nodes_exact * (1 + r.headroom) - 1e-9)) + r.spare_nodes;
+  if (r.spare_nodes > 0) as.push_back(fmt::format("{} spare node(s) added", r.spare_nodes));
+  as.push_back(fmt::format("{} spec for comparison: {:g} MB/s sequential read per node", n.name, n.spec_mb_per_second));
+  return a;
+}
+
+nlohmann::json ToJson(const SizeRequest& r, const SizeAnswer& a) {
+  return {{"gpus", r.gpus},
+          {"workload", r.workload},
+          {"node", r.node},
+          {"headroom", r.headroom},
+          {"spare_nodes", r.spare_nodes},
+          {"demand_mb_per_second", a.demand_mb_per_second},
+          {"node_mb_per_second", a.node_mb_per_second},
+          {"gpus_per_node", a.gpus_per_node},
+          {"nodes_exact", a.nodes_exact},
+          {"nodes", a.nodes},
+          {"assumptions", a.assumptions}};
+}
+
+std::vector<SizingRow> SizingTable() {
+  std::vector<SizingRow> rows;
+  for (const auto& w : WorkloadProfiles()) {
+    if (w.demand.empty()) continue;  // not a row of the documents' table
+    SizingRow row{w.demand, w.description, w.mb_per_second_per_gpu, {}};
+    for (const auto& n : NodeProfiles()) {
+      auto it = n.gpus_per_node.find(w.name);
+      if (it != n.gpus_per_node.end()) row.gpus_per_node[n.name] = it->second;
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+}  // namespace aq::bench

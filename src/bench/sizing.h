@@ -1,0 +1,77 @@
+// aquifer size: how many storage nodes N GPUs need, the documents' method
+// made explicit. A workload profile gives the storage throughput one GPU
+// demands (MB/s per GPU, SI); a node profile gives, per workload, how many
+// GPUs one node fed in the documents' benchmarks, hence the MB/s one node
+// delivers for that workload (GPUs per node x MB/s per GPU). Then
+//   demand = GPUs x MB/s per GPU
+//   nodes  = demand x (1 + headroom) / node MB/s, rounded up, + spare nodes
+// Every figure used is returned as an assumption line with its source.
+//
+// Thread safety: the profile tables are immutable; functions are reentrant.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace aq::bench {
+
+struct WorkloadProfile {
+  std::string name;                             // resnet50-train-small, ...
+  std::string demand;                           // low, medium, high
+  std::string description;                      // "training, small images, ResNet-50"
+  std::string gpu;                              // the GPU the figure is for
+  std::optional<double> mb_per_second_per_gpu;  // unset where the sources give only GPUs per node
+  std::string source;
+};
+
+struct NodeProfile {
+  std::string name;  // f800, h500
+  std::string description;
+  std::map<std::string, double> gpus_per_node;  // by workload name
+  double spec_mb_per_second = 0;                // vendor sequential-read figure per node
+  std::string source;
+};
+
+const std::vector<WorkloadProfile>& WorkloadProfiles();
+const std::vector<NodeProfile>& NodeProfiles();
+Result<WorkloadProfile> FindWorkload(const std::string& name);
+Result<NodeProfile> FindNode(const std::string& name);
+
+struct SizeRequest {
+  double gpus = 0;
+  std::string workload = "resnet50-train-small";
+  std::string node = "f800";
+  std::optional<double> mb_per_second_per_gpu;  // overrides the profile (or a measured result)
+  std::string mb_per_second_source;             // where the override came from
+  std::optional<double> node_mb_per_second;     // overrides the node's benchmarked MB/s
+  double headroom = 0;                          // 0.2 = plan for 20% more than the demand
+  int spare_nodes = 0;                          // e.g. 1 to stay sized with one node failed
+};
+
+struct SizeAnswer {
+  double demand_mb_per_second = 0;  // 0 when the workload gives no MB/s and none was given
+  double node_mb_per_second = 0;
+  double gpus_per_node = 0;  // for this workload
+  double nodes_exact = 0;    // before rounding up, without headroom
+  int nodes = 0;             // rounded up, with headroom and spare nodes
+  std::vector<std::string> assumptions;
+};
+
+Result<SizeAnswer> Size(const SizeRequest& request);
+nlohmann::json ToJson(const SizeRequest& request, const SizeAnswer& answer);
+
+// The documents' sizing table, computed from the profiles: one row per
+// workload with MB/s per GPU and GPUs per node for every node profile.
+struct SizingRow {
+  std::string demand, description;
+  std::optional<double> mb_per_second_per_gpu;
+  std::map<std::string, double> gpus_per_node;
+};
+std::vector<SizingRow> SizingTable();
+
+}  // namespace aq::bench

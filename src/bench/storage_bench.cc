@@ -1,0 +1,448 @@
+#include "bench/storage_bench.h"
+
+#include <fmt/format.h>
+#include <liburing.h>
+
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "common/log.h"
+#include "common/progress.h"
+#include "common/random.h"
+#include "dataset/dataset.h"
+#include "monitor/page_cache.h"
+#include "monitor/prometheus.h"
+
+namespace aq::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct FileEntry {
+  std::string path;
+  uint64_t size = 0;
+};
+
+Status ListAll(io::FileSystem& fs, const std::string& dir, std::vector<FileEntry>& out, int depth) {
+  if (depth > 16) return Status::Ok();
+  auto entries = AQ_TRY(fs.List(dir));
+  for (const auto& e : entries) {
+    std::string p = io::JoinPath(dir, e.name);
+    if (e.is_dir) {
+      AQ_TRY(ListAll(fs, p, out, depth + 1));
+    } else if (e.size > 0) {
+      out.push_back({p, e.size});
+    }
+  }
+  return Status::Ok();
+}
+
+// The dataset's record files when it is one, else every non-empty file below
+// the directory (fio's files, anything else).
+Result<std::vector<FileEntry>> ListFiles(io::FileSystem& fs, const std::string& path) {
+  std::vector<FileEntry> out;
+  auto ds = dataset::FindDataset(fs, path);
+  if (ds.ok() && ds->format != dataset::Format::kFolder) {
+    for (const auto& f : ds->files) out.push_back({f, AQ_TRY(fs.Stat(f)).size});
+  } else {
+    auto st = AQ_TRY(fs.Stat(path));
+    if (!st.is_dir) {
+      out.push_back({path, st.size});
+    } else {
+      AQ_TRY(ListAll(fs, path, out, 0));
+    }
+  }
+  if (out.empty()) return NotFound(fmt::format("'{}': no non-empty files to read", path));
+  return out;
+}
+
+struct Shared {
+  std::atomic<bool> stop{false};
+  std::atomic<bool> measuring{false};
+  std::atomic<uint64_t> bytes{0}, requests{0}, files{0};
+  std::mutex mu;
+  Status error;  // GUARDED_BY(mu): the first failure
+};
+
+struct ReaderResult {
+  LatencyHistogram latency;
+  double sync_wait = 0;
+  uint64_t steps = 0;
+};
+
+// An aligned buffer for O_DIRECT (and harmless otherwise).
+struct AlignedBuffer {
+  explicit AlignedBuffer(size_t n) : size(n) { p = static_cast<char*>(std::aligned_alloc(io::kDirectAlignment, n)); }
+  ~AlignedBuffer() { std::free(p); }
+  char* p;
+  size_t size;
+};
+
+}  // namespace
+
+Result<StorageBenchReport> RunStorageBench(io::FileSystem& base, const StorageBenchOptions& o) {
+  if (o.readers == 0) return InvalidArgument("--readers must be at least 1");
+  if (o.request_bytes == 0) return InvalidArgument("--request-size must be at least 1 byte");
+  if (o.iodepth == 0 || o.iodepth > 4096) return InvalidArgument("--iodepth must be between 1 and 4096");
+  if (o.request_bytes > (1u << 30)) return InvalidArgument("--request-size must be at most 1 GiB");
+  if (o.duration_seconds <= 0) return InvalidArgument("--duration must be positive");
+  if (o.ramp_seconds < 0 || o.ramp_seconds >= o.duration_seconds) {
+    return InvalidArgument(
+        fmt::format("--ramp {}s must be shorter than --duration {}s", o.ramp_seconds, o.duration_seconds));
+  }
+  if (o.world == 0 || o.rank >= o.world) return InvalidArgument(fmt::format("rank {} of {} ranks", o.rank, o.world));
+  const uint64_t request =
+      o.direct ? (o.request_bytes + io::kDirectAlignment - 1) / io::kDirectAlignment * io::kDirectAlignment
+               : o.request_bytes;
+  auto roots = AQ_TRY(io::SplitRoots(o.data));
+  auto files = AQ_TRY(ListFiles(base, roots[0]));
+
+  StorageBenchReport rep;
+  rep.file_count = files.size();
+  for (const auto& f : files) rep.dataset_bytes += f.size;
+
+  // One view per reader: with several roots, reader i reads through root
+  // i % roots (pinned) or spreads its files over all of them.
+  std::vector<std::unique_ptr<io::MultiRootFileSystem>> views;
+  const uint64_t global_readers = static_cast<uint64_t>(o.world) * o.readers;
+  for (size_t i = 0; i < o.readers; ++i) {
+    const uint32_t global = static_cast<uint32_t>(o.rank * o.readers + i);
+    views.push_back(std::make_unique<io::MultiRootFileSystem>(base, roots, o.root_policy, global));
+  }
+
+  if (o.drop_caches) {
+    for (const auto& f : files) AQ_TRY(views[0]->DropCache(f.path));
+    rep.cache_drop = fmt::format("posix_fadvise(DONTNEED) on all {} files", files.size());
+    std::ofstream drop("/proc/sys/vm/drop_caches");
+    if (drop) {
+      ::sync();
+      drop << "3\n";
+      drop.flush();
+      if (drop) rep.cache_drop += "; sync; echo 3 > /proc/sys/vm/drop_caches";
+    }
+  } else {
+    rep.cache_drop = "none (page cache as found)";
+  }
+
+  std::vector<std::string> paths;
+  for (const auto& f : files) paths.push_back(f.path);
+  rep.page_cache_before = monitor::PageCacheResidency(paths).fraction();
+
+  Shared sh;
+  std::vector<ReaderResult> results(o.readers);
+  auto on_step = []() noexcept {};
+  std::barrier step_barrier(static_cast<std::ptrdiff_t>(o.readers), on_step);
+
+  auto reader = [&](size_t i) {
+    ReaderResult& res = results[i];
+    io::FileSystem& fs = *views[i];
+    Rng rng = Rng::Derive(o.seed, o.rank * o.readers + i);
+    AlignedBuffer buf(request);
+    const uint64_t global = o.rank * o.readers + i;
+    uint64_t rr = global;  // round-robin cursor over the file list
+    uint64_t step_read = 0;
+    auto next_request = Clock::now();
+    const auto gap = o.rate_iops > 0
+                         ? std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1.0 / o.rate_iops))
+                         : Clock::duration::zero();
+    auto fail = [&](Status s) {
+      std::lock_guard<std::mutex> lock(sh.mu);
+      if (sh.error.ok()) sh.error = std::move(s);
+      sh.stop = true;
+    };
+    while (!sh.stop.load(std::memory_order_relaxed)) {
+      const FileEntry* f;
+      if (o.selection == FileSelection::kRandom) {
+        f = &files[rng.Below(files.size())];
+      } else {
+        f = &files[rr % files.size()];
+        rr += global_readers;
+      }
+      auto file = fs.OpenRead(f->path, o.direct ? io::AccessHint::kDirect : io::AccessHint::kSequential);
+      if (!file.ok()) return fail(file.status());
+      uint64_t off = 0;
+      bool complete = false;
+      while (!sh.stop.load(std::memory_order_relaxed)) {
+        if (o.rate_iops > 0) {
+          next_request += gap;
+          std::this_thread::sleep_until(next_request);
+        }
+        auto t0 = Clock::now();
+        auto n = (*file)->ReadAt(off, request, buf.p);
+        auto t1 = Clock::now();
+        if (!n.ok()) return fail(n.status());
+        if (*n > 0) {
+          if (sh.measuring.load(std::memory_order_relaxed)) {
+            res.latency.Record(
+                static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
+          }
+          sh.bytes.fetch_add(*n, std::memory_order_relaxed);
+          sh.requests.fetch_add(1, std::memory_order_relaxed);
+          off += *n;
+          step_read += *n;
+        }
+        if (o.mode == StorageMode::kSync && step_read >= o.step_bytes) {
+          auto w0 = Clock::now();
+          step_barrier.arrive_and_wait();
+          res.sync_wait += std::chrono::duration<double>(Clock::now() - w0).count();
+          ++res.steps;
+          step_read = 0;
+        }
+        if (*n < request || off >= (*file)->size()) {
+          complete = true;
+          break;
+        }
+      }
+      if (complete) sh.files.fetch_add(1, std::memory_order_relaxed);
+    }
+  };
+
+  // The same loop with `iodepth` requests in flight through io_uring.
+  auto uring_reader = [&](size_t i) {
+    ReaderResult& res = results[i];
+    io::FileSystem& fs = *views[i];
+    Rng rng = Rng::Derive(o.seed, o.rank * o.readers + i);
+    const uint64_t global = o.rank * o.readers + i;
+    uint64_t rr = global;
+    auto fail = [&](Status s) {
+      std::lock_guard<std::mutex> lock(sh.mu);
+      if (sh.error.ok()) sh.error = std::move(s);
+      sh.stop = true;
+    };
+    io_uring ring{};
+    if (int rc = io_uring_queue_init(o.iodepth, &ring, 0); rc < 0) {
+      return fail(ErrnoStatus(-rc, fmt::format("set up io_uring (depth {}) for", o.iodepth), "--iodepth"));
+    }
+    struct OpenFile {
+      std::unique_ptr<io::RandomAccessFile> file;
+      uint64_t next = 0;
+      uint32_t outstanding = 0;
+    };
+    struct Slot {
+      std::shared_ptr<OpenFile> file;
+      uint64_t offset = 0;
+      Clock::time_point t0;
+    };
+    AlignedBuffer bufs(request * o.iodepth);
+    std::vector<Slot> slots(o.iodepth);
+    std::vector<uint32_t> free_slots;
+    for (uint32_t k = o.iodepth; k > 0; --k) free_slots.push_back(k - 1);
+    std::shared_ptr<OpenFile> cur;
+    uint64_t step_submitted = 0;
+    auto next_request = Clock::now();
+    const auto gap = o.rate_iops > 0
+                         ? std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1.0 / o.rate_iops))
+                         : Clock::duration::zero();
+    bool failed = false;
+    for (;;) {
+      const bool stopping = sh.stop.load(std::memory_order_relaxed) || failed;
+      bool step_full = o.mode == StorageMode::kSync && step_submitted >= o.step_bytes;
+      while (!stopping && !step_full && !free_slots.empty()) {
+        if (!cur || cur->next >= cur->file->size()) {
+          const FileEntry* f = o.selection == FileSelection::kRandom
+                                   ? &files[rng.Below(files.size())]
+                                   : &files[std::exchange(rr, rr + global_readers) % files.size()];
+          auto opened = fs.OpenRead(f->path, o.direct ? io::AccessHint::kDirect : io::AccessHint::kSequential);
+          if (!opened.ok()) {
+            fail(opened.status());
+            failed = true;
+            break;
+          }
+          if ((*opened)->native_fd() < 0) {
+            fail(InvalidArgument(
+                fmt::format("--iodepth {} needs a local file ('{}' has no file descriptor)", o.iodepth, f->path)));
+            failed = true;
+            break;
+          }
+          cur = std::make_shared<OpenFile>();
+          cur->file = std::move(*opened);
+        }
+        if (o.rate_iops > 0) {
+          next_request += gap;
+          std::this_thread::sleep_until(next_request);
+        }
+        uint32_t k = free_slots.back();
+        free_slots.pop_back();
+        io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+        io_uring_prep_read(sqe, cur->file->native_fd(), bufs.p + k * request, static_cast<unsigned>(request),
+                           cur->next);
+        io_uring_sqe_set_data(sqe, reinterpret_cast<void*>(static_cast<uintptr_t>(k)));
+        slots[k] = {cur, cur->next, Clock::now()};
+        cur->next += request;
+        ++cur->outstanding;
+        step_submitted += request;
+        step_full = o.mode == StorageMode::kSync && step_submitted >= o.step_bytes;
+      }
+      io_uring_submit(&ring);
+      const size_t inflight = o.iodepth - free_slots.size();
+      if (inflight == 0) {
+        if (stopping || failed) break;
+        if (step_full) {
+          auto w0 = Clock::now();
+          step_barrier.arrive_and_wait();
+          res.sync_wait += std::chrono::duration<double>(Clock::now() - w0).count();
+          ++res.steps;
+          step_submitted = 0;
+        }
+        continue;
+      }
+      io_uring_cqe* cqe = nullptr;
+      int rc = io_uring_wait_cqe(&ring, &cqe);
+      if (rc == -EINTR) continue;
+      if (rc < 0) {
+        fail(ErrnoStatus(-rc, "wait for io_uring completions in", "--iodepth"));
+        failed = true;
+        break;  // the ring is torn down below; in-flight reads are cancelled with it
+      }
+      do {
+        const uint32_t k = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(io_uring_cqe_get_data(cqe)));
+        const int n = cqe->res;
+        auto t1 = Clock::now();
+        Slot& s = slots[k];
+        if (n < 0) {
+          fail(ErrnoStatus(-n, fmt::format("read at offset {} of", s.offset), s.file->file->path()));
+          failed = true;
+        } else if (n > 0) {
+          if (sh.measuring.load(std::memory_order_relaxed)) {
+            res.latency.Record(
+                static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - s.t0).count()));
+          }
+          sh.bytes.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+          sh.requests.fetch_add(1, std::memory_order_relaxed);
+        }
+        if (--s.file->outstanding == 0 && s.file->next >= s.file->file->size() && n >= 0) {
+          sh.files.fetch_add(1, std::memory_order_relaxed);
+        }
+        s.file.reset();
+        free_slots.push_back(k);
+        io_uring_cqe_seen(&ring, cqe);
+      } while (io_uring_peek_cqe(&ring, &cqe) == 0);
+    }
+    io_uring_queue_exit(&ring);
+  };
+
+  monitor::Sampler sampler(o.sampler);
+  sampler.AddCounter(
+      "bench.read", "MB/s", [&sh] { return static_cast<double>(sh.bytes.load()); }, 1e-6);
+  sampler.AddCounter("bench.requests", "IOPS", [&sh] { return static_cast<double>(sh.requests.load()); });
+  sampler.AddCounter("bench.files", "files/s", [&sh] { return static_cast<double>(sh.files.load()); });
+  sampler.Start();
+  auto exporter = AQ_TRY(monitor::ExportIfAsked(sampler, o.sampler));
+
+  Progress progress({"bench storage", 0, 0, "files", o.progress});
+  const auto start = Clock::now();
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < o.readers; ++i) {
+    threads.emplace_back([&, i] {
+      if (o.iodepth > 1) {
+        uring_reader(i);
+      } else {
+        reader(i);
+      }
+      // A reader that leaves must not hold the others at the barrier.
+      if (o.mode == StorageMode::kSync) step_barrier.arrive_and_drop();
+    });
+  }
+  const auto ramp_end =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.ramp_seconds));
+  const auto end =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.duration_seconds));
+  uint64_t b0 = 0, r0 = 0, f0 = 0, shown_files = 0, shown_bytes = 0;
+  bool ramped = o.ramp_seconds == 0;
+  if (ramped) sh.measuring = true;
+  Clock::time_point measure_start = start;
+  while (!sh.stop.load()) {
+    auto now = Clock::now();
+    if (!ramped && now >= ramp_end) {
+      b0 = sh.bytes.load();
+      r0 = sh.requests.load();
+      f0 = sh.files.load();
+      measure_start = now;
+      sh.measuring = true;
+      ramped = true;
+    }
+    if (now >= end) break;
+    std::this_thread::sleep_until(std::min(now + std::chrono::milliseconds(100), ramped ? end : ramp_end));
+    uint64_t fb = sh.files.load(), bb = sh.bytes.load();
+    progress.Add(fb - shown_files, bb - shown_bytes);
+    shown_files = fb;
+    shown_bytes = bb;
+  }
+  const auto measure_end = Clock::now();
+  const uint64_t b1 = sh.bytes.load(), r1 = sh.requests.load(), f1 = sh.files.load();
+  sh.stop = true;
+  for (auto& t : threads) t.join();
+  progress.Finish();
+  sampler.Stop();
+  {
+    std::lock_guard<std::mutex> lock(sh.mu);
+    if (!sh.error.ok()) return sh.error;
+  }
+
+  rep.seconds = std::chrono::duration<double>(measure_end - measure_start).count();
+  rep.bytes = b1 - b0;
+  rep.requests = r1 - r0;
+  rep.files = f1 - f0;
+  rep.total_bytes = sh.bytes.load();
+  if (rep.seconds > 0) {
+    rep.mb_per_second = static_cast<double>(rep.bytes) / 1e6 / rep.seconds;
+    rep.mib_per_second = static_cast<double>(rep.bytes) / (1 << 20) / rep.seconds;
+    rep.files_per_second = static_cast<double>(rep.files) / rep.seconds;
+    rep.requests_per_second = static_cast<double>(rep.requests) / rep.seconds;
+  }
+  for (const auto& r : results) {
+    rep.latency.Merge(r.latency);
+    rep.sync_wait_seconds += r.sync_wait;
+    rep.sync_steps = std::max(rep.sync_steps, r.steps);
+  }
+  rep.series = sampler.Take();
+  rep.page_cache_after = monitor::PageCacheResidency(paths).fraction();
+  return rep;
+}
+
+nlohmann::json ConfigJson(const StorageBenchOptions& o) {
+  return {{"data", o.data},
+          {"readers", o.readers},
+          {"request_bytes", o.request_bytes},
+          {"iodepth", o.iodepth},
+          {"mode", o.mode == StorageMode::kSync ? "sync" : "async"},
+          {"step_bytes", o.mode == StorageMode::kSync ? nlohmann::json(o.step_bytes) : nlohmann::json(nullptr)},
+          {"selection", o.selection == FileSelection::kRandom ? "random" : "round-robin"},
+          {"root_policy", o.root_policy == io::RootPolicy::kPinned ? "pinned" : "spread"},
+          {"direct", o.direct},
+          {"drop_caches", o.drop_caches},
+          {"duration_seconds", o.duration_seconds},
+          {"ramp_seconds", o.ramp_seconds},
+          {"rate_iops_per_reader", o.rate_iops},
+          {"seed", o.seed},
+          {"rank", o.rank},
+          {"world", o.world}};
+}
+
+nlohmann::json SummaryJson(const StorageBenchReport& r) {
+  return {{"mb_per_second", r.mb_per_second},
+          {"mib_per_second", r.mib_per_second},
+          {"files_per_second", r.files_per_second},
+          {"requests_per_second", r.requests_per_second},
+          {"seconds", r.seconds},
+          {"bytes", r.bytes},
+          {"requests", r.requests},
+          {"files", r.files},
+          {"total_bytes", r.total_bytes},
+          {"file_count", r.file_count},
+          {"dataset_bytes", r.dataset_bytes},
+          {"sync_wait_seconds", r.sync_wait_seconds},
+          {"sync_steps", r.sync_steps},
+          {"latency", r.latency.ToJson()},
+          {"cache_drop", r.cache_drop},
+          {"page_cache_before", r.page_cache_before},
+          {"page_cache_after", r.page_cache_after}};
+}
+
+}  // namespace aq::bench

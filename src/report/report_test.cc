@@ -1,0 +1,75 @@
+#include "report/report.h"
+
+#include <gtest/gtest.h>
+
+#include "report/svg.h"
+
+namespace aq::report {
+namespace {
+
+TEST(SvgTest, NiceTicks) {
+  EXPECT_EQ(NiceTicks(0, 97), (std::vector<double>{0, 20, 40, 60, 80, 100}));
+  EXPECT_EQ(NiceTicks(0, 1), (std::vector<double>{0, 0.2, 0.4, 0.6000000000000001, 0.8, 1}));
+  auto t = NiceTicks(5, 5);  // degenerate range still gives an axis
+  EXPECT_GE(t.size(), 2u);
+}
+
+TEST(SvgTest, LineAndBarCharts) {
+  std::string s = RenderSvg(LineChart{"MB/s <over> time", "s", "MB/s", {{"read", {0, 1, 2}, {1, 2, 3}, false}}, true});
+  EXPECT_EQ(s.rfind("<svg class=\"chart\"", 0), 0u);
+  EXPECT_NE(s.find("<polyline class=\"series\""), std::string::npos);
+  EXPECT_NE(s.find("MB/s &lt;over&gt; time"), std::string::npos);
+  EXPECT_EQ(s.find("<over>"), std::string::npos);
+  std::string b = RenderSvg(BarChart{"latency", "us", {{"p50", 10, ""}, {"p99", 40, ""}}, 0});
+  EXPECT_NE(b.find("<rect class=\"series\""), std::string::npos);
+  EXPECT_NE(b.find("40 us"), std::string::npos);
+  // Non-finite values are skipped, never printed as "nan" coordinates.
+  std::string n = RenderSvg(LineChart{"x", "", "", {{"a", {0, 1}, {1, std::nan("")}, false}}, true});
+  EXPECT_EQ(n.find("nan"), std::string::npos);
+}
+
+TEST(ReportTest, SelfContainedHtmlWithChartsPerCommand) {
+  nlohmann::json series = {{"t", {1, 2, 3}},
+                           {"columns",
+                            {{{"name", "bench.read"}, {"unit", "MB/s"}, {"values", {10, 20, 30}}},
+                             {{"name", "cpu.user"}, {"unit", "%"}, {"values", {1, 2, 3}}}}}};
+  nlohmann::json storage = {{"schema", "aquifer-result/1"},
+                            {"command", "bench storage"},
+                            {"argv", {"aquifer", "bench", "storage", "/d"}},
+                            {"config", {{"readers", 2}}},
+                            {"machine", {{"cpu_model", "x"}, {"cores", 2}}},
+                            {"summary", {{"mb_per_second", 20.0}, {"latency", {{"p50_us", 5.0}, {"p99_us", 9.0}}}}},
+                            {"series", series}};
+  nlohmann::json size = {{"schema", "aquifer-result/1"},
+                         {"command", "size"},
+                         {"config", {{"node", "f800"}, {"gpus", 72}}},
+                         {"machine", nlohmann::json::object()},
+                         {"summary",
+                          {{"nodes", 3},
+                           {"nodes_exact", 2.37},
+                           {"demand_mb_per_second", 5760},
+                           {"node_mb_per_second", 2430},
+                           {"assumptions", {"a <b>"}}}}};
+  nlohmann::json sweep = {{"schema", "aquifer-result/1"},
+                          {"command", "bench sweep"},
+                          {"config", nlohmann::json::object()},
+                          {"machine", nlohmann::json::object()},
+                          {"summary",
+                           {{"parameter", "readers"},
+                            {"metric", "mb_per_second"},
+                            {"points", {{{"value", 1}, {"metric_value", 10}}, {{"value", 2}, {"metric_value", 19}}}}}}};
+  std::string html = RenderHtml({{"s.json", storage}, {"z.json", size}, {"w.json", sweep}}, "t <1>");
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_NE(html.find("<title>t &lt;1&gt;</title>"), std::string::npos);
+  // storage: throughput + latency + CPU; size: one bar chart; sweep: the scaling curve.
+  EXPECT_EQ(CountCharts(html), 5u);
+  EXPECT_NE(html.find("a &lt;b&gt;"), std::string::npos);
+  EXPECT_NE(html.find("1.90x"), std::string::npos);  // sweep table: 19 / 10
+  // Nothing is fetched when the file is opened.
+  EXPECT_EQ(html.find("src=\"http"), std::string::npos);
+  EXPECT_EQ(html.find("href=\"http"), std::string::npos);
+  EXPECT_EQ(html.find("<link"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace aq::report
