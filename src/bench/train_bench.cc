@@ -59,14 +59,25 @@ Result<TrainBenchReport> RunTrainBench(io::FileSystem& base, const TrainBenchOpt
                     steps));
   }
 
+  if (o.drop_caches) {
+    for (const auto& f : pipes[0]->files()) AQ_TRY(base.DropCache(f));
+  }
   rep.page_cache_before = monitor::PageCacheResidency(pipes[0]->files()).fraction();
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> images_done{0};
-  std::atomic<uint64_t> compute_us{0};
+  const auto start = Clock::now();
+  // Accelerator busy time for the AU series: finished steps plus the part
+  // of each step in progress, so a sample between step ends reads the
+  // true fraction (never above 100%). The first step counts here too.
+  std::atomic<uint64_t> compute_ns{0};
+  std::vector<std::atomic<int64_t>> computing_since(o.gpus);  // ns since start; -1 when idle
+  for (auto& c : computing_since) c = -1;
+  auto ns_since_start = [&](Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t - start).count();
+  };
   std::mutex mu;
   Status error;  // GUARDED_BY(mu)
   rep.gpus.resize(o.gpus);
-  const auto start = Clock::now();
   auto out_of_time = [&] { return o.max_seconds > 0 && Seconds(Clock::now() - start) >= o.max_seconds; };
   auto on_sync = [&]() noexcept {
     if (out_of_time()) stop = true;
@@ -89,8 +100,11 @@ Result<TrainBenchReport> RunTrainBench(io::FileSystem& base, const TrainBenchOpt
         break;
       }
       auto t1 = Clock::now();
+      computing_since[g] = ns_since_start(t1);
       std::this_thread::sleep_until(t1 + step);  // the accelerator computes
       auto t2 = Clock::now();
+      compute_ns.fetch_add(static_cast<uint64_t>(ns_since_start(t2) - computing_since[g].exchange(-1)),
+                           std::memory_order_relaxed);
       if (!o.inference) allreduce.arrive_and_wait();
       auto t3 = o.inference ? t2 : Clock::now();
       // Training stops together: the barrier's completion decides for all.
@@ -105,7 +119,6 @@ Result<TrainBenchReport> RunTrainBench(io::FileSystem& base, const TrainBenchOpt
         s.sync_seconds += Seconds(t3 - t2);
         s.elapsed_seconds = Seconds(t3 - first_end);
         images_done.fetch_add((*batch)->size, std::memory_order_relaxed);
-        compute_us.fetch_add(static_cast<uint64_t>(rep.step_seconds * 1e6), std::memory_order_relaxed);
       }
       progress.Add(1, 0);
     }
@@ -123,7 +136,17 @@ Result<TrainBenchReport> RunTrainBench(io::FileSystem& base, const TrainBenchOpt
       },
       1e-6);
   sampler.AddCounter(
-      "bench.au", "%", [&] { return static_cast<double>(compute_us.load()); }, 1e-6 * 100.0 / o.gpus);
+      "bench.au", "%",
+      [&] {
+        const int64_t now = ns_since_start(Clock::now());
+        double busy = static_cast<double>(compute_ns.load());
+        for (const auto& c : computing_since) {
+          int64_t since = c.load();
+          if (since >= 0) busy += static_cast<double>(now - since);
+        }
+        return busy;
+      },
+      1e-9 * 100.0 / o.gpus);
   sampler.Start();
   auto exporter = AQ_TRY(monitor::ExportIfAsked(sampler, o.sampler));
   std::vector<std::thread> threads;
@@ -224,6 +247,7 @@ nlohmann::json ConfigJson(const TrainBenchOptions& o, const TrainBenchReport& r)
           {"image_size", p.image_size},
           {"readers_per_gpu", p.readers},
           {"au_threshold", o.au_threshold},
+          {"drop_caches", o.drop_caches},
           {"steps_limit", o.steps},
           {"max_seconds", o.max_seconds},
           {"seed", p.seed}};

@@ -34,6 +34,7 @@ struct TrainBenchOptions {
   uint64_t steps = 0;       // per GPU; 0 = one epoch
   double max_seconds = 0;   // stop after this long (0 = no limit)
   double au_threshold = 0.9;
+  bool drop_caches = false;  // evict the dataset's files from the page cache first
   bool progress = true;
   monitor::SamplerOptions sampler;
 };

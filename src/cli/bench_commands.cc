@@ -147,7 +147,30 @@ struct TrainFlags {
   bench::TrainBenchOptions t;
   ResultFlags out;
   bool inference = false;
+  bool list_models = false;
 };
+
+void PrintModels(bool json) {
+  nlohmann::json rows = nlohmann::json::array();
+  if (!json)
+    std::printf("%-11s %-5s %-9s %10s %5s  %-8s %s\n", "model", "gpu", "precision", "images/s", "size", "kind",
+                "source");
+  for (const auto& e : bench::ModelTable()) {
+    if (json) {
+      rows.push_back({{"model", e.model},
+                      {"gpu", e.gpu},
+                      {"precision", e.precision},
+                      {"train_images_per_second", e.train_images_per_second},
+                      {"image_size", e.image_size},
+                      {"measured", e.measured},
+                      {"source", e.source}});
+    } else {
+      std::printf("%-11s %-5s %-9s %10.0f %5d  %-8s %s\n", e.model.c_str(), e.gpu.c_str(), e.precision.c_str(),
+                  e.train_images_per_second, e.image_size, e.measured ? "measured" : "derived", e.source.c_str());
+    }
+  }
+  if (json) std::cout << rows.dump(1) << std::endl;
+}
 
 void PrintTrain(const bench::TrainBenchReport& r, const bench::TrainBenchOptions& o) {
   std::printf("bench train: %u x %s %s %s %s, batch %u, step %.3f s per GPU\n", o.gpus, r.model.gpu.c_str(),
@@ -180,6 +203,9 @@ void RegisterTrainCommand(CLI::App& group, Globals& g) {
       "Training with emulated GPUs: the real pipeline feeds G simulated GPUs that compute for the model's step "
       "time; reports images/s, storage MB/s, accelerator utilisation and whether storage or the CPU is the limit");
   AddPipelineFlags(cmd, &f->pipe);
+  // The model table needs no data: --models prints it and exits.
+  cmd->get_option("data")->required(false);
+  cmd->add_flag("--models", f->list_models, "Print the model table (images/s per GPU and sources) and exit");
   auto& t = f->t;
   cmd->add_option("-g,--gpus", t.gpus, "Simulated GPUs in this process")->capture_default_str();
   cmd->add_option("-m,--model", t.model,
@@ -191,11 +217,18 @@ void RegisterTrainCommand(CLI::App& group, Globals& g) {
   cmd->add_option("--step-time", t.step_seconds, "Seconds per step per GPU (overrides the model table)");
   cmd->add_option("--steps", t.steps, "Steps per GPU (0 = one pass over the rank's share)")->capture_default_str();
   cmd->add_option("--max-seconds", t.max_seconds, "Stop after this long (0 = no limit)")->capture_default_str();
+  cmd->add_flag("--drop-caches", t.drop_caches, "Evict the dataset from the page cache first (a cold start)");
   cmd->add_option("--au-threshold", t.au_threshold, "AU at or above which the run counts as GPU-bound")
       ->capture_default_str();
   AddResultFlags(cmd, f->out, true);
   AddOutputFlags(cmd, g);
   cmd->callback([f, &g] {
+    if (f->list_models) return PrintModels(g.json);
+    if (f->pipe.b.pipeline.data.empty()) {
+      Fail(g, InvalidArgument("bench train: give the dataset (or --models)"));
+      g.exit_code = 2;
+      return;
+    }
     Status s = Resolve(f->pipe, g);
     if (!s.ok()) {
       Fail(g, s);

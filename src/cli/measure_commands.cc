@@ -260,7 +260,8 @@ void RegisterSweep(CLI::App& group, Globals& g) {
   cmd->add_option("--values", f->values_text, "Values to run, comma-separated (1,2,4,8)");
   cmd->add_option("--metric", f->metric, "Summary field to plot (default: mb_per_second for storage, else images/s)");
   cmd->add_flag("--cache-pair", f->cache_pair,
-                "Instead of values: run once from cold storage (--drop-caches) and once from a warm page cache");
+                "Instead of values: run once from cold storage (--drop-caches; storage also --direct) and once "
+                "from a warm page cache");
   cmd->add_option("command", f->command, "After --: the bench and its arguments (storage DATA ..., train DATA ...)")
       ->required();
   AddResultFlags(cmd, f->out, false);
@@ -286,11 +287,15 @@ void RegisterSweep(CLI::App& group, Globals& g) {
     nlohmann::json points = nlohmann::json::array();
     std::vector<std::pair<std::string, std::vector<std::string>>> runs;
     if (f->cache_pair) {
-      if (f->command[0] != "storage") {
-        return (void)UsageError(g, InvalidArgument("sweep --cache-pair runs bench storage"));
+      if (f->command[0] == "pipeline") {
+        return (void)UsageError(g, InvalidArgument("sweep --cache-pair runs bench storage or bench train"));
       }
+      // Cold: every read from storage. bench storage reads with O_DIRECT so
+      // a dataset smaller than RAM does not turn warm after its first pass;
+      // bench train starts with the dataset evicted (one epoch is one pass).
       auto cold = base;
       cold.push_back("--drop-caches");
+      if (f->command[0] == "storage") cold.push_back("--direct");
       runs.push_back({"cold", cold});
       runs.push_back({"warm", base});
     } else {
@@ -601,6 +606,7 @@ void RegisterReport(CLI::App& app, Globals& g) {
                        .dump(1)
                 << std::endl;
     } else {
+      std::printf("%s", report::TextSummary(inputs).c_str());
       std::printf("report: %s (%zu results, %zu charts, %s)\n", f->output.c_str(), files.size(),
                   report::CountCharts(html), units::Bytes(static_cast<double>(html.size())).c_str());
     }

@@ -300,7 +300,53 @@ std::string Card(const Input& in, size_t index) {
       Esc(r["summary"].dump(1)));
 }
 
+// The key figure and verdict of one result, for the overview and the text summary.
+std::pair<std::string, std::string> KeyAndVerdict(const json& r) {
+  const auto& sum = r["summary"];
+  std::string cmd = Str(r, "command"), key, verdict;
+  if (cmd == "bench storage") {
+    key = fmt::format("{:.1f} MB/s, {:.1f} files/s, p99 {:.0f} us", Num(sum, "mb_per_second"),
+                      Num(sum, "files_per_second"), sum.contains("latency") ? Num(sum["latency"], "p99_us") : 0.0);
+  }
+  if (cmd == "bench train" || cmd == "bench pipeline") {
+    key = fmt::format("{:.0f} images/s, {:.1f} MB/s", Num(sum, "images_per_second"), Num(sum, "mb_per_second"));
+  }
+  if (cmd == "bench train") verdict = Str(sum, "verdict");
+  if (cmd == "size") {
+    key = fmt::format("{:g} GPUs, {:.0f} MB/s", Num(r["config"], "gpus"), Num(sum, "demand_mb_per_second"));
+    verdict = fmt::format("{:.0f} {} node(s) ({:.2f} before rounding up)", Num(sum, "nodes"), Str(r["config"], "node"),
+                          Num(sum, "nodes_exact"));
+  }
+  if (cmd == "model cache") {
+    key = fmt::format("dataset {:.3g} GB", Num(sum, "dataset_bytes") / 1e9);
+    verdict = fmt::format("client {:.1f}%, storage cache {:.1f}%, media {:.1f}% of storage reads",
+                          100 * Num(sum, "client_hit"), 100 * Num(sum, "storage_hit"), 100 * Num(sum, "storage_media"));
+    if (sum.contains("measured") && sum["measured"].is_object()) {
+      verdict += fmt::format("; measured client hits {:.1f}%", 100 * Num(sum["measured"], "client_hit"));
+    }
+  }
+  if (cmd.rfind("bench sweep", 0) == 0) {
+    std::string line;
+    for (const auto& p : sum.value("points", json::array())) {
+      line += fmt::format("{}{}: {:.0f}", line.empty() ? "" : ", ", p.value("label", ""), Num(p, "metric_value"));
+    }
+    key = fmt::format("{} by {}", Str(sum, "metric"), Str(sum, "parameter"));
+    verdict = line;
+  }
+  return {key, verdict};
+}
+
 }  // namespace
+
+std::string TextSummary(const std::vector<Input>& inputs) {
+  std::string out;
+  for (const auto& in : inputs) {
+    auto [key, verdict] = KeyAndVerdict(in.result);
+    out += fmt::format("  {:<18} {}\n", Str(in.result, "command"), key);
+    if (!verdict.empty()) out += fmt::format("  {:<18} -> {}\n", "", verdict);
+  }
+  return out;
+}
 
 std::string RenderHtml(const std::vector<Input>& inputs, const std::string& title) {
   std::time_t now = std::time(nullptr);
@@ -318,20 +364,8 @@ std::string RenderHtml(const std::vector<Input>& inputs, const std::string& titl
   std::string cards;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto& r = inputs[i].result;
-    const auto& sum = r["summary"];
-    std::string cmd = Str(r, "command"), key, verdict;
-    if (cmd == "bench storage") key = fmt::format("{:.1f} MB/s", Num(sum, "mb_per_second"));
-    if (cmd == "bench train" || cmd == "bench pipeline") {
-      key = fmt::format("{:.0f} images/s, {:.1f} MB/s", Num(sum, "images_per_second"), Num(sum, "mb_per_second"));
-    }
-    if (cmd == "bench train") verdict = Str(sum, "verdict");
-    if (cmd == "size") verdict = fmt::format("{:.0f} {} nodes", Num(sum, "nodes"), Str(r["config"], "node"));
-    if (cmd == "model cache") {
-      verdict =
-          fmt::format("client {:.1f}%, storage cache {:.1f}%, media {:.1f}% of storage reads",
-                      100 * Num(sum, "client_hit"), 100 * Num(sum, "storage_hit"), 100 * Num(sum, "storage_media"));
-    }
-    if (cmd.rfind("bench sweep", 0) == 0) key = fmt::format("{} points", sum.value("points", json::array()).size());
+    std::string cmd = Str(r, "command");
+    auto [key, verdict] = KeyAndVerdict(r);
     overview += fmt::format("<tr><td><a href=\"#r{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td></tr>", i, i + 1,
                             Esc(cmd), Esc(key), Esc(verdict));
     cards += Card(inputs[i], i);

@@ -23,6 +23,10 @@ struct Input {
 // REQUIRES: each result passed bench::ValidateResult.
 std::string RenderHtml(const std::vector<Input>& inputs, const std::string& title);
 
+// The same results as a one-screen text summary: one line per result with
+// its key figure and verdict (what `aquifer report` prints).
+std::string TextSummary(const std::vector<Input>& inputs);
+
 // Number of <svg class="chart"> elements in a rendered report.
 size_t CountCharts(const std::string& html);
 
