@@ -41,3 +41,31 @@ magic = spec.recordio_frame(spec.pack_header(1, 7) + b"abcd" + spec._MAGIC_BYTES
 put("fuzz_recordio", "split", magic + spec.recordio_frame(spec.pack_header(0, 1, labels=[1.0, 2.0]) + small))
 put("fuzz_index", "tf", b"0 100\n100 20\n")
 put("fuzz_index", "rec", b"0\t0\n1\t64\n")
+
+# Result files as the benches write them (shapes of every command the report draws).
+import json  # noqa: E402
+
+series = {"interval_seconds": 1, "t": [1.0, 2.0],
+          "columns": [{"name": "bench.read", "unit": "MB/s", "values": [10.0, 20.0]},
+                      {"name": "disk.vda.read", "unit": "MB/s", "values": [1.0, 2.0]},
+                      {"name": "cpu.user", "unit": "%", "values": [5.0, 6.0]}], "notes": []}
+base = {"schema": "aquifer-result/1", "argv": ["aquifer"], "machine": {"cores": 2}, "series": series}
+results = {
+    "storage": {"command": "bench storage", "config": {"readers": 2},
+                "summary": {"mb_per_second": 15.0, "latency": {"p50_us": 3.0, "p99_us": 9.0}}},
+    "train": {"command": "bench train", "config": {"gpus": 1, "au_threshold": 0.9},
+              "summary": {"images_per_second": 800.0, "au": 0.99, "au_ok": True, "verdict": "GPU-bound",
+                          "stages": [{"name": "read", "threads": 1, "utilisation": 0.1}]}},
+    "sweep": {"command": "bench sweep", "config": {},
+              "summary": {"parameter": "readers", "metric": "mb_per_second",
+                          "points": [{"label": "1", "value": 1, "metric_value": 5.0, "au": 0.5},
+                                     {"label": "2", "value": 2, "metric_value": 9.0, "au": 0.4}]}},
+    "size": {"command": "size", "config": {"node": "f800", "gpus": 72},
+             "summary": {"nodes": 3, "nodes_exact": 2.37, "demand_mb_per_second": 5760.0,
+                         "node_mb_per_second": 2430.0, "assumptions": ["a"]}},
+    "cache": {"command": "model cache", "config": {},
+              "summary": {"client_hit": 0.02, "storage_hit": 0.09, "storage_media": 0.91,
+                          "measured": {"client_hit": 0.5}}},
+}
+for name, r in results.items():
+    put("fuzz_report", name, json.dumps({**base, **r}).encode())

@@ -18,40 +18,49 @@ Result<CacheModel> ModelCache(const CacheModelInput& in) {
 }
 
 Result<CacheMeasurement> MeasureCacheFromResult(const nlohmann::json& r, const std::string& where) {
+  // A result file is input: every field is checked before use.
+  auto number = [](const nlohmann::json& j, const char* key) -> std::optional<double> {
+    if (j.is_object() && j.contains(key) && j[key].is_number()) return j[key].get<double>();
+    return std::nullopt;
+  };
   CacheMeasurement m;
   m.source = where;
-  const auto& summary = r.at("summary");
-  // Bytes the bench read: storage bench counts "bytes" in its window; other
-  // benches report MB/s over "seconds".
-  double seconds = 0;
-  if (summary.contains("total_bytes")) {
-    m.bench_bytes = summary["total_bytes"].get<double>();
-  } else if (summary.contains("bytes_read")) {
-    m.bench_bytes = summary["bytes_read"].get<double>();
-  } else {
+  if (!r.is_object() || !r.contains("summary") || !r["summary"].is_object()) {
+    return InvalidArgument(fmt::format("{}: no summary object", where));
+  }
+  const auto& summary = r["summary"];
+  // Bytes the bench read: storage bench's total_bytes, train's bytes_read.
+  auto bytes = number(summary, "total_bytes");
+  if (!bytes) bytes = number(summary, "bytes_read");
+  if (!bytes) {
     return InvalidArgument(
         fmt::format("{}: the summary has no byte count (bench storage or bench train results)", where));
   }
-  (void)seconds;
-  if (!r.contains("series") || !r["series"].is_object()) {
+  m.bench_bytes = *bytes;
+  if (!r.contains("series") || !r["series"].is_object() || !r["series"].contains("t") || !r["series"]["t"].is_array() ||
+      !r["series"].contains("columns") || !r["series"]["columns"].is_array()) {
     return InvalidArgument(fmt::format("{}: no monitor series in the result", where));
   }
-  const auto& s = r["series"];
-  const auto& t = s.at("t");
-  for (const auto& c : s.at("columns")) {
-    const std::string name = c.at("name").get<std::string>();
+  const auto& t = r["series"]["t"];
+  for (const auto& c : r["series"]["columns"]) {
+    if (!c.is_object() || !c.contains("name") || !c["name"].is_string() || !c.contains("values") ||
+        !c["values"].is_array()) {
+      continue;
+    }
+    const std::string name = c["name"].get<std::string>();
     if (name.rfind("disk.", 0) != 0 || name.size() < 10 || name.compare(name.size() - 5, 5, ".read") != 0) continue;
-    const auto& v = c.at("values");
+    const auto& v = c["values"];
     double prev = 0;
     for (size_t i = 0; i < v.size() && i < t.size(); ++i) {
+      if (!v[i].is_number() || !t[i].is_number()) continue;
       double ti = t[i].get<double>();
       m.disk_bytes += v[i].get<double>() * 1e6 * (ti - prev);
       prev = ti;
     }
   }
   m.client_hit = m.bench_bytes > 0 ? std::clamp(1 - m.disk_bytes / m.bench_bytes, 0.0, 1.0) : 0;
-  if (summary.contains("page_cache_before")) m.residency_before = summary["page_cache_before"].get<double>();
-  if (summary.contains("page_cache_after")) m.residency_after = summary["page_cache_after"].get<double>();
+  m.residency_before = number(summary, "page_cache_before");
+  m.residency_after = number(summary, "page_cache_after");
   return m;
 }
 

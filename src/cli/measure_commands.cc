@@ -432,7 +432,7 @@ void RegisterSize(CLI::App& app, Globals& g) {
       if (j.is_discarded()) return Fail(g, InvalidArgument(fmt::format("--from {}: not JSON", f->from)));
       if (Status s = bench::ValidateResult(j, f->from); !s.ok()) return Fail(g, s);
       const auto& sum = j["summary"];
-      if (!sum.contains("mb_per_second_per_gpu")) {
+      if (!sum.contains("mb_per_second_per_gpu") || !sum["mb_per_second_per_gpu"].is_number()) {
         return Fail(
             g, InvalidArgument(fmt::format("--from {}: not a bench train result (no mb_per_second_per_gpu)", f->from)));
       }

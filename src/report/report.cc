@@ -41,12 +41,31 @@ document.body.setAttribute('data-charts',all.length);document.body.setAttribute(
 
 std::string Esc(const std::string& s) { return EscapeXml(s); }
 
+// Accessors that accept any JSON: a result file is input, and a missing or
+// mistyped field renders as empty, never as an exception or a crash.
 double Num(const json& j, const char* key, double def = 0) {
-  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : def;
+  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : def;
 }
 std::string Str(const json& j, const char* key) {
-  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
+  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
 }
+bool Bool(const json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_boolean() && j[key].get<bool>();
+}
+const json& Obj(const json& j, const char* key) {
+  static const json empty = json::object();
+  return j.is_object() && j.contains(key) && j[key].is_object() ? j[key] : empty;
+}
+const json& Arr(const json& j, const char* key) {
+  static const json empty = json::array();
+  return j.is_object() && j.contains(key) && j[key].is_array() ? j[key] : empty;
+}
+std::vector<double> Numbers(const json& j, const char* key) {
+  std::vector<double> out;
+  for (const auto& v : Arr(j, key)) out.push_back(v.is_number() ? v.get<double>() : std::nan(""));
+  return out;
+}
+std::string Text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
 std::string Fig(const std::string& value, const std::string& what) {
   return fmt::format("<div class=\"fig\"><b>{}</b><span>{}</span></div>", Esc(value), Esc(what));
@@ -57,12 +76,9 @@ struct SeriesView {
   std::vector<double> t;
   std::map<std::string, std::pair<std::string, std::vector<double>>> cols;  // name -> (unit, values)
   explicit SeriesView(const json& r) {
-    if (!r.contains("series") || !r["series"].is_object()) return;
-    const auto& s = r["series"];
-    t = s.value("t", std::vector<double>());
-    for (const auto& c : s.value("columns", json::array())) {
-      cols[c.value("name", "")] = {c.value("unit", ""), c.value("values", std::vector<double>())};
-    }
+    const json& s = Obj(r, "series");
+    t = Numbers(s, "t");
+    for (const auto& c : Arr(s, "columns")) cols[Str(c, "name")] = {Str(c, "unit"), Numbers(c, "values")};
   }
   const std::vector<double>* Get(const std::string& name) const {
     auto it = cols.find(name);
@@ -119,14 +135,14 @@ std::string MonitorCharts(const SeriesView& s) {
 std::string StageBars(const json& stages) {
   BarChart b{"Pipeline stage utilisation", "%", {}, 100};
   for (const auto& st : stages) {
-    b.bars.push_back({fmt::format("{} ({} threads)", st.value("name", ""), st.value("threads", 0)),
-                      100 * st.value("utilisation", 0.0), ""});
+    b.bars.push_back(
+        {fmt::format("{} ({:g} threads)", Str(st, "name"), Num(st, "threads")), 100 * Num(st, "utilisation"), ""});
   }
   return b.bars.empty() ? "" : RenderSvg(b);
 }
 
 std::string StorageCard(const json& r, const SeriesView& s) {
-  const auto& sum = r["summary"];
+  const json& sum = Obj(r, "summary");
   std::string figs = Fig(fmt::format("{:.1f} MB/s", Num(sum, "mb_per_second")), "read (SI), measured window") +
                      Fig(fmt::format("{:.1f} MiB/s", Num(sum, "mib_per_second")), "read (binary)") +
                      Fig(fmt::format("{:.1f}", Num(sum, "files_per_second")), "files/s") +
@@ -146,7 +162,7 @@ std::string StorageCard(const json& r, const SeriesView& s) {
     charts += RenderSvg(c);
   }
   if (sum.contains("latency")) {
-    const auto& l = sum["latency"];
+    const json& l = Obj(sum, "latency");
     BarChart b{"Request latency", "µs", {}, 0};
     for (const char* q : {"p50_us", "p90_us", "p99_us", "p999_us", "max_us"}) {
       std::string label(q);
@@ -158,18 +174,18 @@ std::string StorageCard(const json& r, const SeriesView& s) {
 }
 
 std::string TrainCard(const json& r, const SeriesView& s) {
-  const auto& sum = r["summary"];
-  const auto& cfg = r["config"];
+  const json& sum = Obj(r, "summary");
+  const json& cfg = Obj(r, "config");
   std::string figs =
       Fig(fmt::format("{:.0f}", Num(sum, "images_per_second")), "images/s delivered") +
       Fig(fmt::format("{:.0f}", Num(sum, "demand_images_per_second")), "images/s the GPUs could take") +
       Fig(fmt::format("{:.1f}%", 100 * Num(sum, "au")), "accelerator utilisation") +
       Fig(fmt::format("{:.1f} MB/s", Num(sum, "mb_per_second")), "storage") +
       Fig(fmt::format("{:.1f} MB/s", Num(sum, "mb_per_second_per_gpu")), "storage per GPU") +
-      Fig(fmt::format("{} x {} {} {}", cfg.value("gpus", 0), Str(cfg, "gpu"), Str(cfg, "model"), Str(cfg, "precision")),
+      Fig(fmt::format("{:g} x {} {} {}", Num(cfg, "gpus"), Str(cfg, "gpu"), Str(cfg, "model"), Str(cfg, "precision")),
           Str(cfg, "mode"));
-  std::string verdict = fmt::format("<div class=\"verdict {}\">{}</div>", sum.value("au_ok", false) ? "ok" : "bad",
-                                    Esc(Str(sum, "verdict")));
+  std::string verdict =
+      fmt::format("<div class=\"verdict {}\">{}</div>", Bool(sum, "au_ok") ? "ok" : "bad", Esc(Str(sum, "verdict")));
   std::string charts;
   if (auto* v = s.Get("bench.images")) {
     LineChart c{"Images per second", "seconds", "images/s", {MakeLine("delivered", s.t, *v)}, true};
@@ -191,27 +207,27 @@ std::string TrainCard(const json& r, const SeriesView& s) {
   if (auto* v = s.Get("bench.read")) {
     charts += RenderSvg(LineChart{"Storage read", "seconds", "MB/s", {MakeLine("read", s.t, *v)}, true});
   }
-  if (sum.contains("stages")) charts += StageBars(sum["stages"]);
+  charts += StageBars(Arr(sum, "stages"));
   return verdict + "<div class=\"figs\">" + figs + "</div><div class=\"charts\">" + charts + "</div>";
 }
 
 std::string PipelineCard(const json& r) {
-  const auto& sum = r["summary"];
+  const json& sum = Obj(r, "summary");
   std::string figs = Fig(fmt::format("{:.0f}", Num(sum, "images_per_second")), "images/s") +
                      Fig(fmt::format("{:.1f} MB/s", Num(sum, "mb_per_second")), "storage") +
                      Fig(Str(sum, "limiting_stage"), "limiting stage");
-  std::string charts = sum.contains("stages") ? StageBars(sum["stages"]) : "";
+  std::string charts = StageBars(Arr(sum, "stages"));
   return "<div class=\"figs\">" + figs + "</div><div class=\"charts\">" + charts + "</div>";
 }
 
 std::string SweepCard(const json& r) {
-  const auto& sum = r["summary"];
+  const json& sum = Obj(r, "summary");
   const std::string metric = Str(sum, "metric"), param = Str(sum, "parameter");
   std::vector<double> x, y, ideal, au;
-  for (const auto& p : sum.value("points", json::array())) {
+  for (const auto& p : Arr(sum, "points")) {
     x.push_back(Num(p, "value"));
     y.push_back(Num(p, "metric_value"));
-    if (p.contains("au")) au.push_back(100 * Num(p, "au"));
+    if (p.is_object() && p.contains("au")) au.push_back(100 * Num(p, "au"));
   }
   for (size_t i = 0; i < x.size(); ++i) ideal.push_back(x[0] > 0 ? y[0] * x[i] / x[0] : 0);
   std::string charts = RenderSvg(LineChart{fmt::format("Scaling: {} vs {}", metric, param),
@@ -236,8 +252,8 @@ std::string SweepCard(const json& r) {
 }
 
 std::string SizeCard(const json& r) {
-  const auto& sum = r["summary"];
-  const auto& cfg = r["config"];
+  const json& sum = Obj(r, "summary");
+  const json& cfg = Obj(r, "config");
   double nodes = Num(sum, "nodes"), node_mbps = Num(sum, "node_mb_per_second"),
          demand = Num(sum, "demand_mb_per_second");
   std::string figs = Fig(fmt::format("{:.0f}", nodes), fmt::format("{} nodes", Str(cfg, "node"))) +
@@ -252,18 +268,18 @@ std::string SizeCard(const json& r) {
     charts = RenderSvg(b);
   }
   std::string list = "<ul class=\"assume\">";
-  for (const auto& a : sum.value("assumptions", json::array())) list += "<li>" + Esc(a.get<std::string>()) + "</li>";
+  for (const auto& a : Arr(sum, "assumptions")) list += "<li>" + Esc(Text(a)) + "</li>";
   return "<div class=\"figs\">" + figs + "</div><div class=\"charts\">" + charts + "</div>" + list + "</ul>";
 }
 
 std::string CacheCard(const json& r) {
-  const auto& sum = r["summary"];
+  const json& sum = Obj(r, "summary");
   BarChart b{"Where reads are served (model: cache / dataset)", "%", {}, 100};
   b.bars.push_back({"client page cache", 100 * Num(sum, "client_hit"), ""});
   b.bars.push_back({"storage cache (of storage reads)", 100 * Num(sum, "storage_hit"), ""});
   b.bars.push_back({"storage media (of storage reads)", 100 * Num(sum, "storage_media"), ""});
   if (sum.contains("measured") && sum["measured"].is_object()) {
-    const auto& m = sum["measured"];
+    const json& m = Obj(sum, "measured");
     b.bars.push_back({"measured client hits", 100 * Num(m, "client_hit"), ""});
   }
   return "<div class=\"charts\">" + RenderSvg(b) + "</div>";
@@ -292,43 +308,43 @@ std::string Card(const Input& in, size_t index) {
   std::string monitor = MonitorCharts(s);
   if (!monitor.empty()) body += "<h3>Machine during the run</h3><div class=\"charts\">" + monitor + "</div>";
   std::string argv;
-  for (const auto& a : r.value("argv", json::array())) argv += (argv.empty() ? "" : " ") + a.get<std::string>();
+  for (const auto& a : Arr(r, "argv")) argv += (argv.empty() ? "" : " ") + Text(a);
   return fmt::format(
       "<section class=\"card\" id=\"r{}\"><h2>{}</h2><div class=\"src\">{} · {} · <code>{}</code></div>{}"
       "<details><summary>configuration and summary (JSON)</summary><pre>{}</pre><pre>{}</pre></details></section>\n",
-      index, Esc(cmd), Esc(in.path), Esc(Str(r, "started")), Esc(argv), body, Esc(r["config"].dump(1)),
-      Esc(r["summary"].dump(1)));
+      index, Esc(cmd), Esc(in.path), Esc(Str(r, "started")), Esc(argv), body, Esc(Obj(r, "config").dump(1)),
+      Esc(Obj(r, "summary").dump(1)));
 }
 
 // The key figure and verdict of one result, for the overview and the text summary.
 std::pair<std::string, std::string> KeyAndVerdict(const json& r) {
-  const auto& sum = r["summary"];
+  const json& sum = Obj(r, "summary");
   std::string cmd = Str(r, "command"), key, verdict;
   if (cmd == "bench storage") {
     key = fmt::format("{:.1f} MB/s, {:.1f} files/s, p99 {:.0f} us", Num(sum, "mb_per_second"),
-                      Num(sum, "files_per_second"), sum.contains("latency") ? Num(sum["latency"], "p99_us") : 0.0);
+                      Num(sum, "files_per_second"), Num(Obj(sum, "latency"), "p99_us"));
   }
   if (cmd == "bench train" || cmd == "bench pipeline") {
     key = fmt::format("{:.0f} images/s, {:.1f} MB/s", Num(sum, "images_per_second"), Num(sum, "mb_per_second"));
   }
   if (cmd == "bench train") verdict = Str(sum, "verdict");
   if (cmd == "size") {
-    key = fmt::format("{:g} GPUs, {:.0f} MB/s", Num(r["config"], "gpus"), Num(sum, "demand_mb_per_second"));
-    verdict = fmt::format("{:.0f} {} node(s) ({:.2f} before rounding up)", Num(sum, "nodes"), Str(r["config"], "node"),
-                          Num(sum, "nodes_exact"));
+    key = fmt::format("{:g} GPUs, {:.0f} MB/s", Num(Obj(r, "config"), "gpus"), Num(sum, "demand_mb_per_second"));
+    verdict = fmt::format("{:.0f} {} node(s) ({:.2f} before rounding up)", Num(sum, "nodes"),
+                          Str(Obj(r, "config"), "node"), Num(sum, "nodes_exact"));
   }
   if (cmd == "model cache") {
     key = fmt::format("dataset {:.3g} GB", Num(sum, "dataset_bytes") / 1e9);
     verdict = fmt::format("client {:.1f}%, storage cache {:.1f}%, media {:.1f}% of storage reads",
                           100 * Num(sum, "client_hit"), 100 * Num(sum, "storage_hit"), 100 * Num(sum, "storage_media"));
     if (sum.contains("measured") && sum["measured"].is_object()) {
-      verdict += fmt::format("; measured client hits {:.1f}%", 100 * Num(sum["measured"], "client_hit"));
+      verdict += fmt::format("; measured client hits {:.1f}%", 100 * Num(Obj(sum, "measured"), "client_hit"));
     }
   }
   if (cmd.rfind("bench sweep", 0) == 0) {
     std::string line;
-    for (const auto& p : sum.value("points", json::array())) {
-      line += fmt::format("{}{}: {:.0f}", line.empty() ? "" : ", ", p.value("label", ""), Num(p, "metric_value"));
+    for (const auto& p : Arr(sum, "points")) {
+      line += fmt::format("{}{}: {:.0f}", line.empty() ? "" : ", ", Str(p, "label"), Num(p, "metric_value"));
     }
     key = fmt::format("{} by {}", Str(sum, "metric"), Str(sum, "parameter"));
     verdict = line;
@@ -356,8 +372,8 @@ std::string RenderHtml(const std::vector<Input>& inputs, const std::string& titl
   std::strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
   std::string machine;
   if (!inputs.empty() && inputs[0].result.contains("machine")) {
-    const auto& m = inputs[0].result["machine"];
-    machine = fmt::format("{} · {} cores · {:.1f} GB · {}", Str(m, "cpu_model"), m.value("cores", 0),
+    const json& m = Obj(inputs[0].result, "machine");
+    machine = fmt::format("{} · {:g} cores · {:.1f} GB · {}", Str(m, "cpu_model"), Num(m, "cores"),
                           Num(m, "memory_bytes") / 1e9, Str(m, "kernel"));
   }
   std::string overview = "<table><tr><th>#</th><th>command</th><th>key figure</th><th>verdict / answer</th></tr>";

@@ -71,5 +71,24 @@ TEST(ReportTest, SelfContainedHtmlWithChartsPerCommand) {
   EXPECT_EQ(html.find("<link"), std::string::npos);
 }
 
+TEST(ReportTest, MalformedResultsRenderWithoutThrowing) {
+  // Result files are input: wrong types and missing fields render as empty.
+  std::vector<nlohmann::json> bad = {
+      nlohmann::json::array(),
+      {{"command", "bench train"}, {"summary", nlohmann::json::array()}},
+      {{"command", "bench sweep"}, {"summary", {{"points", {1, "x", nullptr, {{"value", "s"}}}}}}},
+      {{"command", "size"}, {"summary", {{"assumptions", {1, {{"a", 2}}}}}}, {"config", "f800"}},
+      {{"command", "bench storage"}, {"series", {{"t", {"a", 1}}, {"columns", {1, {{"name", 2}}}}}}},
+      {{"command", 7}, {"argv", {1, 2}}, {"machine", {{"cores", "two"}}}},
+  };
+  for (const auto& j : bad) {
+    std::vector<Input> in = {{"bad.json", j}};
+    std::string html;
+    EXPECT_NO_THROW(html = RenderHtml(in, "t")) << j.dump();
+    EXPECT_NE(html.find("</html>"), std::string::npos);
+    EXPECT_NO_THROW(TextSummary(in)) << j.dump();
+  }
+}
+
 }  // namespace
 }  // namespace aq::report
