@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "bench/cache_model.h"
 #include "bench/latency.h"
@@ -391,6 +393,50 @@ TEST_F(TrainBenchTest, ImpossiblyFastGpusAreInputBound) {
   EXPECT_LT(r->au, 0.9);
   EXPECT_FALSE(r->au_ok);
   EXPECT_TRUE(r->bound == "decode" || r->bound == "storage") << r->bound;
+}
+
+// Storage with a device's latency: every read takes at least `delay`.
+class SlowFileSystem final : public io::FileSystem {
+ public:
+  SlowFileSystem(io::FileSystem& base, std::chrono::milliseconds delay) : base_(base), delay_(delay) {}
+  Result<std::unique_ptr<io::RandomAccessFile>> OpenRead(const std::string& path, io::AccessHint hint) override {
+    return std::unique_ptr<io::RandomAccessFile>(
+        std::make_unique<SlowFile>(AQ_TRY(base_.OpenRead(path, hint)), delay_));
+  }
+  Result<std::unique_ptr<io::WritableFile>> OpenWrite(const std::string& path) override {
+    return base_.OpenWrite(path);
+  }
+  Result<io::FileInfo> Stat(const std::string& path) override { return base_.Stat(path); }
+  Result<std::vector<io::FileInfo>> List(const std::string& dir) override { return base_.List(dir); }
+  Status MakeDirs(const std::string& path) override { return base_.MakeDirs(path); }
+  Status Remove(const std::string& path) override { return base_.Remove(path); }
+  Status Rename(const std::string& a, const std::string& b) override { return base_.Rename(a, b); }
+
+ private:
+  struct SlowFile final : io::RandomAccessFile {
+    SlowFile(std::unique_ptr<io::RandomAccessFile> f, std::chrono::milliseconds d) : f_(std::move(f)), d_(d) {}
+    Result<size_t> ReadAt(uint64_t offset, size_t n, void* buf) const override {
+      std::this_thread::sleep_for(d_);  // the device's latency, not a wait for a thread
+      return f_->ReadAt(offset, n, buf);
+    }
+    uint64_t size() const override { return f_->size(); }
+    const std::string& path() const override { return f_->path(); }
+    std::unique_ptr<io::RandomAccessFile> f_;
+    std::chrono::milliseconds d_;
+  };
+  io::FileSystem& base_;
+  std::chrono::milliseconds delay_;
+};
+
+TEST_F(TrainBenchTest, SlowStorageIsStorageBound) {
+  SlowFileSystem slow(*fs_, std::chrono::milliseconds(80));
+  auto o = Options();
+  o.step_seconds = 1e-4;
+  auto r = RunTrainBench(slow, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->au_ok);
+  EXPECT_EQ(r->bound, "storage") << r->verdict;
+  EXPECT_NE(r->verdict.find("storage-bound"), std::string::npos);
 }
 
 TEST_F(TrainBenchTest, InferenceAndModelTable) {

@@ -86,6 +86,22 @@ struct AlignedBuffer {
 
 }  // namespace
 
+Result<std::string> DropStorageCaches(io::FileSystem& base, const std::string& data) {
+  auto roots = AQ_TRY(io::SplitRoots(data));
+  auto files = AQ_TRY(ListFiles(base, roots[0]));
+  io::MultiRootFileSystem all(base, roots, io::RootPolicy::kSpread, 0);
+  for (const auto& f : files) AQ_TRY(all.DropCache(f.path));
+  std::string what = fmt::format("posix_fadvise(DONTNEED) on all {} files", files.size());
+  std::ofstream drop("/proc/sys/vm/drop_caches");
+  if (drop) {
+    ::sync();
+    drop << "3\n";
+    drop.flush();
+    if (drop) what += "; sync; echo 3 > /proc/sys/vm/drop_caches";
+  }
+  return what;
+}
+
 Result<StorageBenchReport> RunStorageBench(io::FileSystem& base, const StorageBenchOptions& o) {
   if (o.readers == 0) return InvalidArgument("--readers must be at least 1");
   if (o.request_bytes == 0) return InvalidArgument("--request-size must be at least 1 byte");
@@ -116,19 +132,7 @@ Result<StorageBenchReport> RunStorageBench(io::FileSystem& base, const StorageBe
     views.push_back(std::make_unique<io::MultiRootFileSystem>(base, roots, o.root_policy, global));
   }
 
-  if (o.drop_caches) {
-    for (const auto& f : files) AQ_TRY(views[0]->DropCache(f.path));
-    rep.cache_drop = fmt::format("posix_fadvise(DONTNEED) on all {} files", files.size());
-    std::ofstream drop("/proc/sys/vm/drop_caches");
-    if (drop) {
-      ::sync();
-      drop << "3\n";
-      drop.flush();
-      if (drop) rep.cache_drop += "; sync; echo 3 > /proc/sys/vm/drop_caches";
-    }
-  } else {
-    rep.cache_drop = "none (page cache as found)";
-  }
+  rep.cache_drop = o.drop_caches ? AQ_TRY(DropStorageCaches(base, o.data)) : "none (page cache as found)";
 
   std::vector<std::string> paths;
   for (const auto& f : files) paths.push_back(f.path);

@@ -68,6 +68,10 @@ struct StorageBenchReport {
   monitor::Series series;
 };
 
+// Evicts the data's files from the page cache (every root's copy), and the
+// whole page cache when this user may; says what was done.
+Result<std::string> DropStorageCaches(io::FileSystem& fs, const std::string& data);
+
 Result<StorageBenchReport> RunStorageBench(io::FileSystem& fs, const StorageBenchOptions& options);
 nlohmann::json ConfigJson(const StorageBenchOptions& options);
 nlohmann::json SummaryJson(const StorageBenchReport& report);

@@ -20,6 +20,7 @@
 #include "common/units.h"
 #include "dataset/dataset.h"
 #include "monitor/page_cache.h"
+#include "monitor/prometheus.h"
 #include "pipeline/plan.h"
 #include "report/report.h"
 
@@ -61,18 +62,76 @@ Status UsageError(Globals& g, const Status& s) {
   return s;
 }
 
+// A child: this executable with args plus --json, its stdout on a pipe.
+struct Child {
+  pid_t pid = -1;
+  int out = -1;
+  std::string shown;  // the command line, for errors
+};
+
+Result<Child> SpawnSelf(const std::vector<std::string>& args) {
+  std::vector<std::string> full = {"/proc/self/exe"};
+  full.insert(full.end(), args.begin(), args.end());
+  full.push_back("--json");
+  std::vector<char*> argv;
+  for (auto& a : full) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) return ErrnoStatus(errno, "create a pipe for", "a child run");
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
+  Child c;
+  int rc = posix_spawn(&c.pid, full[0].c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(pipefd[1]);
+  if (rc != 0) {
+    ::close(pipefd[0]);
+    return ErrnoStatus(rc, "start", full[0]);
+  }
+  c.out = pipefd[0];
+  for (const auto& a : args) c.shown += " " + a;
+  return c;
+}
+
+// Reads the child's output to the end, waits for it, parses its JSON.
+Result<nlohmann::json> CollectSelf(Child c) {
+  std::string out;
+  char buf[65536];
+  for (ssize_t n; (n = ::read(c.out, buf, sizeof buf)) != 0;) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(c.out);
+  int status = 0;
+  ::waitpid(c.pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return Status(StatusCode::kInternal,
+                  fmt::format("'aquifer{}' failed (exit {})", c.shown, WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+  }
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  if (j.is_discarded()) return Status(StatusCode::kInternal, fmt::format("'aquifer{}' printed no JSON", c.shown));
+  return j;
+}
+
+Result<nlohmann::json> RunSelf(const std::vector<std::string>& args) { return CollectSelf(AQ_TRY(SpawnSelf(args))); }
+
 // ---------------------------------------------------------------- storage
 
 struct StorageFlags {
   bench::StorageBenchOptions o;
   ResultFlags out;
+  size_t processes = 1;
   std::string mode = "async", selection = "random", request = "1MiB", step = "32MB", root_policy = "pinned";
   int64_t rank = -1, world = -1;
 };
 
 void PrintStorage(const bench::StorageBenchReport& r, const bench::StorageBenchOptions& o) {
   std::printf("bench storage: %zu readers, %s requests, %s, %s files%s%s, %s (%s ramp-up excluded)\n", o.readers,
-              units::Bytes(static_cast<double>(o.request_bytes)).c_str(),
+              units::IecBytes(o.request_bytes).c_str(),
               o.mode == bench::StorageMode::kSync
                   ? fmt::format("sync every {} per reader", units::Bytes(static_cast<double>(o.step_bytes))).c_str()
                   : "async",
@@ -93,6 +152,147 @@ void PrintStorage(const bench::StorageBenchReport& r, const bench::StorageBenchO
   }
   std::printf("  page cache %.0f%% of the files resident before, %.0f%% after; cache drop: %s\n",
               100 * r.page_cache_before, 100 * r.page_cache_after, r.cache_drop.c_str());
+}
+
+// --processes P: P copies of this command, each a rank of its own with the
+// same readers, started together; the machine is sampled here while they
+// run. Rates add up; latency percentiles are the worst process's.
+void RunStorageProcesses(Globals& g, const StorageFlags& f) {
+  const auto& o = f.o;
+  const uint32_t procs = static_cast<uint32_t>(f.processes);
+  std::string cache_drop = "none (page cache as found)";
+  if (o.drop_caches) {
+    auto d = bench::DropStorageCaches(*g.fs, o.data);
+    if (!d.ok()) return Fail(g, d.status());
+    cache_drop = *d;
+  }
+  monitor::SamplerOptions so = o.sampler;
+  monitor::Sampler sampler(so);
+  sampler.Start();
+  auto exporter = monitor::ExportIfAsked(sampler, so);
+  if (!exporter.ok()) return Fail(g, exporter.status());
+  std::vector<Child> children;
+  for (uint32_t i = 0; i < procs; ++i) {
+    std::vector<std::string> args = {"bench",
+                                     "storage",
+                                     o.data,
+                                     "--readers",
+                                     std::to_string(o.readers),
+                                     "--request-size",
+                                     std::to_string(o.request_bytes),
+                                     "--iodepth",
+                                     std::to_string(o.iodepth),
+                                     "--mode",
+                                     f.mode,
+                                     "--step-size",
+                                     std::to_string(o.step_bytes),
+                                     "--selection",
+                                     f.selection,
+                                     "--root-policy",
+                                     f.root_policy,
+                                     "--duration",
+                                     fmt::format("{}", o.duration_seconds),
+                                     "--ramp",
+                                     fmt::format("{}", o.ramp_seconds),
+                                     "--seed",
+                                     std::to_string(o.seed),
+                                     "--rank",
+                                     std::to_string(o.rank * procs + i),
+                                     "--world",
+                                     std::to_string(o.world * procs),
+                                     "--interval",
+                                     fmt::format("{}", so.interval_seconds),
+                                     "--no-progress"};
+    if (o.direct) args.push_back("--direct");
+    if (o.rate_iops > 0) args.insert(args.end(), {"--rate-iops", fmt::format("{}", o.rate_iops)});
+    auto c = SpawnSelf(args);
+    if (!c.ok()) {
+      for (auto& started : children) (void)CollectSelf(started);
+      return Fail(g, c.status());
+    }
+    children.push_back(*c);
+  }
+  std::vector<nlohmann::json> results;
+  Status failed;
+  for (auto& c : children) {
+    auto r = CollectSelf(c);
+    if (r.ok()) {
+      results.push_back(std::move(*r));
+    } else if (failed.ok()) {
+      failed = r.status();
+    }
+  }
+  exporter->reset();
+  sampler.Stop();
+  if (!failed.ok()) return Fail(g, failed);
+
+  nlohmann::json sum = nlohmann::json::object();
+  nlohmann::json per = nlohmann::json::array();
+  double worst[5] = {0, 0, 0, 0, 0};
+  double count = 0, mean_weighted = 0;
+  for (const auto& r : results) {
+    const auto& s = r["summary"];
+    for (const char* k : {"mb_per_second", "mib_per_second", "files_per_second", "requests_per_second", "bytes",
+                          "requests", "files", "total_bytes", "sync_wait_seconds"}) {
+      sum[k] = sum.value(k, 0.0) + s.value(k, 0.0);
+    }
+    sum["seconds"] = std::max(sum.value("seconds", 0.0), s.value("seconds", 0.0));
+    sum["sync_steps"] = std::max(sum.value("sync_steps", 0.0), s.value("sync_steps", 0.0));
+    const auto& l = s["latency"];
+    const char* qs[] = {"p50_us", "p90_us", "p99_us", "p999_us", "max_us"};
+    for (int q = 0; q < 5; ++q) worst[q] = std::max(worst[q], l.value(qs[q], 0.0));
+    count += l.value("count", 0.0);
+    mean_weighted += l.value("mean_us", 0.0) * l.value("count", 0.0);
+    per.push_back({{"rank", r["config"].value("rank", 0)},
+                   {"mb_per_second", s.value("mb_per_second", 0.0)},
+                   {"files_per_second", s.value("files_per_second", 0.0)},
+                   {"latency", l}});
+  }
+  sum["latency"] = {{"count", count},     {"mean_us", count > 0 ? mean_weighted / count : 0},
+                    {"p50_us", worst[0]}, {"p90_us", worst[1]},
+                    {"p99_us", worst[2]}, {"p999_us", worst[3]},
+                    {"max_us", worst[4]}, {"note", "percentiles: the worst process's"}};
+  sum["file_count"] = results[0]["summary"].value("file_count", 0);
+  sum["dataset_bytes"] = results[0]["summary"].value("dataset_bytes", 0);
+  sum["page_cache_before"] = results[0]["summary"].value("page_cache_before", 0.0);
+  sum["page_cache_after"] = results[0]["summary"].value("page_cache_after", 0.0);
+  sum["cache_drop"] = cache_drop;
+  sum["processes"] = per;
+
+  // The machine as sampled here, plus the children's bench counters summed.
+  monitor::Series series = sampler.Take();
+  for (const char* name : {"bench.read", "bench.requests", "bench.files"}) {
+    monitor::Column col{name, "", {}};
+    for (const auto& r : results) {
+      for (const auto& c : r["series"]["columns"]) {
+        if (c.value("name", "") != name) continue;
+        col.unit = c.value("unit", "");
+        const auto& v = c["values"];
+        if (col.values.size() < v.size()) col.values.resize(v.size(), 0);
+        for (size_t i = 0; i < v.size(); ++i) col.values[i] += v[i].get<double>();
+      }
+    }
+    col.values.resize(series.t.size(), 0);
+    series.columns.push_back(std::move(col));
+  }
+  nlohmann::json config = bench::ConfigJson(o);
+  config["processes"] = procs;
+  auto roots = io::SplitRoots(o.data);
+  EmitResult(g, f.out, "bench storage", roots.ok() ? *roots : std::vector<std::string>{}, config, sum, &series,
+             [&](const nlohmann::json&) {
+               std::printf("bench storage: %u processes x %zu readers, %s requests, iodepth %u, %s%s, %s\n", procs,
+                           o.readers, units::IecBytes(o.request_bytes).c_str(), o.iodepth, f.mode.c_str(),
+                           o.direct ? ", O_DIRECT" : "", units::Duration(o.duration_seconds).c_str());
+               std::printf("  read       %.1f MB/s (%.1f MiB/s), %.2f files/s, %.0f requests/s\n",
+                           sum["mb_per_second"].get<double>(), sum["mib_per_second"].get<double>(),
+                           sum["files_per_second"].get<double>(), sum["requests_per_second"].get<double>());
+               std::printf("  latency    worst process: p50 %.0f us, p99 %.0f us, max %.0f us\n", worst[0], worst[2],
+                           worst[4]);
+               for (const auto& p : per) {
+                 std::printf("    rank %-3d %.1f MB/s\n", p["rank"].get<int>(), p["mb_per_second"].get<double>());
+               }
+               std::printf("  cache drop %s\n", cache_drop.c_str());
+             });
 }
 
 void RegisterStorage(CLI::App& group, Globals& g) {
@@ -122,6 +322,9 @@ void RegisterStorage(CLI::App& group, Globals& g) {
   cmd->add_option("--ramp", o.ramp_seconds, "Seconds excluded at the start")->capture_default_str();
   cmd->add_option("--rate-iops", o.rate_iops, "Limit each reader to this many requests/s (fio's rate_iops)");
   cmd->add_option("--seed", o.seed, "Seed of the random file choice")->capture_default_str();
+  cmd->add_option("-p,--processes", f->processes,
+                  "Reader processes, each with --readers threads and its own rank (sync barriers stay per process)")
+      ->capture_default_str();
   cmd->add_option("--rank", f->rank, "This process's rank (default: RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID)");
   cmd->add_option("--world", f->world, "Ranks (default: WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS)");
   AddResultFlags(cmd, f->out, true);
@@ -161,6 +364,7 @@ void RegisterStorage(CLI::App& group, Globals& g) {
     o.progress = !g.no_progress && !g.json;
     o.sampler.interval_seconds = f->out.interval;
     o.sampler.prometheus_port = f->out.prometheus;
+    if (f->processes > 1) return RunStorageProcesses(g, *f);
     auto r = bench::RunStorageBench(*g.fs, o);
     if (!r.ok()) return Fail(g, r.status());
     auto roots = io::SplitRoots(o.data);
@@ -180,51 +384,6 @@ struct SweepFlags {
   std::vector<std::string> command;
   ResultFlags out;
 };
-
-// Runs this executable with args plus --json and returns its parsed output.
-Result<nlohmann::json> RunSelf(const std::vector<std::string>& args) {
-  std::vector<std::string> full = {"/proc/self/exe"};
-  full.insert(full.end(), args.begin(), args.end());
-  full.push_back("--json");
-  std::vector<char*> argv;
-  for (auto& a : full) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  int pipefd[2];
-  if (::pipe2(pipefd, O_CLOEXEC) != 0) return ErrnoStatus(errno, "create a pipe for", "sweep");
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
-  pid_t pid = 0;
-  std::string exe = full[0];
-  int rc = posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  ::close(pipefd[1]);
-  if (rc != 0) {
-    ::close(pipefd[0]);
-    return ErrnoStatus(rc, "start", exe);
-  }
-  std::string out;
-  char buf[65536];
-  for (ssize_t n; (n = ::read(pipefd[0], buf, sizeof buf)) != 0;) {
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(pipefd[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  std::string shown;
-  for (const auto& a : args) shown += " " + a;
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return Status(StatusCode::kInternal, fmt::format("sweep: 'aquifer{}' failed (exit {})", shown,
-                                                     WIFEXITED(status) ? WEXITSTATUS(status) : -1));
-  }
-  auto j = nlohmann::json::parse(out, nullptr, false);
-  if (j.is_discarded()) return Status(StatusCode::kInternal, fmt::format("sweep: 'aquifer{}' printed no JSON", shown));
-  return j;
-}
 
 std::string DefaultMetric(const std::string& command) {
   if (command == "storage") return "mb_per_second";

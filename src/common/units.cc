@@ -24,6 +24,17 @@ std::string Scaled(double v, const char* suffix) {
 std::string Bytes(double bytes) { return Scaled(bytes, "B"); }
 std::string Rate(double bps) { return Scaled(bps, "B/s"); }
 
+std::string IecBytes(uint64_t bytes) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  return v == std::floor(v) ? fmt::format("{:.0f} {}", v, kUnits[u]) : fmt::format("{:.3g} {}", v, kUnits[u]);
+}
+
 std::string Count(double n) {
   std::string s = Scaled(n, "");
   while (!s.empty() && s.back() == ' ') s.pop_back();

@@ -12,6 +12,7 @@
 namespace aq::units {
 
 std::string Bytes(double bytes);         // "1.23 GB"
+std::string IecBytes(uint64_t bytes);    // "1 MiB", "256 KiB", "1.5 MiB": request and block sizes
 std::string Rate(double bytes_per_sec);  // "512.0 MB/s"
 std::string Duration(double seconds);    // "1h02m", "3m05s", "12.3s"
 std::string Count(double n);             // "1.28 M"

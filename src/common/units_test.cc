@@ -27,5 +27,12 @@ TEST(Units, FormatsInSiUnits) {
   EXPECT_EQ(Duration(3720), "1h02m");
 }
 
+TEST(Units, IecBytes) {
+  EXPECT_EQ(IecBytes(1 << 20), "1 MiB");
+  EXPECT_EQ(IecBytes(256 << 10), "256 KiB");
+  EXPECT_EQ(IecBytes(1000), "1000 B");
+  EXPECT_EQ(IecBytes(3 << 19), "1.5 MiB");
+}
+
 }  // namespace
 }  // namespace aq::units

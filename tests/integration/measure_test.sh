@@ -54,6 +54,9 @@ expect 0 "bench storage sync round-robin iodepth" -- "$AQ" bench storage "$T/tf"
   --step-size 1MB --selection round-robin --iodepth 4 --drop-caches
 contains "$T/out" "sync" "sync steps reported"
 contains "$T/out" "fadvise" "cache drop reported"
+expect 0 "bench storage processes" -- "$AQ" bench storage "$T/tf" -p 2 -r 1 -d 1.5 --ramp 0.3 --interval 0.25 --json
+jq_py "$T/out" 'len(j["summary"]["processes"])==2 and j["summary"]["mb_per_second"]>0' "two processes summed"
+jq_py "$T/out" 'sorted(p["rank"] for p in j["summary"]["processes"])==[0,1]' "a rank per process"
 expect 2 "bad mode" -- "$AQ" bench storage "$T/tf" --mode parallel
 contains "$T/err" "--mode parallel" "bad mode named"
 expect 2 "ramp longer than run" -- "$AQ" bench storage "$T/tf" -d 1 --ramp 2
