@@ -215,6 +215,16 @@ class PosixFileSystem final : public FileSystem {
 
   Status Rename(const std::string& from, const std::string& to) override {
     if (::rename(from.c_str(), to.c_str()) != 0) return ErrnoStatus(errno, fmt::format("rename to '{}' of", to), from);
+    // The new name is durable only once its directory is: fsync it, so a
+    // rename after fsync (WriteFileAtomic, block writes) survives a crash.
+    std::string dir(DirName(to));
+    int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+      int rc = ::fsync(fd);
+      int e = errno;
+      ::close(fd);
+      if (rc != 0 && e != EINVAL) return ErrnoStatus(e, "fsync the directory of", to);
+    }
     return Status::Ok();
   }
 

@@ -1,0 +1,204 @@
+#include "store/block_store.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <random>
+#include <set>
+
+#include "common/crc32c.h"
+
+namespace aq::store {
+namespace {
+
+constexpr char kMagic[8] = {'A', 'Q', 'B', 'L', 'K', '0', '0', '1'};
+constexpr size_t kHeader = 24;
+
+void Put64(char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>(v >> (8 * i));
+}
+void Put32(char* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>(v >> (8 * i));
+}
+uint64_t Get64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+uint32_t Get32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+bool IsBlockId(std::string_view s) {
+  if (s.size() != 32) return false;
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string NewBlockId() {
+  thread_local std::mt19937_64 gen{std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32)};
+  return fmt::format("{:016x}{:016x}", gen(), gen());
+}
+
+Result<PoolConfig> ParsePool(std::string_view spec) {
+  PoolConfig p;
+  size_t eq = spec.find('=');
+  if (eq == std::string_view::npos || eq == 0) {
+    return InvalidArgument(fmt::format("--pool '{}': expected NAME=PATH[,media=ssd|hdd]", spec));
+  }
+  p.name = std::string(spec.substr(0, eq));
+  std::string_view rest = spec.substr(eq + 1);
+  size_t comma = rest.find(',');
+  p.path = std::string(rest.substr(0, comma));
+  if (p.path.empty()) return InvalidArgument(fmt::format("--pool '{}': no path", spec));
+  if (comma != std::string_view::npos) {
+    std::string_view opt = rest.substr(comma + 1);
+    if (opt == "media=ssd") {
+      p.media = Media::kSsd;
+    } else if (opt == "media=hdd") {
+      p.media = Media::kHdd;
+    } else {
+      return InvalidArgument(fmt::format("--pool '{}': unknown option '{}' (media=ssd or media=hdd)", spec, opt));
+    }
+  }
+  return p;
+}
+
+Result<std::unique_ptr<BlockStore>> BlockStore::Open(io::FileSystem& fs, std::vector<PoolConfig> pools) {
+  if (pools.empty()) return InvalidArgument("a block store needs at least one pool");
+  std::set<std::string> names;
+  for (const auto& p : pools) {
+    if (!names.insert(p.name).second) return InvalidArgument(fmt::format("pool '{}' given twice", p.name));
+    AQ_TRY(fs.MakeDirs(io::JoinPath(p.path, "blocks")));
+  }
+  return std::unique_ptr<BlockStore>(new BlockStore(fs, std::move(pools)));
+}
+
+Result<const PoolConfig*> BlockStore::Pool(const std::string& name) const {
+  if (name.empty()) return &pools_[0];
+  for (const auto& p : pools_) {
+    if (p.name == name) return &p;
+  }
+  return NotFound(fmt::format("no pool '{}'", name));
+}
+
+std::string BlockStore::PathOf(const BlockRef& ref) const {
+  for (const auto& p : pools_) {
+    if (p.name == ref.pool)
+      return io::JoinPath(io::JoinPath(io::JoinPath(p.path, "blocks"), ref.id.substr(0, 2)), ref.id);
+  }
+  return "";
+}
+
+Result<BlockRef> BlockStore::Write(const std::string& pool_name, std::string_view data) {
+  const PoolConfig* pool = AQ_TRY(Pool(pool_name));
+  BlockRef ref{NewBlockId(), data.size(), crc32c::Value(data), pool->name};
+  const std::string path = PathOf(ref);
+  AQ_TRY(fs_.MakeDirs(std::string(io::DirName(path))));
+  char header[kHeader];
+  std::memcpy(header, kMagic, 8);
+  Put64(header + 8, data.size());
+  Put32(header + 16, ref.crc32c);
+  Put32(header + 20, crc32c::Value(std::string_view(header, 20)));
+  const std::string tmp = path + ".tmp";
+  Status st = [&]() -> Status {
+    auto f = AQ_TRY(fs_.OpenWrite(tmp));
+    AQ_TRY(f->Append(std::string_view(header, kHeader)));
+    AQ_TRY(f->Append(data));
+    AQ_TRY(f->Sync());
+    return f->Close();
+  }();
+  if (!st.ok()) {
+    (void)fs_.Remove(tmp);  // a full disk leaves nothing half-written behind
+    return st;
+  }
+  AQ_TRY(fs_.Rename(tmp, path));
+  return ref;
+}
+
+Result<std::string> BlockStore::Read(const BlockRef& ref, uint64_t offset, uint64_t n) {
+  AQ_TRY(Pool(ref.pool));
+  if (!IsBlockId(ref.id)) return InvalidArgument(fmt::format("'{}' is not a block id", ref.id));
+  const std::string path = PathOf(ref);
+  auto f = AQ_TRY(fs_.OpenRead(path, io::AccessHint::kSequential));
+  auto corrupt = [&](const std::string& why) {
+    return Status(StatusCode::kCorruption, fmt::format("block {} in pool '{}' ({}): {}", ref.id, ref.pool, path, why));
+  };
+  if (f->size() < kHeader) return corrupt(fmt::format("{} bytes, shorter than the header", f->size()));
+  std::string buf(f->size(), '\0');
+  size_t got = AQ_TRY(f->ReadAt(0, buf.size(), buf.data()));
+  if (got != buf.size()) return corrupt("shorter than when opened");
+  if (std::memcmp(buf.data(), kMagic, 8) != 0) return corrupt("bad magic");
+  if (Get32(buf.data() + 20) != crc32c::Value(std::string_view(buf.data(), 20)))
+    return corrupt("header checksum mismatch");
+  const uint64_t size = Get64(buf.data() + 8);
+  if (size != buf.size() - kHeader) {
+    return corrupt(fmt::format("header says {} bytes, the file holds {}", size, buf.size() - kHeader));
+  }
+  if (size != ref.size) return corrupt(fmt::format("{} bytes, the layout says {}", size, ref.size));
+  std::string_view data(buf.data() + kHeader, size);
+  const uint32_t crc = crc32c::Value(data);
+  if (crc != Get32(buf.data() + 16) || crc != ref.crc32c) {
+    return corrupt(fmt::format("data checksum {:08x}, expected {:08x}", crc, ref.crc32c));
+  }
+  if (offset > size) return InvalidArgument(fmt::format("offset {} past the block's {} bytes", offset, size));
+  return std::string(data.substr(offset, std::min<uint64_t>(n, size - offset)));
+}
+
+Status BlockStore::Remove(const BlockRef& ref) {
+  AQ_TRY(Pool(ref.pool));
+  if (!IsBlockId(ref.id)) return InvalidArgument(fmt::format("'{}' is not a block id", ref.id));
+  Status st = fs_.Remove(PathOf(ref));
+  if (st.code() == StatusCode::kNotFound) return Status::Ok();
+  return st;
+}
+
+Result<GcReport> BlockStore::CollectGarbage(const std::vector<std::string>& referenced) {
+  std::set<std::string> keep(referenced.begin(), referenced.end());
+  GcReport r;
+  for (const auto& p : pools_) {
+    const std::string root = io::JoinPath(p.path, "blocks");
+    for (const auto& dir : AQ_TRY(fs_.List(root))) {
+      if (!dir.is_dir) continue;
+      const std::string d = io::JoinPath(root, dir.name);
+      for (const auto& e : AQ_TRY(fs_.List(d))) {
+        if (e.is_dir) continue;
+        const std::string path = io::JoinPath(d, e.name);
+        const bool tmp = e.name.size() > 4 && e.name.compare(e.name.size() - 4, 4, ".tmp") == 0;
+        if (!tmp) ++r.blocks_seen;
+        if (tmp || (IsBlockId(e.name) && !keep.count(e.name))) {
+          AQ_TRY(fs_.Remove(path));
+          (tmp ? r.temporaries_removed : r.orphans_removed) += 1;
+          r.bytes_freed += e.size;
+        }
+      }
+    }
+  }
+  return r;
+}
+
+Result<std::vector<PoolUsage>> BlockStore::Usage() {
+  std::vector<PoolUsage> out;
+  for (const auto& p : pools_) {
+    PoolUsage u{p.name, 0, 0};
+    const std::string root = io::JoinPath(p.path, "blocks");
+    for (const auto& dir : AQ_TRY(fs_.List(root))) {
+      if (!dir.is_dir) continue;
+      for (const auto& e : AQ_TRY(fs_.List(io::JoinPath(root, dir.name)))) {
+        if (e.is_dir || !IsBlockId(e.name)) continue;
+        ++u.blocks;
+        u.bytes += e.size;
+      }
+    }
+    out.push_back(u);
+  }
+  return out;
+}
+
+}  // namespace aq::store

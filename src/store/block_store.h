@@ -1,0 +1,82 @@
+// Blocks on disk: each block of an object is one immutable file in a pool
+// (a directory on a device, with its media kind), written under a temporary
+// name, fsynced, then renamed into place, and read back only after its
+// checksum matches: a block corrupted on disk is an error naming the block,
+// pool and file, never silent bad bytes.
+//
+// On-disk block file:
+//   magic "AQBLK001" (8) | data size u64 LE | data CRC32C u32 LE |
+//   header CRC32C u32 LE (of the 20 bytes before it) | data
+//
+// Layout: <pool>/blocks/<first two hex digits of the id>/<id>. Temporary
+// files end in ".tmp"; CollectGarbage removes them and every block no
+// object refers to (a crash between writing blocks and committing the
+// layout leaves such orphans).
+//
+// Thread safety: all methods may be called concurrently; blocks are
+// immutable and ids are random, so writers never share a file.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "io/file_system.h"
+#include "store/meta_store.h"
+
+namespace aq::store {
+
+enum class Media { kSsd, kHdd };
+
+struct PoolConfig {
+  std::string name;  // "default", "ssd", ...
+  std::string path;
+  Media media = Media::kSsd;
+};
+
+// "NAME=PATH[,media=ssd|hdd]"
+Result<PoolConfig> ParsePool(std::string_view spec);
+
+struct GcReport {
+  uint64_t blocks_seen = 0, orphans_removed = 0, temporaries_removed = 0, bytes_freed = 0;
+};
+
+struct PoolUsage {
+  std::string name;
+  uint64_t blocks = 0, bytes = 0;
+};
+
+class BlockStore {
+ public:
+  static Result<std::unique_ptr<BlockStore>> Open(io::FileSystem& fs, std::vector<PoolConfig> pools);
+
+  // Writes a new block of `data` into the pool (the first pool if empty)
+  // and makes it durable before returning its reference.
+  Result<BlockRef> Write(const std::string& pool, std::string_view data);
+  // The block's bytes [offset, offset + n) after checking the whole block's
+  // CRC32C against the file's and the reference's. kCorruption on mismatch.
+  Result<std::string> Read(const BlockRef& ref, uint64_t offset = 0, uint64_t n = UINT64_MAX);
+  // Removes a block file (missing is fine: removal is idempotent).
+  Status Remove(const BlockRef& ref);
+  // Removes temporaries and blocks whose ids are not in `referenced`.
+  // REQUIRES: no write is in progress (run it before serving).
+  Result<GcReport> CollectGarbage(const std::vector<std::string>& referenced);
+  Result<std::vector<PoolUsage>> Usage();
+
+  const std::vector<PoolConfig>& pools() const { return pools_; }
+  std::string PathOf(const BlockRef& ref) const;
+
+ private:
+  BlockStore(io::FileSystem& fs, std::vector<PoolConfig> pools) : fs_(fs), pools_(std::move(pools)) {}
+  Result<const PoolConfig*> Pool(const std::string& name) const;
+  io::FileSystem& fs_;
+  std::vector<PoolConfig> pools_;
+};
+
+// A new random block id (128 bits, 32 lowercase hex digits).
+std::string NewBlockId();
+
+}  // namespace aq::store

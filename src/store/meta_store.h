@@ -1,0 +1,93 @@
+// The storage node's namespace: buckets, objects, and each object's layout
+// (the list of immutable blocks holding its bytes). A write stores new
+// blocks first and then switches the object's layout in one metadata
+// transaction, so a reader sees the old or the new object, never a mix, and
+// anything keyed by block id (caches) never goes stale.
+//
+// MetaStore is the seam between the node and the engine that keeps this
+// durable: SQLite for the embedded single node (OpenSqliteMetaStore); a
+// cluster puts the same records in etcd.
+//
+// Thread safety: every MetaStore method may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace aq::store {
+
+// A block: immutable once written, named by a random 128-bit id (hex).
+struct BlockRef {
+  std::string id;
+  uint64_t size = 0;
+  uint32_t crc32c = 0;  // of the block's bytes
+  std::string pool;     // where it lives
+  bool operator==(const BlockRef&) const = default;
+};
+
+struct ObjectMeta {
+  std::string bucket, key;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  std::string etag;         // S3's ETag (MD5 of the bytes, or of the parts for multipart)
+  uint64_t block_size = 0;  // every block but the last has this size
+  uint64_t version = 0;     // increases with every write of the key (set by the store)
+  std::vector<BlockRef> blocks;
+};
+
+struct BucketInfo {
+  std::string name;
+  int64_t created_ns = 0;
+};
+
+struct ListRequest {
+  std::string bucket, prefix;
+  std::string start_after;  // keys strictly greater than this
+  uint32_t max_keys = 1000;
+};
+
+struct ListPage {
+  std::vector<ObjectMeta> objects;  // without their blocks, sorted by key
+  bool truncated = false;           // more keys follow the last one
+};
+
+class MetaStore {
+ public:
+  virtual ~MetaStore() = default;
+
+  // AlreadyExists if it does; InvalidArgument for names S3 would refuse.
+  virtual Status CreateBucket(const std::string& name) = 0;
+  virtual Result<std::vector<BucketInfo>> ListBuckets() = 0;
+  // NotFound if missing; InvalidArgument ("not empty") while objects remain.
+  virtual Status DeleteBucket(const std::string& name) = 0;
+
+  // NotFound if the bucket or the key is missing (the message says which).
+  virtual Result<ObjectMeta> GetObject(const std::string& bucket, const std::string& key) = 0;
+  // Creates or replaces the object in one transaction and returns the blocks
+  // of the layout it replaced, which the caller may now delete. The stored
+  // version is the previous one plus one (returned in `version` via Get).
+  virtual Result<std::vector<BlockRef>> PutObject(const ObjectMeta& object) = 0;
+  // Removes the object; returns its blocks. NotFound if missing.
+  virtual Result<std::vector<BlockRef>> DeleteObject(const std::string& bucket, const std::string& key) = 0;
+  virtual Result<ListPage> ListObjects(const ListRequest& request) = 0;
+
+  // Every block id some object refers to (garbage collection).
+  virtual Result<std::vector<std::string>> ReferencedBlocks() = 0;
+};
+
+// Metadata in SQLite at `path` (WAL journal, synchronous=FULL: a committed
+// put survives a crash). Creates the schema on first use.
+Result<std::unique_ptr<MetaStore>> OpenSqliteMetaStore(const std::string& path);
+
+// S3's bucket naming rules: 3-63 characters of a-z, 0-9, '.', '-', starting
+// and ending with a letter or digit.
+Status CheckBucketName(const std::string& name);
+// Object keys: 1-1024 bytes, no NUL, and no "." or ".." path segment (a key
+// must never name a place outside its bucket).
+Status CheckObjectKey(const std::string& key);
+
+}  // namespace aq::store

@@ -1,0 +1,376 @@
+// MetaStore on SQLite: one connection, guarded by a mutex; every change in
+// one transaction (BEGIN IMMEDIATE ... COMMIT) with synchronous=FULL.
+#include <fmt/format.h>
+#include <sqlite3.h>
+
+#include <mutex>
+
+#include "store/meta_store.h"
+
+namespace aq::store {
+namespace {
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS buckets(
+  name TEXT PRIMARY KEY,
+  created_ns INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS objects(
+  bucket TEXT NOT NULL,
+  key TEXT NOT NULL,
+  size INTEGER NOT NULL,
+  mtime_ns INTEGER NOT NULL,
+  etag TEXT NOT NULL,
+  block_size INTEGER NOT NULL,
+  version INTEGER NOT NULL,
+  PRIMARY KEY(bucket, key));
+CREATE TABLE IF NOT EXISTS blocks(
+  bucket TEXT NOT NULL,
+  key TEXT NOT NULL,
+  idx INTEGER NOT NULL,
+  id TEXT NOT NULL,
+  size INTEGER NOT NULL,
+  crc INTEGER NOT NULL,
+  pool TEXT NOT NULL,
+  PRIMARY KEY(bucket, key, idx));
+CREATE TABLE IF NOT EXISTS versions(
+  bucket TEXT NOT NULL,
+  key TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  PRIMARY KEY(bucket, key));
+)sql";
+
+// A prepared statement, finalized on scope exit.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) { rc_ = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr); }
+  ~Stmt() { sqlite3_finalize(s_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  bool ok() const { return rc_ == SQLITE_OK; }
+  Stmt& Bind(int i, const std::string& v) {
+    sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& Bind(int i, int64_t v) {
+    sqlite3_bind_int64(s_, i, v);
+    return *this;
+  }
+  int Step() { return sqlite3_step(s_); }
+  std::string Text(int col) const {
+    auto p = reinterpret_cast<const char*>(sqlite3_column_text(s_, col));
+    return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(s_, col))) : std::string();
+  }
+  int64_t Int(int col) const { return sqlite3_column_int64(s_, col); }
+  std::string Error() const { return sqlite3_errmsg(db_); }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* s_ = nullptr;
+  int rc_;
+};
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+class SqliteMetaStore final : public MetaStore {
+ public:
+  SqliteMetaStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  ~SqliteMetaStore() override { sqlite3_close(db_); }
+
+  Status CreateBucket(const std::string& name) override {
+    AQ_TRY(CheckBucketName(name));
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_, "INSERT INTO buckets(name, created_ns) VALUES(?, ?)");
+    s.Bind(1, name).Bind(2, NowNs());
+    int rc = s.Step();
+    if (rc == SQLITE_CONSTRAINT) return Status(StatusCode::kAlreadyExists, fmt::format("bucket '{}' exists", name));
+    if (rc != SQLITE_DONE) return Error("create bucket " + name);
+    return Status::Ok();
+  }
+
+  Result<std::vector<BucketInfo>> ListBuckets() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_, "SELECT name, created_ns FROM buckets ORDER BY name");
+    std::vector<BucketInfo> out;
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) out.push_back({s.Text(0), s.Int(1)});
+    if (rc != SQLITE_DONE) return Error("list buckets");
+    return out;
+  }
+
+  Status DeleteBucket(const std::string& name) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    AQ_TRY(Exec("BEGIN IMMEDIATE"));
+    Status st = [&]() -> Status {
+      AQ_TRY(RequireBucket(name));
+      Stmt count(db_, "SELECT COUNT(*) FROM objects WHERE bucket = ?");
+      count.Bind(1, name);
+      if (count.Step() != SQLITE_ROW) return Error("count objects of " + name);
+      if (count.Int(0) > 0) {
+        return InvalidArgument(fmt::format("bucket '{}' is not empty ({} objects)", name, count.Int(0)));
+      }
+      Stmt del(db_, "DELETE FROM buckets WHERE name = ?");
+      del.Bind(1, name);
+      if (del.Step() != SQLITE_DONE) return Error("delete bucket " + name);
+      Stmt ver(db_, "DELETE FROM versions WHERE bucket = ?");
+      ver.Bind(1, name);
+      if (ver.Step() != SQLITE_DONE) return Error("delete versions of " + name);
+      return Status::Ok();
+    }();
+    return Finish(st);
+  }
+
+  Result<ObjectMeta> GetObject(const std::string& bucket, const std::string& key) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    // One read transaction: the object row and its blocks from one snapshot.
+    AQ_TRY(Exec("BEGIN"));
+    Result<ObjectMeta> r = [&]() -> Result<ObjectMeta> {
+      Stmt s(db_, "SELECT size, mtime_ns, etag, block_size, version FROM objects WHERE bucket = ? AND key = ?");
+      s.Bind(1, bucket).Bind(2, key);
+      int rc = s.Step();
+      if (rc == SQLITE_DONE) {
+        AQ_TRY(RequireBucket(bucket));
+        return NotFound(fmt::format("no object '{}' in bucket '{}'", key, bucket));
+      }
+      if (rc != SQLITE_ROW) return Error("read object " + key);
+      ObjectMeta m;
+      m.bucket = bucket;
+      m.key = key;
+      m.size = static_cast<uint64_t>(s.Int(0));
+      m.mtime_ns = s.Int(1);
+      m.etag = s.Text(2);
+      m.block_size = static_cast<uint64_t>(s.Int(3));
+      m.version = static_cast<uint64_t>(s.Int(4));
+      m.blocks = AQ_TRY(Blocks(bucket, key));
+      return m;
+    }();
+    (void)Exec("COMMIT");
+    return r;
+  }
+
+  Result<std::vector<BlockRef>> PutObject(const ObjectMeta& o) override {
+    AQ_TRY(CheckObjectKey(o.key));
+    uint64_t sum = 0;
+    for (const auto& b : o.blocks) sum += b.size;
+    if (sum != o.size) {
+      return InvalidArgument(fmt::format("object '{}': blocks hold {} bytes, size says {}", o.key, sum, o.size));
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    AQ_TRY(Exec("BEGIN IMMEDIATE"));
+    std::vector<BlockRef> old;
+    Status st = [&]() -> Status {
+      AQ_TRY(RequireBucket(o.bucket));
+      old = AQ_TRY(Blocks(o.bucket, o.key));
+      Stmt del(db_, "DELETE FROM blocks WHERE bucket = ? AND key = ?");
+      del.Bind(1, o.bucket).Bind(2, o.key);
+      if (del.Step() != SQLITE_DONE) return Error("replace blocks of " + o.key);
+      Stmt ver(db_,
+               "INSERT INTO versions(bucket, key, version) VALUES(?, ?, 1) "
+               "ON CONFLICT(bucket, key) DO UPDATE SET version = version + 1 RETURNING version");
+      ver.Bind(1, o.bucket).Bind(2, o.key);
+      if (ver.Step() != SQLITE_ROW) return Error("version " + o.key);
+      const int64_t version = ver.Int(0);
+      Stmt obj(db_,
+               "INSERT OR REPLACE INTO objects(bucket, key, size, mtime_ns, etag, block_size, version) "
+               "VALUES(?, ?, ?, ?, ?, ?, ?)");
+      obj.Bind(1, o.bucket)
+          .Bind(2, o.key)
+          .Bind(3, static_cast<int64_t>(o.size))
+          .Bind(4, o.mtime_ns != 0 ? o.mtime_ns : NowNs())
+          .Bind(5, o.etag)
+          .Bind(6, static_cast<int64_t>(o.block_size))
+          .Bind(7, version);
+      if (obj.Step() != SQLITE_DONE) return Error("write object " + o.key);
+      for (size_t i = 0; i < o.blocks.size(); ++i) {
+        const auto& b = o.blocks[i];
+        Stmt ins(db_, "INSERT INTO blocks(bucket, key, idx, id, size, crc, pool) VALUES(?, ?, ?, ?, ?, ?, ?)");
+        ins.Bind(1, o.bucket)
+            .Bind(2, o.key)
+            .Bind(3, static_cast<int64_t>(i))
+            .Bind(4, b.id)
+            .Bind(5, static_cast<int64_t>(b.size))
+            .Bind(6, static_cast<int64_t>(b.crc32c))
+            .Bind(7, b.pool);
+        if (ins.Step() != SQLITE_DONE) return Error("write block list of " + o.key);
+      }
+      return Status::Ok();
+    }();
+    AQ_TRY(Finish(st));
+    return old;
+  }
+
+  Result<std::vector<BlockRef>> DeleteObject(const std::string& bucket, const std::string& key) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    AQ_TRY(Exec("BEGIN IMMEDIATE"));
+    std::vector<BlockRef> old;
+    Status st = [&]() -> Status {
+      AQ_TRY(RequireBucket(bucket));
+      Stmt obj(db_, "DELETE FROM objects WHERE bucket = ? AND key = ?");
+      obj.Bind(1, bucket).Bind(2, key);
+      if (obj.Step() != SQLITE_DONE) return Error("delete object " + key);
+      if (sqlite3_changes(db_) == 0) return NotFound(fmt::format("no object '{}' in bucket '{}'", key, bucket));
+      old = AQ_TRY(Blocks(bucket, key));
+      Stmt del(db_, "DELETE FROM blocks WHERE bucket = ? AND key = ?");
+      del.Bind(1, bucket).Bind(2, key);
+      if (del.Step() != SQLITE_DONE) return Error("delete blocks of " + key);
+      return Status::Ok();
+    }();
+    AQ_TRY(Finish(st));
+    return old;
+  }
+
+  Result<ListPage> ListObjects(const ListRequest& r) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    AQ_TRY(RequireBucket(r.bucket));
+    // Keys with the prefix sort in [prefix, prefix + U+10FFFF...); compare
+    // with substr instead of LIKE so '%' and '_' in keys need no escaping.
+    Stmt s(db_,
+           "SELECT key, size, mtime_ns, etag, block_size, version FROM objects "
+           "WHERE bucket = ? AND key > ? AND substr(key, 1, ?) = ? ORDER BY key LIMIT ?");
+    s.Bind(1, r.bucket)
+        .Bind(2, r.start_after)
+        .Bind(3, static_cast<int64_t>(r.prefix.size()))
+        .Bind(4, r.prefix)
+        .Bind(5, static_cast<int64_t>(r.max_keys) + 1);
+    ListPage page;
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      if (page.objects.size() == r.max_keys) {
+        page.truncated = true;
+        break;
+      }
+      ObjectMeta m;
+      m.bucket = r.bucket;
+      m.key = s.Text(0);
+      m.size = static_cast<uint64_t>(s.Int(1));
+      m.mtime_ns = s.Int(2);
+      m.etag = s.Text(3);
+      m.block_size = static_cast<uint64_t>(s.Int(4));
+      m.version = static_cast<uint64_t>(s.Int(5));
+      page.objects.push_back(std::move(m));
+    }
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return Error("list " + r.bucket);
+    return page;
+  }
+
+  Result<std::vector<std::string>> ReferencedBlocks() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_, "SELECT DISTINCT id FROM blocks");
+    std::vector<std::string> out;
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) out.push_back(s.Text(0));
+    if (rc != SQLITE_DONE) return Error("list blocks");
+    return out;
+  }
+
+ private:
+  Status Error(const std::string& what) {
+    int code = sqlite3_errcode(db_);
+    if (code == SQLITE_FULL) {
+      return Status(StatusCode::kNoSpace, fmt::format("{}: {}: the disk is full", path_, what));
+    }
+    return IoError(fmt::format("{}: {}: {}", path_, what, sqlite3_errmsg(db_)));
+  }
+  Status Exec(const char* sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string msg = err ? err : "?";
+      sqlite3_free(err);
+      return IoError(fmt::format("{}: {}: {}", path_, sql, msg));
+    }
+    return Status::Ok();
+  }
+  // Commits when st is OK, else rolls back and returns st.
+  Status Finish(const Status& st) {
+    if (!st.ok()) {
+      (void)Exec("ROLLBACK");
+      return st;
+    }
+    Status c = Exec("COMMIT");
+    if (!c.ok()) (void)Exec("ROLLBACK");
+    return c;
+  }
+  Status RequireBucket(const std::string& name) {
+    Stmt s(db_, "SELECT 1 FROM buckets WHERE name = ?");
+    s.Bind(1, name);
+    int rc = s.Step();
+    if (rc == SQLITE_ROW) return Status::Ok();
+    if (rc == SQLITE_DONE) return NotFound(fmt::format("no bucket '{}'", name));
+    return Error("look up bucket " + name);
+  }
+  Result<std::vector<BlockRef>> Blocks(const std::string& bucket, const std::string& key) {
+    Stmt s(db_, "SELECT id, size, crc, pool FROM blocks WHERE bucket = ? AND key = ? ORDER BY idx");
+    s.Bind(1, bucket).Bind(2, key);
+    std::vector<BlockRef> out;
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      out.push_back({s.Text(0), static_cast<uint64_t>(s.Int(1)), static_cast<uint32_t>(s.Int(2)), s.Text(3)});
+    }
+    if (rc != SQLITE_DONE) return Error("read blocks of " + key);
+    return out;
+  }
+
+  std::mutex mu_;
+  sqlite3* db_;  // GUARDED_BY(mu_)
+  std::string path_;
+};
+
+}  // namespace
+
+Status CheckBucketName(const std::string& n) {
+  auto bad = [&](const char* why) { return InvalidArgument(fmt::format("bucket name '{}': {}", n, why)); };
+  if (n.size() < 3 || n.size() > 63) return bad("must be 3 to 63 characters");
+  for (char c : n) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-')) {
+      return bad("only lowercase letters, digits, '.' and '-'");
+    }
+  }
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!alnum(n.front()) || !alnum(n.back())) return bad("must start and end with a letter or digit");
+  if (n.find("..") != std::string::npos) return bad("no two adjacent periods");
+  return Status::Ok();
+}
+
+Status CheckObjectKey(const std::string& key) {
+  if (key.empty() || key.size() > 1024) {
+    return InvalidArgument(fmt::format("object key of {} bytes: must be 1 to 1024", key.size()));
+  }
+  if (key.find('\0') != std::string::npos) return InvalidArgument("object key contains a NUL byte");
+  size_t start = 0;
+  while (start <= key.size()) {
+    size_t slash = key.find('/', start);
+    if (slash == std::string::npos) slash = key.size();
+    std::string_view seg(key.data() + start, slash - start);
+    if (seg == "." || seg == "..") {
+      return InvalidArgument(fmt::format("object key '{}': no '.' or '..' path segments", key));
+    }
+    start = slash + 1;
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<MetaStore>> OpenSqliteMetaStore(const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc =
+      sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close(db);
+    return IoError(fmt::format("open metadata '{}': {}", path, msg));
+  }
+  sqlite3_busy_timeout(db, 5000);
+  char* err = nullptr;
+  std::string setup =
+      std::string("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;") + kSchema;
+  if (sqlite3_exec(db, setup.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "?";
+    sqlite3_free(err);
+    sqlite3_close(db);
+    return Status(StatusCode::kCorruption, fmt::format("metadata '{}' is not an aquifer store: {}", path, msg));
+  }
+  return std::unique_ptr<MetaStore>(std::make_unique<SqliteMetaStore>(db, path));
+}
+
+}  // namespace aq::store

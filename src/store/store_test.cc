@@ -1,0 +1,295 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "store/block_store.h"
+#include "store/meta_store.h"
+
+namespace aq::store {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() : path_(fs::temp_directory_path() / ("aq_store_test_" + std::to_string(getpid()) + "_" + NewBlockId())) {
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+ObjectMeta Object(const std::string& bucket, const std::string& key, std::vector<BlockRef> blocks) {
+  ObjectMeta o;
+  o.bucket = bucket;
+  o.key = key;
+  for (const auto& b : blocks) o.size += b.size;
+  o.block_size = blocks.empty() ? 0 : blocks[0].size;
+  o.etag = "\"etag\"";
+  o.blocks = std::move(blocks);
+  return o;
+}
+
+BlockRef Ref(const std::string& id, uint64_t size) { return {id, size, 7, "default"}; }
+
+TEST(MetaStoreTest, BucketsAndNames) {
+  TempDir dir;
+  auto m = OpenSqliteMetaStore(dir / "meta.db");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_TRUE((*m)->CreateBucket("train-data").ok());
+  EXPECT_EQ((*m)->CreateBucket("train-data").code(), StatusCode::kAlreadyExists);
+  for (const char* bad : {"ab", "Upper", "-start", "end-", "a..b", "under_score"}) {
+    EXPECT_EQ((*m)->CreateBucket(bad).code(), StatusCode::kInvalidArgument) << bad;
+  }
+  auto list = (*m)->ListBuckets();
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].name, "train-data");
+  EXPECT_EQ((*m)->DeleteBucket("nope").code(), StatusCode::kNotFound);
+}
+
+TEST(MetaStoreTest, PutReplacesLayoutAtomicallyAndReturnsOldBlocks) {
+  TempDir dir;
+  auto m = OpenSqliteMetaStore(dir / "meta.db").value();
+  ASSERT_TRUE(m->CreateBucket("b01").ok());
+  auto o1 = Object("b01", "train/shard-0", {Ref(std::string(32, 'a'), 10), Ref(std::string(32, 'b'), 5)});
+  auto old = m->PutObject(o1);
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_TRUE(old->empty());
+  auto got = m->GetObject("b01", "train/shard-0");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->size, 15u);
+  EXPECT_EQ(got->version, 1u);
+  EXPECT_EQ(got->blocks, o1.blocks);
+  EXPECT_EQ(got->etag, "\"etag\"");
+
+  auto o2 = Object("b01", "train/shard-0", {Ref(std::string(32, 'c'), 3)});
+  old = m->PutObject(o2);
+  ASSERT_TRUE(old.ok());
+  EXPECT_EQ(*old, o1.blocks);  // the replaced layout, for the caller to delete
+  got = m->GetObject("b01", "train/shard-0");
+  EXPECT_EQ(got->version, 2u);
+  EXPECT_EQ(got->blocks, o2.blocks);
+
+  auto refs = m->ReferencedBlocks();
+  ASSERT_TRUE(refs.ok());
+  EXPECT_EQ(*refs, std::vector<std::string>{std::string(32, 'c')});
+
+  old = m->DeleteObject("b01", "train/shard-0");
+  ASSERT_TRUE(old.ok());
+  EXPECT_EQ(*old, o2.blocks);
+  auto gone = m->GetObject("b01", "train/shard-0");
+  EXPECT_EQ(gone.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(gone.status().ToString().find("train/shard-0"), std::string::npos);
+  EXPECT_EQ(m->DeleteObject("b01", "train/shard-0").status().code(), StatusCode::kNotFound);
+  // A new write after a delete still gets a higher version.
+  ASSERT_TRUE(m->PutObject(o1).ok());
+  EXPECT_EQ(m->GetObject("b01", "train/shard-0")->version, 3u);
+}
+
+TEST(MetaStoreTest, BadPutsAreRefusedWholly) {
+  TempDir dir;
+  auto m = OpenSqliteMetaStore(dir / "meta.db").value();
+  ASSERT_TRUE(m->CreateBucket("b01").ok());
+  EXPECT_EQ(m->PutObject(Object("nobucket", "k", {})).status().code(), StatusCode::kNotFound);
+  auto o = Object("b01", "k", {Ref(std::string(32, 'a'), 10)});
+  o.size = 11;  // blocks and size disagree
+  EXPECT_EQ(m->PutObject(o).status().code(), StatusCode::kInvalidArgument);
+  for (const char* key : {"../etc/passwd", "a/../../b", "a/./b", "..", ""}) {
+    EXPECT_EQ(m->PutObject(Object("b01", key, {})).status().code(), StatusCode::kInvalidArgument) << key;
+  }
+  EXPECT_EQ(m->PutObject(Object("b01", std::string(1025, 'k'), {})).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(m->PutObject(Object("b01", "a..b/c.d", {})).ok());  // dots inside a segment are fine
+  auto page = m->ListObjects({"b01", "", "", 100});
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->objects.size(), 1u);  // nothing half-written by the refused puts
+}
+
+TEST(MetaStoreTest, ListingByPrefixWithPagination) {
+  TempDir dir;
+  auto m = OpenSqliteMetaStore(dir / "meta.db").value();
+  ASSERT_TRUE(m->CreateBucket("b01").ok());
+  for (const char* k : {"a/1", "a/2", "a/3", "a%/x", "a_/y", "b/1", "a"})
+    ASSERT_TRUE(m->PutObject(Object("b01", k, {})).ok());
+  auto p = m->ListObjects({"b01", "a/", "", 2});
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(p->objects.size(), 2u);
+  EXPECT_EQ(p->objects[0].key, "a/1");
+  EXPECT_EQ(p->objects[1].key, "a/2");
+  EXPECT_TRUE(p->truncated);
+  p = m->ListObjects({"b01", "a/", "a/2", 2});
+  ASSERT_EQ(p->objects.size(), 1u);
+  EXPECT_EQ(p->objects[0].key, "a/3");
+  EXPECT_FALSE(p->truncated);
+  p = m->ListObjects({"b01", "a%", "", 10});  // '%' is a character, not a wildcard
+  ASSERT_EQ(p->objects.size(), 1u);
+  EXPECT_EQ(p->objects[0].key, "a%/x");
+  p = m->ListObjects({"b01", "", "", 1000});
+  EXPECT_EQ(p->objects.size(), 7u);
+  EXPECT_EQ(m->ListObjects({"nobucket", "", "", 10}).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(m->DeleteBucket("b01").code(), StatusCode::kInvalidArgument);  // not empty
+}
+
+TEST(MetaStoreTest, SurvivesReopenAndRefusesForeignFiles) {
+  TempDir dir;
+  {
+    auto m = OpenSqliteMetaStore(dir / "meta.db").value();
+    ASSERT_TRUE(m->CreateBucket("keep").ok());
+    ASSERT_TRUE(m->PutObject(Object("keep", "k", {Ref(std::string(32, 'd'), 4)})).ok());
+  }
+  auto m = OpenSqliteMetaStore(dir / "meta.db");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ((*m)->GetObject("keep", "k")->blocks[0].id, std::string(32, 'd'));
+  std::ofstream(dir / "junk.db") << "this is not a database, just some bytes that go on for a while........";
+  auto bad = OpenSqliteMetaStore(dir / "junk.db");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().ToString().find("junk.db"), std::string::npos);
+  EXPECT_FALSE(OpenSqliteMetaStore(dir / "no/such/dir/meta.db").ok());
+}
+
+TEST(BlockStoreTest, ParsePool) {
+  auto p = ParsePool("fast=/mnt/nvme,media=ssd");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->name, "fast");
+  EXPECT_EQ(p->path, "/mnt/nvme");
+  EXPECT_EQ(ParsePool("slow=/mnt/hdd,media=hdd")->media, Media::kHdd);
+  EXPECT_EQ(ParsePool("plain=/x")->media, Media::kSsd);
+  for (const char* bad : {"noequals", "=/x", "n=", "n=/x,media=tape", "n=/x,color=red"}) {
+    EXPECT_FALSE(ParsePool(bad).ok()) << bad;
+  }
+}
+
+TEST(BlockStoreTest, WriteReadRangesRemove) {
+  auto mem = io::NewMemFileSystem();
+  auto bs = BlockStore::Open(*mem, {{"default", "/pool0", Media::kSsd}, {"cold", "/pool1", Media::kHdd}});
+  ASSERT_TRUE(bs.ok()) << bs.status().ToString();
+  std::string data(100000, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 31);
+  auto ref = (*bs)->Write("", data);
+  ASSERT_TRUE(ref.ok());
+  EXPECT_EQ(ref->pool, "default");
+  EXPECT_EQ(ref->size, data.size());
+  EXPECT_EQ(ref->id.size(), 32u);
+  EXPECT_EQ(*(*bs)->Read(*ref), data);
+  EXPECT_EQ(*(*bs)->Read(*ref, 99990, 100), data.substr(99990));
+  EXPECT_EQ(*(*bs)->Read(*ref, 5, 3), data.substr(5, 3));
+  EXPECT_FALSE((*bs)->Read(*ref, 100001, 1).ok());
+  auto cold = (*bs)->Write("cold", "x");
+  ASSERT_TRUE(cold.ok());
+  EXPECT_EQ(cold->pool, "cold");
+  EXPECT_EQ((*bs)->Write("nopool", "x").status().code(), StatusCode::kNotFound);
+  auto usage = (*bs)->Usage();
+  ASSERT_TRUE(usage.ok());
+  EXPECT_EQ((*usage)[0].blocks, 1u);
+  EXPECT_EQ((*usage)[1].blocks, 1u);
+  EXPECT_TRUE((*bs)->Remove(*ref).ok());
+  EXPECT_TRUE((*bs)->Remove(*ref).ok());  // idempotent
+  EXPECT_EQ((*bs)->Read(*ref).status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE((*bs)->Read({"../../etc/passwd", 1, 0, "default"}).ok());  // ids are ids, not paths
+  EXPECT_FALSE(BlockStore::Open(*mem, {}).ok());
+  EXPECT_FALSE(BlockStore::Open(*mem, {{"a", "/p"}, {"a", "/q"}}).ok());
+}
+
+TEST(BlockStoreTest, CorruptBlocksAreReportedNeverReturned) {
+  TempDir dir;
+  auto posix = io::NewPosixFileSystem();
+  auto bs = BlockStore::Open(*posix, {{"default", dir / "pool", Media::kSsd}}).value();
+  std::string data(4096, 'q');
+  auto ref = *bs->Write("", data);
+  const std::string path = bs->PathOf(ref);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(24 + 1000);
+    f.put('Q');  // one flipped byte in the data
+  }
+  auto r = bs->Read(ref);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(r.status().ToString().find(ref.id), std::string::npos);
+  EXPECT_NE(r.status().ToString().find("default"), std::string::npos);
+  fs::resize_file(path, 10);  // truncated below the header
+  EXPECT_EQ(bs->Read(ref).status().code(), StatusCode::kCorruption);
+  auto other = *bs->Write("", "abc");
+  BlockRef wrong = other;
+  wrong.crc32c ^= 1;  // the layout and the file disagree
+  EXPECT_EQ(bs->Read(wrong).status().code(), StatusCode::kCorruption);
+}
+
+// A crash between writing blocks and committing the layout leaves orphan
+// blocks and temporaries; the object keeps its old layout, and garbage
+// collection at the next start removes the rest.
+TEST(BlockStoreTest, OrphansFromAnInterruptedWriteAreCollected) {
+  TempDir dir;
+  auto posix = io::NewPosixFileSystem();
+  auto bs = BlockStore::Open(*posix, {{"default", dir / "pool", Media::kSsd}}).value();
+  auto meta = OpenSqliteMetaStore(dir / "meta.db").value();
+  ASSERT_TRUE(meta->CreateBucket("b01").ok());
+  auto kept = *bs->Write("", "old contents");
+  ASSERT_TRUE(meta->PutObject(Object("b01", "k", {kept})).ok());
+  // The interrupted rewrite: two new blocks written, no commit, and a
+  // temporary file that never got renamed.
+  auto orphan1 = *bs->Write("", "new contents, part 1");
+  auto orphan2 = *bs->Write("", "new contents, part 2");
+  std::ofstream(bs->PathOf(orphan1) + "x.tmp") << "half";
+  auto gc = bs->CollectGarbage(*meta->ReferencedBlocks());
+  ASSERT_TRUE(gc.ok()) << gc.status().ToString();
+  EXPECT_EQ(gc->orphans_removed, 2u);
+  EXPECT_EQ(gc->temporaries_removed, 1u);
+  EXPECT_EQ(gc->blocks_seen, 3u);
+  EXPECT_EQ(*bs->Read(meta->GetObject("b01", "k")->blocks[0]), "old contents");
+  EXPECT_EQ(bs->Read(orphan2).status().code(), StatusCode::kNotFound);
+}
+
+// A file system whose appends fail as a full disk does.
+class FullFileSystem final : public io::FileSystem {
+ public:
+  explicit FullFileSystem(io::FileSystem& base) : base_(base) {}
+  Result<std::unique_ptr<io::RandomAccessFile>> OpenRead(const std::string& p, io::AccessHint h) override {
+    return base_.OpenRead(p, h);
+  }
+  Result<std::unique_ptr<io::WritableFile>> OpenWrite(const std::string& p) override {
+    return std::unique_ptr<io::WritableFile>(std::make_unique<Full>(AQ_TRY(base_.OpenWrite(p))));
+  }
+  Result<io::FileInfo> Stat(const std::string& p) override { return base_.Stat(p); }
+  Result<std::vector<io::FileInfo>> List(const std::string& d) override { return base_.List(d); }
+  Status MakeDirs(const std::string& p) override { return base_.MakeDirs(p); }
+  Status Remove(const std::string& p) override { return base_.Remove(p); }
+  Status Rename(const std::string& a, const std::string& b) override { return base_.Rename(a, b); }
+
+ private:
+  struct Full final : io::WritableFile {
+    explicit Full(std::unique_ptr<io::WritableFile> f) : f_(std::move(f)) {}
+    Status Append(std::string_view d) override {
+      if (f_->size() + d.size() > 64) return Status(StatusCode::kNoSpace, "write: no space left on device");
+      return f_->Append(d);
+    }
+    Status Sync() override { return f_->Sync(); }
+    Status Close() override { return f_->Close(); }
+    uint64_t size() const override { return f_->size(); }
+    const std::string& path() const override { return f_->path(); }
+    std::unique_ptr<io::WritableFile> f_;
+  };
+  io::FileSystem& base_;
+};
+
+TEST(BlockStoreTest, FullDiskLeavesNothingBehind) {
+  auto mem = io::NewMemFileSystem();
+  FullFileSystem full(*mem);
+  auto bs = BlockStore::Open(full, {{"default", "/pool", Media::kSsd}}).value();
+  EXPECT_TRUE(bs->Write("", "small").ok());
+  auto r = bs->Write("", std::string(1000, 'x'));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNoSpace);
+  auto gc = bs->CollectGarbage({});
+  ASSERT_TRUE(gc.ok());
+  EXPECT_EQ(gc->temporaries_removed, 0u);  // the failed write removed its temporary
+  EXPECT_EQ(gc->blocks_seen, 1u);
+}
+
+}  // namespace
+}  // namespace aq::store
