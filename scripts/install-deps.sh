@@ -14,8 +14,8 @@ PACKAGES=(
   libturbojpeg0-dev libjpeg62-turbo-dev
   # the monitor's Prometheus endpoint; the storage bench's io_uring queue
   libcpp-httplib-dev liburing-dev
-  # the storage node's metadata
-  libsqlite3-dev
+  # the storage node's metadata and ETags
+  libsqlite3-dev libssl-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # fuzzing (clang's libFuzzer runtime)

@@ -1,0 +1,104 @@
+// Objects over blocks: what the node's protocols (S3 over HTTP, the
+// aquifer:// client) call. A put streams: bytes are cut into blocks of the
+// bucket's block size and each full block is written (durably) as it
+// fills, so memory stays at one block whatever the object's size; Commit
+// switches the object's layout in one metadata transaction and only then
+// deletes the blocks of the layout it replaced. An abandoned put (client
+// gone, error) removes the blocks it wrote; a crash leaves orphans that the
+// next start collects. Reads map a byte range onto the blocks and hand the
+// bytes to a sink block by block, each block verified.
+//
+// Thread safety: ObjectStore methods may be called concurrently; an
+// ObjectWriter is used by one thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "store/block_store.h"
+#include "store/meta_store.h"
+
+namespace aq::store {
+
+struct ObjectStoreOptions {
+  uint64_t block_size = 4 << 20;  // 4 MiB
+  std::string pool;               // default pool for new blocks ("" = the first)
+};
+
+class ObjectWriter {
+ public:
+  ~ObjectWriter();  // aborts unless committed
+  ObjectWriter(const ObjectWriter&) = delete;
+  ObjectWriter& operator=(const ObjectWriter&) = delete;
+
+  Status Write(std::string_view data);
+  // Writes the last block, commits the layout, deletes the replaced blocks.
+  Result<ObjectMeta> Commit();
+  // Removes every block written so far. Idempotent.
+  void Abort();
+  uint64_t bytes_written() const { return size_; }
+
+ private:
+  friend class ObjectStore;
+  ObjectWriter(MetaStore& meta, BlockStore& blocks, std::string bucket, std::string key, std::string pool,
+               uint64_t block_size);
+  Status FlushBlock();
+
+  MetaStore& meta_;
+  BlockStore& blocks_;
+  std::string bucket_, key_, pool_;
+  uint64_t block_size_;
+  std::string buffer_;
+  std::vector<BlockRef> written_;
+  uint64_t size_ = 0;
+  void* md5_;  // EVP_MD_CTX*, the ETag
+  bool done_ = false;
+};
+
+struct ListV2Request {
+  std::string bucket, prefix, delimiter;
+  std::string start_after;  // exclusive; also how continuation tokens resume
+  uint32_t max_keys = 1000;
+};
+
+struct ListV2Page {
+  std::vector<ObjectMeta> objects;           // keys without the delimiter past the prefix
+  std::vector<std::string> common_prefixes;  // prefix + ... + delimiter, each once
+  bool truncated = false;
+  std::string next_start_after;  // resume point when truncated
+};
+
+class ObjectStore {
+ public:
+  ObjectStore(MetaStore& meta, BlockStore& blocks, ObjectStoreOptions options)
+      : meta_(meta), blocks_(blocks), options_(std::move(options)) {}
+
+  // Starts a put. The bucket must exist and the key be valid (checked now,
+  // so a bad request fails before any byte is stored).
+  Result<std::unique_ptr<ObjectWriter>> Put(const std::string& bucket, const std::string& key);
+  Result<ObjectMeta> Head(const std::string& bucket, const std::string& key);
+  // Streams bytes [offset, offset + n) of the object to `sink`, at most one
+  // block at a time. REQUIRES: offset + n <= object.size.
+  Status Read(const ObjectMeta& object, uint64_t offset, uint64_t n,
+              const std::function<Status(std::string_view)>& sink);
+  Status Delete(const std::string& bucket, const std::string& key);
+  // S3 ListObjectsV2: keys under the prefix; with a delimiter, keys that
+  // contain it after the prefix are rolled up into common prefixes. Keys and
+  // prefixes together count against max_keys.
+  Result<ListV2Page> List(const ListV2Request& request);
+
+  MetaStore& meta() { return meta_; }
+  BlockStore& blocks() { return blocks_; }
+  const ObjectStoreOptions& options() const { return options_; }
+
+ private:
+  MetaStore& meta_;
+  BlockStore& blocks_;
+  ObjectStoreOptions options_;
+};
+
+}  // namespace aq::store
