@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("aquifer ") + AQ_VERSION);
   aq::cli::RegisterDatasetCommands(app, g);
   aq::cli::RegisterBenchCommands(app, g);
+  aq::cli::RegisterServeCommands(app, g);
   app.parse_complete_callback([&g] { aq::log::Init(g.log_level); });
   try {
     app.parse(argc, argv);

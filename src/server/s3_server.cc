@@ -1,0 +1,520 @@
+#include "server/s3_server.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+#include <openssl/evp.h>
+
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include "server/sigv4.h"
+
+namespace aq::server {
+namespace {
+
+using httplib::Request;
+using httplib::Response;
+
+std::string Xml(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string IsoTime(int64_t ns) {
+  std::time_t t = static_cast<std::time_t>(ns / 1000000000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S.000Z", &tm);
+  return buf;
+}
+
+std::string HttpTime(int64_t ns) {
+  std::time_t t = static_cast<std::time_t>(ns / 1000000000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[40];
+  std::strftime(buf, sizeof buf, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  return buf;
+}
+
+void SendError(Response& res, int status, const std::string& code, const std::string& message,
+               const std::string& resource) {
+  res.status = status;
+  res.set_content(fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{}</Code><Message>{}</Message>"
+                              "<Resource>{}</Resource></Error>",
+                              code, Xml(message), Xml(resource)),
+                  "application/xml");
+}
+
+// What an aq::Status means to an S3 client.
+void SendStatus(Response& res, const Status& s, const std::string& resource, bool object) {
+  const std::string msg = std::string(s.message());
+  switch (s.code()) {
+    case StatusCode::kNotFound:
+      if (msg.rfind("no bucket", 0) == 0) return SendError(res, 404, "NoSuchBucket", msg, resource);
+      return SendError(res, 404, object ? "NoSuchKey" : "NoSuchBucket", msg, resource);
+    case StatusCode::kAlreadyExists: return SendError(res, 409, "BucketAlreadyOwnedByYou", msg, resource);
+    case StatusCode::kInvalidArgument:
+      if (msg.find("not empty") != std::string::npos) return SendError(res, 409, "BucketNotEmpty", msg, resource);
+      if (msg.find("bucket name") != std::string::npos) {
+        return SendError(res, 400, "InvalidBucketName", msg, resource);
+      }
+      if (msg.find("1 to 1024") != std::string::npos) return SendError(res, 400, "KeyTooLongError", msg, resource);
+      return SendError(res, 400, "InvalidArgument", msg, resource);
+    case StatusCode::kNoSpace: return SendError(res, 507, "InsufficientStorage", msg, resource);
+    default: return SendError(res, 500, "InternalError", msg, resource);
+  }
+}
+
+struct Target {
+  std::string bucket, key;  // decoded
+  std::string raw_path, raw_query;
+};
+
+Target ParseTarget(const Request& req) {
+  Target t;
+  size_t q = req.target.find('?');
+  t.raw_path = req.target.substr(0, q);
+  t.raw_query = q == std::string::npos ? "" : req.target.substr(q + 1);
+  std::string path = UriDecode(t.raw_path);
+  if (!path.empty() && path[0] == '/') path.erase(0, 1);
+  size_t slash = path.find('/');
+  t.bucket = path.substr(0, slash);
+  if (slash != std::string::npos) t.key = path.substr(slash + 1);
+  return t;
+}
+
+class Handler {
+ public:
+  Handler(store::ObjectStore& objects, S3ServerOptions options) : objects_(objects), o_(std::move(options)) {}
+
+  // Returns false (and fills res) when the request is not authenticated.
+  bool Authenticate(const Request& req, const Target& t, Response& res, std::string* payload_hash) {
+    const std::string resource = t.raw_path;
+    if (!req.has_header("Authorization")) {
+      if (o_.anonymous) return true;
+      SendError(res, 403, "AccessDenied", "this node requires AWS Signature Version 4 (no Authorization header)",
+                resource);
+      return false;
+    }
+    auto auth = ParseAuthorization(req.get_header_value("Authorization"));
+    if (!auth.ok()) {
+      SendError(res, 400, "AuthorizationHeaderMalformed", std::string(auth.status().message()), resource);
+      return false;
+    }
+    const Credential* cred = nullptr;
+    for (const auto& c : o_.credentials) {
+      if (c.access_key == auth->access_key) cred = &c;
+    }
+    if (cred == nullptr) {
+      SendError(res, 403, "InvalidAccessKeyId", "the access key id is not known to this node", resource);
+      return false;
+    }
+    const std::string amz_date = req.get_header_value("x-amz-date");
+    if (amz_date.size() != 16 || amz_date.compare(0, 8, auth->date) != 0) {
+      SendError(res, 403, "AccessDenied", "x-amz-date is missing or does not match the credential's date", resource);
+      return false;
+    }
+    std::tm tm{};
+    if (strptime(amz_date.c_str(), "%Y%m%dT%H%M%SZ", &tm) == nullptr) {
+      SendError(res, 403, "AccessDenied", "malformed x-amz-date", resource);
+      return false;
+    }
+    const double skew = std::difftime(std::time(nullptr), timegm(&tm));
+    if (skew > o_.max_clock_skew_seconds || skew < -o_.max_clock_skew_seconds) {
+      SendError(res, 403, "RequestTimeTooSkewed", fmt::format("the request time is {:.0f} s off", skew), resource);
+      return false;
+    }
+    *payload_hash = req.get_header_value("x-amz-content-sha256");
+    if (payload_hash->empty()) {
+      SendError(res, 400, "InvalidRequest", "x-amz-content-sha256 is required with Signature Version 4", resource);
+      return false;
+    }
+    if (payload_hash->rfind("STREAMING-", 0) == 0) {
+      SendError(res, 501, "NotImplemented", "aws-chunked streaming uploads are not supported; sign the payload",
+                resource);
+      return false;
+    }
+    SigV4Request sr;
+    sr.method = req.method;
+    sr.raw_path = t.raw_path;
+    sr.raw_query = t.raw_query;
+    for (const auto& name : auth->signed_headers) {
+      size_t n = req.get_header_value_count(name);
+      for (size_t i = 0; i < n; ++i) sr.headers.emplace(name, req.get_header_value(name, i));
+    }
+    sr.payload_hash = *payload_hash;
+    const std::string scope = auth->date + "/" + auth->region + "/" + auth->service + "/aws4_request";
+    const std::string sts = StringToSign(amz_date, scope, CanonicalRequest(sr, auth->signed_headers));
+    if (!SameSignature(Signature(cred->secret, *auth, sts), auth->signature)) {
+      SendError(res, 403, "SignatureDoesNotMatch",
+                "the request signature we calculated does not match the signature you provided", resource);
+      return false;
+    }
+    return true;
+  }
+
+  void Get(const Request& req, Response& res) {
+    Target t = ParseTarget(req);
+    std::string hash;
+    if (!Authenticate(req, t, res, &hash)) return;
+    if (t.bucket.empty()) return ListBuckets(res);
+    if (t.key.empty()) {
+      if (req.has_param("location")) {
+        auto head = objects_.meta().ListObjects({t.bucket, "", "", 0});
+        if (!head.ok()) return SendStatus(res, head.status(), t.raw_path, false);
+        res.set_content(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<LocationConstraint "
+            "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"></LocationConstraint>",
+            "application/xml");
+        return;
+      }
+      return List(req, t, res);
+    }
+    auto meta = objects_.Head(t.bucket, t.key);
+    if (!meta.ok()) return SendStatus(res, meta.status(), t.raw_path, true);
+    res.set_header("ETag", meta->etag);
+    res.set_header("Last-Modified", HttpTime(meta->mtime_ns));
+    res.set_header("Accept-Ranges", "bytes");
+    if (req.has_header("Range")) {
+      // Ranges are served by the HTTP layer from the provider below; only
+      // the unsatisfiable ones need S3's own error.
+      const auto& ranges = req.ranges;
+      if (ranges.empty()) {
+        return SendError(res, 416, "InvalidRange", "malformed Range header", t.raw_path);
+      }
+      for (const auto& r : ranges) {
+        if (r.first >= 0 && static_cast<uint64_t>(r.first) >= meta->size) {
+          // The HTTP layer would apply the range to the error's XML too.
+          const_cast<Request&>(req).ranges.clear();
+          return SendError(res, 416, "InvalidRange",
+                           fmt::format("range starts at {}, the object has {} bytes", r.first, meta->size), t.raw_path);
+        }
+        if (r.first < 0 && r.second == 0) return SendError(res, 416, "InvalidRange", "empty suffix range", t.raw_path);
+      }
+    }
+    if (req.method == "HEAD") {
+      res.set_header("Content-Length", std::to_string(meta->size));
+      return;
+    }
+    if (meta->size == 0) {
+      res.set_content("", "application/octet-stream");
+      return;
+    }
+    auto object = std::make_shared<store::ObjectMeta>(std::move(*meta));
+    res.set_content_provider(object->size, "application/octet-stream",
+                             [this, object](size_t offset, size_t length, httplib::DataSink& sink) {
+                               // One block per call: the block holding `offset`, verified.
+                               uint64_t start = 0, take = 0;
+                               for (const auto& b : object->blocks) {
+                                 if (offset < start + b.size) {
+                                   take = std::min<uint64_t>(length, start + b.size - offset);
+                                   break;
+                                 }
+                                 start += b.size;
+                               }
+                               Status s = objects_.Read(*object, offset, take, [&](std::string_view bytes) {
+                                 return sink.write(bytes.data(), bytes.size()) ? Status::Ok()
+                                                                               : IoError("client went away");
+                               });
+                               return s.ok();  // a corrupt block ends the response short, never with bad bytes
+                             });
+  }
+
+  void Put(const Request& req, Response& res, const httplib::ContentReader& reader) {
+    bool consumed = false;
+    PutImpl(req, res, reader, &consumed);
+    if (!consumed) {
+      // A refused upload's body is still on the connection: read it away
+      // (up to a bound) so the client's next request parses cleanly.
+      uint64_t left = 64ull << 20;
+      bool drained = reader([&](const char*, size_t n) {
+        if (n > left) return false;
+        left -= n;
+        return true;
+      });
+      if (!drained) res.set_header("Connection", "close");
+    }
+  }
+
+  void PutImpl(const Request& req, Response& res, const httplib::ContentReader& reader, bool* consumed) {
+    Target t = ParseTarget(req);
+    std::string hash;
+    if (!Authenticate(req, t, res, &hash)) return;
+    if (t.bucket.empty()) return SendError(res, 405, "MethodNotAllowed", "PUT needs a bucket", t.raw_path);
+    if (req.has_param("uploadId") || req.has_param("partNumber")) {
+      return SendError(res, 501, "NotImplemented", "multipart upload is not supported yet", t.raw_path);
+    }
+    if (t.key.empty()) {
+      std::string body;
+      *consumed = true;
+      reader([&](const char* d, size_t n) {
+        if (body.size() + n > 1 << 20) return false;
+        body.append(d, n);
+        return true;
+      });
+      Status s = objects_.meta().CreateBucket(t.bucket);
+      if (!s.ok()) return SendStatus(res, s, t.raw_path, false);
+      res.set_header("Location", "/" + t.bucket);
+      return;
+    }
+    if (req.has_header("x-amz-copy-source")) {
+      return SendError(res, 501, "NotImplemented", "CopyObject is not supported yet", t.raw_path);
+    }
+    auto writer = objects_.Put(t.bucket, t.key);
+    if (!writer.ok()) return SendStatus(res, writer.status(), t.raw_path, true);
+    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> sha(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+    EVP_DigestInit_ex(sha.get(), EVP_sha256(), nullptr);
+    Status failed;
+    uint64_t received = 0;
+    *consumed = true;
+    bool complete = reader([&](const char* d, size_t n) {
+      received += n;
+      if (received > o_.max_object_bytes) {
+        failed = InvalidArgument(fmt::format("object larger than {} bytes", o_.max_object_bytes));
+        return false;
+      }
+      EVP_DigestUpdate(sha.get(), d, n);
+      failed = (*writer)->Write(std::string_view(d, n));
+      return failed.ok();
+    });
+    if (!failed.ok()) {
+      res.set_header("Connection", "close");  // the rest of the body was not read
+      if (failed.code() == StatusCode::kInvalidArgument) {
+        return SendError(res, 400, "EntityTooLarge", std::string(failed.message()), t.raw_path);
+      }
+      return SendStatus(res, failed, t.raw_path, true);
+    }
+    if (!complete) {
+      // The client went away mid-upload: nothing of it becomes visible.
+      return SendError(res, 400, "IncompleteBody", "the request body ended early", t.raw_path);
+    }
+    if (req.has_header("Content-Length") && std::to_string(received) != req.get_header_value("Content-Length")) {
+      return SendError(
+          res, 400, "IncompleteBody",
+          fmt::format("received {} bytes, Content-Length said {}", received, req.get_header_value("Content-Length")),
+          t.raw_path);
+    }
+    if (!hash.empty() && hash != "UNSIGNED-PAYLOAD") {
+      unsigned char d[EVP_MAX_MD_SIZE];
+      unsigned len = 0;
+      EVP_DigestFinal_ex(sha.get(), d, &len);
+      if (HexEncode(d, len) != hash) {
+        return SendError(res, 400, "XAmzContentSHA256Mismatch",
+                         "the body's SHA-256 does not match x-amz-content-sha256", t.raw_path);
+      }
+    }
+    auto meta = (*writer)->Commit();
+    if (!meta.ok()) return SendStatus(res, meta.status(), t.raw_path, true);
+    res.set_header("ETag", meta->etag);
+  }
+
+  void Delete(const Request& req, Response& res) {
+    Target t = ParseTarget(req);
+    std::string hash;
+    if (!Authenticate(req, t, res, &hash)) return;
+    if (t.bucket.empty()) return SendError(res, 405, "MethodNotAllowed", "DELETE needs a bucket", t.raw_path);
+    if (req.has_param("uploadId")) {
+      return SendError(res, 501, "NotImplemented", "multipart upload is not supported yet", t.raw_path);
+    }
+    if (t.key.empty()) {
+      Status s = objects_.meta().DeleteBucket(t.bucket);
+      if (!s.ok()) return SendStatus(res, s, t.raw_path, false);
+      res.status = 204;
+      return;
+    }
+    Status s = objects_.Delete(t.bucket, t.key);
+    // S3 answers 204 whether or not the key existed; a missing bucket is an error.
+    if (!s.ok() && !(s.code() == StatusCode::kNotFound && s.message().rfind("no bucket", 0) != 0)) {
+      return SendStatus(res, s, t.raw_path, true);
+    }
+    res.status = 204;
+  }
+
+  void Post(const Request& req, Response& res) {
+    Target t = ParseTarget(req);
+    std::string hash;
+    if (!Authenticate(req, t, res, &hash)) return;
+    SendError(res, 501, "NotImplemented", "POST operations (multipart upload, DeleteObjects) are not supported yet",
+              t.raw_path);
+  }
+
+ private:
+  void ListBuckets(Response& res) {
+    auto buckets = objects_.meta().ListBuckets();
+    if (!buckets.ok()) return SendStatus(res, buckets.status(), "/", false);
+    std::string xml =
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListAllMyBucketsResult "
+        "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Owner><ID>aquifer</ID><DisplayName>aquifer</DisplayName>"
+        "</Owner><Buckets>";
+    for (const auto& b : *buckets) {
+      xml += fmt::format("<Bucket><Name>{}</Name><CreationDate>{}</CreationDate></Bucket>", Xml(b.name),
+                         IsoTime(b.created_ns));
+    }
+    res.set_content(xml + "</Buckets></ListAllMyBucketsResult>", "application/xml");
+  }
+
+  void List(const Request& req, const Target& t, Response& res) {
+    const bool v2 = req.get_param_value("list-type") == "2";
+    store::ListV2Request r;
+    r.bucket = t.bucket;
+    r.prefix = req.get_param_value("prefix");
+    r.delimiter = req.get_param_value("delimiter");
+    r.max_keys = 1000;
+    if (req.has_param("max-keys")) {
+      try {
+        long v = std::stol(req.get_param_value("max-keys"));
+        if (v < 0) throw std::out_of_range("negative");
+        r.max_keys = static_cast<uint32_t>(std::min(v, 1000L));
+      } catch (const std::exception&) {
+        return SendError(res, 400, "InvalidArgument", "max-keys must be a non-negative integer", t.raw_path);
+      }
+    }
+    if (v2) {
+      // Continuation tokens are the resume key itself, hex-encoded (opaque to clients).
+      const std::string token = req.get_param_value("continuation-token");
+      if (!token.empty()) {
+        r.start_after = UnHex(token);
+      } else {
+        r.start_after = req.get_param_value("start-after");
+      }
+    } else {
+      r.start_after = req.get_param_value("marker");
+    }
+    auto page = objects_.List(r);
+    if (!page.ok()) return SendStatus(res, page.status(), t.raw_path, false);
+    std::string xml = fmt::format(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListBucketResult "
+        "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Name>{}</Name><Prefix>{}</Prefix><MaxKeys>{}</MaxKeys>"
+        "<IsTruncated>{}</IsTruncated>",
+        Xml(t.bucket), Xml(r.prefix), r.max_keys, page->truncated ? "true" : "false");
+    if (!r.delimiter.empty()) xml += "<Delimiter>" + Xml(r.delimiter) + "</Delimiter>";
+    if (v2) {
+      xml += fmt::format("<KeyCount>{}</KeyCount>", page->objects.size() + page->common_prefixes.size());
+      if (req.has_param("continuation-token")) {
+        xml += "<ContinuationToken>" + Xml(req.get_param_value("continuation-token")) + "</ContinuationToken>";
+      }
+      if (req.has_param("start-after"))
+        xml += "<StartAfter>" + Xml(req.get_param_value("start-after")) + "</StartAfter>";
+      if (page->truncated) {
+        xml += "<NextContinuationToken>" +
+               HexEncode(reinterpret_cast<const unsigned char*>(page->next_start_after.data()),
+                         page->next_start_after.size()) +
+               "</NextContinuationToken>";
+      }
+    } else {
+      xml += "<Marker>" + Xml(r.start_after) + "</Marker>";
+      if (page->truncated) xml += "<NextMarker>" + Xml(page->next_start_after) + "</NextMarker>";
+    }
+    for (const auto& o : page->objects) {
+      xml += fmt::format(
+          "<Contents><Key>{}</Key><LastModified>{}</LastModified><ETag>{}</ETag><Size>{}</Size>"
+          "<StorageClass>STANDARD</StorageClass></Contents>",
+          Xml(o.key), IsoTime(o.mtime_ns), Xml(o.etag), o.size);
+    }
+    for (const auto& p : page->common_prefixes)
+      xml += "<CommonPrefixes><Prefix>" + Xml(p) + "</Prefix></CommonPrefixes>";
+    res.set_content(xml + "</ListBucketResult>", "application/xml");
+  }
+
+  static std::string UnHex(const std::string& h) {
+    std::string out;
+    for (size_t i = 0; i + 1 < h.size(); i += 2) {
+      out += static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16));
+    }
+    return out;
+  }
+
+  store::ObjectStore& objects_;
+  S3ServerOptions o_;
+};
+
+}  // namespace
+
+Result<std::vector<Credential>> LoadCredentials(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound(fmt::format("credentials file '{}' cannot be read", path));
+  std::vector<Credential> out;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    size_t hash = line.find('#');
+    if (hash != std::string::npos) line.erase(hash);
+    std::istringstream f(line);
+    Credential c;
+    std::string extra;
+    if (!(f >> c.access_key)) continue;
+    if (!(f >> c.secret) || (f >> extra)) {
+      return InvalidArgument(fmt::format("{}:{}: expected ACCESS_KEY_ID SECRET_ACCESS_KEY", path, n));
+    }
+    out.push_back(std::move(c));
+  }
+  if (out.empty()) return InvalidArgument(fmt::format("credentials file '{}' holds no key", path));
+  return out;
+}
+
+Result<std::unique_ptr<S3Server>> S3Server::Start(store::ObjectStore& objects, S3ServerOptions options) {
+  if (options.credentials.empty() && !options.anonymous) {
+    return InvalidArgument("give credentials (--credentials FILE) or allow anonymous access (--anonymous)");
+  }
+  std::unique_ptr<S3Server> s(new S3Server());
+  s->http_ = std::make_unique<httplib::Server>();
+  auto& http = *s->http_;
+  const size_t threads = std::max<size_t>(1, options.threads);
+  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http.set_keep_alive_max_count(1000);
+  http.set_read_timeout(30);
+  http.set_payload_max_length(options.max_object_bytes);
+  http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  auto h = std::make_shared<Handler>(objects, options);
+  http.Get(".*", [h](const Request& req, Response& res) { h->Get(req, res); });
+  http.Put(".*",
+           [h](const Request& req, Response& res, const httplib::ContentReader& reader) { h->Put(req, res, reader); });
+  http.Delete(".*", [h](const Request& req, Response& res) { h->Delete(req, res); });
+  http.Post(".*", [h](const Request& req, Response& res) { h->Post(req, res); });
+  // Requests the HTTP layer refuses before routing (malformed, a path that
+  // climbs out of the root, a body over the limit).
+  http.set_error_handler([](const Request& req, Response& res) {
+    if (!res.body.empty()) return;
+    const char* code = res.status == 413   ? "EntityTooLarge"
+                       : res.status == 404 ? "NoSuchKey"
+                       : res.status >= 500 ? "InternalError"
+                                           : "InvalidRequest";
+    SendError(res, res.status, code, fmt::format("HTTP {}", res.status), req.path);
+  });
+  if (options.port == 0) {
+    s->port_ = http.bind_to_any_port(options.host);
+    if (s->port_ <= 0) return IoError(fmt::format("cannot listen on {}", options.host));
+  } else {
+    if (!http.bind_to_port(options.host, options.port)) {
+      return IoError(fmt::format("cannot listen on {}:{} (in use?)", options.host, options.port));
+    }
+    s->port_ = options.port;
+  }
+  s->thread_ = std::thread([srv = s->http_.get()] { srv->listen_after_bind(); });
+  return s;
+}
+
+void S3Server::Stop() {
+  if (http_) http_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+S3Server::~S3Server() { Stop(); }
+
+}  // namespace aq::server

@@ -1,0 +1,60 @@
+// The node's S3-compatible HTTP API over an ObjectStore, for clients used
+// unchanged (boto3, s3cmd, the AWS CLI): ListBuckets, CreateBucket,
+// HeadBucket, DeleteBucket, GetBucketLocation, ListObjects (V1 and V2:
+// prefix, delimiter, pagination), PutObject (streamed into blocks, never held
+// whole), GetObject (Range), HeadObject, DeleteObject, with S3's XML errors.
+// Requests are authenticated with AWS Signature Version 4 when credentials
+// are configured (a wrong or missing signature is 403); anonymous access only
+// when explicitly enabled. Multipart upload is refused (501) for now.
+//
+// Thread safety: the server runs its own threads (one per connection from a
+// bounded pool); Start/Stop from one thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "store/object_store.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace aq::server {
+
+struct Credential {
+  std::string access_key, secret;
+};
+
+// One "ACCESS_KEY_ID SECRET_ACCESS_KEY" pair per line; '#' starts a comment.
+Result<std::vector<Credential>> LoadCredentials(const std::string& path);
+
+struct S3ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 9000;  // 0 = any free port
+  std::vector<Credential> credentials;
+  bool anonymous = false;  // accept unsigned requests
+  size_t threads = 16;
+  uint64_t max_object_bytes = 5ull << 30;  // S3's single-PUT limit
+  int max_clock_skew_seconds = 15 * 60;
+};
+
+class S3Server {
+ public:
+  // Binds and starts serving in background threads.
+  static Result<std::unique_ptr<S3Server>> Start(store::ObjectStore& objects, S3ServerOptions options);
+  ~S3Server();  // stops
+  int port() const { return port_; }
+  void Stop();
+
+ private:
+  S3Server() = default;
+  std::unique_ptr<httplib::Server> http_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+}  // namespace aq::server

@@ -1,0 +1,188 @@
+#include "server/sigv4.h"
+
+#include <fmt/format.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/sha.h>
+
+#include <algorithm>
+
+namespace aq::server {
+namespace {
+
+std::string Trim(std::string_view s) {
+  size_t a = s.find_first_not_of(" \t");
+  if (a == std::string_view::npos) return "";
+  size_t b = s.find_last_not_of(" \t");
+  // Inner runs of spaces collapse to one, as SigV4 canonical headers require.
+  std::string out;
+  bool space = false;
+  for (char c : s.substr(a, b - a + 1)) {
+    if (c == ' ' || c == '\t') {
+      space = true;
+      continue;
+    }
+    if (space) out += ' ';
+    space = false;
+    out += c;
+  }
+  return out;
+}
+
+std::string Hmac(std::string_view key, std::string_view data) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
+       data.size(), out, &len);
+  return std::string(reinterpret_cast<char*>(out), len);
+}
+
+}  // namespace
+
+std::string HexEncode(const unsigned char* p, size_t n) {
+  static const char* kHex = "0123456789abcdef";
+  std::string s(2 * n, '0');
+  for (size_t i = 0; i < n; ++i) {
+    s[2 * i] = kHex[p[i] >> 4];
+    s[2 * i + 1] = kHex[p[i] & 15];
+  }
+  return s;
+}
+
+std::string Sha256Hex(std::string_view data) {
+  unsigned char d[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  EVP_Digest(data.data(), data.size(), d, &len, EVP_sha256(), nullptr);
+  return HexEncode(d, len);
+}
+
+bool SameSignature(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+std::string UriEncode(std::string_view s, bool encode_slash) {
+  std::string out;
+  for (unsigned char c : s) {
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+        c == '.' || c == '~' || (c == '/' && !encode_slash)) {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
+
+std::string UriDecode(std::string_view s) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
+      out += static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2]));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+Result<SigV4Authorization> ParseAuthorization(std::string_view h) {
+  constexpr std::string_view kAlg = "AWS4-HMAC-SHA256";
+  if (h.substr(0, kAlg.size()) != kAlg) {
+    return InvalidArgument("Authorization: only AWS4-HMAC-SHA256 (Signature Version 4) is supported");
+  }
+  SigV4Authorization a;
+  std::string_view rest = h.substr(kAlg.size());
+  while (!rest.empty()) {
+    size_t comma = rest.find(',');
+    std::string part = Trim(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    size_t eq = part.find('=');
+    if (eq == std::string::npos) continue;
+    std::string key = part.substr(0, eq), value = part.substr(eq + 1);
+    if (key == "Credential") {
+      // KEY/DATE/REGION/SERVICE/aws4_request
+      std::vector<std::string> f;
+      size_t start = 0;
+      for (size_t slash; (slash = value.find('/', start)) != std::string::npos; start = slash + 1) {
+        f.push_back(value.substr(start, slash - start));
+      }
+      f.push_back(value.substr(start));
+      if (f.size() != 5 || f[4] != "aws4_request") {
+        return InvalidArgument(fmt::format("Authorization: malformed Credential '{}'", value));
+      }
+      a.access_key = f[0];
+      a.date = f[1];
+      a.region = f[2];
+      a.service = f[3];
+    } else if (key == "SignedHeaders") {
+      size_t start = 0;
+      for (size_t semi; (semi = value.find(';', start)) != std::string::npos; start = semi + 1) {
+        a.signed_headers.push_back(value.substr(start, semi - start));
+      }
+      a.signed_headers.push_back(value.substr(start));
+    } else if (key == "Signature") {
+      a.signature = value;
+    }
+  }
+  if (a.access_key.empty() || a.signed_headers.empty() || a.signature.empty()) {
+    return InvalidArgument("Authorization: Credential, SignedHeaders and Signature are all required");
+  }
+  return a;
+}
+
+std::string CanonicalRequest(const SigV4Request& r, const std::vector<std::string>& signed_headers) {
+  // Path: decode what was sent, then encode each byte the SigV4 way (S3
+  // does not normalise '.' segments or double-encode).
+  std::string path = UriEncode(UriDecode(r.raw_path.empty() ? "/" : r.raw_path), false);
+  // Query: every parameter decoded, re-encoded, sorted by name then value.
+  std::vector<std::pair<std::string, std::string>> params;
+  std::string_view q = r.raw_query;
+  while (!q.empty()) {
+    size_t amp = q.find('&');
+    std::string_view kv = q.substr(0, amp);
+    q = amp == std::string_view::npos ? std::string_view() : q.substr(amp + 1);
+    if (kv.empty()) continue;
+    size_t eq = kv.find('=');
+    std::string k = UriDecode(kv.substr(0, eq));
+    std::string v = eq == std::string_view::npos ? "" : UriDecode(kv.substr(eq + 1));
+    params.emplace_back(UriEncode(k, true), UriEncode(v, true));
+  }
+  std::sort(params.begin(), params.end());
+  std::string query;
+  for (const auto& [k, v] : params) query += (query.empty() ? "" : "&") + k + "=" + v;
+  std::string headers;
+  for (const auto& name : signed_headers) {
+    auto range = r.headers.equal_range(name);
+    std::string value;
+    for (auto it = range.first; it != range.second; ++it) value += (value.empty() ? "" : ",") + Trim(it->second);
+    headers += name + ":" + value + "\n";
+  }
+  std::string list;
+  for (const auto& name : signed_headers) list += (list.empty() ? "" : ";") + name;
+  return r.method + "\n" + path + "\n" + query + "\n" + headers + "\n" + list + "\n" + r.payload_hash;
+}
+
+std::string StringToSign(const std::string& amz_date, const std::string& scope, const std::string& canonical) {
+  return "AWS4-HMAC-SHA256\n" + amz_date + "\n" + scope + "\n" + Sha256Hex(canonical);
+}
+
+std::string Signature(const std::string& secret, const SigV4Authorization& a, const std::string& sts) {
+  std::string k = Hmac("AWS4" + secret, a.date);
+  k = Hmac(k, a.region);
+  k = Hmac(k, a.service);
+  k = Hmac(k, "aws4_request");
+  std::string sig = Hmac(k, sts);
+  return HexEncode(reinterpret_cast<const unsigned char*>(sig.data()), sig.size());
+}
+
+}  // namespace aq::server

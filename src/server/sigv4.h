@@ -1,0 +1,50 @@
+// AWS Signature Version 4 as S3 servers verify it: the canonical request,
+// the string to sign, the derived signing key and the signature, from the
+// request as it arrived (method, raw path, raw query, headers). Pure
+// functions, so tests check them against clients' own signers.
+//
+// Thread safety: reentrant.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace aq::server {
+
+struct SigV4Authorization {
+  std::string access_key, date, region, service;  // from Credential=KEY/DATE/REGION/SERVICE/aws4_request
+  std::vector<std::string> signed_headers;        // lowercase, as listed
+  std::string signature;                          // hex
+};
+
+// Parses "AWS4-HMAC-SHA256 Credential=..., SignedHeaders=..., Signature=...".
+Result<SigV4Authorization> ParseAuthorization(std::string_view header);
+
+struct SigV4Request {
+  std::string method;
+  std::string raw_path;                             // as sent, percent-encoded
+  std::string raw_query;                            // after '?', as sent
+  std::multimap<std::string, std::string> headers;  // names lowercase
+  std::string payload_hash;                         // x-amz-content-sha256
+};
+
+// RFC 3986 encoding as SigV4 wants it: unreserved characters kept, '/' kept
+// when encode_slash is false, everything else %XX (upper case).
+std::string UriEncode(std::string_view s, bool encode_slash);
+std::string UriDecode(std::string_view s);
+
+std::string CanonicalRequest(const SigV4Request& request, const std::vector<std::string>& signed_headers);
+std::string StringToSign(const std::string& amz_date, const std::string& scope, const std::string& canonical_request);
+// hex(HMAC(signing key(secret, date, region, service), string to sign))
+std::string Signature(const std::string& secret, const SigV4Authorization& auth, const std::string& string_to_sign);
+
+std::string Sha256Hex(std::string_view data);
+std::string HexEncode(const unsigned char* p, size_t n);
+// Constant-time comparison of two signatures.
+bool SameSignature(std::string_view a, std::string_view b);
+
+}  // namespace aq::server

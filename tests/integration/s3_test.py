@@ -1,0 +1,194 @@
+#!/usr/bin/python3
+"""aquifer serve driven by real S3 clients: boto3 (Signature V4) and s3cmd.
+Starts the node on 127.0.0.1 (a free port), runs every supported operation
+and the error cases, checks each byte, then stops it.
+usage: s3_test.py path/to/aquifer"""
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+import boto3
+import botocore
+from botocore.config import Config
+
+AQ = os.path.abspath(sys.argv[1])
+KEY, SECRET = "AQTESTKEY", "aq-test-secret-0123456789"
+passed = failed = 0
+
+
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL:", what, file=sys.stderr)
+
+
+def error_code(fn):
+    try:
+        fn()
+    except botocore.exceptions.ClientError as e:
+        return e.response["Error"]["Code"]
+    return None
+
+
+def start(data, *extra):
+    p = subprocess.Popen([AQ, "serve", "--data", data, "--listen", "127.0.0.1:0", *extra],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    if "http://" not in line:
+        p.kill()
+        raise SystemExit("serve did not start: " + line + p.stderr.read())
+    port = int(line.split("http://127.0.0.1:")[1].split()[0])
+    return p, port
+
+
+def stop(p):
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=30)
+    return p.returncode
+
+
+def client(port, secret=SECRET):
+    return boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", aws_access_key_id=KEY,
+                        aws_secret_access_key=secret, region_name="us-east-1",
+                        config=Config(signature_version="s3v4", s3={"addressing_style": "path"},
+                                      retries={"max_attempts": 1}))
+
+
+tmp = tempfile.mkdtemp(prefix="aq_s3_test_")
+try:
+    creds = os.path.join(tmp, "credentials")
+    with open(creds, "w") as f:
+        f.write(f"# test key\n{KEY} {SECRET}\n")
+    data = os.path.join(tmp, "node")
+    # Refuses to start without credentials or --anonymous.
+    r = subprocess.run([AQ, "serve", "--data", data, "--listen", "127.0.0.1:0"], capture_output=True, text=True)
+    check(r.returncode == 2 and "--anonymous" in r.stderr, "serve without auth is a usage error")
+
+    node, port = start(data, "--credentials", creds, "--block-size", "64KiB")
+    s3 = client(port)
+    s3.create_bucket(Bucket="train")
+    check(error_code(lambda: s3.create_bucket(Bucket="train")) == "BucketAlreadyOwnedByYou", "bucket exists")
+    check(error_code(lambda: s3.create_bucket(Bucket="Bad_Name")) == "InvalidBucketName", "bucket name rules")
+    check([b["Name"] for b in s3.list_buckets()["Buckets"]] == ["train"], "list buckets")
+    s3.head_bucket(Bucket="train")
+
+    body = os.urandom(1_000_003)  # 16 blocks of 64 KiB, the last one short
+    r = s3.put_object(Bucket="train", Key="shards/train-00000-of-00002", Body=body)
+    check(r["ETag"].strip('"') == hashlib.md5(body).hexdigest(), "ETag is the MD5")
+    got = s3.get_object(Bucket="train", Key="shards/train-00000-of-00002")["Body"].read()
+    check(got == body, "object bytes round-trip")
+    part = s3.get_object(Bucket="train", Key="shards/train-00000-of-00002", Range="bytes=65530-65545")
+    check(part["Body"].read() == body[65530:65546], "ranged read across a block boundary")
+    check(part["ContentRange"] == f"bytes 65530-65545/{len(body)}", "Content-Range")
+    tail = s3.get_object(Bucket="train", Key="shards/train-00000-of-00002", Range="bytes=-10")["Body"].read()
+    check(tail == body[-10:], "suffix range")
+    head = s3.head_object(Bucket="train", Key="shards/train-00000-of-00002")
+    check(head["ContentLength"] == len(body), "HEAD size")
+    check(error_code(lambda: s3.get_object(Bucket="train", Key="shards/train-00000-of-00002",
+                                           Range=f"bytes={len(body)}-")) == "InvalidRange", "InvalidRange")
+
+    for k in ["shards/train-00001-of-00002", "shards/idx/a.idx", "README", "empty"]:
+        s3.put_object(Bucket="train", Key=k, Body=b"" if k == "empty" else k.encode())
+    check(s3.get_object(Bucket="train", Key="empty")["Body"].read() == b"", "empty object")
+    lst = s3.list_objects_v2(Bucket="train", Prefix="shards/", Delimiter="/")
+    check([o["Key"] for o in lst["Contents"]] == ["shards/train-00000-of-00002", "shards/train-00001-of-00002"],
+          "list v2 keys")
+    check([p["Prefix"] for p in lst.get("CommonPrefixes", [])] == ["shards/idx/"], "list v2 common prefixes")
+    keys, token = [], None
+    while True:
+        kw = {"ContinuationToken": token} if token else {}
+        page = s3.list_objects_v2(Bucket="train", MaxKeys=2, **kw)
+        keys += [o["Key"] for o in page.get("Contents", [])]
+        if not page["IsTruncated"]:
+            break
+        token = page["NextContinuationToken"]
+    check(keys == sorted(["README", "empty", "shards/idx/a.idx", "shards/train-00000-of-00002",
+                          "shards/train-00001-of-00002"]), "list v2 pagination")
+    v1 = s3.list_objects(Bucket="train", Prefix="shards/", Delimiter="/")
+    check(len(v1["Contents"]) == 2, "list v1")
+
+    check(error_code(lambda: s3.get_object(Bucket="train", Key="nope")) == "NoSuchKey", "NoSuchKey")
+    check(error_code(lambda: s3.get_object(Bucket="nobucket", Key="x")) == "NoSuchBucket", "NoSuchBucket")
+    check(error_code(lambda: s3.put_object(Bucket="train", Key="../escape", Body=b"x")) == "InvalidArgument",
+          "path traversal refused")
+    check(error_code(lambda: s3.put_object(Bucket="train", Key="a/../../b", Body=b"x"))
+          in ("InvalidArgument", "InvalidRequest"), "path traversal in the middle refused")
+    check(error_code(lambda: client(port, "wrong-secret").list_buckets()) == "SignatureDoesNotMatch",
+          "wrong secret is 403")
+    import urllib.request
+    import urllib.error
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/train/README", timeout=5)
+        code = 200
+    except urllib.error.HTTPError as e:
+        code = e.code
+        check(b"AccessDenied" in e.read(), "unsigned request says AccessDenied")
+    check(code == 403, "unsigned request is 403")
+
+    # Overwrite: the new bytes replace the old ones whole.
+    s3.put_object(Bucket="train", Key="README", Body=b"second version")
+    check(s3.get_object(Bucket="train", Key="README")["Body"].read() == b"second version", "overwrite")
+    s3.delete_object(Bucket="train", Key="README")
+    check(error_code(lambda: s3.head_object(Bucket="train", Key="README")) in ("404", "NoSuchKey"), "deleted")
+    s3.delete_object(Bucket="train", Key="README")  # deleting a missing key is fine in S3
+    check(error_code(lambda: s3.delete_bucket(Bucket="train")) == "BucketNotEmpty", "bucket not empty")
+
+    # A client that disconnects mid-upload leaves nothing visible.
+    import socket
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.sendall(b"PUT /train/partial HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n" + b"x" * 1000)
+    sock.close()
+    check(error_code(lambda: s3.head_object(Bucket="train", Key="partial")) in ("404", "NoSuchKey"),
+          "no partial object after a disconnect")
+    # Malformed HTTP gets an HTTP error, and the node keeps serving.
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+    reply = sock.recv(100)
+    sock.close()
+    check(reply.startswith(b"HTTP/1.1 4"), "malformed request answered with 4xx")
+    check(s3.list_buckets()["Buckets"][0]["Name"] == "train", "still serving")
+    check(stop(node) == 0, "serve stops cleanly on SIGTERM")
+
+    # Restart: everything is still there.
+    node, port = start(data, "--credentials", creds)
+    s3 = client(port)
+    got = s3.get_object(Bucket="train", Key="shards/train-00000-of-00002")["Body"].read()
+    check(got == body, "objects survive a restart")
+
+    # s3cmd, configured the way a person would.
+    if shutil.which("s3cmd"):
+        cfg = os.path.join(tmp, "s3cfg")
+        with open(cfg, "w") as f:
+            f.write(f"[default]\naccess_key = {KEY}\nsecret_key = {SECRET}\nhost_base = 127.0.0.1:{port}\n"
+                    f"host_bucket = 127.0.0.1:{port}\nuse_https = False\nsignature_v2 = False\n"
+                    "bucket_location = us-east-1\n")
+        src = os.path.join(tmp, "upload.bin")
+        with open(src, "wb") as f:
+            f.write(os.urandom(300_000))
+        s3c = ["s3cmd", "-c", cfg, "--no-progress"]
+        r = subprocess.run(s3c + ["mb", "s3://viacli"], capture_output=True, text=True)
+        check(r.returncode == 0, "s3cmd mb: " + r.stderr)
+        r = subprocess.run(s3c + ["put", src, "s3://viacli/dir/upload.bin"], capture_output=True, text=True)
+        check(r.returncode == 0, "s3cmd put: " + r.stderr)
+        r = subprocess.run(s3c + ["ls", "s3://viacli/dir/"], capture_output=True, text=True)
+        check(r.returncode == 0 and "upload.bin" in r.stdout, "s3cmd ls: " + r.stdout + r.stderr)
+        dst = os.path.join(tmp, "download.bin")
+        r = subprocess.run(s3c + ["get", "s3://viacli/dir/upload.bin", dst], capture_output=True, text=True)
+        check(r.returncode == 0 and open(dst, "rb").read() == open(src, "rb").read(), "s3cmd get: " + r.stderr)
+        r = subprocess.run(s3c + ["del", "s3://viacli/dir/upload.bin"], capture_output=True, text=True)
+        check(r.returncode == 0, "s3cmd del: " + r.stderr)
+    else:
+        check(False, "s3cmd is not installed (scripts/install-deps.sh installs it)")
+    check(stop(node) == 0, "second stop")
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
