@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "cli/cli.h"
+#include "client/s3_file_system.h"
 #include "common/log.h"
 
 #ifndef AQ_VERSION
@@ -28,7 +29,9 @@ void AddOutputFlags(CLI::App* cmd, Globals& g, bool threads) {
 
 int main(int argc, char** argv) {
   aq::cli::Globals g;
-  g.fs = aq::io::NewPosixFileSystem();
+  // Local paths, and aquifer://HOST:PORT/BUCKET/KEY paths on a storage node.
+  g.fs = aq::client::NewRoutingFileSystem(aq::io::NewPosixFileSystem(),
+                                          aq::client::NewStoreFileSystem(aq::client::CredentialsFromEnvironment()));
   g.argv.assign(argv, argv + argc);
   CLI::App app{"aquifer: keep GPU training fed from scale-out storage, and prove it with measurements."};
   app.require_subcommand(1);

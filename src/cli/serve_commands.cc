@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <functional>
 
 #include "cli/cli.h"
 #include "common/units.h"
@@ -84,9 +85,100 @@ Status Serve(Globals& g, const ServeFlags& f) {
   return Status::Ok();
 }
 
+struct CopyFlags {
+  std::vector<std::string> paths;
+  bool recursive = false;
+};
+
+// Copies one file through this process, streaming in 4 MiB pieces.
+Status CopyFile(io::FileSystem& fs, const std::string& from, const std::string& to, uint64_t* bytes) {
+  auto in = AQ_TRY(fs.OpenRead(from, io::AccessHint::kSequential));
+  auto out = AQ_TRY(fs.OpenWrite(to));
+  std::string buf(4 << 20, '\0');
+  for (uint64_t off = 0; off < in->size();) {
+    size_t n = AQ_TRY(in->ReadAt(off, buf.size(), buf.data()));
+    if (n == 0) break;
+    AQ_TRY(out->Append(std::string_view(buf.data(), n)));
+    off += n;
+    *bytes += n;
+  }
+  AQ_TRY(out->Sync());
+  return out->Close();
+}
+
+Status CopyTree(io::FileSystem& fs, const std::string& from, const std::string& to, bool recursive, uint64_t* files,
+                uint64_t* bytes) {
+  auto st = AQ_TRY(fs.Stat(from));
+  if (!st.is_dir) {
+    AQ_TRY(CopyFile(fs, from, to, bytes));
+    ++*files;
+    return Status::Ok();
+  }
+  if (!recursive) return InvalidArgument(fmt::format("'{}' is a directory (use -r)", from));
+  AQ_TRY(fs.MakeDirs(to));
+  for (const auto& e : AQ_TRY(fs.List(from))) {
+    AQ_TRY(CopyTree(fs, io::JoinPath(from, e.name), io::JoinPath(to, e.name), true, files, bytes));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
+void RegisterFileCommands(CLI::App& app, Globals& g) {
+  auto* cp = g.Own<CopyFlags>();
+  auto* c = app.add_subcommand("cp", "Copy files between local paths and aquifer://HOST:PORT/BUCKET/KEY (either way)");
+  c->add_option("paths", cp->paths, "SOURCE DESTINATION")->required()->expected(2);
+  c->add_flag("-r,--recursive", cp->recursive, "Copy directories (prefixes) and everything below them");
+  AddOutputFlags(c, g, false);
+  c->callback([cp, &g] {
+    uint64_t files = 0, bytes = 0;
+    Status s = CopyTree(*g.fs, cp->paths[0], cp->paths[1], cp->recursive, &files, &bytes);
+    if (!s.ok()) return Fail(g, s);
+    if (g.json) {
+      std::printf("{\"files\": %llu, \"bytes\": %llu}\n", static_cast<unsigned long long>(files),
+                  static_cast<unsigned long long>(bytes));
+    } else {
+      std::printf("copied %llu file(s), %s\n", static_cast<unsigned long long>(files),
+                  units::Bytes(static_cast<double>(bytes)).c_str());
+    }
+  });
+  auto* ls = g.Own<std::string>();
+  auto* l = app.add_subcommand("ls", "List a directory or prefix (local or aquifer://)");
+  l->add_option("path", *ls, "Directory, bucket or prefix")->required();
+  AddOutputFlags(l, g, false);
+  l->callback([ls, &g] {
+    auto list = g.fs->List(*ls);
+    if (!list.ok()) return Fail(g, list.status());
+    for (const auto& e : *list) {
+      if (e.is_dir) {
+        std::printf("%12s  %s/\n", "DIR", e.name.c_str());
+      } else {
+        std::printf("%12llu  %s\n", static_cast<unsigned long long>(e.size), e.name.c_str());
+      }
+    }
+  });
+  auto* rm = g.Own<CopyFlags>();
+  auto* r = app.add_subcommand("rm", "Remove a file or object (with -r, everything below a prefix)");
+  r->add_option("paths", rm->paths, "Paths to remove")->required();
+  r->add_flag("-r,--recursive", rm->recursive, "Remove directories (prefixes) and everything below them");
+  r->callback([rm, &g] {
+    std::function<Status(const std::string&)> remove = [&](const std::string& p) -> Status {
+      auto st = AQ_TRY(g.fs->Stat(p));
+      if (st.is_dir) {
+        if (!rm->recursive) return InvalidArgument(fmt::format("'{}' is a directory (use -r)", p));
+        for (const auto& e : AQ_TRY(g.fs->List(p))) AQ_TRY(remove(io::JoinPath(p, e.name)));
+        return p.rfind("aquifer://", 0) == 0 ? Status::Ok() : g.fs->Remove(p);
+      }
+      return g.fs->Remove(p);
+    };
+    for (const auto& p : rm->paths) {
+      if (Status s = remove(p); !s.ok()) return Fail(g, s);
+    }
+  });
+}
+
 void RegisterServeCommands(CLI::App& app, Globals& g) {
+  RegisterFileCommands(app, g);
   auto* f = g.Own<ServeFlags>();
   auto* cmd = app.add_subcommand(
       "serve",

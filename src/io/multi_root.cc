@@ -49,7 +49,15 @@ Result<std::vector<std::string>> SplitRoots(std::string_view spec) {
   std::vector<std::string> out;
   size_t pos = 0;
   while (true) {
-    size_t colon = spec.find(':', pos);
+    // A URL root (aquifer://HOST:PORT/...) has colons of its own: the
+    // separator is the first ':' after its authority.
+    size_t from = pos;
+    size_t scheme = spec.find("://", pos);
+    if (scheme != std::string_view::npos && spec.find(':', pos) == scheme) {
+      size_t slash = spec.find('/', scheme + 3);
+      from = slash == std::string_view::npos ? spec.size() : slash;
+    }
+    size_t colon = spec.find(':', from);
     std::string part(spec.substr(pos, colon == std::string_view::npos ? std::string_view::npos : colon - pos));
     while (part.size() > 1 && part.back() == '/') part.pop_back();
     if (part.empty()) return InvalidArgument(fmt::format("empty root in data path '{}'", spec));

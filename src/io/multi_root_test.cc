@@ -69,5 +69,13 @@ TEST_F(MultiRootTest, ReadOnlyAndClearErrors) {
   EXPECT_FALSE(ParseRootPolicy("random").ok());
 }
 
+TEST(SplitRootsTest, UrlRootsKeepTheirPorts) {
+  auto r = SplitRoots("aquifer://127.0.0.1:9000/b/train:aquifer://127.0.0.2:9000/b/train:/mnt/x");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(
+      *r, (std::vector<std::string>{"aquifer://127.0.0.1:9000/b/train", "aquifer://127.0.0.2:9000/b/train", "/mnt/x"}));
+  EXPECT_EQ(*SplitRoots("aquifer://h:1/b"), std::vector<std::string>{"aquifer://h:1/b"});
+}
+
 }  // namespace
 }  // namespace aq::io

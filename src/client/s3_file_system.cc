@@ -1,0 +1,480 @@
+#include "client/s3_file_system.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <mutex>
+
+#include "server/sigv4.h"
+
+namespace aq::client {
+namespace {
+
+using server::Sha256Hex;
+using server::UriDecode;
+using server::UriEncode;
+
+constexpr const char* kEmptySha = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+std::string XmlUnescape(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '&') {
+      static const std::pair<const char*, char> kEnt[] = {
+          {"&lt;", '<'}, {"&gt;", '>'}, {"&amp;", '&'}, {"&quot;", '"'}, {"&apos;", '\''}};
+      bool done = false;
+      for (const auto& [ent, c] : kEnt) {
+        if (s.substr(i, std::strlen(ent)) == ent) {
+          out += c;
+          i += std::strlen(ent) - 1;
+          done = true;
+          break;
+        }
+      }
+      if (done) continue;
+    }
+    out += s[i];
+  }
+  return out;
+}
+
+// Every <tag>text</tag> inside `xml`, in order (the node's listings are flat).
+std::vector<std::string_view> Elements(std::string_view xml, std::string_view tag) {
+  std::vector<std::string_view> out;
+  const std::string open = "<" + std::string(tag) + ">", close = "</" + std::string(tag) + ">";
+  for (size_t p = xml.find(open); p != std::string_view::npos; p = xml.find(open, p)) {
+    size_t start = p + open.size(), end = xml.find(close, start);
+    if (end == std::string_view::npos) break;
+    out.push_back(xml.substr(start, end - start));
+    p = end + close.size();
+  }
+  return out;
+}
+
+std::string ErrorCode(const std::string& body) {
+  auto c = Elements(body, "Code");
+  return c.empty() ? "" : std::string(c[0]);
+}
+
+class Endpoint;
+
+class StoreFs final : public io::FileSystem {
+ public:
+  explicit StoreFs(ClientCredentials c) : creds_(std::move(c)) {}
+
+  Result<std::unique_ptr<io::RandomAccessFile>> OpenRead(const std::string& path, io::AccessHint) override;
+  Result<std::unique_ptr<io::WritableFile>> OpenWrite(const std::string& path) override;
+  Result<io::FileInfo> Stat(const std::string& path) override;
+  Result<std::vector<io::FileInfo>> List(const std::string& dir) override;
+  Status MakeDirs(const std::string& path) override;
+  Status Remove(const std::string& path) override;
+  Status Rename(const std::string& from, const std::string&) override {
+    return Status(StatusCode::kUnsupported,
+                  fmt::format("'{}': aquifer:// objects are not renamed; a put replaces an object whole", from));
+  }
+
+  // One signed request; retries once on a dropped keep-alive connection.
+  Result<httplib::Result> Request(
+      const StorePath& p, const std::string& method, const std::string& query, const httplib::Headers& extra,
+      const std::string& payload_hash,
+      const std::function<httplib::Result(httplib::Client&, const std::string&, const httplib::Headers&)>& send);
+
+ private:
+  struct Pool {
+    std::mutex mu;
+    std::vector<std::unique_ptr<httplib::Client>> idle;
+  };
+  std::unique_ptr<httplib::Client> Take(const StorePath& p);
+  void Give(const StorePath& p, std::unique_ptr<httplib::Client> c);
+
+  ClientCredentials creds_;
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<Pool>> pools_;  // GUARDED_BY(mu_), by host:port
+};
+
+std::string HostPort(const StorePath& p) { return p.host + ":" + std::to_string(p.port); }
+
+std::string Resource(const StorePath& p) {
+  std::string path = "/" + p.bucket;
+  if (!p.key.empty()) path += "/" + p.key;
+  return UriEncode(path, false);
+}
+
+std::unique_ptr<httplib::Client> StoreFs::Take(const StorePath& p) {
+  Pool* pool;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& slot = pools_[HostPort(p)];
+    if (!slot) slot = std::make_unique<Pool>();
+    pool = slot.get();
+  }
+  {
+    std::lock_guard<std::mutex> lock(pool->mu);
+    if (!pool->idle.empty()) {
+      auto c = std::move(pool->idle.back());
+      pool->idle.pop_back();
+      return c;
+    }
+  }
+  auto c = std::make_unique<httplib::Client>(p.host, p.port);
+  c->set_keep_alive(true);
+  c->set_connection_timeout(5);
+  c->set_read_timeout(60);
+  c->set_write_timeout(60);
+  return c;
+}
+
+void StoreFs::Give(const StorePath& p, std::unique_ptr<httplib::Client> c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& pool = pools_[HostPort(p)];
+  std::lock_guard<std::mutex> plock(pool->mu);
+  if (pool->idle.size() < 16) pool->idle.push_back(std::move(c));
+}
+
+Result<httplib::Result> StoreFs::Request(
+    const StorePath& p, const std::string& method, const std::string& query, const httplib::Headers& extra,
+    const std::string& payload_hash,
+    const std::function<httplib::Result(httplib::Client&, const std::string&, const httplib::Headers&)>& send) {
+  const std::string resource = Resource(p);
+  const std::string target = query.empty() ? resource : resource + "?" + query;
+  for (int attempt = 0;; ++attempt) {
+    httplib::Headers headers = extra;
+    if (!creds_.access_key.empty()) {
+      std::time_t now = std::time(nullptr);
+      std::tm tm{};
+      gmtime_r(&now, &tm);
+      char date[20], day[9];
+      std::strftime(date, sizeof date, "%Y%m%dT%H%M%SZ", &tm);
+      std::strftime(day, sizeof day, "%Y%m%d", &tm);
+      server::SigV4Request r;
+      r.method = method;
+      r.raw_path = resource;
+      r.raw_query = query;
+      r.payload_hash = payload_hash;
+      r.headers = {{"host", HostPort(p)}, {"x-amz-content-sha256", payload_hash}, {"x-amz-date", date}};
+      std::vector<std::string> signed_headers = {"host", "x-amz-content-sha256", "x-amz-date"};
+      server::SigV4Authorization a{creds_.access_key, day, "us-east-1", "s3", signed_headers, ""};
+      const std::string scope = std::string(day) + "/us-east-1/s3/aws4_request";
+      const std::string sig = server::Signature(
+          creds_.secret, a, server::StringToSign(date, scope, server::CanonicalRequest(r, signed_headers)));
+      headers.emplace("x-amz-date", date);
+      headers.emplace("x-amz-content-sha256", payload_hash);
+      headers.emplace("Authorization",
+                      fmt::format("AWS4-HMAC-SHA256 Credential={}/{}, SignedHeaders={}, Signature={}",
+                                  creds_.access_key, scope, "host;x-amz-content-sha256;x-amz-date", sig));
+    }
+    auto client = Take(p);
+    httplib::Result res = send(*client, target, headers);
+    if (res) {
+      Give(p, std::move(client));
+      return res;
+    }
+    if (attempt == 1) {
+      return IoError(
+          fmt::format("{} aquifer://{}{}: {}", method, HostPort(p), resource, httplib::to_string(res.error())));
+    }
+  }
+}
+
+Status HttpError(const httplib::Result& res, const std::string& what) {
+  const std::string code = ErrorCode(res->body);
+  const std::string msg = fmt::format("{}: HTTP {}{}", what, res->status, code.empty() ? "" : " " + code);
+  if (res->status == 404) return NotFound(msg);
+  if (res->status == 403) return Status(StatusCode::kPermissionDenied, msg);
+  if (res->status == 409) return Status(StatusCode::kAlreadyExists, msg);
+  if (res->status == 507) return Status(StatusCode::kNoSpace, msg);
+  if (res->status >= 400 && res->status < 500) return InvalidArgument(msg);
+  return IoError(msg);
+}
+
+class StoreFile final : public io::RandomAccessFile {
+ public:
+  StoreFile(StoreFs& fs, StorePath p, std::string path, uint64_t size)
+      : fs_(fs), p_(std::move(p)), path_(std::move(path)), size_(size) {}
+  Result<size_t> ReadAt(uint64_t offset, size_t n, void* buf) const override {
+    if (offset >= size_ || n == 0) return size_t{0};
+    n = static_cast<size_t>(std::min<uint64_t>(n, size_ - offset));
+    char* out = static_cast<char*>(buf);
+    size_t got = 0;
+    httplib::Headers h = {{"Range", fmt::format("bytes={}-{}", offset, offset + n - 1)}};
+    auto res = AQ_TRY(fs_.Request(p_, "GET", "", h, kEmptySha,
+                                  [&](httplib::Client& c, const std::string& target, const httplib::Headers& hs) {
+                                    got = 0;
+                                    return c.Get(target, hs, [&](const char* d, size_t len) {
+                                      if (got + len > n) return false;
+                                      std::memcpy(out + got, d, len);
+                                      got += len;
+                                      return true;
+                                    });
+                                  }));
+    if (res->status != 206 && res->status != 200) return HttpError(res, fmt::format("read {}", path_));
+    if (got != n) {
+      return Status(StatusCode::kTruncated,
+                    fmt::format("read at offset {} of {}: {} of {} bytes arrived", offset, path_, got, n));
+    }
+    return got;
+  }
+  uint64_t size() const override { return size_; }
+  const std::string& path() const override { return path_; }
+
+ private:
+  StoreFs& fs_;
+  StorePath p_;
+  std::string path_;
+  uint64_t size_;
+};
+
+class StoreWriter final : public io::WritableFile {
+ public:
+  StoreWriter(StoreFs& fs, StorePath p, std::string path, std::string spool, std::FILE* f)
+      : fs_(fs), p_(std::move(p)), path_(std::move(path)), spool_(std::move(spool)), f_(f) {}
+  ~StoreWriter() override {
+    if (f_) std::fclose(f_);
+    ::unlink(spool_.c_str());
+  }
+  Status Append(std::string_view d) override {
+    if (!f_) return InvalidArgument(fmt::format("'{}' is closed", path_));
+    if (std::fwrite(d.data(), 1, d.size(), f_) != d.size()) return ErrnoStatus(errno, "spool", spool_);
+    size_ += d.size();
+    return Status::Ok();
+  }
+  Status Sync() override { return Status::Ok(); }  // durable once Close's PUT is acknowledged
+  Status Close() override {
+    if (!f_) return InvalidArgument(fmt::format("'{}' is already closed", path_));
+    std::fflush(f_);
+    // The payload hash is signed, so hash the spooled bytes first.
+    std::string hash;
+    {
+      std::ifstream in(spool_, std::ios::binary);
+      std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      hash = Sha256Hex(all);
+    }
+    std::FILE* f = f_;
+    auto res = AQ_TRY(fs_.Request(p_, "PUT", "", {}, hash,
+                                  [&](httplib::Client& c, const std::string& target, const httplib::Headers& hs) {
+                                    std::rewind(f);
+                                    return c.Put(
+                                        target, hs, size_,
+                                        [f](size_t offset, size_t length, httplib::DataSink& sink) {
+                                          std::vector<char> buf(std::min<size_t>(length, 1 << 20));
+                                          if (std::fseek(f, static_cast<long>(offset), SEEK_SET) != 0) return false;
+                                          size_t n = std::fread(buf.data(), 1, buf.size(), f);
+                                          return n > 0 && sink.write(buf.data(), n);
+                                        },
+                                        "application/octet-stream");
+                                  }));
+    std::fclose(f_);
+    f_ = nullptr;
+    if (res->status != 200) return HttpError(res, fmt::format("write {}", path_));
+    return Status::Ok();
+  }
+  uint64_t size() const override { return size_; }
+  const std::string& path() const override { return path_; }
+
+ private:
+  StoreFs& fs_;
+  StorePath p_;
+  std::string path_, spool_;
+  std::FILE* f_;
+  uint64_t size_ = 0;
+};
+
+Result<std::unique_ptr<io::RandomAccessFile>> StoreFs::OpenRead(const std::string& path, io::AccessHint) {
+  StorePath p = AQ_TRY(ParseStorePath(path));
+  if (p.key.empty()) return InvalidArgument(fmt::format("'{}' is a bucket, not an object", path));
+  auto res =
+      AQ_TRY(Request(p, "HEAD", "", {}, kEmptySha,
+                     [](httplib::Client& c, const std::string& t, const httplib::Headers& h) { return c.Head(t, h); }));
+  if (res->status != 200) return HttpError(res, fmt::format("open {}", path));
+  uint64_t size = std::strtoull(res->get_header_value("Content-Length").c_str(), nullptr, 10);
+  return std::unique_ptr<io::RandomAccessFile>(std::make_unique<StoreFile>(*this, p, path, size));
+}
+
+Result<std::unique_ptr<io::WritableFile>> StoreFs::OpenWrite(const std::string& path) {
+  StorePath p = AQ_TRY(ParseStorePath(path));
+  if (p.key.empty()) return InvalidArgument(fmt::format("'{}' is a bucket, not an object", path));
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string spool = std::string(tmpdir ? tmpdir : "/tmp") + "/aquifer-put-XXXXXX";
+  int fd = ::mkstemp(spool.data());
+  if (fd < 0) return ErrnoStatus(errno, "create a spool file for", path);
+  std::FILE* f = ::fdopen(fd, "w+b");
+  if (!f) {
+    ::close(fd);
+    return ErrnoStatus(errno, "open a spool file for", path);
+  }
+  return std::unique_ptr<io::WritableFile>(std::make_unique<StoreWriter>(*this, p, path, spool, f));
+}
+
+Result<io::FileInfo> StoreFs::Stat(const std::string& path) {
+  StorePath p = AQ_TRY(ParseStorePath(path));
+  if (!p.key.empty() && p.key.back() != '/') {
+    auto res = AQ_TRY(
+        Request(p, "HEAD", "", {}, kEmptySha,
+                [](httplib::Client& c, const std::string& t, const httplib::Headers& h) { return c.Head(t, h); }));
+    if (res->status == 200) {
+      return io::FileInfo{path, std::strtoull(res->get_header_value("Content-Length").c_str(), nullptr, 10), false};
+    }
+    if (res->status != 404) return HttpError(res, fmt::format("stat {}", path));
+  }
+  // A bucket, or a prefix with objects below it, is a directory.
+  auto list = List(path);
+  if (!list.ok()) return list.status();
+  if (list->empty() && !p.key.empty()) return NotFound(fmt::format("stat '{}': no such object or prefix", path));
+  return io::FileInfo{path, 0, true};
+}
+
+Result<std::vector<io::FileInfo>> StoreFs::List(const std::string& dir) {
+  StorePath p = AQ_TRY(ParseStorePath(dir));
+  std::string prefix = p.key;
+  if (!prefix.empty() && prefix.back() != '/') prefix += '/';
+  StorePath bucket = p;
+  bucket.key.clear();
+  std::vector<io::FileInfo> out;
+  std::string token;
+  while (true) {
+    std::string query = "delimiter=%2F&list-type=2&prefix=" + UriEncode(prefix, true);
+    if (!token.empty()) query = "continuation-token=" + UriEncode(token, true) + "&" + query;
+    auto res = AQ_TRY(
+        Request(bucket, "GET", query, {}, kEmptySha,
+                [](httplib::Client& c, const std::string& t, const httplib::Headers& h) { return c.Get(t, h); }));
+    if (res->status != 200) return HttpError(res, fmt::format("list {}", dir));
+    const std::string& body = res->body;
+    for (auto contents : Elements(body, "Contents")) {
+      auto key = Elements(contents, "Key"), size = Elements(contents, "Size");
+      if (key.empty()) continue;
+      std::string k = XmlUnescape(key[0]);
+      out.push_back({k.substr(prefix.size()),
+                     size.empty() ? 0 : std::strtoull(std::string(size[0]).c_str(), nullptr, 10), false});
+    }
+    for (auto cp : Elements(body, "CommonPrefixes")) {
+      auto pre = Elements(cp, "Prefix");
+      if (pre.empty()) continue;
+      std::string name = XmlUnescape(pre[0]).substr(prefix.size());
+      if (!name.empty() && name.back() == '/') name.pop_back();
+      out.push_back({name, 0, true});
+    }
+    auto truncated = Elements(body, "IsTruncated");
+    auto next = Elements(body, "NextContinuationToken");
+    if (truncated.empty() || truncated[0] != "true" || next.empty()) break;
+    token = std::string(next[0]);
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  return out;
+}
+
+Status StoreFs::MakeDirs(const std::string& path) {
+  // Prefixes need no creating; the bucket does.
+  StorePath p = AQ_TRY(ParseStorePath(path));
+  p.key.clear();
+  auto res = AQ_TRY(
+      Request(p, "PUT", "", {}, kEmptySha, [](httplib::Client& c, const std::string& t, const httplib::Headers& h) {
+        return c.Put(t, h, "", "application/xml");
+      }));
+  if (res->status == 200 || (res->status == 409 && ErrorCode(res->body) == "BucketAlreadyOwnedByYou")) {
+    return Status::Ok();
+  }
+  return HttpError(res, fmt::format("create bucket for {}", path));
+}
+
+Status StoreFs::Remove(const std::string& path) {
+  StorePath p = AQ_TRY(ParseStorePath(path));
+  auto res = AQ_TRY(
+      Request(p, "DELETE", "", {}, kEmptySha,
+              [](httplib::Client& c, const std::string& t, const httplib::Headers& h) { return c.Delete(t, h); }));
+  if (res->status == 204 || res->status == 200) return Status::Ok();
+  return HttpError(res, fmt::format("remove {}", path));
+}
+
+class RoutingFs final : public io::FileSystem {
+ public:
+  RoutingFs(std::unique_ptr<io::FileSystem> local, std::unique_ptr<io::FileSystem> store)
+      : local_(std::move(local)), store_(std::move(store)) {}
+  Result<std::unique_ptr<io::RandomAccessFile>> OpenRead(const std::string& p, io::AccessHint h) override {
+    return For(p).OpenRead(p, h);
+  }
+  Result<std::unique_ptr<io::WritableFile>> OpenWrite(const std::string& p) override { return For(p).OpenWrite(p); }
+  Result<io::FileInfo> Stat(const std::string& p) override { return For(p).Stat(p); }
+  Result<std::vector<io::FileInfo>> List(const std::string& d) override { return For(d).List(d); }
+  Status MakeDirs(const std::string& p) override { return For(p).MakeDirs(p); }
+  Status Remove(const std::string& p) override { return For(p).Remove(p); }
+  Status Rename(const std::string& a, const std::string& b) override { return For(a).Rename(a, b); }
+  Result<io::CopyMethod> Copy(const std::string& a, const std::string& b) override {
+    if (IsStore(a) || IsStore(b)) return io::FileSystem::Copy(a, b);  // streams through this process
+    return local_->Copy(a, b);
+  }
+  Status DropCache(const std::string& p) override { return For(p).DropCache(p); }
+
+ private:
+  static bool IsStore(const std::string& p) { return p.compare(0, kScheme.size(), kScheme) == 0; }
+  io::FileSystem& For(const std::string& p) { return IsStore(p) ? *store_ : *local_; }
+  std::unique_ptr<io::FileSystem> local_, store_;
+};
+
+}  // namespace
+
+Result<StorePath> ParseStorePath(const std::string& path) {
+  if (path.compare(0, kScheme.size(), kScheme) != 0) {
+    return InvalidArgument(fmt::format("'{}' is not an aquifer://HOST:PORT/BUCKET/KEY path", path));
+  }
+  std::string rest = path.substr(kScheme.size());
+  size_t slash = rest.find('/');
+  std::string authority = rest.substr(0, slash);
+  size_t colon = authority.rfind(':');
+  StorePath p;
+  p.host = authority.substr(0, colon);
+  p.port = 80;
+  if (colon != std::string::npos) {
+    char* end = nullptr;
+    long port = std::strtol(authority.c_str() + colon + 1, &end, 10);
+    if (*end != '\0' || port <= 0 || port > 65535) {
+      return InvalidArgument(fmt::format("'{}': bad port in '{}'", path, authority));
+    }
+    p.port = static_cast<int>(port);
+  }
+  if (p.host.empty()) return InvalidArgument(fmt::format("'{}': no host", path));
+  std::string rest2 = slash == std::string::npos ? "" : rest.substr(slash + 1);
+  size_t s2 = rest2.find('/');
+  p.bucket = rest2.substr(0, s2);
+  if (s2 != std::string::npos) p.key = rest2.substr(s2 + 1);
+  while (!p.key.empty() && p.key.back() == '/' && p.key.size() > 1 && p.key[p.key.size() - 2] == '/') p.key.pop_back();
+  if (p.bucket.empty()) return InvalidArgument(fmt::format("'{}': no bucket", path));
+  (void)UriDecode;
+  return p;
+}
+
+ClientCredentials CredentialsFromEnvironment() {
+  ClientCredentials c;
+  if (const char* k = std::getenv("AWS_ACCESS_KEY_ID")) c.access_key = k;
+  if (const char* s = std::getenv("AWS_SECRET_ACCESS_KEY")) c.secret = s;
+  if (!c.access_key.empty()) return c;
+  if (const char* file = std::getenv("AQUIFER_CREDENTIALS")) {
+    std::ifstream in(file);
+    std::string line;
+    while (std::getline(in, line)) {
+      size_t hash = line.find('#');
+      if (hash != std::string::npos) line.erase(hash);
+      std::istringstream f(line);
+      if (f >> c.access_key >> c.secret) return c;
+    }
+    c = {};
+  }
+  return c;
+}
+
+std::unique_ptr<io::FileSystem> NewStoreFileSystem(ClientCredentials credentials) {
+  return std::make_unique<StoreFs>(std::move(credentials));
+}
+
+std::unique_ptr<io::FileSystem> NewRoutingFileSystem(std::unique_ptr<io::FileSystem> local,
+                                                     std::unique_ptr<io::FileSystem> store) {
+  return std::make_unique<RoutingFs>(std::move(local), std::move(store));
+}
+
+}  // namespace aq::client
