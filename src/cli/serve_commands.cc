@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "common/units.h"
 #include "server/s3_server.h"
+#include "store/block_cache.h"
 #include "store/block_store.h"
 #include "store/object_store.h"
 
@@ -22,6 +23,8 @@ struct ServeFlags {
   std::string credentials;
   bool anonymous = false;
   size_t threads = 16;
+  std::string cache_size = "1GiB";
+  std::string cache_policy = "tinylfu";
 };
 
 Status Serve(Globals& g, const ServeFlags& f) {
@@ -55,7 +58,18 @@ Status Serve(Globals& g, const ServeFlags& f) {
   auto blocks = AQ_TRY(store::BlockStore::Open(*g.fs, pools));
   // Before serving: blocks no object refers to are leftovers of interrupted writes.
   auto gc = AQ_TRY(blocks->CollectGarbage(AQ_TRY(meta->ReferencedBlocks())));
-  store::ObjectStore objects(*meta, *blocks, oo);
+  const uint64_t cache_bytes = AQ_TRY(units::ParseBytes(f.cache_size));
+  store::CachePolicy policy;
+  if (f.cache_policy == "tinylfu") {
+    policy = store::CachePolicy::kTinyLfu;
+  } else if (f.cache_policy == "lru") {
+    policy = store::CachePolicy::kLru;
+  } else {
+    return InvalidArgument(fmt::format("--cache-policy {}: expected tinylfu or lru", f.cache_policy));
+  }
+  std::unique_ptr<store::BlockCache> cache;
+  if (cache_bytes > 0) cache = std::make_unique<store::BlockCache>(cache_bytes, policy, oo.block_size);
+  store::ObjectStore objects(*meta, *blocks, oo, cache.get());
 
   // Signals are taken by sigwait below; block them before any thread starts.
   sigset_t set;
@@ -70,6 +84,7 @@ Status Serve(Globals& g, const ServeFlags& f) {
     std::printf("  pool %-10s %s (%s)\n", p.name.c_str(), p.path.c_str(),
                 p.media == store::Media::kSsd ? "ssd" : "hdd");
   }
+  std::printf("  cache: %s, %s\n", units::IecBytes(cache_bytes).c_str(), cache ? f.cache_policy.c_str() : "off");
   std::printf("  start-up: %llu blocks, %llu orphans and %llu temporaries removed\n",
               static_cast<unsigned long long>(gc.blocks_seen), static_cast<unsigned long long>(gc.orphans_removed),
               static_cast<unsigned long long>(gc.temporaries_removed));
@@ -80,8 +95,16 @@ Status Serve(Globals& g, const ServeFlags& f) {
   std::fflush(stdout);
   int sig = 0;
   sigwait(&set, &sig);
-  std::printf("aquifer serve: stopping (signal %d)\n", sig);
   s3->Stop();
+  if (cache) {
+    auto cs = cache->Stats();
+    std::printf("aquifer serve: stopped (signal %d); block cache %s of %s, %.1f%% hits (%llu of %llu)\n", sig,
+                units::Bytes(static_cast<double>(cs.bytes)).c_str(),
+                units::Bytes(static_cast<double>(cs.capacity)).c_str(), 100 * cs.hit_ratio(),
+                static_cast<unsigned long long>(cs.hits), static_cast<unsigned long long>(cs.hits + cs.misses));
+  } else {
+    std::printf("aquifer serve: stopped (signal %d)\n", sig);
+  }
   return Status::Ok();
 }
 
@@ -191,6 +214,10 @@ void RegisterServeCommands(CLI::App& app, Globals& g) {
   cmd->add_option("--credentials", f->credentials, "File of 'ACCESS_KEY_ID SECRET_ACCESS_KEY' lines (SigV4)");
   cmd->add_flag("--anonymous", f->anonymous, "Accept unsigned requests");
   cmd->add_option("--threads", f->threads, "Connections served at once")->capture_default_str();
+  cmd->add_option("--cache-size", f->cache_size, "RAM block cache (0 = off)")->capture_default_str();
+  cmd->add_option("--cache-policy", f->cache_policy,
+                  "tinylfu (keeps a stable set under shuffled epochs: hits = cache/dataset) or lru")
+      ->capture_default_str();
   cmd->callback([f, &g] {
     Status s = Serve(g, *f);
     if (!s.ok()) {

@@ -17,10 +17,11 @@ int64_t NowNs() {
 
 }  // namespace
 
-ObjectWriter::ObjectWriter(MetaStore& meta, BlockStore& blocks, std::string bucket, std::string key, std::string pool,
-                           uint64_t block_size)
+ObjectWriter::ObjectWriter(MetaStore& meta, BlockStore& blocks, BlockCache* cache, std::string bucket, std::string key,
+                           std::string pool, uint64_t block_size)
     : meta_(meta),
       blocks_(blocks),
+      cache_(cache),
       bucket_(std::move(bucket)),
       key_(std::move(key)),
       pool_(std::move(pool)),
@@ -84,7 +85,10 @@ Result<ObjectMeta> ObjectWriter::Commit() {
   done_ = true;
   // The new layout is durable; the old blocks are unreachable now. A
   // failure to remove one leaves an orphan for garbage collection.
-  for (const auto& b : *old) (void)blocks_.Remove(b);
+  for (const auto& b : *old) {
+    if (cache_) cache_->Erase(b.id);
+    (void)blocks_.Remove(b);
+  }
   auto stored = meta_.GetObject(bucket_, key_);
   if (stored.ok()) m.version = stored->version;
   return m;
@@ -103,7 +107,7 @@ Result<std::unique_ptr<ObjectWriter>> ObjectStore::Put(const std::string& bucket
   auto page = meta_.ListObjects({bucket, "", "", 0});
   if (!page.ok()) return page.status();
   return std::unique_ptr<ObjectWriter>(
-      new ObjectWriter(meta_, blocks_, bucket, key, options_.pool, options_.block_size));
+      new ObjectWriter(meta_, blocks_, cache_, bucket, key, options_.pool, options_.block_size));
 }
 
 Result<ObjectMeta> ObjectStore::Head(const std::string& bucket, const std::string& key) {
@@ -122,12 +126,23 @@ Status ObjectStore::Read(const ObjectMeta& o, uint64_t offset, uint64_t n,
     if (offset < end) {
       const uint64_t in = offset - start;
       const uint64_t take = std::min<uint64_t>(n, b.size - in);
-      auto bytes = blocks_.Read(b, in, take);
-      if (!bytes.ok()) {
-        return Status(bytes.status().code(),
-                      fmt::format("object '{}/{}' at byte {}: {}", o.bucket, o.key, offset, bytes.status().message()));
+      auto fail = [&](const Status& s) {
+        return Status(s.code(), fmt::format("object '{}/{}' at byte {}: {}", o.bucket, o.key, offset, s.message()));
+      };
+      if (cache_ != nullptr) {
+        auto block = cache_->Get(b.id);
+        if (!block) {
+          auto bytes = blocks_.Read(b);  // the whole block, verified
+          if (!bytes.ok()) return fail(bytes.status());
+          block = std::make_shared<const std::string>(std::move(*bytes));
+          cache_->Put(b.id, block);
+        }
+        AQ_TRY(sink(std::string_view(*block).substr(in, take)));
+      } else {
+        auto bytes = blocks_.Read(b, in, take);
+        if (!bytes.ok()) return fail(bytes.status());
+        AQ_TRY(sink(*bytes));
       }
-      AQ_TRY(sink(*bytes));
       offset += take;
       n -= take;
     }
@@ -142,7 +157,10 @@ Status ObjectStore::Read(const ObjectMeta& o, uint64_t offset, uint64_t n,
 
 Status ObjectStore::Delete(const std::string& bucket, const std::string& key) {
   auto old = AQ_TRY(meta_.DeleteObject(bucket, key));
-  for (const auto& b : old) (void)blocks_.Remove(b);
+  for (const auto& b : old) {
+    if (cache_) cache_->Erase(b.id);
+    (void)blocks_.Remove(b);
+  }
   return Status::Ok();
 }
 

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "store/block_cache.h"
 #include "store/block_store.h"
 #include "store/meta_store.h"
 
@@ -44,12 +45,13 @@ class ObjectWriter {
 
  private:
   friend class ObjectStore;
-  ObjectWriter(MetaStore& meta, BlockStore& blocks, std::string bucket, std::string key, std::string pool,
-               uint64_t block_size);
+  ObjectWriter(MetaStore& meta, BlockStore& blocks, BlockCache* cache, std::string bucket, std::string key,
+               std::string pool, uint64_t block_size);
   Status FlushBlock();
 
   MetaStore& meta_;
   BlockStore& blocks_;
+  BlockCache* cache_;
   std::string bucket_, key_, pool_;
   uint64_t block_size_;
   std::string buffer_;
@@ -74,8 +76,10 @@ struct ListV2Page {
 
 class ObjectStore {
  public:
-  ObjectStore(MetaStore& meta, BlockStore& blocks, ObjectStoreOptions options)
-      : meta_(meta), blocks_(blocks), options_(std::move(options)) {}
+  // With a cache, reads go through it: a block is read from its pool and
+  // verified once, then served from RAM while the policy keeps it.
+  ObjectStore(MetaStore& meta, BlockStore& blocks, ObjectStoreOptions options, BlockCache* cache = nullptr)
+      : meta_(meta), blocks_(blocks), options_(std::move(options)), cache_(cache) {}
 
   // Starts a put. The bucket must exist and the key be valid (checked now,
   // so a bad request fails before any byte is stored).
@@ -93,12 +97,14 @@ class ObjectStore {
 
   MetaStore& meta() { return meta_; }
   BlockStore& blocks() { return blocks_; }
+  BlockCache* cache() { return cache_; }
   const ObjectStoreOptions& options() const { return options_; }
 
  private:
   MetaStore& meta_;
   BlockStore& blocks_;
   ObjectStoreOptions options_;
+  BlockCache* cache_;
 };
 
 }  // namespace aq::store

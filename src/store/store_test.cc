@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
+#include "store/block_cache.h"
 #include "store/block_store.h"
 #include "store/meta_store.h"
 #include "store/object_store.h"
@@ -376,6 +378,25 @@ TEST_F(ObjectStoreTest, CorruptBlockFailsTheReadNamingTheObject) {
   EXPECT_EQ(got.size(), 1000u);  // the good first block, nothing from the bad one
 }
 
+TEST_F(ObjectStoreTest, ReadsThroughTheBlockCache) {
+  BlockCache cache(1 << 20, CachePolicy::kTinyLfu, 1000);
+  ObjectStore cached(*meta_, *blocks_, ObjectStoreOptions{1000, ""}, &cache);
+  ObjectMeta m = PutString("k", std::string(2500, 'q'));
+  for (int pass = 0; pass < 3; ++pass) {
+    std::string got;
+    ASSERT_TRUE(cached.Read(m, 100, 2000, [&](std::string_view b) {
+      got.append(b);
+      return Status::Ok();
+    }).ok());
+    EXPECT_EQ(got, std::string(2000, 'q'));
+  }
+  auto s = cache.Stats();
+  EXPECT_EQ(s.misses, 3u);  // each of the three blocks read from its pool once
+  EXPECT_EQ(s.hits, 6u);
+  ASSERT_TRUE(cached.Delete("b01", "k").ok());
+  EXPECT_EQ(cache.Stats().entries, 0u);  // deleted blocks leave the cache too
+}
+
 TEST_F(ObjectStoreTest, ListV2WithDelimiterAndPagination) {
   for (const char* k : {"a.txt", "dir/1", "dir/2", "dir/sub/3", "other/x", "z"}) PutString(k, "v");
   auto p = objects_->List({"b01", "", "/", "", 1000});
@@ -402,6 +423,78 @@ TEST_F(ObjectStoreTest, ListV2WithDelimiterAndPagination) {
   std::sort(seen.begin(), seen.end());
   EXPECT_EQ(seen, (std::vector<std::string>{"a.txt", "dir/", "other/", "z"}));
   EXPECT_EQ(objects_->List({"nobucket", "", "", "", 10}).status().code(), StatusCode::kNotFound);
+}
+
+TEST(BlockCacheTest, LruBasics) {
+  BlockCache c(300, CachePolicy::kLru);
+  auto blob = [](char ch) { return std::make_shared<const std::string>(100, ch); };
+  c.Put("a", blob('a'));
+  c.Put("b", blob('b'));
+  c.Put("c", blob('c'));
+  ASSERT_NE(c.Get("a"), nullptr);  // a is now the most recent
+  c.Put("d", blob('d'));           // evicts b, the least recent
+  EXPECT_EQ(c.Get("b"), nullptr);
+  EXPECT_EQ(*c.Get("a"), std::string(100, 'a'));
+  EXPECT_NE(c.Get("d"), nullptr);
+  c.Put("huge", std::make_shared<const std::string>(301, 'h'));  // larger than the cache: not kept
+  EXPECT_EQ(c.Get("huge"), nullptr);
+  c.Erase("a");
+  EXPECT_EQ(c.Get("a"), nullptr);
+  auto s = c.Stats();
+  EXPECT_EQ(s.bytes, 200u);
+  EXPECT_EQ(s.entries, 2u);
+  EXPECT_GT(s.hits, 0u);
+  EXPECT_GT(s.misses, 0u);
+}
+
+// The training pattern: every block once per epoch, in a new shuffled order
+// each epoch, dataset 4x the cache. The bound is cache / dataset = 25%.
+double ShuffledEpochsHitRatio(CachePolicy policy, size_t blocks, size_t cached, int epochs, uint64_t seed) {
+  BlockCache c(cached * 1000, policy, 1000);
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < blocks; ++i) ids.push_back(NewBlockId());
+  std::mt19937_64 rng(seed);
+  uint64_t hits = 0, reads = 0;
+  for (int e = 0; e < epochs; ++e) {
+    std::shuffle(ids.begin(), ids.end(), rng);
+    for (const auto& id : ids) {
+      bool hit = c.Get(id) != nullptr;
+      if (!hit) c.Put(id, std::make_shared<const std::string>(1000, 'x'));
+      if (e > 0) {  // the first epoch fills the cache
+        hits += hit;
+        ++reads;
+      }
+    }
+  }
+  return static_cast<double>(hits) / static_cast<double>(reads);
+}
+
+TEST(BlockCacheTest, TinyLfuReachesTheBoundOnShuffledEpochsLruDoesNot) {
+  const uint64_t seed = 20261122;
+  SCOPED_TRACE(seed);
+  double tiny = ShuffledEpochsHitRatio(CachePolicy::kTinyLfu, 2000, 500, 6, seed);
+  double lru = ShuffledEpochsHitRatio(CachePolicy::kLru, 2000, 500, 6, seed);
+  EXPECT_GE(tiny, 0.25 * 0.9) << "TinyLFU " << tiny;  // within 10% of the bound
+  EXPECT_LE(tiny, 0.25 + 1e-9);
+  EXPECT_LT(lru, 0.10) << "LRU " << lru;
+}
+
+TEST(BlockCacheTest, TinyLfuIsNotFlushedByAScan) {
+  BlockCache c(100 * 1000, CachePolicy::kTinyLfu, 1000);
+  std::vector<std::string> hot;
+  for (int i = 0; i < 100; ++i) hot.push_back(NewBlockId());
+  for (int round = 0; round < 3; ++round) {
+    for (const auto& id : hot) {
+      if (!c.Get(id)) c.Put(id, std::make_shared<const std::string>(1000, 'h'));
+    }
+  }
+  for (int i = 0; i < 1000; ++i) {  // a one-off scan of other blocks
+    std::string id = NewBlockId();
+    if (!c.Get(id)) c.Put(id, std::make_shared<const std::string>(1000, 's'));
+  }
+  int still = 0;
+  for (const auto& id : hot) still += c.Get(id) != nullptr;
+  EXPECT_GE(still, 95);
 }
 
 }  // namespace
