@@ -125,6 +125,7 @@ std::unique_ptr<httplib::Client> StoreFs::Take(const StorePath& p) {
   }
   auto c = std::make_unique<httplib::Client>(p.host, p.port);
   c->set_keep_alive(true);
+  c->set_tcp_nodelay(true);
   c->set_connection_timeout(5);
   c->set_read_timeout(60);
   c->set_write_timeout(60);

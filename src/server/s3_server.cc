@@ -475,6 +475,7 @@ Result<std::unique_ptr<S3Server>> S3Server::Start(store::ObjectStore& objects, S
   const size_t threads = std::max<size_t>(1, options.threads);
   http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http.set_keep_alive_max_count(1000);
+  http.set_tcp_nodelay(true);  // small responses must not wait for a delayed ACK
   http.set_read_timeout(30);
   http.set_payload_max_length(options.max_object_bytes);
   http.set_socket_options([](socket_t sock) {
