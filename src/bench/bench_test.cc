@@ -8,12 +8,12 @@
 #include <thread>
 
 #include "bench/cache_model.h"
-#include "bench/latency.h"
 #include "bench/models.h"
 #include "bench/result.h"
 #include "bench/sizing.h"
 #include "bench/storage_bench.h"
 #include "bench/train_bench.h"
+#include "common/latency.h"
 #include "dataset/commands.h"
 
 namespace aq::bench {

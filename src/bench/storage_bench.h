@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "bench/latency.h"
+#include "common/latency.h"
 #include "io/file_system.h"
 #include "io/multi_root.h"
 #include "monitor/sampler.h"

@@ -1,12 +1,18 @@
 // aquifer serve: an embedded single storage node speaking S3 over HTTP.
 #include <fmt/format.h>
+#include <httplib.h>
 #include <signal.h>
 
 #include <cstdio>
 #include <functional>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <tuple>
 
 #include "cli/cli.h"
 #include "common/units.h"
+#include "server/node_stats.h"
 #include "server/s3_server.h"
 #include "store/block_cache.h"
 #include "store/block_store.h"
@@ -25,19 +31,25 @@ struct ServeFlags {
   size_t threads = 16;
   std::string cache_size = "1GiB";
   std::string cache_policy = "tinylfu";
+  std::string metrics;  // HOST:PORT for /metrics and /stats
 };
+
+Result<std::pair<std::string, int>> HostPort(const std::string& flag, const std::string& v) {
+  size_t colon = v.rfind(':');
+  if (colon == std::string::npos) return InvalidArgument(fmt::format("{} '{}': expected HOST:PORT", flag, v));
+  char* end = nullptr;
+  long port = std::strtol(v.c_str() + colon + 1, &end, 10);
+  if (*end != '\0' || colon + 1 == v.size() || port < 0 || port > 65535) {
+    return InvalidArgument(fmt::format("{} '{}': bad port", flag, v));
+  }
+  return std::make_pair(v.substr(0, colon), static_cast<int>(port));
+}
 
 Status Serve(Globals& g, const ServeFlags& f) {
   server::S3ServerOptions so;
-  size_t colon = f.listen.rfind(':');
-  if (colon == std::string::npos) return InvalidArgument(fmt::format("--listen '{}': expected HOST:PORT", f.listen));
-  so.host = f.listen.substr(0, colon);
-  try {
-    so.port = std::stoi(f.listen.substr(colon + 1));
-  } catch (const std::exception&) {
-    return InvalidArgument(fmt::format("--listen '{}': bad port", f.listen));
-  }
-  if (so.port < 0 || so.port > 65535) return InvalidArgument(fmt::format("--listen '{}': bad port", f.listen));
+  std::tie(so.host, so.port) = AQ_TRY(HostPort("--listen", f.listen));
+  std::pair<std::string, int> metrics_at;
+  if (!f.metrics.empty()) metrics_at = AQ_TRY(HostPort("--metrics", f.metrics));
   so.anonymous = f.anonymous;
   so.threads = f.threads;
   if (!f.credentials.empty()) so.credentials = AQ_TRY(server::LoadCredentials(f.credentials));
@@ -77,12 +89,22 @@ Status Serve(Globals& g, const ServeFlags& f) {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  server::NodeStats stats;
+  so.stats = &stats;
   auto s3 = AQ_TRY(server::S3Server::Start(objects, so));
+  std::unique_ptr<server::MetricsServer> metrics;
+  if (!f.metrics.empty()) {
+    metrics = AQ_TRY(server::MetricsServer::Start(stats, objects, metrics_at.first, metrics_at.second));
+  }
   std::printf("aquifer serve: S3 on http://%s:%d (data %s, %s blocks)\n", so.host.c_str(), s3->port(), f.data.c_str(),
               units::IecBytes(oo.block_size).c_str());
   for (const auto& p : blocks->pools()) {
     std::printf("  pool %-10s %s (%s)\n", p.name.c_str(), p.path.c_str(),
                 p.media == store::Media::kSsd ? "ssd" : "hdd");
+  }
+  if (metrics) {
+    std::printf("  metrics: http://%s:%d/metrics (Prometheus), /stats (JSON, aquifer stats)\n",
+                metrics_at.first.c_str(), metrics->port());
   }
   std::printf("  cache: %s, %s\n", units::IecBytes(cache_bytes).c_str(), cache ? f.cache_policy.c_str() : "off");
   std::printf("  start-up: %llu blocks, %llu orphans and %llu temporaries removed\n",
@@ -96,6 +118,7 @@ Status Serve(Globals& g, const ServeFlags& f) {
   int sig = 0;
   sigwait(&set, &sig);
   s3->Stop();
+  metrics.reset();
   if (cache) {
     auto cs = cache->Stats();
     std::printf("aquifer serve: stopped (signal %d); block cache %s of %s, %.1f%% hits (%llu of %llu)\n", sig,
@@ -200,8 +223,100 @@ void RegisterFileCommands(CLI::App& app, Globals& g) {
   });
 }
 
+struct StatsFlags {
+  std::string node;
+  double watch = 0;
+};
+
+Result<nlohmann::json> FetchStats(const std::string& node) {
+  auto [host, port] = AQ_TRY(HostPort("stats", node));
+  httplib::Client c(host, port);
+  c.set_connection_timeout(5);
+  auto res = c.Get("/stats");
+  if (!res) return IoError(fmt::format("stats from {}: {}", node, httplib::to_string(res.error())));
+  if (res->status != 200) return IoError(fmt::format("stats from {}: HTTP {}", node, res->status));
+  auto j = nlohmann::json::parse(res->body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return IoError(fmt::format("stats from {}: not JSON", node));
+  return j;
+}
+
+void PrintStats(const std::string& node, const nlohmann::json& now, const nlohmann::json* before, double dt) {
+  auto num = [](const nlohmann::json& j, const char* k) {
+    return j.is_object() && j.contains(k) && j[k].is_number() ? j[k].get<double>() : 0.0;
+  };
+  std::printf("node %s, up %s\n", node.c_str(), units::Duration(num(now, "uptime_seconds")).c_str());
+  const auto& m = now.contains("machine") ? now["machine"] : nlohmann::json::object();
+  std::printf("  CPU %.0f%% user %.0f%% system %.0f%% iowait", num(m, "cpu.user"), num(m, "cpu.system"),
+              num(m, "cpu.iowait"));
+  double net_in = 0, net_out = 0, disk_in = 0, disk_out = 0;
+  for (auto it = m.begin(); it != m.end(); ++it) {
+    const std::string& k = it.key();
+    if (!it->is_number()) continue;
+    if (k.rfind("net.", 0) == 0 && k.size() > 3 && k.compare(k.size() - 3, 3, ".rx") == 0) net_in += it->get<double>();
+    if (k.rfind("net.", 0) == 0 && k.size() > 3 && k.compare(k.size() - 3, 3, ".tx") == 0) net_out += it->get<double>();
+    if (k.rfind("disk.", 0) == 0 && k.compare(k.size() - 5, 5, ".read") == 0) disk_in += it->get<double>();
+    if (k.rfind("disk.", 0) == 0 && k.compare(k.size() - 6, 6, ".write") == 0) disk_out += it->get<double>();
+  }
+  std::printf("   NetIn %.1f MB/s  NetOut %.1f MB/s   DiskIn %.1f MB/s  DiskOut %.1f MB/s\n", net_in, net_out, disk_in,
+              disk_out);
+  std::printf("  %-7s %10s %9s %8s %10s %10s %10s %10s\n", "op", "requests", before ? "per s" : "", "errors", "MB in",
+              "MB out", "p50 ms", "p99 ms");
+  const auto& ops = now.contains("ops") ? now["ops"] : nlohmann::json::object();
+  for (auto it = ops.begin(); it != ops.end(); ++it) {
+    const auto& o = *it;
+    double rate = 0;
+    if (before && before->contains("ops") && (*before)["ops"].contains(it.key()) && dt > 0) {
+      rate = (num(o, "requests") - num((*before)["ops"][it.key()], "requests")) / dt;
+    }
+    const auto& lat = o.contains("latency") ? o["latency"] : nlohmann::json::object();
+    std::printf("  %-7s %10.0f %9s %8.0f %10.1f %10.1f %10.2f %10.2f\n", it.key().c_str(), num(o, "requests"),
+                before ? fmt::format("{:.1f}", rate).c_str() : "", num(o, "errors"), num(o, "bytes_in") / 1e6,
+                num(o, "bytes_out") / 1e6, num(lat, "p50_us") / 1e3, num(lat, "p99_us") / 1e3);
+  }
+  if (now.contains("cache") && now["cache"].is_object()) {
+    const auto& c = now["cache"];
+    std::printf("  cache   %.1f%% hits (%s), %s of %s, %.0f evicted, %.0f not admitted\n", 100 * num(c, "hit_ratio"),
+                c.value("policy", "").c_str(), units::Bytes(num(c, "bytes")).c_str(),
+                units::Bytes(num(c, "capacity_bytes")).c_str(), num(c, "evicted"), num(c, "rejected"));
+  }
+  for (const auto& p : now.value("pools", nlohmann::json::array())) {
+    std::printf("  pool    %-10s %8.0f blocks %12s\n", p.value("name", "").c_str(), num(p, "blocks"),
+                units::Bytes(num(p, "bytes")).c_str());
+  }
+}
+
+void RegisterStats(CLI::App& app, Globals& g) {
+  auto* f = g.Own<StatsFlags>();
+  auto* cmd = app.add_subcommand("stats",
+                                 "A node's statistics: requests, latency and bytes by operation, cache, pools, "
+                                 "CPU, NetIn/NetOut, DiskIn/DiskOut (from serve --metrics HOST:PORT)");
+  cmd->add_option("node", f->node, "The node's metrics address HOST:PORT")->required();
+  cmd->add_option("-w,--watch", f->watch, "Refresh every SECONDS, top-style, with request rates (Ctrl-C stops)");
+  AddOutputFlags(cmd, g, false);
+  cmd->callback([f, &g] {
+    auto first = FetchStats(f->node);
+    if (!first.ok()) return Fail(g, first.status());
+    if (g.json) {
+      std::cout << first->dump(1) << std::endl;
+      return;
+    }
+    if (f->watch <= 0) return PrintStats(f->node, *first, nullptr, 0);
+    nlohmann::json before = *first;
+    while (true) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(f->watch));
+      auto now = FetchStats(f->node);
+      if (!now.ok()) return Fail(g, now.status());
+      std::printf("\033[H\033[2J");
+      PrintStats(f->node, *now, &before, f->watch);
+      std::fflush(stdout);
+      before = *now;
+    }
+  });
+}
+
 void RegisterServeCommands(CLI::App& app, Globals& g) {
   RegisterFileCommands(app, g);
+  RegisterStats(app, g);
   auto* f = g.Own<ServeFlags>();
   auto* cmd = app.add_subcommand(
       "serve",
@@ -218,6 +333,8 @@ void RegisterServeCommands(CLI::App& app, Globals& g) {
   cmd->add_option("--cache-policy", f->cache_policy,
                   "tinylfu (keeps a stable set under shuffled epochs: hits = cache/dataset) or lru")
       ->capture_default_str();
+  cmd->add_option("--metrics", f->metrics,
+                  "HOST:PORT serving /metrics (Prometheus) and /stats (JSON for aquifer stats); port 0 = any");
   cmd->callback([f, &g] {
     Status s = Serve(g, *f);
     if (!s.ok()) {

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "server/node_stats.h"
 #include "server/sigv4.h"
 
 namespace aq::server {
@@ -234,8 +235,10 @@ class Handler {
                              });
   }
 
-  void Put(const Request& req, Response& res, const httplib::ContentReader& reader) {
+  // Returns the body bytes received.
+  uint64_t Put(const Request& req, Response& res, const httplib::ContentReader& reader) {
     bool consumed = false;
+    received_ = 0;
     PutImpl(req, res, reader, &consumed);
     if (!consumed) {
       // A refused upload's body is still on the connection: read it away
@@ -248,6 +251,7 @@ class Handler {
       });
       if (!drained) res.set_header("Connection", "close");
     }
+    return received_;
   }
 
   void PutImpl(const Request& req, Response& res, const httplib::ContentReader& reader, bool* consumed) {
@@ -279,7 +283,7 @@ class Handler {
     std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> sha(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
     EVP_DigestInit_ex(sha.get(), EVP_sha256(), nullptr);
     Status failed;
-    uint64_t received = 0;
+    uint64_t& received = received_;
     *consumed = true;
     bool complete = reader([&](const char* d, size_t n) {
       received += n;
@@ -440,7 +444,35 @@ class Handler {
 
   store::ObjectStore& objects_;
   S3ServerOptions o_;
+  static thread_local uint64_t received_;  // body bytes of the current PUT on this thread
 };
+
+thread_local uint64_t Handler::received_ = 0;
+
+// What a request was, for the statistics.
+Op Classify(const Request& req) {
+  Target t = ParseTarget(req);
+  if (t.bucket.empty()) return req.method == "GET" ? Op::kList : Op::kOther;
+  if (t.key.empty()) return req.method == "GET" && !req.has_param("location") ? Op::kList : Op::kBucket;
+  if (req.method == "GET") return Op::kGet;
+  if (req.method == "HEAD") return Op::kHead;
+  if (req.method == "PUT") return Op::kPut;
+  if (req.method == "DELETE") return Op::kDelete;
+  return Op::kOther;
+}
+
+uint64_t BytesOut(const Request& req, const Response& res) {
+  if (req.method == "HEAD") return 0;
+  if (!res.body.empty()) return res.body.size();
+  if (res.content_length_ == 0) return 0;
+  if (req.ranges.size() == 1) {  // the part of the object the range selects
+    auto [first, last] = req.ranges[0];
+    const auto n = static_cast<int64_t>(res.content_length_);
+    if (first < 0) return static_cast<uint64_t>(std::min<int64_t>(last, n));
+    return static_cast<uint64_t>(std::min<int64_t>(last < 0 ? n - 1 : last, n - 1) - first + 1);
+  }
+  return res.content_length_;
+}
 
 }  // namespace
 
@@ -483,11 +515,33 @@ Result<std::unique_ptr<S3Server>> S3Server::Start(store::ObjectStore& objects, S
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
   auto h = std::make_shared<Handler>(objects, options);
-  http.Get(".*", [h](const Request& req, Response& res) { h->Get(req, res); });
-  http.Put(".*",
-           [h](const Request& req, Response& res, const httplib::ContentReader& reader) { h->Put(req, res, reader); });
-  http.Delete(".*", [h](const Request& req, Response& res) { h->Delete(req, res); });
-  http.Post(".*", [h](const Request& req, Response& res) { h->Post(req, res); });
+  NodeStats* stats = options.stats;
+  using Clock = std::chrono::steady_clock;
+  auto record = [stats](const Request& req, const Response& res, Clock::time_point t0, uint64_t in) {
+    if (stats == nullptr) return;
+    stats->Record(Classify(req), std::chrono::duration<double>(Clock::now() - t0).count(), in, BytesOut(req, res),
+                  res.status >= 400);
+  };
+  http.Get(".*", [h, record](const Request& req, Response& res) {
+    auto t0 = Clock::now();
+    h->Get(req, res);
+    record(req, res, t0, 0);
+  });
+  http.Put(".*", [h, record](const Request& req, Response& res, const httplib::ContentReader& reader) {
+    auto t0 = Clock::now();
+    uint64_t in = h->Put(req, res, reader);
+    record(req, res, t0, in);
+  });
+  http.Delete(".*", [h, record](const Request& req, Response& res) {
+    auto t0 = Clock::now();
+    h->Delete(req, res);
+    record(req, res, t0, 0);
+  });
+  http.Post(".*", [h, record](const Request& req, Response& res) {
+    auto t0 = Clock::now();
+    h->Post(req, res);
+    record(req, res, t0, 0);
+  });
   // Requests the HTTP layer refuses before routing (malformed, a path that
   // climbs out of the root, a body over the limit).
   http.set_error_handler([](const Request& req, Response& res) {

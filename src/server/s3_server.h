@@ -25,6 +25,8 @@ class Server;
 
 namespace aq::server {
 
+class NodeStats;
+
 struct Credential {
   std::string access_key, secret;
 };
@@ -40,6 +42,7 @@ struct S3ServerOptions {
   size_t threads = 16;
   uint64_t max_object_bytes = 5ull << 30;  // S3's single-PUT limit
   int max_clock_skew_seconds = 15 * 60;
+  NodeStats* stats = nullptr;  // requests recorded here when set (must outlive the server)
 };
 
 class S3Server {

@@ -384,10 +384,13 @@ TEST_F(ObjectStoreTest, ReadsThroughTheBlockCache) {
   ObjectMeta m = PutString("k", std::string(2500, 'q'));
   for (int pass = 0; pass < 3; ++pass) {
     std::string got;
-    ASSERT_TRUE(cached.Read(m, 100, 2000, [&](std::string_view b) {
-      got.append(b);
-      return Status::Ok();
-    }).ok());
+    ASSERT_TRUE(cached
+                    .Read(m, 100, 2000,
+                          [&](std::string_view b) {
+                            got.append(b);
+                            return Status::Ok();
+                          })
+                    .ok());
     EXPECT_EQ(got, std::string(2000, 'q'));
   }
   auto s = cache.Stats();

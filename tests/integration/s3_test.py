@@ -37,14 +37,23 @@ def error_code(fn):
     return None
 
 
+METRICS = {}
+
+
 def start(data, *extra):
-    p = subprocess.Popen([AQ, "serve", "--data", data, "--listen", "127.0.0.1:0", *extra],
+    p = subprocess.Popen([AQ, "serve", "--data", data, "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", *extra],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = p.stdout.readline()
     if "http://" not in line:
         p.kill()
         raise SystemExit("serve did not start: " + line + p.stderr.read())
     port = int(line.split("http://127.0.0.1:")[1].split()[0])
+    for _ in range(10):
+        more = p.stdout.readline()
+        if "metrics: http://127.0.0.1:" in more:
+            METRICS[port] = int(more.split("metrics: http://127.0.0.1:")[1].split("/")[0])
+        if "auth:" in more:
+            break
     return p, port
 
 
@@ -154,6 +163,25 @@ try:
     sock.close()
     check(reply.startswith(b"HTTP/1.1 4"), "malformed request answered with 4xx")
     check(s3.list_buckets()["Buckets"][0]["Name"] == "train", "still serving")
+    # Statistics: per operation, as Prometheus text and through aquifer stats.
+    mport = METRICS.get(port)
+    check(mport is not None, "metrics address printed")
+    if mport:
+        import time
+        for _ in range(30):  # the node samples once a second; wait for its first sample
+            text = urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=5).read().decode()
+            if "aquifer_node_get_requests_s" in text:
+                break
+            time.sleep(0.1)
+        check("aquifer_node_get_requests_s" in text and "aquifer_cpu_user_percent" in text, "node /metrics")
+        r = subprocess.run([AQ, "stats", f"127.0.0.1:{mport}"], capture_output=True, text=True)
+        get_line = [l for l in r.stdout.splitlines() if l.strip().startswith("get ")]
+        check(r.returncode == 0 and get_line and int(get_line[0].split()[1]) >= 4, "aquifer stats: " + r.stdout)
+        check("cache" in r.stdout and "NetIn" in r.stdout, "stats shows cache and network")
+        r = subprocess.run([AQ, "stats", f"127.0.0.1:{mport}", "--json"], capture_output=True, text=True)
+        import json
+        j = json.loads(r.stdout)
+        check(j["ops"]["put"]["bytes_in"] >= len(body) and j["ops"]["get"]["errors"] >= 1, "stats JSON counts")
     check(stop(node) == 0, "serve stops cleanly on SIGTERM")
 
     # Restart: everything is still there.

@@ -1,10 +1,10 @@
-#include "bench/latency.h"
+#include "common/latency.h"
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 
-namespace aq::bench {
+namespace aq {
 
 int LatencyHistogram::BucketOf(uint64_t ns) {
   if (ns < kSub) return static_cast<int>(ns);  // exact below 16 ns
@@ -61,4 +61,4 @@ nlohmann::json LatencyHistogram::ToJson() const {
           {"max_us", static_cast<double>(max_) / 1e3}};
 }
 
-}  // namespace aq::bench
+}  // namespace aq

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 
-namespace aq::bench {
+namespace aq {
 
 class LatencyHistogram {
  public:
@@ -34,4 +34,4 @@ class LatencyHistogram {
   uint64_t count_ = 0, sum_ = 0, max_ = 0;
 };
 
-}  // namespace aq::bench
+}  // namespace aq

@@ -1,0 +1,71 @@
+// A node's statistics, what `isi statistics` shows for a storage node:
+// requests, errors, bytes in and out and latency percentiles per operation,
+// plus the block cache and the machine (CPU, network, disks from the
+// monitor's sampler). Served on the node's metrics address as Prometheus
+// text (/metrics) and JSON (/stats, what `aquifer stats` reads).
+//
+// Thread safety: Record() from any request thread; readers take a snapshot.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "common/latency.h"
+#include "common/status.h"
+#include "monitor/sampler.h"
+#include "store/object_store.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace aq::server {
+
+enum class Op { kGet, kHead, kPut, kDelete, kList, kBucket, kOther };
+inline constexpr size_t kOps = 7;
+const char* OpName(Op op);
+
+class NodeStats {
+ public:
+  void Record(Op op, double seconds, uint64_t bytes_in, uint64_t bytes_out, bool error);
+  uint64_t requests(Op op) const { return ops_[static_cast<size_t>(op)].count.load(); }
+  uint64_t bytes_in() const { return bytes_in_.load(); }
+  uint64_t bytes_out() const { return bytes_out_.load(); }
+  // {"ops": {"get": {"requests", "errors", "bytes_in", "bytes_out", "latency": {...}}, ...},
+  //  "bytes_in", "bytes_out"}
+  nlohmann::json ToJson() const;
+
+ private:
+  struct PerOp {
+    std::atomic<uint64_t> count{0}, errors{0}, bytes_in{0}, bytes_out{0};
+    mutable std::mutex mu;
+    LatencyHistogram latency;  // GUARDED_BY(mu)
+  };
+  std::array<PerOp, kOps> ops_;
+  std::atomic<uint64_t> bytes_in_{0}, bytes_out_{0};
+};
+
+// The metrics address: /metrics (Prometheus) and /stats (JSON) from the
+// node's counters, its cache and a 1 Hz machine sampler.
+class MetricsServer {
+ public:
+  static Result<std::unique_ptr<MetricsServer>> Start(NodeStats& stats, store::ObjectStore& objects,
+                                                      const std::string& host, int port);
+  ~MetricsServer();
+  int port() const { return port_; }
+
+ private:
+  MetricsServer() = default;
+  std::unique_ptr<monitor::Sampler> sampler_;
+  std::unique_ptr<httplib::Server> http_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+}  // namespace aq::server
