@@ -156,6 +156,7 @@ Status CopyTree(io::FileSystem& fs, const std::string& from, const std::string& 
                 uint64_t* bytes) {
   auto st = AQ_TRY(fs.Stat(from));
   if (!st.is_dir) {
+    AQ_TRY(fs.MakeDirs(std::string(io::DirName(to))));  // the destination's directory, or bucket
     AQ_TRY(CopyFile(fs, from, to, bytes));
     ++*files;
     return Status::Ok();
@@ -314,9 +315,87 @@ void RegisterStats(CLI::App& app, Globals& g) {
   });
 }
 
+struct StatFileFlags {
+  std::string data = "aquifer-data";
+  std::vector<std::string> pools;
+  std::string object;
+  bool verify = false;
+};
+
+// What `isi get -D` shows: where an object's blocks live, with their checksums.
+Status StatFile(Globals& g, const StatFileFlags& f) {
+  size_t slash = f.object.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == f.object.size()) {
+    return InvalidArgument(fmt::format("'{}': expected BUCKET/KEY", f.object));
+  }
+  const std::string bucket = f.object.substr(0, slash), key = f.object.substr(slash + 1);
+  auto meta = AQ_TRY(store::OpenSqliteMetaStore(io::JoinPath(f.data, "meta.db")));
+  std::vector<store::PoolConfig> pools;
+  for (const auto& p : f.pools) pools.push_back(AQ_TRY(store::ParsePool(p)));
+  if (pools.empty()) pools.push_back({"default", io::JoinPath(f.data, "pool-default"), store::Media::kSsd});
+  auto blocks = AQ_TRY(store::BlockStore::Open(*g.fs, pools));
+  auto o = AQ_TRY(meta->GetObject(bucket, key));
+  nlohmann::json list = nlohmann::json::array();
+  uint64_t offset = 0, bad = 0;
+  for (const auto& b : o.blocks) {
+    std::string state = "not checked";
+    if (f.verify) {
+      auto r = blocks->Read(b);
+      state = r.ok() ? "ok" : std::string(r.status().message());
+      if (!r.ok()) ++bad;
+    }
+    list.push_back({{"offset", offset},
+                    {"size", b.size},
+                    {"id", b.id},
+                    {"crc32c", fmt::format("{:08x}", b.crc32c)},
+                    {"pool", b.pool},
+                    {"path", blocks->PathOf(b)},
+                    {"state", state}});
+    offset += b.size;
+  }
+  if (g.json) {
+    std::cout << nlohmann::json{{"bucket", bucket}, {"key", key},           {"size", o.size},
+                                {"etag", o.etag},   {"version", o.version}, {"block_size", o.block_size},
+                                {"blocks", list}}
+                     .dump(1)
+              << std::endl;
+  } else {
+    std::printf("%s/%s: %s, %zu blocks of %s, version %llu, ETag %s\n", bucket.c_str(), key.c_str(),
+                units::Bytes(static_cast<double>(o.size)).c_str(), o.blocks.size(),
+                units::IecBytes(o.block_size).c_str(), static_cast<unsigned long long>(o.version), o.etag.c_str());
+    std::printf("  %12s %10s %-32s %-8s %-10s %s\n", "offset", "size", "block", "crc32c", "pool",
+                f.verify ? "state" : "");
+    for (const auto& b : list) {
+      std::printf("  %12llu %10llu %-32s %-8s %-10s %s\n", b["offset"].get<unsigned long long>(),
+                  b["size"].get<unsigned long long>(), b["id"].get<std::string>().c_str(),
+                  b["crc32c"].get<std::string>().c_str(), b["pool"].get<std::string>().c_str(),
+                  f.verify ? b["state"].get<std::string>().c_str() : "");
+    }
+  }
+  if (bad > 0) {
+    return Status(StatusCode::kCorruption, fmt::format("{}/{}: {} damaged block(s)", bucket, key, bad));
+  }
+  return Status::Ok();
+}
+
+void RegisterStatFile(CLI::App& app, Globals& g) {
+  auto* f = g.Own<StatFileFlags>();
+  auto* cmd = app.add_subcommand(
+      "stat-file", "Where an object's blocks live on a node: offsets, block ids, checksums, pools, files");
+  cmd->add_option("object", f->object, "BUCKET/KEY")->required();
+  cmd->add_option("--data", f->data, "The node's --data directory")->capture_default_str();
+  cmd->add_option("--pool", f->pools, "The node's pools, as given to serve");
+  cmd->add_flag("--verify", f->verify, "Read every block and check its checksum (exit 1 on damage)");
+  AddOutputFlags(cmd, g, false);
+  cmd->callback([f, &g] {
+    if (Status s = StatFile(g, *f); !s.ok()) Fail(g, s);
+  });
+}
+
 void RegisterServeCommands(CLI::App& app, Globals& g) {
   RegisterFileCommands(app, g);
   RegisterStats(app, g);
+  RegisterStatFile(app, g);
   auto* f = g.Own<ServeFlags>();
   auto* cmd = app.add_subcommand(
       "serve",
