@@ -23,11 +23,12 @@ build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The whole method on the embedded default, end to end: synthesize a small
-# ImageNet-like dataset, pack it (TFRecord and RecordIO) and verify both,
-# then measure: storage-only reads, a readers sweep, training ResNet-50 on
-# one simulated GPU this machine can feed, the cache model beside what was
-# measured, the sizing answer for 72 such GPUs; a one-screen summary and an
-# HTML report at $(DEMO_DIR)/report.html.
+# ImageNet-like dataset, pack it (TFRecord and RecordIO) and verify both;
+# serve it from an embedded storage node and read it back through
+# aquifer:// (storage-only bench, then training ResNet-50 on one simulated
+# GPU this machine can feed); a readers sweep on the local files; the cache
+# model beside what was measured; the sizing answer for 72 such GPUs; a
+# one-screen summary and an HTML report at $(DEMO_DIR)/report.html.
 DEMO_RESULTS = $(DEMO_DIR)/results
 demo: build
 	@rm -rf $(DEMO_DIR)
@@ -37,15 +38,13 @@ demo: build
 	$(AQ) dataset verify $(DEMO_DIR)/tfrecord --num-classes 10
 	$(AQ) dataset verify $(DEMO_DIR)/recordio --num-classes 10
 	$(AQ) dataset inspect $(DEMO_DIR)/tfrecord --limit 3
-	$(AQ) bench storage $(DEMO_DIR)/tfrecord --readers 2 --duration 4 --ramp 1 --drop-caches --out $(DEMO_RESULTS)
+	bash scripts/demo-node.sh $(AQ) $(DEMO_DIR) $(DEMO_RESULTS)
 	$(AQ) bench sweep --param readers --values 1,2 --out $(DEMO_RESULTS) -- storage $(DEMO_DIR)/tfrecord -d 3 --ramp 1
-	$(AQ) bench train $(DEMO_DIR)/tfrecord --model resnet50 --gpu v100 --precision fp32 --gpus 1 --batch 64 \
-	  --epochs 4 --interval 0.5 --out $(DEMO_RESULTS)
 	$(AQ) model cache --data $(DEMO_DIR)/tfrecord --client-cache $$(awk '/MemTotal/ {print $$2 "k"}' /proc/meminfo) \
 	  --result $$(ls $(DEMO_RESULTS)/bench-storage-*.json | head -1) --out $(DEMO_RESULTS)
 	$(AQ) size --from $$(ls $(DEMO_RESULTS)/bench-train-*.json | head -1) --gpus 72 --out $(DEMO_RESULTS)
 	@echo
-	@echo "== demo summary: 600 synthetic images packed, verified, and measured the documents' way =="
+	@echo "== demo summary: 600 synthetic images packed, verified, served by a storage node and measured the documents' way =="
 	@$(AQ) report $(DEMO_RESULTS) -o $(DEMO_DIR)/report.html --title "aquifer demo"
 
 # Every test: unit and integration tests under CTest, then the fuzz targets
