@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -17,7 +18,6 @@
 namespace aq::client {
 namespace {
 
-using server::Sha256Hex;
 using server::UriDecode;
 using server::UriEncode;
 
@@ -250,12 +250,20 @@ class StoreWriter final : public io::WritableFile {
   Status Close() override {
     if (!f_) return InvalidArgument(fmt::format("'{}' is already closed", path_));
     std::fflush(f_);
-    // The payload hash is signed, so hash the spooled bytes first.
+    // The payload hash is signed, so hash the spooled bytes first, a
+    // piece at a time (memory stays bounded whatever the file's size).
     std::string hash;
     {
-      std::ifstream in(spool_, std::ios::binary);
-      std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      hash = Sha256Hex(all);
+      std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> sha(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+      EVP_DigestInit_ex(sha.get(), EVP_sha256(), nullptr);
+      std::rewind(f_);
+      std::vector<char> buf(1 << 20);
+      for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), f_)) > 0;) EVP_DigestUpdate(sha.get(), buf.data(), n);
+      if (std::ferror(f_)) return ErrnoStatus(errno, "read back the spool", spool_);
+      unsigned char d[EVP_MAX_MD_SIZE];
+      unsigned len = 0;
+      EVP_DigestFinal_ex(sha.get(), d, &len);
+      hash = server::HexEncode(d, len);
     }
     std::FILE* f = f_;
     auto res = AQ_TRY(fs_.Request(p_, "PUT", "", {}, hash,

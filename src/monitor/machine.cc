@@ -9,15 +9,10 @@
 #include <sstream>
 #include <thread>
 
+#include "monitor/proc.h"
+
 namespace aq::monitor {
 namespace {
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // /proc/mounts escapes spaces and tabs in paths as octal (\040).
 std::string Unescape(const std::string& s) {
@@ -74,7 +69,7 @@ MachineFacts CollectMachineFacts(const std::vector<std::string>& roots) {
   if (gethostname(host, sizeof host - 1) == 0) m.hostname = host;
   utsname u{};
   if (uname(&u) == 0) m.kernel = std::string(u.sysname) + " " + u.release + " " + u.machine;
-  std::istringstream cpu(ReadAll("/proc/cpuinfo"));
+  std::istringstream cpu(ReadProcFile("/proc/cpuinfo"));
   std::string line;
   while (std::getline(cpu, line)) {
     if (line.rfind("model name", 0) == 0) {
@@ -85,7 +80,7 @@ MachineFacts CollectMachineFacts(const std::vector<std::string>& roots) {
   }
   m.cores = std::thread::hardware_concurrency();
   m.memory_bytes = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  const std::string mounts = ReadAll("/proc/mounts");
+  const std::string mounts = ReadProcFile("/proc/mounts");
   for (const auto& r : roots) {
     char resolved[PATH_MAX];
     std::string p = realpath(r.c_str(), resolved) != nullptr ? std::string(resolved) : r;

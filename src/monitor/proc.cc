@@ -1,6 +1,8 @@
 #include "monitor/proc.h"
 
 #include <charconv>
+#include <fstream>
+#include <sstream>
 
 namespace aq::monitor {
 namespace {
@@ -37,6 +39,13 @@ void ForEachLine(std::string_view text, Fn fn) {
 }
 
 }  // namespace
+
+std::string ReadProcFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 CpuTimes ParseProcStat(std::string_view text) {
   CpuTimes t;

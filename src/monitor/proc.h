@@ -14,6 +14,9 @@
 
 namespace aq::monitor {
 
+// The whole text of a /proc (or other small) file; empty if unreadable.
+std::string ReadProcFile(const std::string& path);
+
 // Aggregate CPU time in clock ticks, from the "cpu " line of /proc/stat.
 struct CpuTimes {
   uint64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;

@@ -12,13 +12,6 @@
 namespace aq::monitor {
 namespace {
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 bool IsWholeDisk(const std::string& name) {
   if (name.rfind("loop", 0) == 0 || name.rfind("ram", 0) == 0 || name.rfind("zram", 0) == 0) return false;
   struct stat st {};
@@ -93,7 +86,7 @@ void Sampler::Start() {
       CpuTimes prev, cur;
     };
     auto cpu = std::make_shared<CpuState>();
-    cpu->prev = cpu->cur = ParseProcStat(ReadAll(proc + "/stat"));
+    cpu->prev = cpu->cur = ParseProcStat(ReadProcFile(proc + "/stat"));
     auto pct = [cpu](uint64_t CpuTimes::*a, uint64_t CpuTimes::*b, uint64_t CpuTimes::*c) {
       uint64_t total = cpu->cur.Total() - cpu->prev.Total();
       if (total == 0) return 0.0;
@@ -103,7 +96,7 @@ void Sampler::Start() {
     };
     AddGauge("cpu.user", "%", [cpu, proc, pct] {
       cpu->prev = cpu->cur;
-      cpu->cur = ParseProcStat(ReadAll(proc + "/stat"));
+      cpu->cur = ParseProcStat(ReadProcFile(proc + "/stat"));
       return pct(&CpuTimes::user, &CpuTimes::nice, nullptr);
     });
     AddGauge("cpu.system", "%", [pct] { return pct(&CpuTimes::system, &CpuTimes::irq, &CpuTimes::softirq); });
@@ -111,16 +104,16 @@ void Sampler::Start() {
 
     auto mem = std::make_shared<std::map<std::string, uint64_t>>();
     AddGauge("mem.used", "bytes", [mem, proc] {
-      *mem = ParseMeminfo(ReadAll(proc + "/meminfo"));
+      *mem = ParseMeminfo(ReadProcFile(proc + "/meminfo"));
       return static_cast<double>((*mem)["MemTotal"] - (*mem)["MemAvailable"]);
     });
     AddGauge("mem.page_cache", "bytes", [mem] { return static_cast<double>((*mem)["Cached"]); });
 
-    for (const auto& d : ParseDiskstats(ReadAll(proc + "/diskstats"))) {
+    for (const auto& d : ParseDiskstats(ReadProcFile(proc + "/diskstats"))) {
       if (!IsWholeDisk(d.name)) continue;
       auto field = [proc, name = d.name](uint64_t DiskCounters::*f) {
         return [proc, name, f] {
-          for (const auto& x : ParseDiskstats(ReadAll(proc + "/diskstats"))) {
+          for (const auto& x : ParseDiskstats(ReadProcFile(proc + "/diskstats"))) {
             if (x.name == name) return static_cast<double>(x.*f);
           }
           return 0.0;
@@ -130,10 +123,10 @@ void Sampler::Start() {
       AddCounter("disk." + d.name + ".read_iops", "IOPS", field(&DiskCounters::reads));
       AddCounter("disk." + d.name + ".write", "MB/s", field(&DiskCounters::write_sectors), 512 / 1e6);
     }
-    for (const auto& n : ParseNetDev(ReadAll(proc + "/net/dev"))) {
+    for (const auto& n : ParseNetDev(ReadProcFile(proc + "/net/dev"))) {
       auto field = [proc, name = n.name](uint64_t NetCounters::*f) {
         return [proc, name, f] {
-          for (const auto& x : ParseNetDev(ReadAll(proc + "/net/dev"))) {
+          for (const auto& x : ParseNetDev(ReadProcFile(proc + "/net/dev"))) {
             if (x.name == name) return static_cast<double>(x.*f);
           }
           return 0.0;
@@ -144,11 +137,11 @@ void Sampler::Start() {
     }
     const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
     AddCounter(
-        "process.cpu", "%", [proc] { return static_cast<double>(ParseProcessCpuTicks(ReadAll(proc + "/self/stat"))); },
-        100.0 / tick);
+        "process.cpu", "%",
+        [proc] { return static_cast<double>(ParseProcessCpuTicks(ReadProcFile(proc + "/self/stat"))); }, 100.0 / tick);
     const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
     AddGauge("process.rss", "bytes", [proc, page] {
-      std::istringstream in(ReadAll(proc + "/self/statm"));
+      std::istringstream in(ReadProcFile(proc + "/self/statm"));
       uint64_t size = 0, resident = 0;
       in >> size >> resident;
       return static_cast<double>(resident) * page;
