@@ -69,3 +69,13 @@ results = {
 }
 for name, r in results.items():
     put("fuzz_report", name, json.dumps({**base, **r}).encode())
+
+# S3 request bodies: what boto3 and s3cmd send, and near misses.
+put("fuzz_s3_xml", "complete",
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<CompleteMultipartUpload xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+    b'<Part><ETag>"0123456789abcdef0123456789abcdef"</ETag><PartNumber>1</PartNumber></Part>'
+    b'<Part><ETag>&quot;fedcba98765432100123456789abcdef&quot;</ETag><PartNumber>2</PartNumber></Part>'
+    b'</CompleteMultipartUpload>')
+put("fuzz_s3_xml", "delete",
+    b'<Delete><Quiet>true</Quiet><Object><Key>a/b.tfrecord</Key></Object><Object><Key>x&amp;y</Key></Object></Delete>')
+put("fuzz_s3_xml", "doctype", b'<!DOCTYPE d [<!ENTITY a "aaaa">]><Delete><Object><Key>&a;</Key></Object></Delete>')

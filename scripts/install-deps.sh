@@ -15,7 +15,7 @@ PACKAGES=(
   # the monitor's Prometheus endpoint; the storage bench's io_uring queue
   libcpp-httplib-dev liburing-dev
   # the storage node's metadata and ETags; real S3 clients that test it
-  libsqlite3-dev libssl-dev python3-boto3 s3cmd
+  libsqlite3-dev libssl-dev libexpat1-dev python3-boto3 s3cmd
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # fuzzing (clang's libFuzzer runtime)

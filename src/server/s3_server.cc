@@ -4,12 +4,14 @@
 #include <httplib.h>
 #include <openssl/evp.h>
 
+#include <charconv>
 #include <chrono>
 #include <ctime>
 #include <fstream>
 #include <sstream>
 
 #include "server/node_stats.h"
+#include "server/s3_xml.h"
 #include "server/sigv4.h"
 
 namespace aq::server {
@@ -183,8 +185,10 @@ class Handler {
             "application/xml");
         return;
       }
+      if (req.has_param("uploads")) return ListUploads(t, res);
       return List(req, t, res);
     }
+    if (req.has_param("uploadId")) return ListParts(req, t, res);
     auto meta = objects_.Head(t.bucket, t.key);
     if (!meta.ok()) return SendStatus(res, meta.status(), t.raw_path, true);
     res.set_header("ETag", meta->etag);
@@ -259,8 +263,9 @@ class Handler {
     std::string hash;
     if (!Authenticate(req, t, res, &hash)) return;
     if (t.bucket.empty()) return SendError(res, 405, "MethodNotAllowed", "PUT needs a bucket", t.raw_path);
-    if (req.has_param("uploadId") || req.has_param("partNumber")) {
-      return SendError(res, 501, "NotImplemented", "multipart upload is not supported yet", t.raw_path);
+    const bool part = req.has_param("uploadId") || req.has_param("partNumber");
+    if (part && (t.key.empty() || !req.has_param("uploadId") || !req.has_param("partNumber"))) {
+      return SendError(res, 400, "InvalidRequest", "UploadPart needs a key, uploadId and partNumber", t.raw_path);
     }
     if (t.key.empty()) {
       std::string body;
@@ -276,10 +281,25 @@ class Handler {
       return;
     }
     if (req.has_header("x-amz-copy-source")) {
-      return SendError(res, 501, "NotImplemented", "CopyObject is not supported yet", t.raw_path);
+      return SendError(res, 501, "NotImplemented",
+                       part ? "UploadPartCopy is not supported" : "CopyObject is not supported", t.raw_path);
     }
-    auto writer = objects_.Put(t.bucket, t.key);
-    if (!writer.ok()) return SendStatus(res, writer.status(), t.raw_path, true);
+    Result<std::unique_ptr<store::ObjectWriter>> writer = InvalidArgument("");
+    if (part) {
+      const std::string n = req.get_param_value("partNumber");
+      uint32_t number = 0;
+      auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), number);
+      if (ec != std::errc() || end != n.data() + n.size() || number < 1 || number > store::kMaxPartNumber) {
+        return SendError(res, 400, "InvalidArgument",
+                         fmt::format("partNumber '{}' is not an integer in 1..{}", n, store::kMaxPartNumber),
+                         t.raw_path);
+      }
+      writer = objects_.PutPart(req.get_param_value("uploadId"), t.bucket, t.key, number);
+      if (!writer.ok()) return SendUploadStatus(res, writer.status(), t.raw_path);
+    } else {
+      writer = objects_.Put(t.bucket, t.key);
+      if (!writer.ok()) return SendStatus(res, writer.status(), t.raw_path, true);
+    }
     std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> sha(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
     EVP_DigestInit_ex(sha.get(), EVP_sha256(), nullptr);
     Status failed;
@@ -322,7 +342,9 @@ class Handler {
       }
     }
     auto meta = (*writer)->Commit();
-    if (!meta.ok()) return SendStatus(res, meta.status(), t.raw_path, true);
+    if (!meta.ok()) {
+      return part ? SendUploadStatus(res, meta.status(), t.raw_path) : SendStatus(res, meta.status(), t.raw_path, true);
+    }
     res.set_header("ETag", meta->etag);
   }
 
@@ -332,7 +354,11 @@ class Handler {
     if (!Authenticate(req, t, res, &hash)) return;
     if (t.bucket.empty()) return SendError(res, 405, "MethodNotAllowed", "DELETE needs a bucket", t.raw_path);
     if (req.has_param("uploadId")) {
-      return SendError(res, 501, "NotImplemented", "multipart upload is not supported yet", t.raw_path);
+      if (t.key.empty()) return SendError(res, 400, "InvalidRequest", "AbortMultipartUpload needs a key", t.raw_path);
+      Status s = objects_.AbortUpload(req.get_param_value("uploadId"), t.bucket, t.key);
+      if (!s.ok()) return SendUploadStatus(res, s, t.raw_path);
+      res.status = 204;
+      return;
     }
     if (t.key.empty()) {
       Status s = objects_.meta().DeleteBucket(t.bucket);
@@ -348,15 +374,167 @@ class Handler {
     res.status = 204;
   }
 
-  void Post(const Request& req, Response& res) {
+  // POST: CreateMultipartUpload (?uploads), CompleteMultipartUpload
+  // (?uploadId=), DeleteObjects (?delete). Bodies are small XML documents,
+  // read up to 1 MiB and checked against the signed payload hash.
+  void Post(const Request& req, Response& res, const httplib::ContentReader& reader) {
     Target t = ParseTarget(req);
     std::string hash;
+    bool read_all = true;
+    std::string body;
+    reader([&](const char* d, size_t n) {
+      if (body.size() + n > (1u << 20)) {
+        read_all = false;
+        return false;
+      }
+      body.append(d, n);
+      return true;
+    });
+    if (!read_all) {
+      res.set_header("Connection", "close");
+      return SendError(res, 400, "MaxMessageLengthExceeded", "the request body is over 1 MiB", t.raw_path);
+    }
     if (!Authenticate(req, t, res, &hash)) return;
-    SendError(res, 501, "NotImplemented", "POST operations (multipart upload, DeleteObjects) are not supported yet",
-              t.raw_path);
+    if (!hash.empty() && hash != "UNSIGNED-PAYLOAD") {
+      unsigned char d[EVP_MAX_MD_SIZE];
+      unsigned len = 0;
+      EVP_Digest(body.data(), body.size(), d, &len, EVP_sha256(), nullptr);
+      if (HexEncode(d, len) != hash) {
+        return SendError(res, 400, "XAmzContentSHA256Mismatch",
+                         "the body's SHA-256 does not match x-amz-content-sha256", t.raw_path);
+      }
+    }
+    if (t.bucket.empty()) return SendError(res, 405, "MethodNotAllowed", "POST needs a bucket", t.raw_path);
+    if (t.key.empty() && req.has_param("delete")) return DeleteObjects(t, body, res);
+    if (!t.key.empty() && req.has_param("uploads")) {
+      auto u = objects_.CreateUpload(t.bucket, t.key);
+      if (!u.ok()) return SendStatus(res, u.status(), t.raw_path, true);
+      res.set_content(fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<InitiateMultipartUploadResult "
+                                  "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Bucket>{}</Bucket><Key>{}</Key>"
+                                  "<UploadId>{}</UploadId></InitiateMultipartUploadResult>",
+                                  Xml(t.bucket), Xml(t.key), Xml(u->id)),
+                      "application/xml");
+      return;
+    }
+    if (!t.key.empty() && req.has_param("uploadId")) return Complete(req, t, body, res);
+    SendError(res, 501, "NotImplemented", "this POST operation is not supported", t.raw_path);
   }
 
  private:
+  // Errors of requests that name an upload: a missing one is NoSuchUpload.
+  static void SendUploadStatus(Response& res, const Status& s, const std::string& resource) {
+    const std::string msg(s.message());
+    if (s.code() == StatusCode::kNotFound && msg.find("no multipart upload") != std::string::npos) {
+      return SendError(res, 404, "NoSuchUpload", msg, resource);
+    }
+    SendStatus(res, s, resource, true);
+  }
+
+  void Complete(const Request& req, const Target& t, const std::string& body, Response& res) {
+    const std::string id = req.get_param_value("uploadId");
+    auto parts = ParseCompleteMultipartUpload(body);
+    if (!parts.ok()) return SendError(res, 400, "MalformedXML", std::string(parts.status().message()), t.raw_path);
+    auto upload = objects_.GetUpload(id, t.bucket, t.key);
+    if (!upload.ok()) return SendUploadStatus(res, upload.status(), t.raw_path);
+    std::string code, message;
+    if (!store::CheckCompletion(*upload, *parts, o_.min_part_bytes, &code, &message)) {
+      return SendError(res, 400, code, message, t.raw_path);
+    }
+    auto meta = objects_.CompleteUpload(id, t.bucket, t.key, *parts);
+    if (!meta.ok()) {
+      if (meta.status().code() == StatusCode::kInvalidArgument) {
+        // A part was replaced between the check and the commit.
+        return SendError(res, 400, "InvalidPart", std::string(meta.status().message()), t.raw_path);
+      }
+      return SendUploadStatus(res, meta.status(), t.raw_path);
+    }
+    const std::string host = req.get_header_value("Host");
+    res.set_content(fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<CompleteMultipartUploadResult "
+                                "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Location>http://{}{}</Location>"
+                                "<Bucket>{}</Bucket><Key>{}</Key><ETag>{}</ETag></CompleteMultipartUploadResult>",
+                                Xml(host), Xml(t.raw_path), Xml(t.bucket), Xml(t.key), Xml(meta->etag)),
+                    "application/xml");
+  }
+
+  void ListParts(const Request& req, const Target& t, Response& res) {
+    auto upload = objects_.GetUpload(req.get_param_value("uploadId"), t.bucket, t.key);
+    if (!upload.ok()) return SendUploadStatus(res, upload.status(), t.raw_path);
+    uint32_t marker = 0, max_parts = 1000;
+    try {
+      if (req.has_param("part-number-marker")) marker = std::stoul(req.get_param_value("part-number-marker"));
+      if (req.has_param("max-parts"))
+        max_parts = std::min<uint32_t>(1000, std::stoul(req.get_param_value("max-parts")));
+    } catch (const std::exception&) {
+      return SendError(res, 400, "InvalidArgument", "part-number-marker and max-parts must be integers", t.raw_path);
+    }
+    std::string items;
+    uint32_t count = 0, last = marker;
+    bool truncated = false;
+    for (const auto& p : upload->parts) {
+      if (p.number <= marker) continue;
+      if (count == max_parts) {
+        truncated = true;
+        break;
+      }
+      items += fmt::format(
+          "<Part><PartNumber>{}</PartNumber><LastModified>{}</LastModified><ETag>{}</ETag>"
+          "<Size>{}</Size></Part>",
+          p.number, IsoTime(p.mtime_ns), Xml(p.etag), p.size);
+      last = p.number;
+      ++count;
+    }
+    res.set_content(
+        fmt::format(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListPartsResult "
+            "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Bucket>{}</Bucket><Key>{}</Key>"
+            "<UploadId>{}</UploadId><StorageClass>STANDARD</StorageClass><PartNumberMarker>{}</PartNumberMarker>"
+            "<NextPartNumberMarker>{}</NextPartNumberMarker><MaxParts>{}</MaxParts>"
+            "<IsTruncated>{}</IsTruncated>{}</ListPartsResult>",
+            Xml(t.bucket), Xml(t.key), Xml(upload->id), marker, last, max_parts, truncated ? "true" : "false", items),
+        "application/xml");
+  }
+
+  void ListUploads(const Target& t, Response& res) {
+    auto uploads = objects_.meta().ListUploads(t.bucket);
+    if (!uploads.ok()) return SendStatus(res, uploads.status(), t.raw_path, false);
+    std::string xml = fmt::format(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListMultipartUploadsResult "
+        "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Bucket>{}</Bucket><KeyMarker></KeyMarker>"
+        "<UploadIdMarker></UploadIdMarker><MaxUploads>1000</MaxUploads><IsTruncated>false</IsTruncated>",
+        Xml(t.bucket));
+    for (const auto& u : *uploads) {
+      xml += fmt::format(
+          "<Upload><Key>{}</Key><UploadId>{}</UploadId><StorageClass>STANDARD</StorageClass>"
+          "<Initiated>{}</Initiated></Upload>",
+          Xml(u.key), Xml(u.id), IsoTime(u.created_ns));
+    }
+    res.set_content(xml + "</ListMultipartUploadsResult>", "application/xml");
+  }
+
+  void DeleteObjects(const Target& t, const std::string& body, Response& res) {
+    auto request = ParseDeleteObjects(body);
+    if (!request.ok()) return SendError(res, 400, "MalformedXML", std::string(request.status().message()), t.raw_path);
+    std::string xml =
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<DeleteResult "
+        "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">";
+    for (const auto& key : request->keys) {
+      Status s = store::CheckObjectKey(key);
+      if (s.ok()) s = objects_.Delete(t.bucket, key);
+      if (!s.ok() && s.code() == StatusCode::kNotFound && std::string(s.message()).rfind("no bucket", 0) == 0) {
+        return SendStatus(res, s, t.raw_path, false);
+      }
+      // As S3: a key that did not exist counts as deleted.
+      if (s.ok() || s.code() == StatusCode::kNotFound) {
+        if (!request->quiet) xml += "<Deleted><Key>" + Xml(key) + "</Key></Deleted>";
+      } else {
+        xml += fmt::format("<Error><Key>{}</Key><Code>{}</Code><Message>{}</Message></Error>", Xml(key),
+                           s.code() == StatusCode::kInvalidArgument ? "InvalidArgument" : "InternalError",
+                           Xml(std::string(s.message())));
+      }
+    }
+    res.set_content(xml + "</DeleteResult>", "application/xml");
+  }
+
   void ListBuckets(Response& res) {
     auto buckets = objects_.meta().ListBuckets();
     if (!buckets.ok()) return SendStatus(res, buckets.status(), "/", false);
@@ -537,9 +715,9 @@ Result<std::unique_ptr<S3Server>> S3Server::Start(store::ObjectStore& objects, S
     h->Delete(req, res);
     record(req, res, t0, 0);
   });
-  http.Post(".*", [h, record](const Request& req, Response& res) {
+  http.Post(".*", [h, record](const Request& req, Response& res, const httplib::ContentReader& reader) {
     auto t0 = Clock::now();
-    h->Post(req, res);
+    h->Post(req, res, reader);
     record(req, res, t0, 0);
   });
   // Requests the HTTP layer refuses before routing (malformed, a path that

@@ -2,10 +2,12 @@
 // unchanged (boto3, s3cmd, the AWS CLI): ListBuckets, CreateBucket,
 // HeadBucket, DeleteBucket, GetBucketLocation, ListObjects (V1 and V2:
 // prefix, delimiter, pagination), PutObject (streamed into blocks, never held
-// whole), GetObject (Range), HeadObject, DeleteObject, with S3's XML errors.
+// whole), GetObject (Range), HeadObject, DeleteObject, DeleteObjects,
+// multipart upload (CreateMultipartUpload, UploadPart, CompleteMultipartUpload,
+// AbortMultipartUpload, ListParts, ListMultipartUploads), with S3's XML errors.
 // Requests are authenticated with AWS Signature Version 4 when credentials
 // are configured (a wrong or missing signature is 403); anonymous access only
-// when explicitly enabled. Multipart upload is refused (501) for now.
+// when explicitly enabled. CopyObject and UploadPartCopy are refused (501).
 //
 // Thread safety: the server runs its own threads (one per connection from a
 // bounded pool); Start/Stop from one thread.
@@ -42,7 +44,8 @@ struct S3ServerOptions {
   size_t threads = 16;
   uint64_t max_object_bytes = 5ull << 30;  // S3's single-PUT limit
   int max_clock_skew_seconds = 15 * 60;
-  NodeStats* stats = nullptr;  // requests recorded here when set (must outlive the server)
+  uint64_t min_part_bytes = store::kMinPartSize;  // every multipart part but the last
+  NodeStats* stats = nullptr;                     // requests recorded here when set (must outlive the server)
 };
 
 class S3Server {

@@ -34,9 +34,33 @@ struct ObjectMeta {
   uint64_t size = 0;
   int64_t mtime_ns = 0;
   std::string etag;         // S3's ETag (MD5 of the bytes, or of the parts for multipart)
-  uint64_t block_size = 0;  // every block but the last has this size
+  uint64_t block_size = 0;  // the node's block size when written; blocks are at most this (a
+                            // multipart object's parts each end with a shorter block)
   uint64_t version = 0;     // increases with every write of the key (set by the store)
   std::vector<BlockRef> blocks;
+};
+
+// One uploaded part of a multipart upload: its bytes are already in blocks,
+// not yet part of any object.
+struct PartMeta {
+  uint32_t number = 0;  // 1..10000
+  uint64_t size = 0;
+  std::string etag;  // MD5 of the part's bytes, quoted
+  int64_t mtime_ns = 0;
+  std::vector<BlockRef> blocks;
+};
+
+// A multipart upload in progress.
+struct UploadInfo {
+  std::string id, bucket, key;
+  int64_t created_ns = 0;
+  std::vector<PartMeta> parts;  // sorted by number (GetUpload only)
+};
+
+// A part as CompleteMultipartUpload names it.
+struct CompletedPart {
+  uint32_t number = 0;
+  std::string etag;
 };
 
 struct BucketInfo {
@@ -75,7 +99,32 @@ class MetaStore {
   virtual Result<std::vector<BlockRef>> DeleteObject(const std::string& bucket, const std::string& key) = 0;
   virtual Result<ListPage> ListObjects(const ListRequest& request) = 0;
 
-  // Every block id some object refers to (garbage collection).
+  // Multipart uploads. An upload's parts are stored (blocks + a part
+  // record) as they arrive; completing switches the object to the
+  // concatenation of the named parts in one transaction.
+  //
+  // Records a new upload; the bucket must exist. `upload.id` is the caller's
+  // (unique, random).
+  virtual Status CreateUpload(const UploadInfo& upload) = 0;
+  // The upload and its parts (with their blocks). NotFound if no such upload.
+  virtual Result<UploadInfo> GetUpload(const std::string& upload_id) = 0;
+  // Uploads in progress in a bucket, oldest first, without their parts.
+  virtual Result<std::vector<UploadInfo>> ListUploads(const std::string& bucket) = 0;
+  // Records (or replaces) a part; returns the blocks of the part it replaced.
+  // NotFound if the upload is gone (completed or aborted meanwhile).
+  virtual Result<std::vector<BlockRef>> PutPart(const std::string& upload_id, const PartMeta& part) = 0;
+  // In one transaction: checks that every named part still exists with the
+  // named ETag (else InvalidArgument "part N ..."), writes `object` (its size
+  // and blocks are replaced by the parts' concatenation; its other fields
+  // are kept) and removes the upload. Returns the blocks now unreferenced:
+  // those of the object's previous layout and of parts left out.
+  virtual Result<std::vector<BlockRef>> CompleteUpload(const std::string& upload_id,
+                                                       const std::vector<CompletedPart>& parts,
+                                                       const ObjectMeta& object) = 0;
+  // Removes the upload; returns its parts' blocks. NotFound if missing.
+  virtual Result<std::vector<BlockRef>> AbortUpload(const std::string& upload_id) = 0;
+
+  // Every block id an object or an uploaded part refers to (garbage collection).
   virtual Result<std::vector<std::string>> ReferencedBlocks() = 0;
 };
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <openssl/evp.h>
 
+#include <cctype>
 #include <chrono>
 
 namespace aq::store {
@@ -77,21 +78,36 @@ Result<ObjectMeta> ObjectWriter::Commit() {
   m.etag = "\"" + hex + "\"";
   m.block_size = block_size_;
   m.blocks = written_;
+  if (part_ > 0) {
+    PartMeta p{part_, size_, m.etag, m.mtime_ns, written_};
+    auto old = meta_.PutPart(upload_id_, p);
+    if (!old.ok()) {
+      Abort();
+      return Status(old.status().code(), fmt::format("part {} of '{}': {}", part_, key_, old.status().message()));
+    }
+    done_ = true;
+    Free(*old);
+    return m;
+  }
   auto old = meta_.PutObject(m);
   if (!old.ok()) {
     Abort();
     return old.status();
   }
   done_ = true;
-  // The new layout is durable; the old blocks are unreachable now. A
-  // failure to remove one leaves an orphan for garbage collection.
-  for (const auto& b : *old) {
-    if (cache_) cache_->Erase(b.id);
-    (void)blocks_.Remove(b);
-  }
+  Free(*old);
   auto stored = meta_.GetObject(bucket_, key_);
   if (stored.ok()) m.version = stored->version;
   return m;
+}
+
+// The layout that referred to these blocks is gone (durably); a failure to
+// remove one leaves an orphan for garbage collection.
+void ObjectWriter::Free(const std::vector<BlockRef>& blocks) {
+  for (const auto& b : blocks) {
+    if (cache_) cache_->Erase(b.id);
+    (void)blocks_.Remove(b);
+  }
 }
 
 void ObjectWriter::Abort() {
@@ -161,6 +177,144 @@ Status ObjectStore::Delete(const std::string& bucket, const std::string& key) {
     if (cache_) cache_->Erase(b.id);
     (void)blocks_.Remove(b);
   }
+  return Status::Ok();
+}
+
+Result<UploadInfo> ObjectStore::CreateUpload(const std::string& bucket, const std::string& key) {
+  AQ_TRY(CheckObjectKey(key));
+  UploadInfo u;
+  u.id = NewBlockId();
+  u.bucket = bucket;
+  u.key = key;
+  u.created_ns = NowNs();
+  AQ_TRY(meta_.CreateUpload(u));
+  return u;
+}
+
+Result<UploadInfo> ObjectStore::GetUpload(const std::string& upload_id, const std::string& bucket,
+                                          const std::string& key) {
+  auto u = AQ_TRY(meta_.GetUpload(upload_id));
+  if (u.bucket != bucket || u.key != key) {
+    return NotFound(fmt::format("no multipart upload '{}' for '{}/{}'", upload_id, bucket, key));
+  }
+  return u;
+}
+
+Result<std::unique_ptr<ObjectWriter>> ObjectStore::PutPart(const std::string& upload_id, const std::string& bucket,
+                                                           const std::string& key, uint32_t number) {
+  if (number < 1 || number > kMaxPartNumber) {
+    return InvalidArgument(fmt::format("part number {} outside 1..{}", number, kMaxPartNumber));
+  }
+  AQ_TRY(GetUpload(upload_id, bucket, key));
+  std::unique_ptr<ObjectWriter> w(
+      new ObjectWriter(meta_, blocks_, cache_, bucket, key, options_.pool, options_.block_size));
+  w->upload_id_ = upload_id;
+  w->part_ = number;
+  return w;
+}
+
+namespace {
+
+std::string MultipartEtag(const std::vector<CompletedPart>& parts) {
+  std::string digests;  // the parts' binary MD5s
+  for (const auto& p : parts) {
+    std::string hex = p.etag;
+    if (hex.size() >= 2 && hex.front() == '"' && hex.back() == '"') hex = hex.substr(1, hex.size() - 2);
+    for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+      digests += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+    }
+  }
+  unsigned char d[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  EVP_Digest(digests.data(), digests.size(), d, &len, EVP_md5(), nullptr);
+  std::string out = "\"";
+  for (unsigned i = 0; i < len; ++i) out += fmt::format("{:02x}", d[i]);
+  return out + "-" + std::to_string(parts.size()) + "\"";
+}
+
+bool IsMd5Etag(const std::string& e) {
+  if (e.size() != 34 || e.front() != '"' || e.back() != '"') return false;
+  for (size_t i = 1; i + 1 < e.size(); ++i) {
+    if (!std::isxdigit(static_cast<unsigned char>(e[i]))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool CheckCompletion(const UploadInfo& upload, const std::vector<CompletedPart>& parts, uint64_t min_part_size,
+                     std::string* code, std::string* message) {
+  if (parts.empty()) {
+    *code = "MalformedXML";
+    *message = "the completion names no part";
+    return false;
+  }
+  // Order first, then each part's existence and ETag, then sizes: the
+  // first rule broken is the one reported, as S3 does.
+  for (size_t i = 1; i < parts.size(); ++i) {
+    if (parts[i].number <= parts[i - 1].number) {
+      *code = "InvalidPartOrder";
+      *message = fmt::format("part {} follows part {}: parts must be in ascending order", parts[i].number,
+                             parts[i - 1].number);
+      return false;
+    }
+  }
+  std::vector<const PartMeta*> found(parts.size(), nullptr);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const auto& c = parts[i];
+    // ETags arrive quoted or not; compare them quoted.
+    std::string etag = c.etag;
+    if (etag.empty() || etag.front() != '"') etag = "\"" + etag + "\"";
+    for (const auto& p : upload.parts) {
+      if (p.number == c.number) found[i] = &p;
+    }
+    if (found[i] == nullptr) {
+      *code = "InvalidPart";
+      *message = fmt::format("part {} was not uploaded", c.number);
+      return false;
+    }
+    if (found[i]->etag != etag || !IsMd5Etag(etag)) {
+      *code = "InvalidPart";
+      *message = fmt::format("part {} has ETag {}, the completion names {}", c.number, found[i]->etag, c.etag);
+      return false;
+    }
+  }
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (found[i]->size < min_part_size) {
+      *code = "EntityTooSmall";
+      *message = fmt::format("part {} is {} bytes; every part but the last must be at least {}", parts[i].number,
+                             found[i]->size, min_part_size);
+      return false;
+    }
+  }
+  return true;
+}
+
+Result<ObjectMeta> ObjectStore::CompleteUpload(const std::string& upload_id, const std::string& bucket,
+                                               const std::string& key, const std::vector<CompletedPart>& parts) {
+  std::vector<CompletedPart> quoted = parts;
+  for (auto& p : quoted) {
+    if (p.etag.empty() || p.etag.front() != '"') p.etag = "\"" + p.etag + "\"";
+    if (!IsMd5Etag(p.etag)) return InvalidArgument(fmt::format("part {}: ETag {} is not an MD5", p.number, p.etag));
+  }
+  ObjectMeta m;
+  m.bucket = bucket;
+  m.key = key;
+  m.mtime_ns = NowNs();
+  m.etag = MultipartEtag(quoted);
+  m.block_size = options_.block_size;
+  auto freed = AQ_TRY(meta_.CompleteUpload(upload_id, quoted, m));
+  for (const auto& b : freed) {
+    if (cache_) cache_->Erase(b.id);
+    (void)blocks_.Remove(b);
+  }
+  return meta_.GetObject(bucket, key);
+}
+
+Status ObjectStore::AbortUpload(const std::string& upload_id, const std::string& bucket, const std::string& key) {
+  AQ_TRY(GetUpload(upload_id, bucket, key));
+  auto freed = AQ_TRY(meta_.AbortUpload(upload_id));
+  for (const auto& b : freed) (void)blocks_.Remove(b);
   return Status::Ok();
 }
 

@@ -48,6 +48,7 @@ class ObjectWriter {
   ObjectWriter(MetaStore& meta, BlockStore& blocks, BlockCache* cache, std::string bucket, std::string key,
                std::string pool, uint64_t block_size);
   Status FlushBlock();
+  void Free(const std::vector<BlockRef>& blocks);
 
   MetaStore& meta_;
   BlockStore& blocks_;
@@ -59,6 +60,8 @@ class ObjectWriter {
   uint64_t size_ = 0;
   void* md5_;  // EVP_MD_CTX*, the ETag
   bool done_ = false;
+  std::string upload_id_;  // a part of this multipart upload, when part_ > 0
+  uint32_t part_ = 0;
 };
 
 struct ListV2Request {
@@ -90,6 +93,25 @@ class ObjectStore {
   Status Read(const ObjectMeta& object, uint64_t offset, uint64_t n,
               const std::function<Status(std::string_view)>& sink);
   Status Delete(const std::string& bucket, const std::string& key);
+
+  // Multipart upload (S3's create / upload part / complete / abort). Parts
+  // stream into blocks like a put; completing switches the object to the
+  // parts' blocks in one metadata transaction (no bytes copied).
+  Result<UploadInfo> CreateUpload(const std::string& bucket, const std::string& key);
+  // A writer whose Commit records part `number` (1..10000) of the upload
+  // (and returns its size and ETag). NotFound if the upload is not one for
+  // bucket/key.
+  Result<std::unique_ptr<ObjectWriter>> PutPart(const std::string& upload_id, const std::string& bucket,
+                                                const std::string& key, uint32_t number);
+  // The upload, checked to be for bucket/key (NotFound otherwise).
+  Result<UploadInfo> GetUpload(const std::string& upload_id, const std::string& bucket, const std::string& key);
+  // Commits the named parts, in order, as the object; frees the blocks of
+  // the replaced object and of parts left out. The ETag is S3's: the MD5 of
+  // the parts' MD5s, "-" and the part count. The caller has checked the
+  // list (CheckCompletion); a part replaced meanwhile is InvalidArgument.
+  Result<ObjectMeta> CompleteUpload(const std::string& upload_id, const std::string& bucket, const std::string& key,
+                                    const std::vector<CompletedPart>& parts);
+  Status AbortUpload(const std::string& upload_id, const std::string& bucket, const std::string& key);
   // S3 ListObjectsV2: keys under the prefix; with a delimiter, keys that
   // contain it after the prefix are rolled up into common prefixes. Keys and
   // prefixes together count against max_keys.
@@ -106,5 +128,16 @@ class ObjectStore {
   ObjectStoreOptions options_;
   BlockCache* cache_;
 };
+
+// S3's rules for CompleteMultipartUpload's part list against the upload:
+// at least one part, numbers strictly ascending, each uploaded with the
+// named ETag, every part but the last at least `min_part_size` bytes. On a
+// violation returns false and sets the S3 error code (InvalidPartOrder,
+// InvalidPart, EntityTooSmall) and a message naming the part.
+bool CheckCompletion(const UploadInfo& upload, const std::vector<CompletedPart>& parts, uint64_t min_part_size,
+                     std::string* code, std::string* message);
+
+inline constexpr uint64_t kMinPartSize = 5ull << 20;  // S3's 5 MiB
+inline constexpr uint32_t kMaxPartNumber = 10000;
 
 }  // namespace aq::store

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "store/meta_store.h"
@@ -32,6 +33,27 @@ CREATE TABLE IF NOT EXISTS blocks(
   crc INTEGER NOT NULL,
   pool TEXT NOT NULL,
   PRIMARY KEY(bucket, key, idx));
+CREATE TABLE IF NOT EXISTS uploads(
+  id TEXT PRIMARY KEY,
+  bucket TEXT NOT NULL,
+  key TEXT NOT NULL,
+  created_ns INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS parts(
+  upload_id TEXT NOT NULL,
+  number INTEGER NOT NULL,
+  size INTEGER NOT NULL,
+  etag TEXT NOT NULL,
+  mtime_ns INTEGER NOT NULL,
+  PRIMARY KEY(upload_id, number));
+CREATE TABLE IF NOT EXISTS part_blocks(
+  upload_id TEXT NOT NULL,
+  number INTEGER NOT NULL,
+  idx INTEGER NOT NULL,
+  id TEXT NOT NULL,
+  size INTEGER NOT NULL,
+  crc INTEGER NOT NULL,
+  pool TEXT NOT NULL,
+  PRIMARY KEY(upload_id, number, idx));
 CREATE TABLE IF NOT EXISTS versions(
   bucket TEXT NOT NULL,
   key TEXT NOT NULL,
@@ -111,6 +133,13 @@ class SqliteMetaStore final : public MetaStore {
       if (count.Int(0) > 0) {
         return InvalidArgument(fmt::format("bucket '{}' is not empty ({} objects)", name, count.Int(0)));
       }
+      Stmt uploads(db_, "SELECT COUNT(*) FROM uploads WHERE bucket = ?");
+      uploads.Bind(1, name);
+      if (uploads.Step() != SQLITE_ROW) return Error("count uploads of " + name);
+      if (uploads.Int(0) > 0) {
+        return InvalidArgument(fmt::format("bucket '{}' is not empty ({} multipart uploads in progress; abort them)",
+                                           name, uploads.Int(0)));
+      }
       Stmt del(db_, "DELETE FROM buckets WHERE name = ?");
       del.Bind(1, name);
       if (del.Step() != SQLITE_DONE) return Error("delete bucket " + name);
@@ -152,53 +181,182 @@ class SqliteMetaStore final : public MetaStore {
 
   Result<std::vector<BlockRef>> PutObject(const ObjectMeta& o) override {
     AQ_TRY(CheckObjectKey(o.key));
+    AQ_TRY(CheckSize(o));
+    std::lock_guard<std::mutex> lock(mu_);
+    AQ_TRY(Exec("BEGIN IMMEDIATE"));
+    std::vector<BlockRef> old;
+    AQ_TRY(Finish(WriteObject(o, &old)));
+    return old;
+  }
+
+  Status CreateUpload(const UploadInfo& u) override {
+    AQ_TRY(CheckObjectKey(u.key));
+    std::lock_guard<std::mutex> lock(mu_);
+    AQ_TRY(Exec("BEGIN IMMEDIATE"));
+    Status st = [&]() -> Status {
+      AQ_TRY(RequireBucket(u.bucket));
+      Stmt s(db_, "INSERT INTO uploads(id, bucket, key, created_ns) VALUES(?, ?, ?, ?)");
+      s.Bind(1, u.id).Bind(2, u.bucket).Bind(3, u.key).Bind(4, u.created_ns != 0 ? u.created_ns : NowNs());
+      int rc = s.Step();
+      if (rc == SQLITE_CONSTRAINT) return Status(StatusCode::kAlreadyExists, "upload id " + u.id + " exists");
+      if (rc != SQLITE_DONE) return Error("create upload for " + u.key);
+      return Status::Ok();
+    }();
+    return Finish(st);
+  }
+
+  Result<UploadInfo> GetUpload(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    AQ_TRY(Exec("BEGIN"));
+    Result<UploadInfo> r = [&]() -> Result<UploadInfo> {
+      UploadInfo u = AQ_TRY(Upload(id));
+      Stmt s(db_, "SELECT number, size, etag, mtime_ns FROM parts WHERE upload_id = ? ORDER BY number");
+      s.Bind(1, id);
+      int rc;
+      while ((rc = s.Step()) == SQLITE_ROW) {
+        PartMeta p;
+        p.number = static_cast<uint32_t>(s.Int(0));
+        p.size = static_cast<uint64_t>(s.Int(1));
+        p.etag = s.Text(2);
+        p.mtime_ns = s.Int(3);
+        p.blocks = AQ_TRY(PartBlocks(id, p.number));
+        u.parts.push_back(std::move(p));
+      }
+      if (rc != SQLITE_DONE) return Error("read parts of upload " + id);
+      return u;
+    }();
+    (void)Exec("COMMIT");
+    return r;
+  }
+
+  Result<std::vector<UploadInfo>> ListUploads(const std::string& bucket) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    AQ_TRY(RequireBucket(bucket));
+    Stmt s(db_, "SELECT id, key, created_ns FROM uploads WHERE bucket = ? ORDER BY key, created_ns");
+    s.Bind(1, bucket);
+    std::vector<UploadInfo> out;
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      UploadInfo u;
+      u.id = s.Text(0);
+      u.bucket = bucket;
+      u.key = s.Text(1);
+      u.created_ns = s.Int(2);
+      out.push_back(std::move(u));
+    }
+    if (rc != SQLITE_DONE) return Error("list uploads of " + bucket);
+    return out;
+  }
+
+  Result<std::vector<BlockRef>> PutPart(const std::string& id, const PartMeta& p) override {
     uint64_t sum = 0;
-    for (const auto& b : o.blocks) sum += b.size;
-    if (sum != o.size) {
-      return InvalidArgument(fmt::format("object '{}': blocks hold {} bytes, size says {}", o.key, sum, o.size));
+    for (const auto& b : p.blocks) sum += b.size;
+    if (sum != p.size) {
+      return InvalidArgument(fmt::format("part {}: blocks hold {} bytes, size says {}", p.number, sum, p.size));
     }
     std::lock_guard<std::mutex> lock(mu_);
     AQ_TRY(Exec("BEGIN IMMEDIATE"));
     std::vector<BlockRef> old;
     Status st = [&]() -> Status {
-      AQ_TRY(RequireBucket(o.bucket));
-      old = AQ_TRY(Blocks(o.bucket, o.key));
-      Stmt del(db_, "DELETE FROM blocks WHERE bucket = ? AND key = ?");
-      del.Bind(1, o.bucket).Bind(2, o.key);
-      if (del.Step() != SQLITE_DONE) return Error("replace blocks of " + o.key);
-      Stmt ver(db_,
-               "INSERT INTO versions(bucket, key, version) VALUES(?, ?, 1) "
-               "ON CONFLICT(bucket, key) DO UPDATE SET version = version + 1 RETURNING version");
-      ver.Bind(1, o.bucket).Bind(2, o.key);
-      if (ver.Step() != SQLITE_ROW) return Error("version " + o.key);
-      const int64_t version = ver.Int(0);
-      Stmt obj(db_,
-               "INSERT OR REPLACE INTO objects(bucket, key, size, mtime_ns, etag, block_size, version) "
-               "VALUES(?, ?, ?, ?, ?, ?, ?)");
-      obj.Bind(1, o.bucket)
-          .Bind(2, o.key)
-          .Bind(3, static_cast<int64_t>(o.size))
-          .Bind(4, o.mtime_ns != 0 ? o.mtime_ns : NowNs())
-          .Bind(5, o.etag)
-          .Bind(6, static_cast<int64_t>(o.block_size))
-          .Bind(7, version);
-      if (obj.Step() != SQLITE_DONE) return Error("write object " + o.key);
-      for (size_t i = 0; i < o.blocks.size(); ++i) {
-        const auto& b = o.blocks[i];
-        Stmt ins(db_, "INSERT INTO blocks(bucket, key, idx, id, size, crc, pool) VALUES(?, ?, ?, ?, ?, ?, ?)");
-        ins.Bind(1, o.bucket)
-            .Bind(2, o.key)
+      AQ_TRY(Upload(id));
+      old = AQ_TRY(PartBlocks(id, p.number));
+      Stmt del(db_, "DELETE FROM part_blocks WHERE upload_id = ? AND number = ?");
+      del.Bind(1, id).Bind(2, static_cast<int64_t>(p.number));
+      if (del.Step() != SQLITE_DONE) return Error("replace part " + std::to_string(p.number));
+      Stmt ins(db_, "INSERT OR REPLACE INTO parts(upload_id, number, size, etag, mtime_ns) VALUES(?, ?, ?, ?, ?)");
+      ins.Bind(1, id)
+          .Bind(2, static_cast<int64_t>(p.number))
+          .Bind(3, static_cast<int64_t>(p.size))
+          .Bind(4, p.etag)
+          .Bind(5, p.mtime_ns != 0 ? p.mtime_ns : NowNs());
+      if (ins.Step() != SQLITE_DONE) return Error("write part " + std::to_string(p.number));
+      for (size_t i = 0; i < p.blocks.size(); ++i) {
+        const auto& b = p.blocks[i];
+        Stmt bl(db_,
+                "INSERT INTO part_blocks(upload_id, number, idx, id, size, crc, pool) VALUES(?, ?, ?, ?, ?, ?, ?)");
+        bl.Bind(1, id)
+            .Bind(2, static_cast<int64_t>(p.number))
             .Bind(3, static_cast<int64_t>(i))
             .Bind(4, b.id)
             .Bind(5, static_cast<int64_t>(b.size))
             .Bind(6, static_cast<int64_t>(b.crc32c))
             .Bind(7, b.pool);
-        if (ins.Step() != SQLITE_DONE) return Error("write block list of " + o.key);
+        if (bl.Step() != SQLITE_DONE) return Error("write block list of part " + std::to_string(p.number));
       }
       return Status::Ok();
     }();
     AQ_TRY(Finish(st));
     return old;
+  }
+
+  Result<std::vector<BlockRef>> CompleteUpload(const std::string& id, const std::vector<CompletedPart>& named,
+                                               const ObjectMeta& object) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    AQ_TRY(Exec("BEGIN IMMEDIATE"));
+    std::vector<BlockRef> freed;
+    Status st = [&]() -> Status {
+      UploadInfo u = AQ_TRY(Upload(id));
+      if (u.bucket != object.bucket || u.key != object.key) {
+        return InvalidArgument(
+            fmt::format("upload {} is for '{}/{}', not '{}/{}'", id, u.bucket, u.key, object.bucket, object.key));
+      }
+      ObjectMeta o = object;
+      o.size = 0;
+      o.blocks.clear();
+      std::vector<uint32_t> used;
+      for (const auto& c : named) {
+        Stmt s(db_, "SELECT size, etag FROM parts WHERE upload_id = ? AND number = ?");
+        s.Bind(1, id).Bind(2, static_cast<int64_t>(c.number));
+        int rc = s.Step();
+        if (rc == SQLITE_DONE) return InvalidArgument(fmt::format("part {} was not uploaded", c.number));
+        if (rc != SQLITE_ROW) return Error("read part " + std::to_string(c.number));
+        if (s.Text(1) != c.etag) {
+          return InvalidArgument(fmt::format("part {} has ETag {}, not {}", c.number, s.Text(1), c.etag));
+        }
+        o.size += static_cast<uint64_t>(s.Int(0));
+        auto blocks = AQ_TRY(PartBlocks(id, c.number));
+        o.blocks.insert(o.blocks.end(), blocks.begin(), blocks.end());
+        used.push_back(c.number);
+      }
+      AQ_TRY(CheckSize(o));
+      // Blocks of parts the completion leaves out are freed with the upload.
+      Stmt rest(db_, "SELECT DISTINCT number FROM parts WHERE upload_id = ?");
+      rest.Bind(1, id);
+      int rc;
+      std::vector<uint32_t> all;
+      while ((rc = rest.Step()) == SQLITE_ROW) all.push_back(static_cast<uint32_t>(rest.Int(0)));
+      if (rc != SQLITE_DONE) return Error("read parts of upload " + id);
+      for (uint32_t n : all) {
+        if (std::find(used.begin(), used.end(), n) != used.end()) continue;
+        auto blocks = AQ_TRY(PartBlocks(id, n));
+        freed.insert(freed.end(), blocks.begin(), blocks.end());
+      }
+      std::vector<BlockRef> old;
+      AQ_TRY(WriteObject(o, &old));
+      freed.insert(freed.end(), old.begin(), old.end());
+      return DropUpload(id);
+    }();
+    AQ_TRY(Finish(st));
+    return freed;
+  }
+
+  Result<std::vector<BlockRef>> AbortUpload(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    AQ_TRY(Exec("BEGIN IMMEDIATE"));
+    std::vector<BlockRef> freed;
+    Status st = [&]() -> Status {
+      AQ_TRY(Upload(id));
+      Stmt s(db_, "SELECT id, size, crc, pool FROM part_blocks WHERE upload_id = ?");
+      s.Bind(1, id);
+      int rc;
+      while ((rc = s.Step()) == SQLITE_ROW) {
+        freed.push_back({s.Text(0), static_cast<uint64_t>(s.Int(1)), static_cast<uint32_t>(s.Int(2)), s.Text(3)});
+      }
+      if (rc != SQLITE_DONE) return Error("read blocks of upload " + id);
+      return DropUpload(id);
+    }();
+    AQ_TRY(Finish(st));
+    return freed;
   }
 
   Result<std::vector<BlockRef>> DeleteObject(const std::string& bucket, const std::string& key) override {
@@ -257,7 +415,7 @@ class SqliteMetaStore final : public MetaStore {
 
   Result<std::vector<std::string>> ReferencedBlocks() override {
     std::lock_guard<std::mutex> lock(mu_);
-    Stmt s(db_, "SELECT DISTINCT id FROM blocks");
+    Stmt s(db_, "SELECT id FROM blocks UNION SELECT id FROM part_blocks");
     std::vector<std::string> out;
     int rc;
     while ((rc = s.Step()) == SQLITE_ROW) out.push_back(s.Text(0));
@@ -300,6 +458,91 @@ class SqliteMetaStore final : public MetaStore {
     if (rc == SQLITE_DONE) return NotFound(fmt::format("no bucket '{}'", name));
     return Error("look up bucket " + name);
   }
+  static Status CheckSize(const ObjectMeta& o) {
+    uint64_t sum = 0;
+    for (const auto& b : o.blocks) sum += b.size;
+    if (sum != o.size) {
+      return InvalidArgument(fmt::format("object '{}': blocks hold {} bytes, size says {}", o.key, sum, o.size));
+    }
+    return Status::Ok();
+  }
+
+  // Inside a write transaction: replaces the object's row and block list;
+  // the blocks of the layout it replaced go to *old.
+  Status WriteObject(const ObjectMeta& o, std::vector<BlockRef>* old) {
+    AQ_TRY(RequireBucket(o.bucket));
+    *old = AQ_TRY(Blocks(o.bucket, o.key));
+    Stmt del(db_, "DELETE FROM blocks WHERE bucket = ? AND key = ?");
+    del.Bind(1, o.bucket).Bind(2, o.key);
+    if (del.Step() != SQLITE_DONE) return Error("replace blocks of " + o.key);
+    Stmt ver(db_,
+             "INSERT INTO versions(bucket, key, version) VALUES(?, ?, 1) "
+             "ON CONFLICT(bucket, key) DO UPDATE SET version = version + 1 RETURNING version");
+    ver.Bind(1, o.bucket).Bind(2, o.key);
+    if (ver.Step() != SQLITE_ROW) return Error("version " + o.key);
+    const int64_t version = ver.Int(0);
+    Stmt obj(db_,
+             "INSERT OR REPLACE INTO objects(bucket, key, size, mtime_ns, etag, block_size, version) "
+             "VALUES(?, ?, ?, ?, ?, ?, ?)");
+    obj.Bind(1, o.bucket)
+        .Bind(2, o.key)
+        .Bind(3, static_cast<int64_t>(o.size))
+        .Bind(4, o.mtime_ns != 0 ? o.mtime_ns : NowNs())
+        .Bind(5, o.etag)
+        .Bind(6, static_cast<int64_t>(o.block_size))
+        .Bind(7, version);
+    if (obj.Step() != SQLITE_DONE) return Error("write object " + o.key);
+    for (size_t i = 0; i < o.blocks.size(); ++i) {
+      const auto& b = o.blocks[i];
+      Stmt ins(db_, "INSERT INTO blocks(bucket, key, idx, id, size, crc, pool) VALUES(?, ?, ?, ?, ?, ?, ?)");
+      ins.Bind(1, o.bucket)
+          .Bind(2, o.key)
+          .Bind(3, static_cast<int64_t>(i))
+          .Bind(4, b.id)
+          .Bind(5, static_cast<int64_t>(b.size))
+          .Bind(6, static_cast<int64_t>(b.crc32c))
+          .Bind(7, b.pool);
+      if (ins.Step() != SQLITE_DONE) return Error("write block list of " + o.key);
+    }
+    return Status::Ok();
+  }
+
+  Result<UploadInfo> Upload(const std::string& id) {
+    Stmt s(db_, "SELECT bucket, key, created_ns FROM uploads WHERE id = ?");
+    s.Bind(1, id);
+    int rc = s.Step();
+    if (rc == SQLITE_DONE) return NotFound(fmt::format("no multipart upload '{}'", id));
+    if (rc != SQLITE_ROW) return Error("read upload " + id);
+    UploadInfo u;
+    u.id = id;
+    u.bucket = s.Text(0);
+    u.key = s.Text(1);
+    u.created_ns = s.Int(2);
+    return u;
+  }
+
+  Result<std::vector<BlockRef>> PartBlocks(const std::string& id, uint32_t number) {
+    Stmt s(db_, "SELECT id, size, crc, pool FROM part_blocks WHERE upload_id = ? AND number = ? ORDER BY idx");
+    s.Bind(1, id).Bind(2, static_cast<int64_t>(number));
+    std::vector<BlockRef> out;
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      out.push_back({s.Text(0), static_cast<uint64_t>(s.Int(1)), static_cast<uint32_t>(s.Int(2)), s.Text(3)});
+    }
+    if (rc != SQLITE_DONE) return Error("read blocks of part " + std::to_string(number));
+    return out;
+  }
+
+  Status DropUpload(const std::string& id) {
+    for (const char* sql : {"DELETE FROM part_blocks WHERE upload_id = ?", "DELETE FROM parts WHERE upload_id = ?",
+                            "DELETE FROM uploads WHERE id = ?"}) {
+      Stmt s(db_, sql);
+      s.Bind(1, id);
+      if (s.Step() != SQLITE_DONE) return Error("remove upload " + id);
+    }
+    return Status::Ok();
+  }
+
   Result<std::vector<BlockRef>> Blocks(const std::string& bucket, const std::string& key) {
     Stmt s(db_, "SELECT id, size, crc, pool FROM blocks WHERE bucket = ? AND key = ? ORDER BY idx");
     s.Bind(1, bucket).Bind(2, key);

@@ -363,6 +363,125 @@ TEST_F(ObjectStoreTest, OverwriteFreesOldBlocksAndAbortFreesNew) {
   EXPECT_EQ(objects_->Put("b01", "../k").status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST_F(ObjectStoreTest, MultipartUploadCommitsThePartsInOneSwitch) {
+  PutString("big", "old bytes");
+  auto up = objects_->CreateUpload("b01", "big").value();
+  auto put_part = [&](uint32_t n, const std::string& data) {
+    auto w = objects_->PutPart(up.id, "b01", "big", n).value();
+    EXPECT_TRUE(w->Write(data).ok());
+    return w->Commit().value();
+  };
+  const std::string p1(2500, 'a'), p2(1200, 'b'), p3(700, 'c');
+  put_part(2, std::string(50, 'x'));  // replaced below
+  ObjectMeta m2 = put_part(2, p2);    // 1000 + 200
+  ObjectMeta m1 = put_part(1, p1);    // 1000 + 1000 + 500
+  ObjectMeta m3 = put_part(3, p3);    // left out of the completion
+  EXPECT_EQ(m1.size, 2500u);
+  EXPECT_EQ(blocks_->Usage()->at(0).blocks, 1u + 3 + 2 + 1);  // the old object + parts (replaced part freed)
+  // Until completion the old object is what readers see.
+  EXPECT_EQ(ReadAll(objects_->Head("b01", "big").value(), 0, 9), "old bytes");
+  // Parts' blocks are referenced: garbage collection keeps them.
+  auto refs = meta_->ReferencedBlocks().value();
+  EXPECT_EQ(refs.size(), 7u);
+
+  auto upload = objects_->GetUpload(up.id, "b01", "big").value();
+  ASSERT_EQ(upload.parts.size(), 3u);
+  std::string code, message;
+  std::vector<CompletedPart> list = {{1, m1.etag}, {2, m2.etag}};
+  EXPECT_TRUE(CheckCompletion(upload, list, 1000, &code, &message)) << message;
+  EXPECT_FALSE(CheckCompletion(upload, {{2, m2.etag}, {1, m1.etag}}, 1000, &code, &message));
+  EXPECT_EQ(code, "InvalidPartOrder");
+  EXPECT_FALSE(CheckCompletion(upload, {{1, m1.etag}, {4, m1.etag}}, 1000, &code, &message));
+  EXPECT_EQ(code, "InvalidPart");
+  EXPECT_FALSE(CheckCompletion(upload, {{1, m2.etag}}, 1000, &code, &message));
+  EXPECT_EQ(code, "InvalidPart");
+  EXPECT_FALSE(CheckCompletion(upload, {{1, m1.etag}, {2, m2.etag}}, 2501, &code, &message));
+  EXPECT_EQ(code, "EntityTooSmall");
+  EXPECT_NE(message.find("part 1"), std::string::npos);
+
+  ObjectMeta done = objects_->CompleteUpload(up.id, "b01", "big", list).value();
+  EXPECT_EQ(done.size, 3700u);
+  EXPECT_EQ(ReadAll(done, 0, 3700), p1 + p2);
+  EXPECT_EQ(ReadAll(done, 2499, 2), "ab");  // across the parts' boundary
+  // S3's ETag: MD5 of the parts' binary MD5s, "-2".
+  EXPECT_EQ(done.etag.size(), 36u);
+  EXPECT_EQ(done.etag.substr(done.etag.size() - 3), "-2\"");
+  // Old object's block and part 3's block are freed; the upload is gone.
+  EXPECT_EQ(blocks_->Usage()->at(0).blocks, 5u);
+  EXPECT_EQ(objects_->GetUpload(up.id, "b01", "big").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(objects_->PutPart(up.id, "b01", "big", 4).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(meta_->ReferencedBlocks()->size(), 5u);
+  (void)m3;
+}
+
+TEST_F(ObjectStoreTest, MultipartAbortAndRacesLeaveNothingBehind) {
+  auto up = objects_->CreateUpload("b01", "k").value();
+  EXPECT_EQ(objects_->PutPart(up.id, "b01", "other", 1).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(objects_->PutPart(up.id, "b01", "k", 0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(objects_->PutPart(up.id, "b01", "k", 10001).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(objects_->CreateUpload("nobucket", "k").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(objects_->CreateUpload("b01", "a/../b").status().code(), StatusCode::kInvalidArgument);
+  // A bucket with an upload in progress is not empty.
+  EXPECT_EQ(meta_->DeleteBucket("b01").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(meta_->ListUploads("b01")->size(), 1u);
+  {
+    auto w = objects_->PutPart(up.id, "b01", "k", 1).value();
+    ASSERT_TRUE(w->Write(std::string(1500, 'p')).ok());
+    ASSERT_TRUE(w->Commit().ok());
+  }
+  // A part whose upload is aborted while it streams: its blocks go too.
+  auto late = objects_->PutPart(up.id, "b01", "k", 2).value();
+  ASSERT_TRUE(late->Write(std::string(1500, 'q')).ok());
+  ASSERT_TRUE(objects_->AbortUpload(up.id, "b01", "k").ok());
+  EXPECT_EQ(late->Commit().status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(blocks_->Usage()->at(0).blocks, 0u);
+  EXPECT_EQ(objects_->AbortUpload(up.id, "b01", "k").code(), StatusCode::kNotFound);
+  EXPECT_EQ(objects_->Head("b01", "k").status().code(), StatusCode::kNotFound);  // never visible
+  EXPECT_TRUE(meta_->DeleteBucket("b01").ok());
+
+  // A part replaced between the completion's check and its commit fails the
+  // commit: the object never points at freed blocks.
+  ASSERT_TRUE(meta_->CreateBucket("b02").ok());
+  auto up2 = objects_->CreateUpload("b02", "k").value();
+  auto w = objects_->PutPart(up2.id, "b02", "k", 1).value();
+  ASSERT_TRUE(w->Write("first").ok());
+  ObjectMeta first = w->Commit().value();
+  auto w2 = objects_->PutPart(up2.id, "b02", "k", 1).value();
+  ASSERT_TRUE(w2->Write("second").ok());
+  ASSERT_TRUE(w2->Commit().ok());
+  EXPECT_EQ(objects_->CompleteUpload(up2.id, "b02", "k", {{1, first.etag}}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(objects_->Head("b02", "k").status().code(), StatusCode::kNotFound);
+}
+
+TEST(MetaStoreTest, UploadsSurviveReopen) {
+  TempDir dir;
+  {
+    auto meta = OpenSqliteMetaStore(dir / "m.db").value();
+    ASSERT_TRUE(meta->CreateBucket("bkt").ok());
+    ASSERT_TRUE(meta->CreateUpload({"u1", "bkt", "key", 5, {}}).ok());
+    EXPECT_EQ(meta->CreateUpload({"u1", "bkt", "key", 5, {}}).code(), StatusCode::kAlreadyExists);
+    ASSERT_TRUE(meta->PutPart("u1", {3, 10, "\"e\"", 0, {Ref("b1", 4), Ref("b2", 6)}}).ok());
+    EXPECT_EQ(meta->PutPart("u1", {4, 10, "\"e\"", 0, {Ref("b3", 4)}}).status().code(),
+              StatusCode::kInvalidArgument);  // blocks do not add up
+    EXPECT_EQ(meta->PutPart("nope", {1, 4, "\"e\"", 0, {Ref("b4", 4)}}).status().code(), StatusCode::kNotFound);
+  }
+  auto meta = OpenSqliteMetaStore(dir / "m.db").value();
+  auto u = meta->GetUpload("u1").value();
+  EXPECT_EQ(u.key, "key");
+  ASSERT_EQ(u.parts.size(), 1u);
+  EXPECT_EQ(u.parts[0].number, 3u);
+  EXPECT_EQ(u.parts[0].blocks.size(), 2u);
+  EXPECT_EQ(meta->ReferencedBlocks()->size(), 2u);
+  ObjectMeta o = Object("bkt", "key", {});
+  EXPECT_EQ(meta->CompleteUpload("u1", {{3, "\"e\""}}, Object("bkt", "other", {})).status().code(),
+            StatusCode::kInvalidArgument);  // another key's upload
+  auto freed = meta->CompleteUpload("u1", {{3, "\"e\""}}, o).value();
+  EXPECT_TRUE(freed.empty());
+  EXPECT_EQ(meta->GetObject("bkt", "key")->size, 10u);
+  EXPECT_EQ(meta->GetObject("bkt", "key")->blocks.size(), 2u);
+}
+
 TEST_F(ObjectStoreTest, CorruptBlockFailsTheReadNamingTheObject) {
   ObjectMeta m = PutString("k", std::string(1500, 'c'));
   BlockRef bad = m.blocks[1];

@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import urllib.error
+import urllib.request
 
 import boto3
 import botocore
@@ -163,6 +165,94 @@ try:
     sock.close()
     check(reply.startswith(b"HTTP/1.1 4"), "malformed request answered with 4xx")
     check(s3.list_buckets()["Buckets"][0]["Name"] == "train", "still serving")
+
+    # Multipart upload: boto3's transfer manager cuts a file into parts and
+    # uploads them in parallel; the object is their concatenation.
+    from boto3.s3.transfer import TransferConfig
+    big = os.urandom(17 * 1024 * 1024 + 12345)
+    big_path = os.path.join(tmp, "big.bin")
+    with open(big_path, "wb") as f:
+        f.write(big)
+    mib5 = 5 * 1024 * 1024
+    s3.upload_file(big_path, "train", "big/shard.bin",
+                   Config=TransferConfig(multipart_threshold=mib5, multipart_chunksize=mib5, max_concurrency=4))
+    head = s3.head_object(Bucket="train", Key="big/shard.bin")
+    digests = b"".join(hashlib.md5(big[i:i + mib5]).digest() for i in range(0, len(big), mib5))
+    check(head["ETag"] == '"%s-4"' % hashlib.md5(digests).hexdigest(), "multipart ETag is S3's: " + head["ETag"])
+    check(head["ContentLength"] == len(big), "multipart size")
+    got = s3.get_object(Bucket="train", Key="big/shard.bin")["Body"].read()
+    check(got == big, "multipart object bytes round-trip")
+    rng = s3.get_object(Bucket="train", Key="big/shard.bin", Range=f"bytes={mib5 - 3}-{mib5 + 2}")["Body"].read()
+    check(rng == big[mib5 - 3:mib5 + 3], "ranged read across a part boundary")
+    out = os.path.join(tmp, "big.down")
+    s3.download_file("train", "big/shard.bin", out,
+                     Config=TransferConfig(multipart_threshold=mib5, multipart_chunksize=mib5, max_concurrency=4))
+    check(open(out, "rb").read() == big, "boto3 parallel ranged download")
+
+    # The low-level calls, and their errors.
+    up = s3.create_multipart_upload(Bucket="train", Key="mp/manual")["UploadId"]
+    e1 = s3.upload_part(Bucket="train", Key="mp/manual", UploadId=up, PartNumber=1, Body=big[:mib5])["ETag"]
+    e2 = s3.upload_part(Bucket="train", Key="mp/manual", UploadId=up, PartNumber=2, Body=b"tail")["ETag"]
+    parts = s3.list_parts(Bucket="train", Key="mp/manual", UploadId=up)["Parts"]
+    check([(p["PartNumber"], p["Size"]) for p in parts] == [(1, mib5), (2, 4)], "ListParts")
+    uploads = s3.list_multipart_uploads(Bucket="train").get("Uploads", [])
+    check([u["UploadId"] for u in uploads] == [up], "ListMultipartUploads")
+    check(error_code(lambda: s3.head_object(Bucket="train", Key="mp/manual")) in ("404", "NoSuchKey"),
+          "no object before completion")
+    check(error_code(lambda: s3.complete_multipart_upload(
+        Bucket="train", Key="mp/manual", UploadId=up,
+        MultipartUpload={"Parts": [{"PartNumber": 2, "ETag": e2}, {"PartNumber": 1, "ETag": e1}]})) ==
+        "InvalidPartOrder", "parts out of order refused")
+    check(error_code(lambda: s3.complete_multipart_upload(
+        Bucket="train", Key="mp/manual", UploadId=up,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e2}]})) == "InvalidPart", "wrong ETag refused")
+    check(error_code(lambda: s3.complete_multipart_upload(
+        Bucket="train", Key="mp/manual", UploadId=up,
+        MultipartUpload={"Parts": [{"PartNumber": 2, "ETag": e2}, {"PartNumber": 3, "ETag": e2}]})) ==
+        "InvalidPart", "missing part refused")
+    small = s3.create_multipart_upload(Bucket="train", Key="mp/small")["UploadId"]
+    f1 = s3.upload_part(Bucket="train", Key="mp/small", UploadId=small, PartNumber=1, Body=b"x" * 100)["ETag"]
+    f2 = s3.upload_part(Bucket="train", Key="mp/small", UploadId=small, PartNumber=2, Body=b"y")["ETag"]
+    check(error_code(lambda: s3.complete_multipart_upload(
+        Bucket="train", Key="mp/small", UploadId=small,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": f1}, {"PartNumber": 2, "ETag": f2}]})) ==
+        "EntityTooSmall", "a small part before the last refused")
+    s3.abort_multipart_upload(Bucket="train", Key="mp/small", UploadId=small)
+    check(error_code(lambda: s3.list_parts(Bucket="train", Key="mp/small", UploadId=small)) == "NoSuchUpload",
+          "aborted upload is gone")
+    check(error_code(lambda: s3.upload_part(Bucket="train", Key="mp/manual", UploadId="nope", PartNumber=1,
+                                            Body=b"x")) == "NoSuchUpload", "NoSuchUpload")
+    check(error_code(lambda: s3.upload_part(Bucket="train", Key="mp/manual", UploadId=up, PartNumber=10001,
+                                            Body=b"x")) == "InvalidArgument", "part number over 10000")
+    r = s3.complete_multipart_upload(Bucket="train", Key="mp/manual", UploadId=up,
+                                     MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e1},
+                                                                {"PartNumber": 2, "ETag": e2}]})
+    check(r["ETag"].endswith('-2"'), "CompleteMultipartUpload answers the ETag")
+    got = s3.get_object(Bucket="train", Key="mp/manual")["Body"].read()
+    check(got == big[:mib5] + b"tail", "completed object is the parts in order")
+    check(s3.list_multipart_uploads(Bucket="train").get("Uploads", []) == [], "no uploads left")
+    # A malformed completion body is MalformedXML, not a crash.
+    up3 = s3.create_multipart_upload(Bucket="train", Key="mp/bad")["UploadId"]
+    from botocore.awsrequest import AWSRequest
+    from botocore.auth import S3SigV4Auth
+    from botocore.credentials import Credentials
+    bad_xml = b"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber>"
+    req = AWSRequest(method="POST", url=f"http://127.0.0.1:{port}/train/mp/bad?uploadId={up3}", data=bad_xml)
+    S3SigV4Auth(Credentials(KEY, SECRET), "s3", "us-east-1").add_auth(req)
+    try:
+        urllib.request.urlopen(urllib.request.Request(req.url, data=bad_xml, method="POST", headers=dict(req.headers)))
+        code, text = 200, b""
+    except urllib.error.HTTPError as e:
+        code, text = e.code, e.read()
+    check(code == 400 and b"MalformedXML" in text, "malformed completion body is MalformedXML")
+    s3.abort_multipart_upload(Bucket="train", Key="mp/bad", UploadId=up3)
+    # DeleteObjects: several keys in one request, missing ones count as deleted.
+    s3.put_object(Bucket="train", Key="del/a", Body=b"a")
+    s3.put_object(Bucket="train", Key="del/b", Body=b"b")
+    r = s3.delete_objects(Bucket="train", Delete={"Objects": [{"Key": "del/a"}, {"Key": "del/b"}, {"Key": "del/c"}]})
+    check(sorted(d["Key"] for d in r["Deleted"]) == ["del/a", "del/b", "del/c"] and not r.get("Errors"),
+          "DeleteObjects")
+    check("Contents" not in s3.list_objects_v2(Bucket="train", Prefix="del/"), "deleted in one request")
     # Statistics: per operation, as Prometheus text and through aquifer stats.
     mport = METRICS.get(port)
     check(mport is not None, "metrics address printed")
@@ -190,7 +280,8 @@ try:
                        capture_output=True, text=True)
     import json
     info = json.loads(r.stdout) if r.returncode == 0 else {}
-    check(r.returncode == 0 and len(info.get("blocks", [])) == 16 and info["size"] == len(body), "stat-file: " + r.stderr)
+    check(r.returncode == 0 and len(info.get("blocks", [])) == 16 and info["size"] == len(body),
+          f"stat-file (exit {r.returncode}): " + r.stderr)
     if info.get("blocks"):
         victim = info["blocks"][3]["path"]
         with open(victim, "r+b") as f:
@@ -234,6 +325,24 @@ try:
         check(r.returncode == 0 and open(dst, "rb").read() == open(src, "rb").read(), "s3cmd get: " + r.stderr)
         r = subprocess.run(s3c + ["del", "s3://viacli/dir/upload.bin"], capture_output=True, text=True)
         check(r.returncode == 0, "s3cmd del: " + r.stderr)
+        # s3cmd's multipart upload (5 MiB parts), and its recursive delete (DeleteObjects).
+        src = os.path.join(tmp, "upload-big.bin")
+        with open(src, "wb") as f:
+            f.write(os.urandom(12 * 1024 * 1024 + 7))
+        r = subprocess.run(s3c + ["put", "--multipart-chunk-size-mb=5", src, "s3://viacli/dir/big.bin"],
+                           capture_output=True, text=True)
+        etag = s3.head_object(Bucket="viacli", Key="dir/big.bin")["ETag"] if r.returncode == 0 else ""
+        check(etag.endswith('-3"'), "s3cmd multipart put, 3 parts: " + etag + r.stdout + r.stderr)
+        r = subprocess.run(s3c + ["get", "--force", "s3://viacli/dir/big.bin", dst], capture_output=True, text=True)
+        check(r.returncode == 0 and open(dst, "rb").read() == open(src, "rb").read(),
+              "s3cmd get of a multipart object: " + r.stderr)
+        r = subprocess.run(s3c + ["multipart", "s3://viacli"], capture_output=True, text=True)
+        check(r.returncode == 0, "s3cmd multipart (list uploads): " + r.stdout + r.stderr)
+        r = subprocess.run(s3c + ["put", src, "s3://viacli/dir/copy.bin"], capture_output=True, text=True)
+        r = subprocess.run(s3c + ["del", "--recursive", "s3://viacli/dir/"], capture_output=True, text=True)
+        check(r.returncode == 0, "s3cmd del --recursive: " + r.stdout + r.stderr)
+        r = subprocess.run(s3c + ["ls", "s3://viacli/dir/"], capture_output=True, text=True)
+        check(r.returncode == 0 and r.stdout.strip() == "", "recursive delete left nothing: " + r.stdout)
     else:
         check(False, "s3cmd is not installed (scripts/install-deps.sh installs it)")
     # The aquifer:// client: the same node through aquifer's own file system.

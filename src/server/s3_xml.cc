@@ -1,0 +1,153 @@
+#include "server/s3_xml.h"
+
+#include <expat.h>
+#include <fmt/format.h>
+
+#include <charconv>
+#include <functional>
+
+namespace aq::server {
+namespace {
+
+// Walks a document and calls `on_end(path, text)` for every element as it
+// closes, with the path of element names from the root ("Delete/Object/Key")
+// and the element's own character data.
+class Walker {
+ public:
+  using OnEnd = std::function<Status(const std::string& path, const std::string& text)>;
+
+  static Status Run(std::string_view xml, const char* what, OnEnd on_end) {
+    Walker w(std::move(on_end));
+    XML_Parser p = XML_ParserCreate(nullptr);
+    if (p == nullptr) return Internal("expat: out of memory");
+    XML_SetUserData(p, &w);
+    XML_SetElementHandler(p, &Walker::Start, &Walker::End);
+    XML_SetCharacterDataHandler(p, &Walker::Text);
+    XML_SetStartDoctypeDeclHandler(p, &Walker::Doctype);
+    w.parser_ = p;
+    const XML_Status rc = XML_Parse(p, xml.data(), static_cast<int>(xml.size()), XML_TRUE);
+    Status st = w.error_;
+    if (st.ok() && rc != XML_STATUS_OK) {
+      st = InvalidArgument(fmt::format("malformed {} body at line {} column {}: {}", what, XML_GetCurrentLineNumber(p),
+                                       XML_GetCurrentColumnNumber(p), XML_ErrorString(XML_GetErrorCode(p))));
+    }
+    XML_ParserFree(p);
+    return st;
+  }
+
+ private:
+  explicit Walker(OnEnd on_end) : on_end_(std::move(on_end)) {}
+
+  static std::string LocalName(const XML_Char* name) {
+    std::string_view n(name);
+    size_t colon = n.rfind(':');  // "ns:Key" -> "Key"
+    return std::string(colon == std::string_view::npos ? n : n.substr(colon + 1));
+  }
+  void Fail(Status s) {
+    if (error_.ok()) error_ = std::move(s);
+    XML_StopParser(parser_, XML_FALSE);
+  }
+  static void Start(void* self, const XML_Char* name, const XML_Char**) {
+    auto* w = static_cast<Walker*>(self);
+    if (w->stack_.size() >= 16) return w->Fail(InvalidArgument("XML body nests deeper than 16 elements"));
+    w->stack_.push_back({LocalName(name), w->path_.size()});
+    if (!w->path_.empty()) w->path_ += '/';
+    w->path_ += w->stack_.back().name;
+    w->text_.clear();
+  }
+  static void End(void* self, const XML_Char*) {
+    auto* w = static_cast<Walker*>(self);
+    if (!w->error_.ok()) return;
+    Status s = w->on_end_(w->path_, w->text_);
+    if (!s.ok()) return w->Fail(std::move(s));
+    w->path_.resize(w->stack_.back().path_len);
+    w->stack_.pop_back();
+    w->text_.clear();
+  }
+  static void Text(void* self, const XML_Char* s, int len) {
+    auto* w = static_cast<Walker*>(self);
+    if (w->text_.size() + static_cast<size_t>(len) > 4096) {
+      return w->Fail(InvalidArgument("an XML element's text is longer than 4096 bytes"));
+    }
+    w->text_.append(s, static_cast<size_t>(len));
+  }
+  static void Doctype(void* self, const XML_Char*, const XML_Char*, const XML_Char*, int) {
+    static_cast<Walker*>(self)->Fail(InvalidArgument("XML body has a document type declaration"));
+  }
+
+  struct Frame {
+    std::string name;
+    size_t path_len;
+  };
+  OnEnd on_end_;
+  XML_Parser parser_ = nullptr;
+  std::vector<Frame> stack_;
+  std::string path_, text_;
+  Status error_;
+};
+
+}  // namespace
+
+Result<std::vector<store::CompletedPart>> ParseCompleteMultipartUpload(std::string_view xml) {
+  std::vector<store::CompletedPart> parts;
+  store::CompletedPart cur;
+  bool has_number = false, has_etag = false;
+  bool root_ok = false;
+  AQ_TRY(Walker::Run(xml, "CompleteMultipartUpload", [&](const std::string& path, const std::string& text) -> Status {
+    if (path == "CompleteMultipartUpload/Part/PartNumber") {
+      uint32_t n = 0;
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+      if (ec != std::errc() || end != text.data() + text.size() || n < 1 || n > 10000) {
+        return InvalidArgument(fmt::format("PartNumber '{}' is not an integer in 1..10000", text));
+      }
+      cur.number = n;
+      has_number = true;
+    } else if (path == "CompleteMultipartUpload/Part/ETag") {
+      cur.etag = text;
+      has_etag = true;
+    } else if (path == "CompleteMultipartUpload/Part") {
+      if (!has_number || !has_etag) {
+        return InvalidArgument(fmt::format("Part {} lacks a PartNumber or an ETag", parts.size() + 1));
+      }
+      if (parts.size() == 10000) return InvalidArgument("more than 10000 parts");
+      parts.push_back(cur);
+      cur = {};
+      has_number = has_etag = false;
+    } else if (path == "CompleteMultipartUpload") {
+      root_ok = true;
+    }
+    return Status::Ok();
+  }));
+  if (!root_ok) return InvalidArgument("the body is not a CompleteMultipartUpload document");
+  if (parts.empty()) return InvalidArgument("CompleteMultipartUpload names no part");
+  return parts;
+}
+
+Result<DeleteObjectsRequest> ParseDeleteObjects(std::string_view xml) {
+  DeleteObjectsRequest r;
+  bool root_ok = false, has_key = false;
+  std::string key;
+  AQ_TRY(Walker::Run(xml, "Delete", [&](const std::string& path, const std::string& text) -> Status {
+    if (path == "Delete/Object/Key") {
+      key = text;
+      has_key = true;
+    } else if (path == "Delete/Object") {
+      if (!has_key) return InvalidArgument(fmt::format("Object {} has no Key", r.keys.size() + 1));
+      if (r.keys.size() == 1000) return InvalidArgument("more than 1000 keys in one Delete");
+      r.keys.push_back(std::move(key));
+      key.clear();
+      has_key = false;
+    } else if (path == "Delete/Quiet") {
+      if (text != "true" && text != "false") return InvalidArgument(fmt::format("Quiet '{}' is not true/false", text));
+      r.quiet = text == "true";
+    } else if (path == "Delete") {
+      root_ok = true;
+    }
+    return Status::Ok();
+  }));
+  if (!root_ok) return InvalidArgument("the body is not a Delete document");
+  if (r.keys.empty()) return InvalidArgument("Delete names no object");
+  return r;
+}
+
+}  // namespace aq::server

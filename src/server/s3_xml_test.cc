@@ -1,0 +1,70 @@
+#include "server/s3_xml.h"
+
+#include <gtest/gtest.h>
+
+namespace aq::server {
+namespace {
+
+TEST(S3XmlTest, CompleteMultipartUploadAsBoto3SendsIt) {
+  auto parts = ParseCompleteMultipartUpload(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+      "<Part><ETag>\"0123456789abcdef0123456789abcdef\"</ETag><PartNumber>1</PartNumber></Part>\n"
+      "  <Part><PartNumber>7</PartNumber><ETag>&quot;fedcba9876543210fedcba9876543210&quot;</ETag></Part>"
+      "</CompleteMultipartUpload>");
+  ASSERT_TRUE(parts.ok()) << parts.status().ToString();
+  ASSERT_EQ(parts->size(), 2u);
+  EXPECT_EQ((*parts)[0].number, 1u);
+  EXPECT_EQ((*parts)[0].etag, "\"0123456789abcdef0123456789abcdef\"");
+  EXPECT_EQ((*parts)[1].number, 7u);
+  EXPECT_EQ((*parts)[1].etag, "\"fedcba9876543210fedcba9876543210\"");
+}
+
+TEST(S3XmlTest, CompleteMultipartUploadRefusesBadBodies) {
+  auto refused = [](const std::string& xml, const std::string& words) {
+    auto r = ParseCompleteMultipartUpload(xml);
+    ASSERT_FALSE(r.ok()) << xml;
+    EXPECT_NE(std::string(r.status().message()).find(words), std::string::npos) << r.status().ToString();
+  };
+  refused("", "malformed");
+  refused("<CompleteMultipartUpload><Part>", "line 1");
+  refused("<CompleteMultipartUpload></CompleteMultipartUpload>", "no part");
+  refused("<Other><Part><PartNumber>1</PartNumber><ETag>x</ETag></Part></Other>", "not a CompleteMultipartUpload");
+  refused("<CompleteMultipartUpload><Part><PartNumber>0</PartNumber><ETag>x</ETag></Part></CompleteMultipartUpload>",
+          "1..10000");
+  refused("<CompleteMultipartUpload><Part><PartNumber>1x</PartNumber><ETag>x</ETag></Part></CompleteMultipartUpload>",
+          "1..10000");
+  refused("<CompleteMultipartUpload><Part><PartNumber>2</PartNumber></Part></CompleteMultipartUpload>",
+          "lacks a PartNumber or an ETag");
+  // No entity expansion from a request (billion laughs and friends).
+  refused(
+      "<!DOCTYPE x [<!ENTITY a \"aaaaaaaa\">]><CompleteMultipartUpload><Part><PartNumber>1</PartNumber>"
+      "<ETag>&a;</ETag></Part></CompleteMultipartUpload>",
+      "document type");
+  std::string deep;
+  for (int i = 0; i < 40; ++i) deep += "<a>";
+  refused(deep, "deeper than 16");
+  refused("<CompleteMultipartUpload><Part><ETag>" + std::string(5000, 'e') + "</ETag></Part></CompleteMultipartUpload>",
+          "longer than 4096");
+}
+
+TEST(S3XmlTest, DeleteObjects) {
+  auto r = ParseDeleteObjects(
+      "<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Quiet>true</Quiet>"
+      "<Object><Key>train/a &amp; b.tfrecord</Key></Object><Object><Key>x</Key><VersionId>1</VersionId></Object>"
+      "</Delete>");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->quiet);
+  ASSERT_EQ(r->keys.size(), 2u);
+  EXPECT_EQ(r->keys[0], "train/a & b.tfrecord");
+  EXPECT_EQ(r->keys[1], "x");
+  EXPECT_FALSE(ParseDeleteObjects("<Delete><Object></Object></Delete>").ok());
+  EXPECT_FALSE(ParseDeleteObjects("<Delete><Quiet>yes</Quiet><Object><Key>k</Key></Object></Delete>").ok());
+  EXPECT_FALSE(ParseDeleteObjects("<Delete></Delete>").ok());
+  std::string many = "<Delete>";
+  for (int i = 0; i < 1001; ++i) many += "<Object><Key>k</Key></Object>";
+  EXPECT_FALSE(ParseDeleteObjects(many + "</Delete>").ok());
+}
+
+}  // namespace
+}  // namespace aq::server
