@@ -31,7 +31,9 @@ struct ServeFlags {
   size_t threads = 16;
   std::string cache_size = "1GiB";
   std::string cache_policy = "tinylfu";
-  std::string metrics;  // HOST:PORT for /metrics and /stats
+  std::string metrics;           // HOST:PORT for /metrics and /stats
+  uint32_t prefetch_window = 8;  // blocks; 0 = off
+  std::string prefetch_memory = "256MiB";
 };
 
 Result<std::pair<std::string, int>> HostPort(const std::string& flag, const std::string& v) {
@@ -82,6 +84,18 @@ Status Serve(Globals& g, const ServeFlags& f) {
   std::unique_ptr<store::BlockCache> cache;
   if (cache_bytes > 0) cache = std::make_unique<store::BlockCache>(cache_bytes, policy, oo.block_size);
   store::ObjectStore objects(*meta, *blocks, oo, cache.get());
+  std::unique_ptr<store::Prefetcher> prefetch;
+  if (f.prefetch_window > 0) {
+    store::PrefetchOptions po;
+    po.max_window_blocks = f.prefetch_window;
+    po.memory_bytes = AQ_TRY(units::ParseBytes(f.prefetch_memory));
+    if (po.memory_bytes < oo.block_size) {
+      return InvalidArgument(fmt::format("--prefetch-memory {} is less than one block ({})", f.prefetch_memory,
+                                         units::IecBytes(oo.block_size)));
+    }
+    prefetch = std::make_unique<store::Prefetcher>(*blocks, cache.get(), po);
+    objects.set_prefetcher(prefetch.get());
+  }
 
   // Signals are taken by sigwait below; block them before any thread starts.
   sigset_t set;
@@ -99,14 +113,23 @@ Status Serve(Globals& g, const ServeFlags& f) {
   std::printf("aquifer serve: S3 on http://%s:%d (data %s, %s blocks)\n", so.host.c_str(), s3->port(), f.data.c_str(),
               units::IecBytes(oo.block_size).c_str());
   for (const auto& p : blocks->pools()) {
-    std::printf("  pool %-10s %s (%s)\n", p.name.c_str(), p.path.c_str(),
-                p.media == store::Media::kSsd ? "ssd" : "hdd");
+    std::string extra;
+    if (p.direct) extra += ", O_DIRECT";
+    if (p.read_latency_s > 0) extra += fmt::format(", +{:.3g} ms per block read", p.read_latency_s * 1e3);
+    std::printf("  pool %-10s %s (%s%s)\n", p.name.c_str(), p.path.c_str(),
+                p.media == store::Media::kSsd ? "ssd" : "hdd", extra.c_str());
   }
   if (metrics) {
     std::printf("  metrics: http://%s:%d/metrics (Prometheus), /stats (JSON, aquifer stats)\n",
                 metrics_at.first.c_str(), metrics->port());
   }
   std::printf("  cache: %s, %s\n", units::IecBytes(cache_bytes).c_str(), cache ? f.cache_policy.c_str() : "off");
+  if (prefetch) {
+    std::printf("  prefetch: up to %u blocks ahead per stream, %s in all\n", f.prefetch_window,
+                units::IecBytes(prefetch->options().memory_bytes).c_str());
+  } else {
+    std::printf("  prefetch: off\n");
+  }
   std::printf("  start-up: %llu blocks, %llu orphans and %llu temporaries removed\n",
               static_cast<unsigned long long>(gc.blocks_seen), static_cast<unsigned long long>(gc.orphans_removed),
               static_cast<unsigned long long>(gc.temporaries_removed));
@@ -119,6 +142,16 @@ Status Serve(Globals& g, const ServeFlags& f) {
   sigwait(&set, &sig);
   s3->Stop();
   metrics.reset();
+  if (prefetch) {
+    auto ps = prefetch->Stats();
+    std::printf(
+        "aquifer serve: prefetch read %llu blocks ahead, %llu found by readers (%llu while in flight), "
+        "%llu unused\n",
+        static_cast<unsigned long long>(ps.issued), static_cast<unsigned long long>(ps.hits + ps.late_hits),
+        static_cast<unsigned long long>(ps.late_hits), static_cast<unsigned long long>(ps.wasted));
+  }
+  objects.set_prefetcher(nullptr);
+  prefetch.reset();
   if (cache) {
     auto cs = cache->Stats();
     std::printf("aquifer serve: stopped (signal %d); block cache %s of %s, %.1f%% hits (%llu of %llu)\n", sig,
@@ -280,6 +313,15 @@ void PrintStats(const std::string& node, const nlohmann::json& now, const nlohma
                 c.value("policy", "").c_str(), units::Bytes(num(c, "bytes")).c_str(),
                 units::Bytes(num(c, "capacity_bytes")).c_str(), num(c, "evicted"), num(c, "rejected"));
   }
+  if (now.contains("prefetch") && now["prefetch"].is_object()) {
+    const auto& p = now["prefetch"];
+    const double found = num(p, "hits") + num(p, "late_hits");
+    std::printf(
+        "  prefetch %.0f blocks read ahead, %.0f found by readers (%.0f in flight), %.0f unused; "
+        "%.0f streams continued, %.0f started; %s held\n",
+        num(p, "issued"), found, num(p, "late_hits"), num(p, "wasted"), num(p, "continued_streams"),
+        num(p, "new_streams"), units::Bytes(num(p, "bytes_held")).c_str());
+  }
   for (const auto& p : now.value("pools", nlohmann::json::array())) {
     std::printf("  pool    %-10s %8.0f blocks %12s\n", p.value("name", "").c_str(), num(p, "blocks"),
                 units::Bytes(num(p, "bytes")).c_str());
@@ -403,12 +445,19 @@ void RegisterServeCommands(CLI::App& app, Globals& g) {
       "SQLite under --data");
   cmd->add_option("--data", f->data, "Directory for metadata (and the default pool)")->capture_default_str();
   cmd->add_option("--listen", f->listen, "HOST:PORT to serve on (port 0 picks a free one)")->capture_default_str();
-  cmd->add_option("--pool", f->pools, "A pool NAME=PATH[,media=ssd|hdd] (repeatable; the first is the default)");
+  cmd->add_option("--pool", f->pools,
+                  "A pool NAME=PATH[,media=ssd|hdd][,direct][,latency=8ms] (repeatable; the first is the default; "
+                  "direct: O_DIRECT reads; latency: added per block read, to emulate a slower device)");
   cmd->add_option("--block-size", f->block_size, "Size of the blocks objects are cut into")->capture_default_str();
   cmd->add_option("--credentials", f->credentials, "File of 'ACCESS_KEY_ID SECRET_ACCESS_KEY' lines (SigV4)");
   cmd->add_flag("--anonymous", f->anonymous, "Accept unsigned requests");
   cmd->add_option("--threads", f->threads, "Connections served at once")->capture_default_str();
   cmd->add_option("--cache-size", f->cache_size, "RAM block cache (0 = off)")->capture_default_str();
+  cmd->add_option("--prefetch-window", f->prefetch_window,
+                  "Stream prefetch: most blocks read ahead per sequential stream (0 = off)")
+      ->capture_default_str();
+  cmd->add_option("--prefetch-memory", f->prefetch_memory, "Stream prefetch: memory for read-ahead blocks, all streams")
+      ->capture_default_str();
   cmd->add_option("--cache-policy", f->cache_policy,
                   "tinylfu (keeps a stable set under shuffled epochs: hits = cache/dataset) or lru")
       ->capture_default_str();

@@ -63,6 +63,14 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
     sampler.AddGauge("node.cache.hit_ratio", "%", [cache] { return 100 * cache->Stats().hit_ratio(); });
     sampler.AddGauge("node.cache.used", "bytes", [cache] { return static_cast<double>(cache->Stats().bytes); });
   }
+  if (store::Prefetcher* pf = objects.prefetcher()) {
+    sampler.AddCounter("node.prefetch.hits", "blocks/s", [pf] {
+      auto p = pf->Stats();
+      return static_cast<double>(p.hits + p.late_hits);
+    });
+    sampler.AddCounter("node.prefetch.issued", "blocks/s", [pf] { return static_cast<double>(pf->Stats().issued); });
+    sampler.AddGauge("node.prefetch.held", "bytes", [pf] { return static_cast<double>(pf->Stats().bytes_held); });
+  }
   sampler.Start();
   const auto started = std::chrono::steady_clock::now();
   m->http_ = std::make_unique<httplib::Server>();
@@ -88,6 +96,18 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
                     {"hit_ratio", c.hit_ratio()},
                     {"evicted", c.evicted},
                     {"rejected", c.rejected}};
+    }
+    if (store::Prefetcher* pf = objects.prefetcher()) {
+      auto p = pf->Stats();
+      j["prefetch"] = {{"issued", p.issued},
+                       {"hits", p.hits},
+                       {"late_hits", p.late_hits},
+                       {"wasted", p.wasted},
+                       {"continued_streams", p.continued},
+                       {"new_streams", p.new_streams},
+                       {"bytes_held", p.bytes_held},
+                       {"window_blocks", pf->options().max_window_blocks},
+                       {"memory_bytes", pf->options().memory_bytes}};
     }
     nlohmann::json pools = nlohmann::json::array();
     if (auto usage = objects.blocks().Usage(); usage.ok()) {

@@ -220,23 +220,57 @@ class Handler {
       return;
     }
     auto object = std::make_shared<store::ObjectMeta>(std::move(*meta));
-    res.set_content_provider(object->size, "application/octet-stream",
-                             [this, object](size_t offset, size_t length, httplib::DataSink& sink) {
-                               // One block per call: the block holding `offset`, verified.
-                               uint64_t start = 0, take = 0;
-                               for (const auto& b : object->blocks) {
-                                 if (offset < start + b.size) {
-                                   take = std::min<uint64_t>(length, start + b.size - offset);
-                                   break;
-                                 }
-                                 start += b.size;
-                               }
-                               Status s = objects_.Read(*object, offset, take, [&](std::string_view bytes) {
-                                 return sink.write(bytes.data(), bytes.size()) ? Status::Ok()
-                                                                               : IoError("client went away");
-                               });
-                               return s.ok();  // a corrupt block ends the response short, never with bad bytes
-                             });
+    // With stream prefetch, the request is one stream over the object (or the
+    // continuation of the reader's previous request): while a block is on the
+    // wire, the next ones are read.
+    struct Streaming {
+      std::shared_ptr<store::ReadStream> stream;
+      uint64_t end = 0;  // the furthest byte sent
+    };
+    auto st = std::make_shared<Streaming>();
+    store::Prefetcher* prefetch = objects_.prefetcher();
+    if (prefetch != nullptr) {
+      auto [start, length] = RequestedRange(req, object->size);
+      st->stream = prefetch->Begin(object, start, length);
+    }
+    res.set_content_provider(
+        object->size, "application/octet-stream",
+        [this, object, st](size_t offset, size_t length, httplib::DataSink& sink) {
+          // One block per call: the block holding `offset`, verified.
+          uint64_t start = 0, take = 0;
+          for (const auto& b : object->blocks) {
+            if (offset < start + b.size) {
+              take = std::min<uint64_t>(length, start + b.size - offset);
+              break;
+            }
+            start += b.size;
+          }
+          Status s = objects_.Read(
+              *object, offset, take,
+              [&](std::string_view bytes) {
+                return sink.write(bytes.data(), bytes.size()) ? Status::Ok() : IoError("client went away");
+              },
+              st->stream.get());
+          if (s.ok()) st->end = offset + take;
+          return s.ok();  // a corrupt block ends the response short, never with bad bytes
+        },
+        [prefetch, st](bool) {
+          if (prefetch != nullptr && st->stream) prefetch->End(std::move(st->stream), st->end);
+        });
+  }
+
+  // The byte range a GET asks for: [start, start + length) of an object of
+  // `size` bytes (the whole object without a Range, or with several ranges).
+  static std::pair<uint64_t, uint64_t> RequestedRange(const Request& req, uint64_t size) {
+    if (req.ranges.size() != 1 || size == 0) return {0, size};
+    auto [first, last] = req.ranges[0];
+    if (first < 0) {  // the last `last` bytes
+      const uint64_t n = std::min<uint64_t>(static_cast<uint64_t>(last), size);
+      return {size - n, n};
+    }
+    const uint64_t start = std::min<uint64_t>(static_cast<uint64_t>(first), size);
+    const uint64_t end = last < 0 ? size : std::min<uint64_t>(static_cast<uint64_t>(last) + 1, size);
+    return {start, end > start ? end - start : 0};
   }
 
   // Returns the body bytes received.

@@ -2,9 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "common/crc32c.h"
 
@@ -39,6 +44,31 @@ bool IsBlockId(std::string_view s) {
   return true;
 }
 
+// "8ms", "500us", "0.01s", "2" (seconds); at most 10 s.
+std::optional<double> ParseLatency(std::string_view text) {
+  std::string t(text);
+  double scale = 1;
+  auto ends = [&](const char* suffix) {
+    size_t n = std::strlen(suffix);
+    if (t.size() > n && t.compare(t.size() - n, n, suffix) == 0) {
+      t.resize(t.size() - n);
+      return true;
+    }
+    return false;
+  };
+  if (ends("us")) {
+    scale = 1e-6;
+  } else if (ends("ms")) {
+    scale = 1e-3;
+  } else if (ends("s")) {
+    scale = 1;
+  }
+  char* end = nullptr;
+  double v = std::strtod(t.c_str(), &end);
+  if (t.empty() || end != t.c_str() + t.size() || !(v >= 0) || v * scale > 10) return std::nullopt;
+  return v * scale;
+}
+
 }  // namespace
 
 std::string NewBlockId() {
@@ -57,14 +87,26 @@ Result<PoolConfig> ParsePool(std::string_view spec) {
   size_t comma = rest.find(',');
   p.path = std::string(rest.substr(0, comma));
   if (p.path.empty()) return InvalidArgument(fmt::format("--pool '{}': no path", spec));
-  if (comma != std::string_view::npos) {
-    std::string_view opt = rest.substr(comma + 1);
+  while (comma != std::string_view::npos) {
+    rest = rest.substr(comma + 1);
+    comma = rest.find(',');
+    std::string_view opt = rest.substr(0, comma);
     if (opt == "media=ssd") {
       p.media = Media::kSsd;
     } else if (opt == "media=hdd") {
       p.media = Media::kHdd;
+    } else if (opt == "direct") {
+      p.direct = true;
+    } else if (opt.rfind("latency=", 0) == 0) {
+      auto d = ParseLatency(opt.substr(8));
+      if (!d) {
+        return InvalidArgument(
+            fmt::format("--pool '{}': latency '{}' is not a duration (8ms, 500us, 0.01s)", spec, opt.substr(8)));
+      }
+      p.read_latency_s = *d;
     } else {
-      return InvalidArgument(fmt::format("--pool '{}': unknown option '{}' (media=ssd or media=hdd)", spec, opt));
+      return InvalidArgument(
+          fmt::format("--pool '{}': unknown option '{}' (media=ssd|hdd, direct, latency=DURATION)", spec, opt));
     }
   }
   return p;
@@ -123,17 +165,32 @@ Result<BlockRef> BlockStore::Write(const std::string& pool_name, std::string_vie
 }
 
 Result<std::string> BlockStore::Read(const BlockRef& ref, uint64_t offset, uint64_t n) {
-  AQ_TRY(Pool(ref.pool));
   if (!IsBlockId(ref.id)) return InvalidArgument(fmt::format("'{}' is not a block id", ref.id));
+  const PoolConfig* pool = AQ_TRY(Pool(ref.pool));
   const std::string path = PathOf(ref);
-  auto f = AQ_TRY(fs_.OpenRead(path, io::AccessHint::kSequential));
+  if (pool->read_latency_s > 0) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(pool->read_latency_s));
+  }
+  auto f = AQ_TRY(fs_.OpenRead(path, pool->direct ? io::AccessHint::kDirect : io::AccessHint::kSequential));
   auto corrupt = [&](const std::string& why) {
     return Status(StatusCode::kCorruption, fmt::format("block {} in pool '{}' ({}): {}", ref.id, ref.pool, path, why));
   };
   if (f->size() < kHeader) return corrupt(fmt::format("{} bytes, shorter than the header", f->size()));
-  std::string buf(f->size(), '\0');
-  size_t got = AQ_TRY(f->ReadAt(0, buf.size(), buf.data()));
-  if (got != buf.size()) return corrupt("shorter than when opened");
+  std::string buf;
+  if (pool->direct) {
+    // O_DIRECT wants an aligned buffer and length: read the file rounded up
+    // to 4 KiB into an aligned bounce buffer (the kernel stops at its end).
+    const size_t len = (f->size() + 4095) & ~size_t{4095};
+    std::unique_ptr<char, decltype(&std::free)> aligned(static_cast<char*>(std::aligned_alloc(4096, len)), &std::free);
+    if (!aligned) return Status(StatusCode::kIoError, fmt::format("no memory for a {} byte read of {}", len, path));
+    size_t got = AQ_TRY(f->ReadAt(0, len, aligned.get()));
+    if (got != f->size()) return corrupt("shorter than when opened");
+    buf.assign(aligned.get(), got);
+  } else {
+    buf.assign(f->size(), '\0');
+    size_t got = AQ_TRY(f->ReadAt(0, buf.size(), buf.data()));
+    if (got != buf.size()) return corrupt("shorter than when opened");
+  }
   if (std::memcmp(buf.data(), kMagic, 8) != 0) return corrupt("bad magic");
   if (Get32(buf.data() + 20) != crc32c::Value(std::string_view(buf.data(), 20)))
     return corrupt("header checksum mismatch");

@@ -35,9 +35,11 @@ struct PoolConfig {
   std::string name;  // "default", "ssd", ...
   std::string path;
   Media media = Media::kSsd;
+  bool direct = false;        // read blocks with O_DIRECT (past the page cache)
+  double read_latency_s = 0;  // added to every block read: emulates a slower device
 };
 
-// "NAME=PATH[,media=ssd|hdd]"
+// "NAME=PATH[,media=ssd|hdd][,direct][,latency=DURATION]" (DURATION: 8ms, 500us, 0.01s)
 Result<PoolConfig> ParsePool(std::string_view spec);
 
 struct GcReport {

@@ -131,12 +131,13 @@ Result<ObjectMeta> ObjectStore::Head(const std::string& bucket, const std::strin
 }
 
 Status ObjectStore::Read(const ObjectMeta& o, uint64_t offset, uint64_t n,
-                         const std::function<Status(std::string_view)>& sink) {
+                         const std::function<Status(std::string_view)>& sink, ReadStream* stream) {
   if (offset > o.size || n > o.size - offset) {
     return InvalidArgument(fmt::format("range {}+{} outside '{}' ({} bytes)", offset, n, o.key, o.size));
   }
   uint64_t start = 0;  // of the current block in the object
-  for (const auto& b : o.blocks) {
+  for (size_t index = 0; index < o.blocks.size(); ++index) {
+    const BlockRef& b = o.blocks[index];
     if (n == 0) break;
     const uint64_t end = start + b.size;
     if (offset < end) {
@@ -145,7 +146,11 @@ Status ObjectStore::Read(const ObjectMeta& o, uint64_t offset, uint64_t n,
       auto fail = [&](const Status& s) {
         return Status(s.code(), fmt::format("object '{}/{}' at byte {}: {}", o.bucket, o.key, offset, s.message()));
       };
-      if (cache_ != nullptr) {
+      if (stream != nullptr) {
+        auto block = stream->Block(index);
+        if (!block.ok()) return fail(block.status());
+        AQ_TRY(sink(std::string_view(**block).substr(in, take)));
+      } else if (cache_ != nullptr) {
         auto block = cache_->Get(b.id);
         if (!block) {
           auto bytes = blocks_.Read(b);  // the whole block, verified

@@ -22,6 +22,7 @@
 #include "store/block_cache.h"
 #include "store/block_store.h"
 #include "store/meta_store.h"
+#include "store/prefetch.h"
 
 namespace aq::store {
 
@@ -89,9 +90,11 @@ class ObjectStore {
   Result<std::unique_ptr<ObjectWriter>> Put(const std::string& bucket, const std::string& key);
   Result<ObjectMeta> Head(const std::string& bucket, const std::string& key);
   // Streams bytes [offset, offset + n) of the object to `sink`, at most one
-  // block at a time. REQUIRES: offset + n <= object.size.
+  // block at a time. With a stream (Prefetcher::Begin), blocks come through
+  // it and the blocks after them are read ahead. REQUIRES: offset + n <=
+  // object.size; the stream is over this object.
   Status Read(const ObjectMeta& object, uint64_t offset, uint64_t n,
-              const std::function<Status(std::string_view)>& sink);
+              const std::function<Status(std::string_view)>& sink, ReadStream* stream = nullptr);
   Status Delete(const std::string& bucket, const std::string& key);
 
   // Multipart upload (S3's create / upload part / complete / abort). Parts
@@ -120,6 +123,9 @@ class ObjectStore {
   MetaStore& meta() { return meta_; }
   BlockStore& blocks() { return blocks_; }
   BlockCache* cache() { return cache_; }
+  // Stream prefetch for readers (optional; must outlive its use here).
+  void set_prefetcher(Prefetcher* p) { prefetch_ = p; }
+  Prefetcher* prefetcher() { return prefetch_; }
   const ObjectStoreOptions& options() const { return options_; }
 
  private:
@@ -127,6 +133,7 @@ class ObjectStore {
   BlockStore& blocks_;
   ObjectStoreOptions options_;
   BlockCache* cache_;
+  Prefetcher* prefetch_ = nullptr;
 };
 
 // S3's rules for CompleteMultipartUpload's part list against the upload:

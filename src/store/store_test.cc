@@ -2,9 +2,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "store/block_cache.h"
 #include "store/block_store.h"
@@ -545,6 +547,161 @@ TEST_F(ObjectStoreTest, ListV2WithDelimiterAndPagination) {
   std::sort(seen.begin(), seen.end());
   EXPECT_EQ(seen, (std::vector<std::string>{"a.txt", "dir/", "other/", "z"}));
   EXPECT_EQ(objects_->List({"nobucket", "", "", "", 10}).status().code(), StatusCode::kNotFound);
+}
+
+TEST(BlockStoreTest, PoolOptions) {
+  auto p = ParsePool("slow=/d/slow,media=hdd,direct,latency=8ms").value();
+  EXPECT_EQ(p.media, Media::kHdd);
+  EXPECT_TRUE(p.direct);
+  EXPECT_DOUBLE_EQ(p.read_latency_s, 0.008);
+  EXPECT_DOUBLE_EQ(ParsePool("a=/x,latency=500us")->read_latency_s, 0.0005);
+  EXPECT_DOUBLE_EQ(ParsePool("a=/x,latency=0.25s")->read_latency_s, 0.25);
+  EXPECT_FALSE(ParsePool("a=/x,latency=fast").ok());
+  EXPECT_FALSE(ParsePool("a=/x,latency=-1ms").ok());
+  EXPECT_FALSE(ParsePool("a=/x,latency=60s").ok());
+  EXPECT_FALSE(ParsePool("a=/x,turbo").ok());
+}
+
+TEST(BlockStoreTest, DirectReadsOnARealFileSystem) {
+  TempDir dir;
+  auto fs = io::NewPosixFileSystem();
+  PoolConfig pool{"d", dir / "pool", Media::kSsd, true, 0};
+  auto blocks = BlockStore::Open(*fs, {pool}).value();
+  std::string data(10000, 'd');  // not a multiple of 4 KiB, nor is the header
+  BlockRef ref = blocks->Write("d", data).value();
+  auto back = blocks->Read(ref);
+  if (!back.ok() && back.status().message().find("O_DIRECT") != std::string_view::npos) {
+    GTEST_SKIP() << "the temporary directory's file system has no O_DIRECT: " << back.status().ToString();
+  }
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, data);
+  EXPECT_EQ(blocks->Read(ref, 9990, 100).value(), std::string(10, 'd'));
+}
+
+class PrefetchTest : public ObjectStoreTest {
+ protected:
+  void SetUp() override {
+    ObjectStoreTest::SetUp();
+    data_.resize(10 * 1000);
+    for (size_t i = 0; i < data_.size(); ++i) data_[i] = static_cast<char>(i * 7 + i / 1000);
+    object_ = std::make_shared<const ObjectMeta>(PutString("stream", data_));
+  }
+  std::unique_ptr<Prefetcher> Make(PrefetchOptions o = {}) {
+    return std::make_unique<Prefetcher>(*blocks_, nullptr, o);
+  }
+  // One request of [off, off + n) through a stream, as the S3 GET does.
+  std::string Request(Prefetcher& p, uint64_t off, uint64_t n) {
+    auto stream = p.Begin(object_, off, n);
+    std::string out;
+    Status s = objects_->Read(
+        *object_, off, n,
+        [&](std::string_view b) {
+          out.append(b);
+          return Status::Ok();
+        },
+        stream.get());
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    p.End(std::move(stream), off + n);
+    return out;
+  }
+  std::string data_;
+  std::shared_ptr<const ObjectMeta> object_;
+};
+
+TEST_F(PrefetchTest, AWholeReadIsReadAheadWithinItsRange) {
+  auto p = Make();
+  EXPECT_EQ(Request(*p, 0, data_.size()), data_);
+  auto s = p->Stats();
+  EXPECT_EQ(s.issued, 9u);  // every block after the first
+  EXPECT_EQ(s.hits + s.late_hits, 9u);
+  EXPECT_EQ(s.wasted, 0u);
+  EXPECT_EQ(s.new_streams, 1u);
+  // A request for part of the object reads ahead only inside it.
+  auto q = Make();
+  EXPECT_EQ(Request(*q, 2500, 3000), data_.substr(2500, 3000));  // blocks 2..5
+  EXPECT_EQ(q->Stats().issued, 3u);
+}
+
+TEST_F(PrefetchTest, SequentialRequestsContinueTheStreamAndReadPastTheirEnd) {
+  auto p = Make({.max_window_blocks = 4});
+  std::string got;
+  for (uint64_t off = 0; off < data_.size(); off += 500) got += Request(*p, off, 500);  // half a block each
+  EXPECT_EQ(got, data_);
+  auto s = p->Stats();
+  EXPECT_EQ(s.new_streams, 1u);
+  EXPECT_EQ(s.continued, 19u);
+  EXPECT_EQ(s.hits + s.late_hits, 9u);  // every block after the first was read ahead
+  EXPECT_EQ(s.bytes_held, 0u);          // the stream reached the end and let go
+  // A stream that starts mid-object reads ahead only once it continues.
+  auto q = Make({.max_window_blocks = 4});
+  EXPECT_EQ(Request(*q, 3000, 1000), data_.substr(3000, 1000));
+  EXPECT_EQ(q->Stats().issued, 0u);
+  EXPECT_EQ(Request(*q, 4000, 1000), data_.substr(4000, 1000));
+  EXPECT_GT(q->Stats().issued, 0u);
+}
+
+TEST_F(PrefetchTest, RandomRequestsAreNotReadAhead) {
+  auto p = Make();
+  for (uint64_t off : {7000u, 1000u, 4500u, 9000u, 3000u, 6000u}) {
+    EXPECT_EQ(Request(*p, off, 400), data_.substr(off, 400));
+  }
+  auto s = p->Stats();
+  EXPECT_EQ(s.issued, 0u);
+  EXPECT_EQ(s.new_streams, 6u);
+  EXPECT_EQ(s.continued, 0u);
+}
+
+TEST_F(PrefetchTest, MemoryStaysWithinItsBudget) {
+  auto p = Make({.max_window_blocks = 8, .memory_bytes = 2000});  // two blocks
+  // Readers that stop midway leave their streams idle, holding read-ahead.
+  for (int reader = 0; reader < 5; ++reader) {
+    EXPECT_EQ(Request(*p, 0, 1500), data_.substr(0, 1500));
+    EXPECT_LE(p->Stats().bytes_held, 2000u);
+  }
+  EXPECT_EQ(Request(*p, 0, data_.size()), data_);
+  EXPECT_LE(p->Stats().bytes_held, 2000u);
+}
+
+TEST_F(PrefetchTest, ACorruptBlockReadAheadFailsTheReadNeverServesIt) {
+  ObjectMeta bad = *object_;
+  bad.blocks[3].crc32c ^= 1;
+  auto obj = std::make_shared<const ObjectMeta>(bad);
+  auto p = Make();
+  auto stream = p->Begin(obj, 0, bad.size);
+  std::string out;
+  Status s = objects_->Read(
+      *obj, 0, bad.size,
+      [&](std::string_view b) {
+        out.append(b);
+        return Status::Ok();
+      },
+      stream.get());
+  EXPECT_EQ(s.code(), StatusCode::kCorruption);
+  EXPECT_EQ(out, data_.substr(0, 3000));  // everything before the bad block, nothing after
+  p->End(std::move(stream), 3000);
+}
+
+TEST_F(PrefetchTest, ASlowPoolIsReadWhileTheReaderWorks) {
+  // The pool answers each block read 20 ms late; the reader spends 20 ms on
+  // each block (the network). Every block after the first is read ahead.
+  auto slow = BlockStore::Open(*mem_, {{"default", "/pool", Media::kHdd, false, 0.02}}).value();
+  Prefetcher p(*slow, nullptr, {});
+  ObjectStore objects(*meta_, *slow, ObjectStoreOptions{1000, ""});
+  auto stream = p.Begin(object_, 0, data_.size());
+  std::string out;
+  ASSERT_TRUE(objects
+                  .Read(
+                      *object_, 0, data_.size(),
+                      [&](std::string_view b) {
+                        out.append(b);
+                        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                        return Status::Ok();
+                      },
+                      stream.get())
+                  .ok());
+  EXPECT_EQ(out, data_);
+  auto s = p.Stats();
+  EXPECT_EQ(s.hits + s.late_hits, 9u);  // (how much time it saves: bench/prefetch_bench)
 }
 
 TEST(BlockCacheTest, LruBasics) {

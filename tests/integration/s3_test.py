@@ -272,6 +272,9 @@ try:
         import json
         j = json.loads(r.stdout)
         check(j["ops"]["put"]["bytes_in"] >= len(body) and j["ops"]["get"]["errors"] >= 1, "stats JSON counts")
+        pf = j.get("prefetch", {})
+        check(pf.get("issued", 0) > 0 and pf.get("hits", 0) + pf.get("late_hits", 0) > 0,
+              "stream prefetch read ahead for the whole-object GETs: " + json.dumps(pf))
     check(stop(node) == 0, "serve stops cleanly on SIGTERM")
 
     # stat-file: where the blocks are; a block damaged on disk is found, and a

@@ -1,0 +1,141 @@
+// Stream prefetch: per open stream, detect sequential access and read the
+// next blocks ahead in the background, so a streaming reader finds its next
+// block already in memory while the previous one is still on the wire.
+//
+// A stream is one reader's pass over one object (one object version: block
+// ids are immutable, so prefetched bytes never go stale). Inside a request
+// the range is known, so its blocks are read ahead up to the stream's window;
+// the window starts at 2 blocks and doubles with every block consumed in
+// order, up to `max_window_blocks`. When a request ends, the stream waits
+// (with what it prefetched) for the reader's next request: one that starts
+// exactly where the last ended continues the stream and may be read ahead
+// past its own end (speculation). A request from the object's first byte
+// starts a stream that speculates at once (a pass over a shard begins
+// there); any other request starts a stream with no speculation, so random
+// readers cost nothing but their own blocks.
+// Memory is bounded: every prefetched block is charged to one budget across
+// streams; when it is spent, the oldest idle streams give theirs back, and
+// otherwise no more is issued until blocks are consumed.
+//
+// Thread safety: Prefetcher methods may be called from any thread; a
+// ReadStream is used by one request at a time (Begin .. End).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "store/block_cache.h"
+#include "store/block_store.h"
+#include "store/meta_store.h"
+
+namespace aq::store {
+
+struct PrefetchOptions {
+  uint32_t max_window_blocks = 8;        // read-ahead ceiling per stream
+  uint64_t memory_bytes = 256ull << 20;  // prefetched blocks held, all streams together
+  size_t threads = 4;                    // background block readers
+  double idle_seconds = 10;              // an idle stream is forgotten after this
+  size_t max_idle_streams = 1024;
+};
+
+struct PrefetchStats {
+  uint64_t issued = 0;       // blocks read ahead
+  uint64_t hits = 0;         // blocks a reader found already read ahead
+  uint64_t late_hits = 0;    // ... still being read (the reader waited less)
+  uint64_t wasted = 0;       // read ahead, never consumed
+  uint64_t continued = 0;    // requests that continued a sequential stream
+  uint64_t new_streams = 0;  // requests that started a stream (first or random access)
+  uint64_t bytes_held = 0;   // prefetched bytes in memory now
+};
+
+class Prefetcher;
+
+class ReadStream {
+ public:
+  ~ReadStream();
+  // The whole block `index` of the stream's object, verified: from a
+  // prefetch when one was issued, otherwise read now. Issues read-ahead for
+  // the blocks after it.
+  Result<std::shared_ptr<const std::string>> Block(size_t index);
+  const ObjectMeta& object() const { return *object_; }
+
+ private:
+  friend class Prefetcher;
+  struct Slot;
+  ReadStream(Prefetcher& owner, std::shared_ptr<const ObjectMeta> object);
+  void Issue(size_t from, size_t to);
+  void IssueAfter(size_t index);  // read-ahead after handing out block `index`
+  void DropPending();
+
+  Prefetcher& owner_;
+  std::shared_ptr<const ObjectMeta> object_;
+  std::vector<uint64_t> starts_;  // byte offset of each block
+  uint64_t next_offset_ = 0;      // where the last request ended
+  size_t request_last_ = 0;       // last block the current request covers
+  bool speculate_ = false;        // read ahead past the request's end
+  uint32_t window_ = 2;
+  size_t last_ = static_cast<size_t>(-1);  // last block handed out
+  std::map<size_t, std::shared_ptr<Slot>> pending_;
+  std::shared_ptr<const std::string> last_data_;
+  double idle_since_ = 0;
+};
+
+class Prefetcher {
+ public:
+  Prefetcher(BlockStore& blocks, BlockCache* cache, PrefetchOptions options);
+  ~Prefetcher();
+  Prefetcher(const Prefetcher&) = delete;
+  Prefetcher& operator=(const Prefetcher&) = delete;
+
+  // A stream for a request of bytes [offset, offset + n) of the object:
+  // the idle stream that ended exactly at `offset` when there is one (a
+  // sequential reader's next request), else a new one.
+  std::shared_ptr<ReadStream> Begin(std::shared_ptr<const ObjectMeta> object, uint64_t offset, uint64_t n);
+  // The request is over (it read up to `end`); the stream waits, with what
+  // it prefetched, for its continuation.
+  void End(std::shared_ptr<ReadStream> stream, uint64_t end);
+  PrefetchStats Stats() const;
+  const PrefetchOptions& options() const { return options_; }
+
+  // Reads a block through the cache (when there is one), verified.
+  Result<std::shared_ptr<const std::string>> ReadBlock(const BlockRef& ref);
+
+ private:
+  friend class ReadStream;
+  // Charges `bytes` to the budget, evicting idle streams' prefetches if
+  // needed; false when the budget stays spent.
+  bool Reserve(uint64_t bytes);
+  void Unreserve(uint64_t bytes);
+  void Submit(std::function<void()> task);
+  void Worker();
+  void Count(uint64_t PrefetchStats::*field);
+  // Removes idle streams older than the idle limit, and the oldest beyond
+  // `keep`; the caller destroys them after unlocking. REQUIRES: mu_ held.
+  std::vector<std::shared_ptr<ReadStream>> Evict(size_t keep);
+  static double Now();
+
+  BlockStore& blocks_;
+  BlockCache* cache_;
+  const PrefetchOptions options_;
+
+  mutable std::mutex mu_;  // guards the fields below
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool stopping_ = false;
+  // Idle streams by object ("bucket/key#version"), oldest first.
+  std::multimap<std::string, std::shared_ptr<ReadStream>> idle_;
+  uint64_t held_ = 0;
+  PrefetchStats stats_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace aq::store
