@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <cinttypes>
@@ -17,6 +18,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <future>
 #include <map>
 #include <mutex>
 
@@ -74,7 +76,8 @@ class Endpoint;
 
 class StoreFs final : public io::FileSystem {
  public:
-  explicit StoreFs(ClientCredentials c) : creds_(std::move(c)) {}
+  StoreFs(ClientCredentials c, ClientOptions o) : creds_(std::move(c)), options_(o) {}
+  const ClientOptions& options() const { return options_; }
   ~StoreFs() override {
     for (auto& [host, fds] : sockets_) {
       for (int fd : fds) ::close(fd);
@@ -122,6 +125,7 @@ class StoreFs final : public io::FileSystem {
   void Give(const StorePath& p, std::unique_ptr<httplib::Client> c);
 
   ClientCredentials creds_;
+  ClientOptions options_;
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Pool>> pools_;  // GUARDED_BY(mu_), by host:port
 };
@@ -418,10 +422,77 @@ class StoreFile final : public io::RandomAccessFile {
  public:
   StoreFile(StoreFs& fs, StorePath p, std::string path, uint64_t size)
       : fs_(fs), p_(std::move(p)), path_(std::move(path)), size_(size) {}
+  ~StoreFile() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ahead_.valid()) ahead_.wait();  // it writes into ahead_buf_
+  }
+
   Result<size_t> ReadAt(uint64_t offset, size_t n, void* buf) const override {
     if (offset >= size_ || n == 0) return size_t{0};
     n = static_cast<size_t>(std::min<uint64_t>(n, size_ - offset));
     char* out = static_cast<char*>(buf);
+    const ClientOptions& o = fs_.options();
+    if (!o.read_ahead) return Fetch(offset, n, out);
+    std::unique_lock<std::mutex> lock(mu_);
+    const bool sequential = offset == next_;
+    next_ = offset + n;
+    size_t done = 0;
+    if (ahead_.valid() && ahead_offset_ == offset) {
+      // The range read ahead starts here: take what it covers.
+      Result<size_t> got = ahead_.get();
+      if (got.ok()) {
+        done = std::min<size_t>(n, *got);
+        std::memcpy(out, ahead_buf_.data(), done);
+      }
+    } else if (ahead_.valid()) {
+      ahead_.wait();  // a jump: the range read ahead is not wanted
+      ahead_ = {};
+    }
+    if (done < n) {
+      lock.unlock();
+      AQ_TRY(Fetch(offset + done, n - done, out + done));
+      lock.lock();
+    }
+    if (sequential && next_ < size_ && !ahead_.valid()) {
+      const size_t len =
+          static_cast<size_t>(std::min<uint64_t>({std::max<uint64_t>(n, 1 << 20), o.max_read_ahead, size_ - next_}));
+      ahead_offset_ = next_;
+      ahead_buf_.resize(len);
+      ahead_ = std::async(std::launch::async, [this, at = next_, len] { return Fetch(at, len, ahead_buf_.data()); });
+    }
+    return n;
+  }
+  uint64_t size() const override { return size_; }
+  const std::string& path() const override { return path_; }
+
+ private:
+  // Exactly n bytes at offset, in parallel ranges when n is large.
+  Result<size_t> Fetch(uint64_t offset, size_t n, char* out) const {
+    const ClientOptions& o = fs_.options();
+    if (n <= o.parallel_chunk || o.max_parallel <= 1) return FetchOne(offset, n, out);
+    const size_t chunks = static_cast<size_t>((n + o.parallel_chunk - 1) / o.parallel_chunk);
+    std::vector<Status> results(chunks);
+    std::atomic<size_t> next{0};
+    auto worker = [&] {
+      for (size_t c; (c = next++) < chunks;) {
+        const uint64_t at = c * o.parallel_chunk;
+        const size_t len = static_cast<size_t>(std::min<uint64_t>(o.parallel_chunk, n - at));
+        auto r = FetchOne(offset + at, len, out + at);
+        results[c] = r.ok() ? Status::Ok() : r.status();
+      }
+    };
+    std::vector<std::future<void>> helpers;
+    for (size_t i = 1; i < std::min(chunks, o.max_parallel); ++i) {
+      helpers.push_back(std::async(std::launch::async, worker));
+    }
+    worker();
+    for (auto& h : helpers) h.wait();
+    for (const auto& st : results) {
+      if (!st.ok()) return st;
+    }
+    return n;
+  }
+  Result<size_t> FetchOne(uint64_t offset, size_t n, char* out) const {
     size_t got = AQ_TRY(fs_.ReadRange(p_, offset, n, out, path_));
     if (got != n) {
       return Status(StatusCode::kTruncated,
@@ -429,14 +500,17 @@ class StoreFile final : public io::RandomAccessFile {
     }
     return got;
   }
-  uint64_t size() const override { return size_; }
-  const std::string& path() const override { return path_; }
 
- private:
   StoreFs& fs_;
   StorePath p_;
   std::string path_;
   uint64_t size_;
+  // Read-ahead for a sequential reader: one range in flight.
+  mutable std::mutex mu_;
+  mutable uint64_t next_ = 0;  // where the last read ended
+  mutable uint64_t ahead_offset_ = 0;
+  mutable std::string ahead_buf_;
+  mutable std::future<Result<size_t>> ahead_;
 };
 
 class StoreWriter final : public io::WritableFile {
@@ -684,8 +758,14 @@ ClientCredentials CredentialsFromEnvironment() {
   return c;
 }
 
-std::unique_ptr<io::FileSystem> NewStoreFileSystem(ClientCredentials credentials) {
-  return std::make_unique<StoreFs>(std::move(credentials));
+ClientOptions ClientOptionsFromEnvironment() {
+  ClientOptions o;
+  if (const char* v = std::getenv("AQUIFER_READAHEAD"); v != nullptr) o.read_ahead = std::string(v) == "1";
+  return o;
+}
+
+std::unique_ptr<io::FileSystem> NewStoreFileSystem(ClientCredentials credentials, ClientOptions options) {
+  return std::make_unique<StoreFs>(std::move(credentials), options);
 }
 
 std::unique_ptr<io::FileSystem> NewRoutingFileSystem(std::unique_ptr<io::FileSystem> local,

@@ -1,8 +1,14 @@
 // The aquifer:// client: an io::FileSystem over a storage node's S3 API, so
 // dataset tools, benches and the input pipeline read from the store without
 // knowing it. Paths are aquifer://HOST:PORT/BUCKET/KEY; a "directory" is a
-// key prefix ending in '/'. Reads are ranged GETs over a small pool of
-// keep-alive connections (concurrent ReadAt calls use separate ones); a
+// key prefix ending in '/'. Reads are ranged GETs over a pool of keep-alive
+// connections (concurrent ReadAt calls use separate ones). A large read is
+// split into block-sized ranges fetched in parallel. With read-ahead on, a
+// file read sequentially (each read starting where the last ended) has its
+// next range fetched in the background while the caller works on the
+// current one; it is off by default because the node already reads ahead
+// for sequential streams and, over loopback, the extra copy costs more than
+// the round trip it hides (docs/results.md). A
 // write is spooled to a local temporary file and sent as one PUT on Close,
 // so it appears whole or not at all, with bounded memory.
 //
@@ -35,7 +41,17 @@ struct ClientCredentials {
 };
 ClientCredentials CredentialsFromEnvironment();
 
-std::unique_ptr<io::FileSystem> NewStoreFileSystem(ClientCredentials credentials);
+struct ClientOptions {
+  bool read_ahead = false;            // fetch a sequential reader's next range in the background
+  uint64_t max_read_ahead = 8 << 20;  // largest range read ahead
+  uint64_t parallel_chunk = 4 << 20;  // reads larger than this are split into ranges of this size
+  size_t max_parallel = 4;            // ... fetched this many at a time
+};
+// Defaults, with AQUIFER_READAHEAD=1 turning the client's read-ahead on.
+ClientOptions ClientOptionsFromEnvironment();
+
+std::unique_ptr<io::FileSystem> NewStoreFileSystem(ClientCredentials credentials,
+                                                   ClientOptions options = ClientOptionsFromEnvironment());
 
 // Routes aquifer:// paths to `store` and everything else to `local`.
 std::unique_ptr<io::FileSystem> NewRoutingFileSystem(std::unique_ptr<io::FileSystem> local,
