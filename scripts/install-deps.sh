@@ -16,6 +16,8 @@ PACKAGES=(
   libcpp-httplib-dev liburing-dev
   # the storage node's metadata and ETags; real S3 clients that test it
   libsqlite3-dev libssl-dev libexpat1-dev python3-boto3 s3cmd
+  # the cluster's membership and metadata store (tests start their own on 127.0.0.1)
+  etcd-server
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # fuzzing (clang's libFuzzer runtime)

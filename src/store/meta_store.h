@@ -26,6 +26,8 @@ struct BlockRef {
   uint64_t size = 0;
   uint32_t crc32c = 0;  // of the block's bytes
   std::string pool;     // where it lives
+  // In a cluster: the nodes holding a replica (ids). Empty on a single node.
+  std::vector<std::string> nodes;
   bool operator==(const BlockRef&) const = default;
 };
 
@@ -131,6 +133,10 @@ class MetaStore {
 // Metadata in SQLite at `path` (WAL journal, synchronous=FULL: a committed
 // put survives a crash). Creates the schema on first use.
 Result<std::unique_ptr<MetaStore>> OpenSqliteMetaStore(const std::string& path);
+
+// BlockRef lists as JSON (how the cluster's metadata stores layouts).
+std::string BlocksToJson(const std::vector<BlockRef>& blocks);
+Result<std::vector<BlockRef>> BlocksFromJson(const std::string& json);
 
 // S3's bucket naming rules: 3-63 characters of a-z, 0-9, '.', '-', starting
 // and ending with a letter or digit.

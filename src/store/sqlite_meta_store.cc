@@ -32,6 +32,7 @@ CREATE TABLE IF NOT EXISTS blocks(
   size INTEGER NOT NULL,
   crc INTEGER NOT NULL,
   pool TEXT NOT NULL,
+  nodes TEXT NOT NULL DEFAULT '',
   PRIMARY KEY(bucket, key, idx));
 CREATE TABLE IF NOT EXISTS uploads(
   id TEXT PRIMARY KEY,
@@ -53,6 +54,7 @@ CREATE TABLE IF NOT EXISTS part_blocks(
   size INTEGER NOT NULL,
   crc INTEGER NOT NULL,
   pool TEXT NOT NULL,
+  nodes TEXT NOT NULL DEFAULT '',
   PRIMARY KEY(upload_id, number, idx));
 CREATE TABLE IF NOT EXISTS versions(
   bucket TEXT NOT NULL,
@@ -90,6 +92,24 @@ class Stmt {
   sqlite3_stmt* s_ = nullptr;
   int rc_;
 };
+
+// A block's replica holders, comma-separated (empty on a single node).
+std::string JoinNodes(const std::vector<std::string>& nodes) {
+  std::string out;
+  for (const auto& n : nodes) out += (out.empty() ? "" : ",") + n;
+  return out;
+}
+std::vector<std::string> SplitNodes(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < s.size()) {
+    size_t comma = s.find(',', start);
+    if (comma == std::string::npos) comma = s.size();
+    out.push_back(s.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
 
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -273,14 +293,16 @@ class SqliteMetaStore final : public MetaStore {
       for (size_t i = 0; i < p.blocks.size(); ++i) {
         const auto& b = p.blocks[i];
         Stmt bl(db_,
-                "INSERT INTO part_blocks(upload_id, number, idx, id, size, crc, pool) VALUES(?, ?, ?, ?, ?, ?, ?)");
+                "INSERT INTO part_blocks(upload_id, number, idx, id, size, crc, pool, nodes) "
+                "VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
         bl.Bind(1, id)
             .Bind(2, static_cast<int64_t>(p.number))
             .Bind(3, static_cast<int64_t>(i))
             .Bind(4, b.id)
             .Bind(5, static_cast<int64_t>(b.size))
             .Bind(6, static_cast<int64_t>(b.crc32c))
-            .Bind(7, b.pool);
+            .Bind(7, b.pool)
+            .Bind(8, JoinNodes(b.nodes));
         if (bl.Step() != SQLITE_DONE) return Error("write block list of part " + std::to_string(p.number));
       }
       return Status::Ok();
@@ -346,11 +368,12 @@ class SqliteMetaStore final : public MetaStore {
     std::vector<BlockRef> freed;
     Status st = [&]() -> Status {
       AQ_TRY(Upload(id));
-      Stmt s(db_, "SELECT id, size, crc, pool FROM part_blocks WHERE upload_id = ?");
+      Stmt s(db_, "SELECT id, size, crc, pool, nodes FROM part_blocks WHERE upload_id = ?");
       s.Bind(1, id);
       int rc;
       while ((rc = s.Step()) == SQLITE_ROW) {
-        freed.push_back({s.Text(0), static_cast<uint64_t>(s.Int(1)), static_cast<uint32_t>(s.Int(2)), s.Text(3)});
+        freed.push_back({s.Text(0), static_cast<uint64_t>(s.Int(1)), static_cast<uint32_t>(s.Int(2)), s.Text(3),
+                         SplitNodes(s.Text(4))});
       }
       if (rc != SQLITE_DONE) return Error("read blocks of upload " + id);
       return DropUpload(id);
@@ -494,14 +517,15 @@ class SqliteMetaStore final : public MetaStore {
     if (obj.Step() != SQLITE_DONE) return Error("write object " + o.key);
     for (size_t i = 0; i < o.blocks.size(); ++i) {
       const auto& b = o.blocks[i];
-      Stmt ins(db_, "INSERT INTO blocks(bucket, key, idx, id, size, crc, pool) VALUES(?, ?, ?, ?, ?, ?, ?)");
+      Stmt ins(db_, "INSERT INTO blocks(bucket, key, idx, id, size, crc, pool, nodes) VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
       ins.Bind(1, o.bucket)
           .Bind(2, o.key)
           .Bind(3, static_cast<int64_t>(i))
           .Bind(4, b.id)
           .Bind(5, static_cast<int64_t>(b.size))
           .Bind(6, static_cast<int64_t>(b.crc32c))
-          .Bind(7, b.pool);
+          .Bind(7, b.pool)
+          .Bind(8, JoinNodes(b.nodes));
       if (ins.Step() != SQLITE_DONE) return Error("write block list of " + o.key);
     }
     return Status::Ok();
@@ -522,12 +546,13 @@ class SqliteMetaStore final : public MetaStore {
   }
 
   Result<std::vector<BlockRef>> PartBlocks(const std::string& id, uint32_t number) {
-    Stmt s(db_, "SELECT id, size, crc, pool FROM part_blocks WHERE upload_id = ? AND number = ? ORDER BY idx");
+    Stmt s(db_, "SELECT id, size, crc, pool, nodes FROM part_blocks WHERE upload_id = ? AND number = ? ORDER BY idx");
     s.Bind(1, id).Bind(2, static_cast<int64_t>(number));
     std::vector<BlockRef> out;
     int rc;
     while ((rc = s.Step()) == SQLITE_ROW) {
-      out.push_back({s.Text(0), static_cast<uint64_t>(s.Int(1)), static_cast<uint32_t>(s.Int(2)), s.Text(3)});
+      out.push_back({s.Text(0), static_cast<uint64_t>(s.Int(1)), static_cast<uint32_t>(s.Int(2)), s.Text(3),
+                     SplitNodes(s.Text(4))});
     }
     if (rc != SQLITE_DONE) return Error("read blocks of part " + std::to_string(number));
     return out;
@@ -544,12 +569,13 @@ class SqliteMetaStore final : public MetaStore {
   }
 
   Result<std::vector<BlockRef>> Blocks(const std::string& bucket, const std::string& key) {
-    Stmt s(db_, "SELECT id, size, crc, pool FROM blocks WHERE bucket = ? AND key = ? ORDER BY idx");
+    Stmt s(db_, "SELECT id, size, crc, pool, nodes FROM blocks WHERE bucket = ? AND key = ? ORDER BY idx");
     s.Bind(1, bucket).Bind(2, key);
     std::vector<BlockRef> out;
     int rc;
     while ((rc = s.Step()) == SQLITE_ROW) {
-      out.push_back({s.Text(0), static_cast<uint64_t>(s.Int(1)), static_cast<uint32_t>(s.Int(2)), s.Text(3)});
+      out.push_back({s.Text(0), static_cast<uint64_t>(s.Int(1)), static_cast<uint32_t>(s.Int(2)), s.Text(3),
+                     SplitNodes(s.Text(4))});
     }
     if (rc != SQLITE_DONE) return Error("read blocks of " + key);
     return out;
@@ -612,6 +638,11 @@ Result<std::unique_ptr<MetaStore>> OpenSqliteMetaStore(const std::string& path) 
     sqlite3_free(err);
     sqlite3_close(db);
     return Status(StatusCode::kCorruption, fmt::format("metadata '{}' is not an aquifer store: {}", path, msg));
+  }
+  // Stores created before blocks had replica holders gain the column.
+  for (const char* table : {"blocks", "part_blocks"}) {
+    std::string alter = fmt::format("ALTER TABLE {} ADD COLUMN nodes TEXT NOT NULL DEFAULT ''", table);
+    sqlite3_exec(db, alter.c_str(), nullptr, nullptr, nullptr);  // fails harmlessly when it exists
   }
   return std::unique_ptr<MetaStore>(std::make_unique<SqliteMetaStore>(db, path));
 }

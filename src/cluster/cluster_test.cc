@@ -1,0 +1,295 @@
+// The MetaStore contract, run against SQLite (the single node) and etcd (the
+// cluster; a real etcd started on 127.0.0.1 for the test), and the etcd
+// client itself.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "cluster/etcd_client.h"
+#include "cluster/etcd_meta_store.h"
+#include "store/block_store.h"
+#include "store/meta_store.h"
+
+namespace aq::cluster {
+namespace {
+
+namespace fs = std::filesystem;
+using store::BlockRef;
+using store::ObjectMeta;
+
+int FreePort() {
+  int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(s);
+  return ntohs(a.sin_port);
+}
+
+// A real etcd on 127.0.0.1 in a temporary directory, for one test binary.
+class Etcd {
+ public:
+  static Etcd& Get() {
+    static Etcd e;
+    return e;
+  }
+  bool ok() const { return client_ != nullptr; }
+  const std::string& why() const { return why_; }
+  std::string url() const { return "etcd://127.0.0.1:" + std::to_string(client_port_); }
+  std::shared_ptr<EtcdClient> client() { return client_; }
+  ~Etcd() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+ private:
+  Etcd() {
+    if (::access("/usr/bin/etcd", X_OK) != 0) {
+      why_ = "etcd is not installed (scripts/install-deps.sh installs etcd-server)";
+      return;
+    }
+    dir_ = fs::temp_directory_path() / ("aq_etcd_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    client_port_ = FreePort();
+    const int peer = FreePort();
+    const std::string c = "http://127.0.0.1:" + std::to_string(client_port_);
+    const std::string p = "http://127.0.0.1:" + std::to_string(peer);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const std::string log = (dir_ / "etcd.log").string();
+      FILE* f = std::freopen(log.c_str(), "w", stderr);
+      (void)f;
+      ::execl("/usr/bin/etcd", "etcd", "--data-dir", (dir_ / "data").c_str(), "--listen-client-urls", c.c_str(),
+              "--advertise-client-urls", c.c_str(), "--listen-peer-urls", p.c_str(), "--initial-advertise-peer-urls",
+              p.c_str(), "--initial-cluster", ("default=" + p).c_str(), nullptr);
+      _exit(127);
+    }
+    for (int i = 0; i < 100; ++i) {
+      auto r = EtcdClient::Connect(url());
+      if (r.ok()) {
+        client_ = std::move(*r);
+        return;
+      }
+      why_ = r.status().ToString();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  fs::path dir_;
+  pid_t pid_ = -1;
+  int client_port_ = 0;
+  std::shared_ptr<EtcdClient> client_;
+  std::string why_;
+};
+
+TEST(EtcdClientTest, KeysTransactionsAndLeases) {
+  auto& etcd = Etcd::Get();
+  if (!etcd.ok()) GTEST_SKIP() << etcd.why();
+  auto c = etcd.client();
+  const std::string k = "/t/client/a";
+  ASSERT_TRUE(c->Put(k, std::string("bin\0ary\xff", 8)).ok());
+  auto got = c->Get(k).value();
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->value, std::string("bin\0ary\xff", 8));
+  EXPECT_EQ(got->version, 1);
+  ASSERT_TRUE(c->Put("/t/client/b", "2").ok());
+  ASSERT_TRUE(c->Put("/t/client0", "outside").ok());
+  EXPECT_EQ(c->Prefix("/t/client/")->size(), 2u);
+  EXPECT_EQ(c->Prefix("/t/client/", 1)->size(), 1u);
+  // A guarded write: only if the key is unchanged.
+  auto t = c->Txn({{k, "", Compare::Target::kVersion, Compare::Op::kEqual, 1, ""}},
+                  {{TxnOp::Kind::kGet, k, "", "", 0}, {TxnOp::Kind::kPut, k, "", "v2", 0}})
+               .value();
+  EXPECT_TRUE(t.succeeded);
+  ASSERT_EQ(t.ranges.size(), 1u);
+  EXPECT_EQ(t.ranges[0].at(0).value, std::string("bin\0ary\xff", 8));
+  t = c->Txn({{k, "", Compare::Target::kVersion, Compare::Op::kEqual, 1, ""}}, {{TxnOp::Kind::kPut, k, "", "v3", 0}})
+          .value();
+  EXPECT_FALSE(t.succeeded);
+  EXPECT_EQ(c->Get(k).value()->value, "v2");
+  EXPECT_EQ(c->Delete("/t/client/", EtcdClient::PrefixEnd("/t/client/")).value(), 2);
+  EXPECT_FALSE(c->Get(k).value().has_value());
+  // A key under a lease lives while the lease does.
+  int64_t lease = c->LeaseGrant(5).value();
+  ASSERT_TRUE(c->Put("/t/alive", "x", lease).ok());
+  EXPECT_GT(c->LeaseKeepAlive(lease).value(), 0);
+  ASSERT_TRUE(c->LeaseRevoke(lease).ok());
+  EXPECT_FALSE(c->Get("/t/alive").value().has_value());
+  EXPECT_EQ(c->LeaseKeepAlive(lease).value(), 0);
+  // Unreachable endpoints are named.
+  auto bad = EtcdClient::Connect("etcd://127.0.0.1:1");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("127.0.0.1:1"), std::string_view::npos);
+  EXPECT_FALSE(EtcdClient::Connect("etcd://nohostport").ok());
+  EXPECT_EQ(EtcdClient::PrefixEnd("a/"), "a0");
+  EXPECT_EQ(Base64Decode(Base64Encode(std::string("\0\1\2xyz", 6))).value(), std::string("\0\1\2xyz", 6));
+}
+
+// ---- the MetaStore contract ----
+
+class MetaStoreContract : public testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "sqlite") {
+      dir_ = fs::temp_directory_path() / ("aq_meta_" + std::to_string(::getpid()) + "_" + store::NewBlockId());
+      fs::create_directories(dir_);
+      meta_ = store::OpenSqliteMetaStore((dir_ / "m.db").string()).value();
+    } else {
+      auto& etcd = Etcd::Get();
+      if (!etcd.ok()) GTEST_SKIP() << etcd.why();
+      // Each test its own prefix: a fresh namespace in the shared etcd.
+      meta_ = NewEtcdMetaStore(etcd.client(), "/test-" + store::NewBlockId() + "/");
+    }
+  }
+  void TearDown() override {
+    meta_.reset();
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  static ObjectMeta Obj(const std::string& bucket, const std::string& key, std::vector<BlockRef> blocks) {
+    ObjectMeta o;
+    o.bucket = bucket;
+    o.key = key;
+    for (const auto& b : blocks) o.size += b.size;
+    o.block_size = 100;
+    o.etag = "\"e\"";
+    o.blocks = std::move(blocks);
+    return o;
+  }
+  static BlockRef Ref(const std::string& id, uint64_t size, std::vector<std::string> nodes = {}) {
+    return {id, size, 7, "default", std::move(nodes)};
+  }
+  fs::path dir_;
+  std::unique_ptr<store::MetaStore> meta_;
+};
+
+TEST_P(MetaStoreContract, Buckets) {
+  ASSERT_TRUE(meta_->CreateBucket("data").ok());
+  EXPECT_EQ(meta_->CreateBucket("data").code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(meta_->CreateBucket("Bad_Name").code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(meta_->CreateBucket("more").ok());
+  auto list = meta_->ListBuckets().value();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].name, "data");
+  EXPECT_GT(list[0].created_ns, 0);
+  ASSERT_TRUE(meta_->PutObject(Obj("data", "k", {Ref("b1", 5)})).ok());
+  Status s = meta_->DeleteBucket("data");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("not empty"), std::string_view::npos);
+  ASSERT_TRUE(meta_->DeleteObject("data", "k").ok());
+  EXPECT_TRUE(meta_->DeleteBucket("data").ok());
+  EXPECT_EQ(meta_->DeleteBucket("data").code(), StatusCode::kNotFound);
+}
+
+TEST_P(MetaStoreContract, ObjectsSwitchLayoutsWhole) {
+  ASSERT_TRUE(meta_->CreateBucket("data").ok());
+  EXPECT_TRUE(meta_->PutObject(Obj("data", "a/x", {Ref("b1", 5), Ref("b2", 3, {"n1", "n2"})}))->empty());
+  auto got = meta_->GetObject("data", "a/x").value();
+  EXPECT_EQ(got.size, 8u);
+  ASSERT_EQ(got.blocks.size(), 2u);
+  EXPECT_EQ(got.blocks[1], Ref("b2", 3, {"n1", "n2"}));
+  const uint64_t v1 = got.version;
+  auto old = meta_->PutObject(Obj("data", "a/x", {Ref("b3", 2)})).value();
+  ASSERT_EQ(old.size(), 2u);
+  EXPECT_EQ(old[0].id, "b1");
+  EXPECT_GT(meta_->GetObject("data", "a/x")->version, v1);
+  ObjectMeta bad = Obj("data", "bad", {Ref("b4", 2)});
+  bad.size = 3;  // the blocks do not add up
+  EXPECT_EQ(meta_->PutObject(bad).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(meta_->PutObject(Obj("nobucket", "k", {})).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(meta_->PutObject(Obj("data", "../k", {})).status().code(), StatusCode::kInvalidArgument);
+  auto missing = meta_->GetObject("data", "nope");
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(missing.status().message().rfind("no object", 0), 0u);
+  EXPECT_EQ(meta_->GetObject("nobucket", "k").status().message().rfind("no bucket", 0), 0u);
+  auto gone = meta_->DeleteObject("data", "a/x").value();
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0].id, "b3");
+  EXPECT_EQ(meta_->DeleteObject("data", "a/x").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(meta_->DeleteObject("nobucket", "x").status().message().rfind("no bucket", 0), 0u);
+}
+
+TEST_P(MetaStoreContract, ListingByPrefixWithPagination) {
+  ASSERT_TRUE(meta_->CreateBucket("data").ok());
+  for (const char* k : {"a/1", "a/2", "a/3", "b/1", "a%_"}) ASSERT_TRUE(meta_->PutObject(Obj("data", k, {})).ok());
+  auto page = meta_->ListObjects({"data", "a/", "", 2}).value();
+  ASSERT_EQ(page.objects.size(), 2u);
+  EXPECT_EQ(page.objects[0].key, "a/1");
+  EXPECT_TRUE(page.truncated);
+  page = meta_->ListObjects({"data", "a/", "a/2", 2}).value();
+  ASSERT_EQ(page.objects.size(), 1u);
+  EXPECT_EQ(page.objects[0].key, "a/3");
+  EXPECT_FALSE(page.truncated);
+  page = meta_->ListObjects({"data", "a%", "", 10}).value();
+  ASSERT_EQ(page.objects.size(), 1u);  // '%' and '_' are not wildcards
+  EXPECT_EQ(meta_->ListObjects({"data", "", "", 100})->objects.size(), 5u);
+  EXPECT_EQ(meta_->ListObjects({"data", "", "", 0})->objects.size(), 0u);
+  EXPECT_EQ(meta_->ListObjects({"nobucket", "", "", 10}).status().code(), StatusCode::kNotFound);
+}
+
+TEST_P(MetaStoreContract, MultipartUploads) {
+  ASSERT_TRUE(meta_->CreateBucket("data").ok());
+  ASSERT_TRUE(meta_->PutObject(Obj("data", "big", {Ref("old", 4)})).ok());
+  ASSERT_TRUE(meta_->CreateUpload({"u1", "data", "big", 0, {}}).ok());
+  EXPECT_EQ(meta_->CreateUpload({"u1", "data", "big", 0, {}}).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(meta_->CreateUpload({"u2", "nobucket", "big", 0, {}}).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(meta_->PutPart("u1", {2, 3, "\"p2a\"", 0, {Ref("p2a", 3)}})->empty());
+  auto replaced = meta_->PutPart("u1", {2, 3, "\"p2\"", 0, {Ref("p2", 3)}}).value();
+  ASSERT_EQ(replaced.size(), 1u);
+  EXPECT_EQ(replaced[0].id, "p2a");
+  ASSERT_TRUE(meta_->PutPart("u1", {1, 5, "\"p1\"", 0, {Ref("p1a", 4), Ref("p1b", 1)}}).ok());
+  ASSERT_TRUE(meta_->PutPart("u1", {3, 1, "\"p3\"", 0, {Ref("p3", 1)}}).ok());
+  EXPECT_EQ(meta_->PutPart("nope", {1, 1, "\"x\"", 0, {Ref("x", 1)}}).status().code(), StatusCode::kNotFound);
+  auto u = meta_->GetUpload("u1").value();
+  EXPECT_EQ(u.key, "big");
+  ASSERT_EQ(u.parts.size(), 3u);
+  EXPECT_EQ(u.parts[0].number, 1u);
+  EXPECT_EQ(u.parts[0].blocks.size(), 2u);
+  EXPECT_EQ(meta_->ListUploads("data")->size(), 1u);
+  EXPECT_EQ(meta_->DeleteBucket("data").code(), StatusCode::kInvalidArgument);  // objects and an upload
+  auto refs = meta_->ReferencedBlocks().value();
+  for (const char* id : {"old", "p1a", "p1b", "p2", "p3"}) {
+    EXPECT_NE(std::find(refs.begin(), refs.end(), id), refs.end()) << id;
+  }
+  EXPECT_EQ(meta_->CompleteUpload("u1", {{1, "\"wrong\""}}, Obj("data", "big", {})).status().code(),
+            StatusCode::kInvalidArgument);
+  auto freed = meta_->CompleteUpload("u1", {{1, "\"p1\""}, {2, "\"p2\""}}, Obj("data", "big", {})).value();
+  std::vector<std::string> ids;
+  for (const auto& b : freed) ids.push_back(b.id);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, (std::vector<std::string>{"old", "p3"}));  // the replaced object and the part left out
+  auto big = meta_->GetObject("data", "big").value();
+  EXPECT_EQ(big.size, 8u);
+  ASSERT_EQ(big.blocks.size(), 3u);
+  EXPECT_EQ(big.blocks[2].id, "p2");
+  EXPECT_EQ(meta_->GetUpload("u1").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(meta_->ListUploads("data")->empty());
+  // Abort returns the parts' blocks.
+  ASSERT_TRUE(meta_->CreateUpload({"u3", "data", "other", 0, {}}).ok());
+  ASSERT_TRUE(meta_->PutPart("u3", {1, 2, "\"q\"", 0, {Ref("q1", 2)}}).ok());
+  auto aborted = meta_->AbortUpload("u3").value();
+  ASSERT_EQ(aborted.size(), 1u);
+  EXPECT_EQ(aborted[0].id, "q1");
+  EXPECT_EQ(meta_->AbortUpload("u3").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(meta_->GetObject("data", "other").status().code(), StatusCode::kNotFound);
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, MetaStoreContract, testing::Values("sqlite", "etcd"),
+                         [](const testing::TestParamInfo<std::string>& i) { return i.param; });
+
+}  // namespace
+}  // namespace aq::cluster

@@ -1,0 +1,284 @@
+#include "cluster/etcd_client.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+#include <openssl/evp.h>
+
+#include <nlohmann/json.hpp>
+
+namespace aq::cluster {
+namespace {
+
+using nlohmann::json;
+
+// The gateway writes 64-bit integers as strings ("revision": "12").
+int64_t Int(const json& j, const char* name) {
+  auto it = j.find(name);
+  if (it == j.end()) return 0;
+  if (it->is_number_integer()) return it->get<int64_t>();
+  if (it->is_string()) {
+    try {
+      return std::stoll(it->get<std::string>());
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
+  return 0;
+}
+
+Result<KeyValue> ParseKv(const json& j) {
+  KeyValue kv;
+  kv.key = AQ_TRY(Base64Decode(j.value("key", "")));
+  kv.value = AQ_TRY(Base64Decode(j.value("value", "")));
+  kv.create_revision = Int(j, "create_revision");
+  kv.mod_revision = Int(j, "mod_revision");
+  kv.version = Int(j, "version");
+  kv.lease = Int(j, "lease");
+  return kv;
+}
+
+Result<std::vector<KeyValue>> ParseKvs(const json& j) {
+  std::vector<KeyValue> out;
+  if (auto it = j.find("kvs"); it != j.end() && it->is_array()) {
+    for (const auto& kv : *it) out.push_back(AQ_TRY(ParseKv(kv)));
+  }
+  return out;
+}
+
+json RangeRequest(const std::string& key, const std::string& end, int64_t limit, bool keys_only) {
+  json r = {{"key", Base64Encode(key)}};
+  if (!end.empty()) r["range_end"] = Base64Encode(end);
+  if (limit > 0) r["limit"] = std::to_string(limit);
+  if (keys_only) r["keys_only"] = true;
+  return r;
+}
+
+json OpJson(const TxnOp& op) {
+  switch (op.kind) {
+    case TxnOp::Kind::kGet: return {{"request_range", RangeRequest(op.key, op.range_end, 0, false)}};
+    case TxnOp::Kind::kPut: {
+      json p = {{"key", Base64Encode(op.key)}, {"value", Base64Encode(op.value)}};
+      if (op.lease != 0) p["lease"] = std::to_string(op.lease);
+      return {{"request_put", p}};
+    }
+    case TxnOp::Kind::kDelete: {
+      json d = {{"key", Base64Encode(op.key)}};
+      if (!op.range_end.empty()) d["range_end"] = Base64Encode(op.range_end);
+      return {{"request_delete_range", d}};
+    }
+  }
+  return {};
+}
+
+json CompareJson(const Compare& c) {
+  static const char* kTargets[] = {"VERSION", "CREATE", "MOD", "VALUE"};
+  static const char* kOps[] = {"EQUAL", "GREATER", "LESS", "NOT_EQUAL"};
+  json j = {{"key", Base64Encode(c.key)},
+            {"target", kTargets[static_cast<int>(c.target)]},
+            {"result", kOps[static_cast<int>(c.op)]}};
+  if (!c.range_end.empty()) j["range_end"] = Base64Encode(c.range_end);
+  switch (c.target) {
+    case Compare::Target::kVersion: j["version"] = std::to_string(c.number); break;
+    case Compare::Target::kCreateRevision: j["create_revision"] = std::to_string(c.number); break;
+    case Compare::Target::kModRevision: j["mod_revision"] = std::to_string(c.number); break;
+    case Compare::Target::kValue: j["value"] = Base64Encode(c.value); break;
+  }
+  return j;
+}
+
+Result<json> Parse(const std::string& body, const std::string& what) {
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return IoError(fmt::format("etcd {}: the answer is not JSON: {}", what, body.substr(0, 200)));
+  }
+  return j;
+}
+
+}  // namespace
+
+std::string Base64Encode(std::string_view bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+Result<std::string> Base64Decode(std::string_view text) {
+  if (text.empty()) return std::string();
+  if (text.size() % 4 != 0)
+    return Corruption(fmt::format("base64 of {} characters (not a multiple of 4)", text.size()));
+  std::string out(3 * text.size() / 4, '\0');
+  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
+  if (n < 0) return Corruption("malformed base64 from etcd");
+  size_t pad = 0;
+  if (text.back() == '=') ++pad;
+  if (text.size() > 1 && text[text.size() - 2] == '=') ++pad;
+  out.resize(static_cast<size_t>(n) - pad);
+  return out;
+}
+
+std::string EtcdClient::PrefixEnd(const std::string& prefix) {
+  std::string end = prefix;
+  while (!end.empty()) {
+    if (static_cast<unsigned char>(end.back()) < 0xff) {
+      end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+      return end;
+    }
+    end.pop_back();
+  }
+  return std::string(1, '\0');  // every key
+}
+
+Result<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const std::string& url) {
+  std::string rest = url;
+  for (const char* scheme : {"etcd://", "http://"}) {
+    if (rest.rfind(scheme, 0) == 0) rest = rest.substr(std::strlen(scheme));
+  }
+  while (!rest.empty() && rest.back() == '/') rest.pop_back();
+  std::vector<std::string> endpoints;
+  size_t start = 0;
+  while (start <= rest.size()) {
+    size_t comma = rest.find(',', start);
+    std::string ep = rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (ep.empty() || ep.find(':') == std::string::npos) {
+      return InvalidArgument(fmt::format("'{}': expected etcd://HOST:PORT[,HOST:PORT...]", url));
+    }
+    endpoints.push_back(ep);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  std::unique_ptr<EtcdClient> c(new EtcdClient(std::move(endpoints)));
+  AQ_TRY(c->Revision());
+  return c;
+}
+
+EtcdClient::EtcdClient(std::vector<std::string> endpoints) : endpoints_(std::move(endpoints)) {}
+EtcdClient::~EtcdClient() = default;
+
+Result<std::string> EtcdClient::Call(const std::string& path, const std::string& body) {
+  std::string last_error;
+  size_t first;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    first = preferred_;
+  }
+  for (size_t attempt = 0; attempt < endpoints_.size(); ++attempt) {
+    const size_t e = (first + attempt) % endpoints_.size();
+    std::unique_ptr<httplib::Client> client;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto it = idle_.begin(); it != idle_.end(); ++it) {
+        if (it->first == e) {
+          client = std::move(it->second);
+          idle_.erase(it);
+          break;
+        }
+      }
+    }
+    if (!client) {
+      const std::string& ep = endpoints_[e];
+      const size_t colon = ep.rfind(':');
+      client = std::make_unique<httplib::Client>(ep.substr(0, colon), std::stoi(ep.substr(colon + 1)));
+      client->set_keep_alive(true);
+      client->set_tcp_nodelay(true);
+      client->set_connection_timeout(2);
+      client->set_read_timeout(10);
+    }
+    auto res = client->Post(path, body, "application/json");
+    if (!res) {
+      last_error = fmt::format("{}: {}", endpoints_[e], httplib::to_string(res.error()));
+      continue;  // the next endpoint
+    }
+    const int status = res->status;
+    std::string answer = std::move(res->body);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      preferred_ = e;
+      if (idle_.size() < 16) idle_.emplace_back(e, std::move(client));
+    }
+    if (status != 200) {
+      json j = json::parse(answer, nullptr, false);
+      std::string msg = !j.is_discarded() && j.is_object() ? j.value("message", j.value("error", answer)) : answer;
+      return Status(status == 400 ? StatusCode::kInvalidArgument : StatusCode::kIoError,
+                    fmt::format("etcd {} {}: HTTP {}: {}", endpoints_[e], path, status, msg));
+    }
+    return answer;
+  }
+  return IoError(fmt::format("etcd unreachable ({})", last_error));
+}
+
+Result<std::optional<KeyValue>> EtcdClient::Get(const std::string& key) {
+  auto kvs = AQ_TRY(Range(key, "", 0, false));
+  if (kvs.empty()) return std::optional<KeyValue>();
+  return std::optional<KeyValue>(std::move(kvs[0]));
+}
+
+Result<std::vector<KeyValue>> EtcdClient::Range(const std::string& start, const std::string& end, int64_t limit,
+                                                bool keys_only) {
+  auto body = AQ_TRY(Call("/v3/kv/range", RangeRequest(start, end, limit, keys_only).dump()));
+  auto j = AQ_TRY(Parse(body, "range"));
+  return ParseKvs(j);
+}
+
+Status EtcdClient::Put(const std::string& key, const std::string& value, int64_t lease) {
+  json r = {{"key", Base64Encode(key)}, {"value", Base64Encode(value)}};
+  if (lease != 0) r["lease"] = std::to_string(lease);
+  AQ_TRY(Call("/v3/kv/put", r.dump()));
+  return Status::Ok();
+}
+
+Result<int64_t> EtcdClient::Delete(const std::string& key, const std::string& range_end) {
+  json r = {{"key", Base64Encode(key)}};
+  if (!range_end.empty()) r["range_end"] = Base64Encode(range_end);
+  auto j = AQ_TRY(Parse(AQ_TRY(Call("/v3/kv/deleterange", r.dump())), "delete"));
+  return Int(j, "deleted");
+}
+
+Result<TxnResult> EtcdClient::Txn(const std::vector<Compare>& compares, const std::vector<TxnOp>& success,
+                                  const std::vector<TxnOp>& failure) {
+  json r = {{"compare", json::array()}, {"success", json::array()}, {"failure", json::array()}};
+  for (const auto& c : compares) r["compare"].push_back(CompareJson(c));
+  for (const auto& op : success) r["success"].push_back(OpJson(op));
+  for (const auto& op : failure) r["failure"].push_back(OpJson(op));
+  auto j = AQ_TRY(Parse(AQ_TRY(Call("/v3/kv/txn", r.dump())), "txn"));
+  TxnResult t;
+  t.succeeded = j.value("succeeded", false);
+  if (j.contains("header")) t.revision = Int(j["header"], "revision");
+  if (auto it = j.find("responses"); it != j.end() && it->is_array()) {
+    for (const auto& resp : *it) {
+      if (auto range = resp.find("response_range"); range != resp.end()) t.ranges.push_back(AQ_TRY(ParseKvs(*range)));
+    }
+  }
+  return t;
+}
+
+Result<int64_t> EtcdClient::LeaseGrant(int64_t ttl_seconds) {
+  auto j = AQ_TRY(Parse(AQ_TRY(Call("/v3/lease/grant", json{{"TTL", std::to_string(ttl_seconds)}}.dump())), "lease"));
+  if (j.contains("error") && !j["error"].get<std::string>().empty()) {
+    return IoError(fmt::format("etcd lease grant: {}", j["error"].get<std::string>()));
+  }
+  const int64_t id = Int(j, "ID");
+  if (id == 0) return IoError("etcd lease grant: no lease id in the answer");
+  return id;
+}
+
+Result<int64_t> EtcdClient::LeaseKeepAlive(int64_t id) {
+  auto j = AQ_TRY(Parse(AQ_TRY(Call("/v3/lease/keepalive", json{{"ID", std::to_string(id)}}.dump())), "keepalive"));
+  // The gateway streams the answer: {"result": {...}}.
+  const json& r = j.contains("result") ? j["result"] : j;
+  return Int(r, "TTL");
+}
+
+Status EtcdClient::LeaseRevoke(int64_t id) {
+  AQ_TRY(Call("/v3/lease/revoke", json{{"ID", std::to_string(id)}}.dump()));
+  return Status::Ok();
+}
+
+Result<int64_t> EtcdClient::Revision() {
+  auto j = AQ_TRY(Parse(AQ_TRY(Call("/v3/kv/range", RangeRequest(std::string(1, '\0'), "", 1, true).dump())), "range"));
+  return j.contains("header") ? Int(j["header"], "revision") : 0;
+}
+
+}  // namespace aq::cluster

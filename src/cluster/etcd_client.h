@@ -1,0 +1,105 @@
+// A client for etcd's v3 API through its JSON gateway (HTTP POST /v3/...,
+// keys and values base64): ranges, puts, deletes, transactions and leases,
+// which is all the cluster needs from etcd. Several endpoints may be given;
+// a request goes to the first that answers.
+//
+// Thread safety: all methods may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace httplib {
+class Client;
+}
+
+namespace aq::cluster {
+
+struct KeyValue {
+  std::string key, value;
+  int64_t create_revision = 0, mod_revision = 0, version = 0, lease = 0;
+};
+
+// One comparison of a transaction's guard.
+struct Compare {
+  enum class Target { kVersion, kCreateRevision, kModRevision, kValue };
+  enum class Op { kEqual, kGreater, kLess, kNotEqual };
+  std::string key;
+  std::string range_end;  // non-empty: compare every key in [key, range_end)
+  Target target = Target::kVersion;
+  Op op = Op::kEqual;
+  int64_t number = 0;  // for the revision and version targets
+  std::string value;   // for kValue
+};
+
+// One operation of a transaction's branch.
+struct TxnOp {
+  enum class Kind { kGet, kPut, kDelete };
+  Kind kind = Kind::kGet;
+  std::string key;
+  std::string range_end;  // non-empty: the range [key, range_end) (get, delete)
+  std::string value;      // put
+  int64_t lease = 0;      // put
+};
+
+struct TxnResult {
+  bool succeeded = false;
+  int64_t revision = 0;
+  // For every kGet of the branch taken, in order: the keys it found.
+  std::vector<std::vector<KeyValue>> ranges;
+};
+
+class EtcdClient {
+ public:
+  // "etcd://HOST:PORT[,HOST:PORT...]" (or http://...). Checks that one
+  // endpoint answers.
+  static Result<std::unique_ptr<EtcdClient>> Connect(const std::string& url);
+  ~EtcdClient();
+
+  Result<std::optional<KeyValue>> Get(const std::string& key);
+  // Keys in [start, end), ascending; limit 0 = all.
+  Result<std::vector<KeyValue>> Range(const std::string& start, const std::string& end, int64_t limit = 0,
+                                      bool keys_only = false);
+  Result<std::vector<KeyValue>> Prefix(const std::string& prefix, int64_t limit = 0, bool keys_only = false) {
+    return Range(prefix, PrefixEnd(prefix), limit, keys_only);
+  }
+  Status Put(const std::string& key, const std::string& value, int64_t lease = 0);
+  // Returns how many keys were deleted.
+  Result<int64_t> Delete(const std::string& key, const std::string& range_end = "");
+  Result<TxnResult> Txn(const std::vector<Compare>& compares, const std::vector<TxnOp>& success,
+                        const std::vector<TxnOp>& failure = {});
+
+  // Leases: a key put with a lease disappears when the lease expires.
+  Result<int64_t> LeaseGrant(int64_t ttl_seconds);
+  // Renews the lease; returns its TTL, 0 when it has already expired.
+  Result<int64_t> LeaseKeepAlive(int64_t id);
+  Status LeaseRevoke(int64_t id);
+
+  // The current revision of the store (a cheap health check).
+  Result<int64_t> Revision();
+
+  const std::vector<std::string>& endpoints() const { return endpoints_; }
+  // The first key after every key that starts with `prefix`.
+  static std::string PrefixEnd(const std::string& prefix);
+
+ private:
+  explicit EtcdClient(std::vector<std::string> endpoints);
+  // POSTs `body` (JSON) to `path` and returns the parsed JSON answer.
+  Result<std::string> Call(const std::string& path, const std::string& body);
+
+  std::vector<std::string> endpoints_;  // host:port
+  std::mutex mu_;
+  size_t preferred_ = 0;  // GUARDED_BY(mu_): the endpoint that answered last
+  std::vector<std::pair<size_t, std::unique_ptr<httplib::Client>>> idle_;  // GUARDED_BY(mu_)
+};
+
+std::string Base64Encode(std::string_view bytes);
+Result<std::string> Base64Decode(std::string_view text);
+
+}  // namespace aq::cluster
