@@ -93,7 +93,7 @@ Status Serve(Globals& g, const ServeFlags& f) {
       return InvalidArgument(fmt::format("--prefetch-memory {} is less than one block ({})", f.prefetch_memory,
                                          units::IecBytes(oo.block_size)));
     }
-    prefetch = std::make_unique<store::Prefetcher>(*blocks, cache.get(), po);
+    prefetch = std::make_unique<store::Prefetcher>(objects.service(), po);
     objects.set_prefetcher(prefetch.get());
   }
 

@@ -18,11 +18,10 @@ int64_t NowNs() {
 
 }  // namespace
 
-ObjectWriter::ObjectWriter(MetaStore& meta, BlockStore& blocks, BlockCache* cache, std::string bucket, std::string key,
+ObjectWriter::ObjectWriter(MetaStore& meta, BlockService& blocks, std::string bucket, std::string key,
                            std::string pool, uint64_t block_size)
     : meta_(meta),
       blocks_(blocks),
-      cache_(cache),
       bucket_(std::move(bucket)),
       key_(std::move(key)),
       pool_(std::move(pool)),
@@ -104,10 +103,7 @@ Result<ObjectMeta> ObjectWriter::Commit() {
 // The layout that referred to these blocks is gone (durably); a failure to
 // remove one leaves an orphan for garbage collection.
 void ObjectWriter::Free(const std::vector<BlockRef>& blocks) {
-  for (const auto& b : blocks) {
-    if (cache_) cache_->Erase(b.id);
-    (void)blocks_.Remove(b);
-  }
+  for (const auto& b : blocks) (void)blocks_.Remove(b);
 }
 
 void ObjectWriter::Abort() {
@@ -123,7 +119,7 @@ Result<std::unique_ptr<ObjectWriter>> ObjectStore::Put(const std::string& bucket
   auto page = meta_.ListObjects({bucket, "", "", 0});
   if (!page.ok()) return page.status();
   return std::unique_ptr<ObjectWriter>(
-      new ObjectWriter(meta_, blocks_, cache_, bucket, key, options_.pool, options_.block_size));
+      new ObjectWriter(meta_, *service_, bucket, key, options_.pool, options_.block_size));
 }
 
 Result<ObjectMeta> ObjectStore::Head(const std::string& bucket, const std::string& key) {
@@ -146,24 +142,9 @@ Status ObjectStore::Read(const ObjectMeta& o, uint64_t offset, uint64_t n,
       auto fail = [&](const Status& s) {
         return Status(s.code(), fmt::format("object '{}/{}' at byte {}: {}", o.bucket, o.key, offset, s.message()));
       };
-      if (stream != nullptr) {
-        auto block = stream->Block(index);
-        if (!block.ok()) return fail(block.status());
-        AQ_TRY(sink(std::string_view(**block).substr(in, take)));
-      } else if (cache_ != nullptr) {
-        auto block = cache_->Get(b.id);
-        if (!block) {
-          auto bytes = blocks_.Read(b);  // the whole block, verified
-          if (!bytes.ok()) return fail(bytes.status());
-          block = std::make_shared<const std::string>(std::move(*bytes));
-          cache_->Put(b.id, block);
-        }
-        AQ_TRY(sink(std::string_view(*block).substr(in, take)));
-      } else {
-        auto bytes = blocks_.Read(b, in, take);
-        if (!bytes.ok()) return fail(bytes.status());
-        AQ_TRY(sink(*bytes));
-      }
+      auto block = stream != nullptr ? stream->Block(index) : service_->Read(b);
+      if (!block.ok()) return fail(block.status());
+      AQ_TRY(sink(std::string_view(**block).substr(in, take)));
       offset += take;
       n -= take;
     }
@@ -177,11 +158,7 @@ Status ObjectStore::Read(const ObjectMeta& o, uint64_t offset, uint64_t n,
 }
 
 Status ObjectStore::Delete(const std::string& bucket, const std::string& key) {
-  auto old = AQ_TRY(meta_.DeleteObject(bucket, key));
-  for (const auto& b : old) {
-    if (cache_) cache_->Erase(b.id);
-    (void)blocks_.Remove(b);
-  }
+  Free(AQ_TRY(meta_.DeleteObject(bucket, key)));
   return Status::Ok();
 }
 
@@ -212,7 +189,7 @@ Result<std::unique_ptr<ObjectWriter>> ObjectStore::PutPart(const std::string& up
   }
   AQ_TRY(GetUpload(upload_id, bucket, key));
   std::unique_ptr<ObjectWriter> w(
-      new ObjectWriter(meta_, blocks_, cache_, bucket, key, options_.pool, options_.block_size));
+      new ObjectWriter(meta_, *service_, bucket, key, options_.pool, options_.block_size));
   w->upload_id_ = upload_id;
   w->part_ = number;
   return w;
@@ -308,19 +285,20 @@ Result<ObjectMeta> ObjectStore::CompleteUpload(const std::string& upload_id, con
   m.mtime_ns = NowNs();
   m.etag = MultipartEtag(quoted);
   m.block_size = options_.block_size;
-  auto freed = AQ_TRY(meta_.CompleteUpload(upload_id, quoted, m));
-  for (const auto& b : freed) {
-    if (cache_) cache_->Erase(b.id);
-    (void)blocks_.Remove(b);
-  }
+  Free(AQ_TRY(meta_.CompleteUpload(upload_id, quoted, m)));
   return meta_.GetObject(bucket, key);
 }
 
 Status ObjectStore::AbortUpload(const std::string& upload_id, const std::string& bucket, const std::string& key) {
   AQ_TRY(GetUpload(upload_id, bucket, key));
-  auto freed = AQ_TRY(meta_.AbortUpload(upload_id));
-  for (const auto& b : freed) (void)blocks_.Remove(b);
+  Free(AQ_TRY(meta_.AbortUpload(upload_id)));
   return Status::Ok();
+}
+
+// The layout that referred to these blocks is gone (durably); a failure to
+// remove one leaves an orphan for garbage collection.
+void ObjectStore::Free(const std::vector<BlockRef>& blocks) {
+  for (const auto& b : blocks) (void)service_->Remove(b);
 }
 
 Result<ListV2Page> ObjectStore::List(const ListV2Request& r) {

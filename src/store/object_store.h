@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "store/block_cache.h"
+#include "store/block_service.h"
 #include "store/block_store.h"
 #include "store/meta_store.h"
 #include "store/prefetch.h"
@@ -46,14 +47,13 @@ class ObjectWriter {
 
  private:
   friend class ObjectStore;
-  ObjectWriter(MetaStore& meta, BlockStore& blocks, BlockCache* cache, std::string bucket, std::string key,
-               std::string pool, uint64_t block_size);
+  ObjectWriter(MetaStore& meta, BlockService& blocks, std::string bucket, std::string key, std::string pool,
+               uint64_t block_size);
   Status FlushBlock();
   void Free(const std::vector<BlockRef>& blocks);
 
   MetaStore& meta_;
-  BlockStore& blocks_;
-  BlockCache* cache_;
+  BlockService& blocks_;
   std::string bucket_, key_, pool_;
   uint64_t block_size_;
   std::string buffer_;
@@ -80,10 +80,21 @@ struct ListV2Page {
 
 class ObjectStore {
  public:
-  // With a cache, reads go through it: a block is read from its pool and
-  // verified once, then served from RAM while the policy keeps it.
+  // A single node: blocks in `blocks`' pools. With a cache, reads go
+  // through it: a block is read from its pool and verified once, then
+  // served from RAM while the policy keeps it.
   ObjectStore(MetaStore& meta, BlockStore& blocks, ObjectStoreOptions options, BlockCache* cache = nullptr)
-      : meta_(meta), blocks_(blocks), options_(std::move(options)), cache_(cache) {}
+      : meta_(meta),
+        blocks_(blocks),
+        local_(std::make_unique<LocalBlockService>(blocks, cache)),
+        service_(local_.get()),
+        options_(std::move(options)),
+        cache_(cache) {}
+  // Blocks through `service` (a cluster's replicas); `blocks` and `cache`
+  // are this node's own, for statistics.
+  ObjectStore(MetaStore& meta, BlockStore& blocks, BlockService& service, ObjectStoreOptions options,
+              BlockCache* cache = nullptr)
+      : meta_(meta), blocks_(blocks), service_(&service), options_(std::move(options)), cache_(cache) {}
 
   // Starts a put. The bucket must exist and the key be valid (checked now,
   // so a bad request fails before any byte is stored).
@@ -122,6 +133,7 @@ class ObjectStore {
 
   MetaStore& meta() { return meta_; }
   BlockStore& blocks() { return blocks_; }
+  BlockService& service() { return *service_; }
   BlockCache* cache() { return cache_; }
   // Stream prefetch for readers (optional; must outlive its use here).
   void set_prefetcher(Prefetcher* p) { prefetch_ = p; }
@@ -129,8 +141,12 @@ class ObjectStore {
   const ObjectStoreOptions& options() const { return options_; }
 
  private:
+  void Free(const std::vector<BlockRef>& blocks);
+
   MetaStore& meta_;
   BlockStore& blocks_;
+  std::unique_ptr<LocalBlockService> local_;
+  BlockService* service_;
   ObjectStoreOptions options_;
   BlockCache* cache_;
   Prefetcher* prefetch_ = nullptr;

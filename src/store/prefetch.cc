@@ -123,8 +123,7 @@ void ReadStream::Issue(size_t from, size_t to) {
   }
 }
 
-Prefetcher::Prefetcher(BlockStore& blocks, BlockCache* cache, PrefetchOptions options)
-    : blocks_(blocks), cache_(cache), options_(options) {
+Prefetcher::Prefetcher(BlockService& blocks, PrefetchOptions options) : blocks_(blocks), options_(options) {
   const size_t n = std::max<size_t>(1, options_.threads);
   for (size_t i = 0; i < n; ++i) threads_.emplace_back([this] { Worker(); });
 }
@@ -153,16 +152,6 @@ double Prefetcher::Now() {
 void Prefetcher::Count(uint64_t PrefetchStats::*field) {
   std::lock_guard<std::mutex> lock(mu_);
   ++(stats_.*field);
-}
-
-Result<std::shared_ptr<const std::string>> Prefetcher::ReadBlock(const BlockRef& ref) {
-  if (cache_ != nullptr) {
-    if (auto hit = cache_->Get(ref.id)) return hit;
-  }
-  auto bytes = AQ_TRY(blocks_.Read(ref));  // the whole block, verified
-  auto block = std::make_shared<const std::string>(std::move(bytes));
-  if (cache_ != nullptr) cache_->Put(ref.id, block);
-  return block;
 }
 
 bool Prefetcher::Reserve(uint64_t bytes) {

@@ -33,8 +33,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "store/block_cache.h"
-#include "store/block_store.h"
+#include "store/block_service.h"
 #include "store/meta_store.h"
 
 namespace aq::store {
@@ -91,7 +90,9 @@ class ReadStream {
 
 class Prefetcher {
  public:
-  Prefetcher(BlockStore& blocks, BlockCache* cache, PrefetchOptions options);
+  // Blocks are read through `blocks` (a node's pools and cache, or a
+  // cluster's replicas).
+  Prefetcher(BlockService& blocks, PrefetchOptions options);
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
@@ -106,8 +107,8 @@ class Prefetcher {
   PrefetchStats Stats() const;
   const PrefetchOptions& options() const { return options_; }
 
-  // Reads a block through the cache (when there is one), verified.
-  Result<std::shared_ptr<const std::string>> ReadBlock(const BlockRef& ref);
+  // Reads a block (verified).
+  Result<std::shared_ptr<const std::string>> ReadBlock(const BlockRef& ref) { return blocks_.Read(ref); }
 
  private:
   friend class ReadStream;
@@ -123,8 +124,7 @@ class Prefetcher {
   std::vector<std::shared_ptr<ReadStream>> Evict(size_t keep);
   static double Now();
 
-  BlockStore& blocks_;
-  BlockCache* cache_;
+  BlockService& blocks_;
   const PrefetchOptions options_;
 
   mutable std::mutex mu_;  // guards the fields below

@@ -585,10 +585,10 @@ class PrefetchTest : public ObjectStoreTest {
     data_.resize(10 * 1000);
     for (size_t i = 0; i < data_.size(); ++i) data_[i] = static_cast<char>(i * 7 + i / 1000);
     object_ = std::make_shared<const ObjectMeta>(PutString("stream", data_));
+    service_ = std::make_unique<LocalBlockService>(*blocks_, nullptr);
   }
-  std::unique_ptr<Prefetcher> Make(PrefetchOptions o = {}) {
-    return std::make_unique<Prefetcher>(*blocks_, nullptr, o);
-  }
+  std::unique_ptr<Prefetcher> Make(PrefetchOptions o = {}) { return std::make_unique<Prefetcher>(*service_, o); }
+  std::unique_ptr<LocalBlockService> service_;
   // One request of [off, off + n) through a stream, as the S3 GET does.
   std::string Request(Prefetcher& p, uint64_t off, uint64_t n) {
     auto stream = p.Begin(object_, off, n);
@@ -685,7 +685,8 @@ TEST_F(PrefetchTest, ASlowPoolIsReadWhileTheReaderWorks) {
   // The pool answers each block read 20 ms late; the reader spends 20 ms on
   // each block (the network). Every block after the first is read ahead.
   auto slow = BlockStore::Open(*mem_, {{"default", "/pool", Media::kHdd, false, 0.02}}).value();
-  Prefetcher p(*slow, nullptr, {});
+  LocalBlockService slow_service(*slow, nullptr);
+  Prefetcher p(slow_service, {});
   ObjectStore objects(*meta_, *slow, ObjectStoreOptions{1000, ""});
   auto stream = p.Begin(object_, 0, data_.size());
   std::string out;

@@ -1,0 +1,56 @@
+// Where an ObjectStore's blocks are written and read: on this node
+// (LocalBlockService: the node's pools, through its RAM cache) or across a
+// cluster (cluster::ClusterBlockService: replicas on several nodes).
+//
+// Thread safety: implementations may be called from any thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "store/block_cache.h"
+#include "store/block_store.h"
+#include "store/meta_store.h"
+
+namespace aq::store {
+
+class BlockService {
+ public:
+  virtual ~BlockService() = default;
+  // Stores a new block durably (every replica) and returns its reference.
+  virtual Result<BlockRef> Write(const std::string& pool, std::string_view data) = 0;
+  // The whole block, verified against its checksum.
+  virtual Result<std::shared_ptr<const std::string>> Read(const BlockRef& ref) = 0;
+  // Removes the block (every replica); a missing block is not an error.
+  virtual Status Remove(const BlockRef& ref) = 0;
+};
+
+// The node's own pools; reads through the RAM cache when there is one.
+class LocalBlockService final : public BlockService {
+ public:
+  LocalBlockService(BlockStore& blocks, BlockCache* cache) : blocks_(blocks), cache_(cache) {}
+  Result<BlockRef> Write(const std::string& pool, std::string_view data) override { return blocks_.Write(pool, data); }
+  Result<std::shared_ptr<const std::string>> Read(const BlockRef& ref) override {
+    if (cache_ != nullptr) {
+      if (auto hit = cache_->Get(ref.id)) return hit;
+    }
+    auto bytes = AQ_TRY(blocks_.Read(ref));
+    auto block = std::make_shared<const std::string>(std::move(bytes));
+    if (cache_ != nullptr) cache_->Put(ref.id, block);
+    return block;
+  }
+  Status Remove(const BlockRef& ref) override {
+    if (cache_ != nullptr) cache_->Erase(ref.id);
+    return blocks_.Remove(ref);
+  }
+  BlockStore& store() { return blocks_; }
+  BlockCache* cache() { return cache_; }
+
+ private:
+  BlockStore& blocks_;
+  BlockCache* cache_;
+};
+
+}  // namespace aq::store
