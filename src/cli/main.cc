@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   aq::cli::RegisterDatasetCommands(app, g);
   aq::cli::RegisterBenchCommands(app, g);
   aq::cli::RegisterServeCommands(app, g);
+  aq::cli::RegisterClusterCommands(app, g);
   app.parse_complete_callback([&g] { aq::log::Init(g.log_level); });
   try {
     app.parse(argc, argv);

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <httplib.h>
 #include <signal.h>
+#include <sys/statvfs.h>
 
 #include <cstdio>
 #include <functional>
@@ -11,6 +12,11 @@
 #include <tuple>
 
 #include "cli/cli.h"
+#include "cluster/cluster_blocks.h"
+#include "cluster/etcd_client.h"
+#include "cluster/etcd_meta_store.h"
+#include "cluster/membership.h"
+#include "cluster/repair.h"
 #include "common/units.h"
 #include "server/node_stats.h"
 #include "server/s3_server.h"
@@ -34,7 +40,35 @@ struct ServeFlags {
   std::string metrics;           // HOST:PORT for /metrics and /stats
   uint32_t prefetch_window = 8;  // blocks; 0 = off
   std::string prefetch_memory = "256MiB";
+  std::string meta;             // "" = SQLite under --data; etcd://HOST:PORT = a cluster
+  size_t replicas = 2;          // in a cluster
+  std::string advertise;        // HOST:PORT other nodes and clients reach this node at
+  int lease_ttl = 5;            // seconds without renewal before the cluster marks this node down
+  double repair_rate_mb = 200;  // MB/s of re-replication and rebalancing copies
+  std::string node_id;          // default: generated once, kept in DIR/node-id
 };
+
+// This node's id in a cluster: given, or generated once and kept under --data.
+Result<std::string> NodeId(io::FileSystem& fs, const std::string& data, const std::string& given) {
+  const std::string path = io::JoinPath(data, "node-id");
+  if (!given.empty()) {
+    for (char c : given) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') {
+        return InvalidArgument(fmt::format("--node-id '{}': letters, digits, '-' and '_' only", given));
+      }
+    }
+    return given;
+  }
+  if (auto f = fs.OpenRead(path, io::AccessHint::kSequential); f.ok()) {
+    std::string id((*f)->size(), '\0');
+    AQ_TRY((*f)->ReadAt(0, id.size(), id.data()));
+    while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+    if (!id.empty()) return id;
+  }
+  const std::string id = "node-" + store::NewBlockId().substr(0, 8);
+  AQ_TRY(io::WriteFileAtomic(fs, path, id + "\n"));
+  return id;
+}
 
 Result<std::pair<std::string, int>> HostPort(const std::string& flag, const std::string& v) {
   size_t colon = v.rfind(':');
@@ -68,7 +102,17 @@ Status Serve(Globals& g, const ServeFlags& f) {
   if (pools.empty()) pools.push_back({"default", io::JoinPath(f.data, "pool-default"), store::Media::kSsd});
 
   AQ_TRY(g.fs->MakeDirs(f.data));
-  auto meta = AQ_TRY(store::OpenSqliteMetaStore(io::JoinPath(f.data, "meta.db")));
+  const bool cluster = !f.meta.empty();
+  std::shared_ptr<cluster::EtcdClient> etcd;
+  std::unique_ptr<store::MetaStore> meta;
+  if (cluster) {
+    if (f.meta.rfind("etcd://", 0) != 0)
+      return InvalidArgument(fmt::format("--meta '{}': expected etcd://HOST:PORT", f.meta));
+    etcd = AQ_TRY(cluster::EtcdClient::Connect(f.meta));
+    meta = cluster::NewEtcdMetaStore(etcd);
+  } else {
+    meta = AQ_TRY(store::OpenSqliteMetaStore(io::JoinPath(f.data, "meta.db")));
+  }
   auto blocks = AQ_TRY(store::BlockStore::Open(*g.fs, pools));
   // Before serving: blocks no object refers to are leftovers of interrupted writes.
   auto gc = AQ_TRY(blocks->CollectGarbage(AQ_TRY(meta->ReferencedBlocks())));
@@ -83,7 +127,34 @@ Status Serve(Globals& g, const ServeFlags& f) {
   }
   std::unique_ptr<store::BlockCache> cache;
   if (cache_bytes > 0) cache = std::make_unique<store::BlockCache>(cache_bytes, policy, oo.block_size);
-  store::ObjectStore objects(*meta, *blocks, oo, cache.get());
+  // In a cluster, blocks go to replicas on several nodes; this node's own
+  // pools and cache serve its replicas, to itself and to the other nodes.
+  store::LocalBlockService local(*blocks, cache.get());
+  std::string node_id;
+  std::unique_ptr<cluster::BlockClient> block_client;
+  std::unique_ptr<cluster::ClusterBlockService> cluster_blocks;
+  std::unique_ptr<cluster::Membership> membership;
+  std::unique_ptr<cluster::Repairer> repairer;
+  if (cluster) {
+    node_id = AQ_TRY(NodeId(*g.fs, f.data, f.node_id));
+    if (f.replicas < 1 || f.replicas > 16) return InvalidArgument("--replicas must be 1 to 16");
+    block_client = std::make_unique<cluster::BlockClient>(so.credentials.empty() ? "" : so.credentials[0].access_key,
+                                                          so.credentials.empty() ? "" : so.credentials[0].secret);
+    cluster_blocks = std::make_unique<cluster::ClusterBlockService>(node_id, local, *block_client, f.replicas);
+    so.node_blocks = &local;
+    so.cluster_json = [&membership, &cluster_blocks]() -> std::string {
+      nlohmann::json j = {{"replicas", cluster_blocks->replicas()}, {"nodes", nlohmann::json::array()}};
+      if (cluster::Membership* m = membership.get()) {
+        j["self"] = m->self().id;
+        for (const auto& n : m->Nodes()) {
+          j["nodes"].push_back({{"id", n.id}, {"address", n.address}, {"state", n.state}, {"up", n.up}});
+        }
+      }
+      return j.dump();
+    };
+  }
+  store::ObjectStore objects = cluster ? store::ObjectStore(*meta, *blocks, *cluster_blocks, oo, cache.get())
+                                       : store::ObjectStore(*meta, *blocks, oo, cache.get());
   std::unique_ptr<store::Prefetcher> prefetch;
   if (f.prefetch_window > 0) {
     store::PrefetchOptions po;
@@ -106,9 +177,65 @@ Status Serve(Globals& g, const ServeFlags& f) {
   server::NodeStats stats;
   so.stats = &stats;
   auto s3 = AQ_TRY(server::S3Server::Start(objects, so));
+  if (cluster) {
+    // Listening: now the cluster may send this node blocks and requests.
+    cluster::NodeInfo self;
+    self.id = node_id;
+    self.address = f.advertise.empty() ? fmt::format("{}:{}", so.host, s3->port()) : f.advertise;
+    for (const auto& p : blocks->pools()) self.pools.push_back(p.name);
+    struct statvfs vfs {};
+    if (::statvfs(blocks->pools().front().path.c_str(), &vfs) == 0) {
+      self.capacity_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+    }
+    AQ_TRY(cluster::EnsureClusterConfig(*etcd, "/aquifer/", f.replicas));
+    membership = AQ_TRY(cluster::Membership::Join(etcd, self, "/aquifer/", f.lease_ttl));
+    cluster_blocks->Attach(membership.get());
+    cluster::RepairOptions ro;
+    ro.bytes_per_second = f.repair_rate_mb * 1e6;
+    repairer = std::make_unique<cluster::Repairer>(*membership, *meta, *cluster_blocks, *block_client, ro);
+  }
   std::unique_ptr<server::MetricsServer> metrics;
   if (!f.metrics.empty()) {
-    metrics = AQ_TRY(server::MetricsServer::Start(stats, objects, metrics_at.first, metrics_at.second));
+    std::function<nlohmann::json()> extra;
+    if (cluster) {
+      extra = [&]() -> nlohmann::json {
+        auto b = cluster_blocks->Stats();
+        auto r = repairer->Stats();
+        nlohmann::json blocks_j = nlohmann::json::object();
+        blocks_j["local_reads"] = b.local_reads;
+        blocks_j["remote_reads"] = b.remote_reads;
+        blocks_j["failovers"] = b.failovers;
+        blocks_j["repaired_on_read"] = b.repaired_on_read;
+        blocks_j["replicas_written"] = b.replicas_written;
+        blocks_j["remote_writes"] = b.remote_writes;
+        nlohmann::json repair_j = nlohmann::json::object();
+        repair_j["passes"] = r.passes;
+        repair_j["objects"] = r.objects;
+        repair_j["blocks"] = r.blocks;
+        repair_j["under_protected"] = r.under_protected;
+        repair_j["misplaced"] = r.misplaced;
+        repair_j["fully_protected"] = r.fully_protected;
+        repair_j["last_pass_seconds"] = r.last_pass_seconds;
+        repair_j["copied"] = r.copied;
+        repair_j["bytes_copied"] = r.bytes_copied;
+        repair_j["dropped"] = r.dropped;
+        repair_j["layouts_committed"] = r.layouts_committed;
+        repair_j["conflicts"] = r.conflicts;
+        repair_j["errors"] = r.errors;
+        repair_j["last_error"] = r.last_error;
+        nlohmann::json c = nlohmann::json::object();
+        c["node"] = node_id;
+        c["replicas"] = f.replicas;
+        c["nodes_known"] = membership->Nodes().size();
+        c["rejoins"] = membership->rejoins();
+        c["blocks"] = std::move(blocks_j);
+        c["repair"] = std::move(repair_j);
+        nlohmann::json out = nlohmann::json::object();
+        out["cluster"] = std::move(c);
+        return out;
+      };
+    }
+    metrics = AQ_TRY(server::MetricsServer::Start(stats, objects, metrics_at.first, metrics_at.second, extra));
   }
   std::printf("aquifer serve: S3 on http://%s:%d (data %s, %s blocks)\n", so.host.c_str(), s3->port(), f.data.c_str(),
               units::IecBytes(oo.block_size).c_str());
@@ -137,9 +264,16 @@ Status Serve(Globals& g, const ServeFlags& f) {
                                                      : fmt::format("Signature V4, {} key(s){}", so.credentials.size(),
                                                                    so.anonymous ? ", anonymous also accepted" : "")
                                                            .c_str());
+  if (cluster) {
+    std::printf("  cluster: node %s at %s, metadata in %s, %zu replicas per block, %zu nodes known\n", node_id.c_str(),
+                membership->self().address.c_str(), f.meta.c_str(), f.replicas, membership->Nodes().size());
+  }
   std::fflush(stdout);
   int sig = 0;
   sigwait(&set, &sig);
+  repairer.reset();
+  metrics.reset();
+  membership.reset();  // leave first: the cluster stops sending this node work
   s3->Stop();
   metrics.reset();
   if (prefetch) {
@@ -323,6 +457,20 @@ void PrintStats(const std::string& node, const nlohmann::json& now, const nlohma
         num(p, "issued"), found, num(p, "late_hits"), num(p, "wasted"), num(p, "continued_streams"),
         num(p, "new_streams"), units::Bytes(num(p, "bytes_held")).c_str());
   }
+  if (now.contains("cluster") && now["cluster"].is_object()) {
+    const auto& c = now["cluster"];
+    const auto& b = c.value("blocks", nlohmann::json::object());
+    const auto& r = c.value("repair", nlohmann::json::object());
+    std::printf(
+        "  cluster node %s, %.0f replicas, %.0f nodes known; reads %.0f local, %.0f remote, %.0f failovers, "
+        "%.0f repaired on read\n",
+        c.value("node", "").c_str(), num(c, "replicas"), num(c, "nodes_known"), num(b, "local_reads"),
+        num(b, "remote_reads"), num(b, "failovers"), num(b, "repaired_on_read"));
+    std::printf("  repair  %s: %.0f blocks, %.0f under-protected, %.0f misplaced; copied %.0f (%s), dropped %.0f\n",
+                r.value("fully_protected", false) ? "fully protected" : "working", num(r, "blocks"),
+                num(r, "under_protected"), num(r, "misplaced"), num(r, "copied"),
+                units::Bytes(num(r, "bytes_copied")).c_str(), num(r, "dropped"));
+  }
   for (const auto& p : now.value("pools", nlohmann::json::array())) {
     std::printf("  pool    %-10s %8.0f blocks %12s\n", p.value("name", "").c_str(), num(p, "blocks"),
                 units::Bytes(num(p, "bytes")).c_str());
@@ -363,6 +511,7 @@ struct StatFileFlags {
   std::vector<std::string> pools;
   std::string object;
   bool verify = false;
+  std::string meta;  // etcd://... for a cluster's node
 };
 
 // What `isi get -D` shows: where an object's blocks live, with their checksums.
@@ -372,17 +521,31 @@ Status StatFile(Globals& g, const StatFileFlags& f) {
     return InvalidArgument(fmt::format("'{}': expected BUCKET/KEY", f.object));
   }
   const std::string bucket = f.object.substr(0, slash), key = f.object.substr(slash + 1);
-  auto meta = AQ_TRY(store::OpenSqliteMetaStore(io::JoinPath(f.data, "meta.db")));
+  std::unique_ptr<store::MetaStore> meta;
+  std::string self;  // this node's id in a cluster
+  if (!f.meta.empty()) {
+    meta = cluster::NewEtcdMetaStore(AQ_TRY(cluster::EtcdClient::Connect(f.meta)));
+    if (auto id = g.fs->OpenRead(io::JoinPath(f.data, "node-id"), io::AccessHint::kSequential); id.ok()) {
+      self.resize((*id)->size());
+      AQ_TRY((*id)->ReadAt(0, self.size(), self.data()));
+      while (!self.empty() && (self.back() == '\n' || self.back() == ' ')) self.pop_back();
+    }
+  } else {
+    meta = AQ_TRY(store::OpenSqliteMetaStore(io::JoinPath(f.data, "meta.db")));
+  }
   std::vector<store::PoolConfig> pools;
   for (const auto& p : f.pools) pools.push_back(AQ_TRY(store::ParsePool(p)));
   if (pools.empty()) pools.push_back({"default", io::JoinPath(f.data, "pool-default"), store::Media::kSsd});
-  auto blocks = AQ_TRY(store::BlockStore::Open(*g.fs, pools));
+  std::unique_ptr<store::BlockStore> blocks;
+  if (f.meta.empty() || g.fs->Stat(f.data).ok()) blocks = AQ_TRY(store::BlockStore::Open(*g.fs, pools));
   auto o = AQ_TRY(meta->GetObject(bucket, key));
   nlohmann::json list = nlohmann::json::array();
   uint64_t offset = 0, bad = 0;
   for (const auto& b : o.blocks) {
-    std::string state = "not checked";
-    if (f.verify) {
+    // On a cluster's node, only the replicas this node holds are its to verify.
+    const bool here = blocks && (b.nodes.empty() || std::find(b.nodes.begin(), b.nodes.end(), self) != b.nodes.end());
+    std::string state = here ? "not checked" : "elsewhere";
+    if (f.verify && here) {
       auto r = blocks->Read(b);
       state = r.ok() ? "ok" : std::string(r.status().message());
       if (!r.ok()) ++bad;
@@ -392,7 +555,8 @@ Status StatFile(Globals& g, const StatFileFlags& f) {
                     {"id", b.id},
                     {"crc32c", fmt::format("{:08x}", b.crc32c)},
                     {"pool", b.pool},
-                    {"path", blocks->PathOf(b)},
+                    {"nodes", b.nodes},
+                    {"path", here ? blocks->PathOf(b) : ""},
                     {"state", state}});
     offset += b.size;
   }
@@ -406,12 +570,14 @@ Status StatFile(Globals& g, const StatFileFlags& f) {
     std::printf("%s/%s: %s, %zu blocks of %s, version %llu, ETag %s\n", bucket.c_str(), key.c_str(),
                 units::Bytes(static_cast<double>(o.size)).c_str(), o.blocks.size(),
                 units::IecBytes(o.block_size).c_str(), static_cast<unsigned long long>(o.version), o.etag.c_str());
-    std::printf("  %12s %10s %-32s %-8s %-10s %s\n", "offset", "size", "block", "crc32c", "pool",
-                f.verify ? "state" : "");
+    std::printf("  %12s %10s %-32s %-8s %-10s %-24s %s\n", "offset", "size", "block", "crc32c", "pool",
+                f.meta.empty() ? "" : "replicas", f.verify ? "state" : "");
     for (const auto& b : list) {
-      std::printf("  %12llu %10llu %-32s %-8s %-10s %s\n", b["offset"].get<unsigned long long>(),
+      std::string holders;
+      for (const auto& n : b["nodes"]) holders += (holders.empty() ? "" : ",") + n.get<std::string>();
+      std::printf("  %12llu %10llu %-32s %-8s %-10s %-24s %s\n", b["offset"].get<unsigned long long>(),
                   b["size"].get<unsigned long long>(), b["id"].get<std::string>().c_str(),
-                  b["crc32c"].get<std::string>().c_str(), b["pool"].get<std::string>().c_str(),
+                  b["crc32c"].get<std::string>().c_str(), b["pool"].get<std::string>().c_str(), holders.c_str(),
                   f.verify ? b["state"].get<std::string>().c_str() : "");
     }
   }
@@ -429,6 +595,9 @@ void RegisterStatFile(CLI::App& app, Globals& g) {
   cmd->add_option("--data", f->data, "The node's --data directory")->capture_default_str();
   cmd->add_option("--pool", f->pools, "The node's pools, as given to serve");
   cmd->add_flag("--verify", f->verify, "Read every block and check its checksum (exit 1 on damage)");
+  cmd->add_option("--meta", f->meta,
+                  "A cluster's etcd (etcd://HOST:PORT): the layout from there; --data names the node whose replicas "
+                  "are verified");
   AddOutputFlags(cmd, g, false);
   cmd->callback([f, &g] {
     if (Status s = StatFile(g, *f); !s.ok()) Fail(g, s);
@@ -454,6 +623,18 @@ void RegisterServeCommands(CLI::App& app, Globals& g) {
   cmd->add_flag("--anonymous", f->anonymous, "Accept unsigned requests");
   cmd->add_option("--threads", f->threads, "Connections served at once")->capture_default_str();
   cmd->add_option("--cache-size", f->cache_size, "RAM block cache (0 = off)")->capture_default_str();
+  cmd->add_option(
+      "--meta", f->meta,
+      "Metadata store: etcd://HOST:PORT[,HOST:PORT] joins a cluster (default: SQLite under --data, one node)");
+  cmd->add_option("--replicas", f->replicas, "In a cluster: replicas of every block, on distinct nodes")
+      ->capture_default_str();
+  cmd->add_option("--advertise", f->advertise, "In a cluster: HOST:PORT others reach this node at (default: --listen)");
+  cmd->add_option("--lease-ttl", f->lease_ttl, "In a cluster: seconds without a heartbeat before this node is down")
+      ->capture_default_str();
+  cmd->add_option("--repair-rate", f->repair_rate_mb, "In a cluster: MB/s this node copies for repair and rebalancing")
+      ->capture_default_str();
+  cmd->add_option("--node-id", f->node_id,
+                  "In a cluster: this node's id (default: generated once, kept in DIR/node-id)");
   cmd->add_option("--prefetch-window", f->prefetch_window,
                   "Stream prefetch: most blocks read ahead per sequential stream (0 = off)")
       ->capture_default_str();

@@ -173,30 +173,8 @@ void StoreFs::Give(const StorePath& p, std::unique_ptr<httplib::Client> c) {
 std::vector<std::pair<std::string, std::string>> StoreFs::Sign(const StorePath& p, const std::string& method,
                                                                const std::string& resource, const std::string& query,
                                                                const std::string& payload_hash) const {
-  std::vector<std::pair<std::string, std::string>> out;
-  if (creds_.access_key.empty()) return out;
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char date[20], day[9];
-  std::strftime(date, sizeof date, "%Y%m%dT%H%M%SZ", &tm);
-  std::strftime(day, sizeof day, "%Y%m%d", &tm);
-  server::SigV4Request r;
-  r.method = method;
-  r.raw_path = resource;
-  r.raw_query = query;
-  r.payload_hash = payload_hash;
-  r.headers = {{"host", HostPort(p)}, {"x-amz-content-sha256", payload_hash}, {"x-amz-date", date}};
-  std::vector<std::string> signed_headers = {"host", "x-amz-content-sha256", "x-amz-date"};
-  server::SigV4Authorization a{creds_.access_key, day, "us-east-1", "s3", signed_headers, ""};
-  const std::string scope = std::string(day) + "/us-east-1/s3/aws4_request";
-  const std::string sig = server::Signature(
-      creds_.secret, a, server::StringToSign(date, scope, server::CanonicalRequest(r, signed_headers)));
-  out.emplace_back("x-amz-date", date);
-  out.emplace_back("x-amz-content-sha256", payload_hash);
-  out.emplace_back("Authorization", fmt::format("AWS4-HMAC-SHA256 Credential={}/{}, SignedHeaders={}, Signature={}",
-                                                creds_.access_key, scope, "host;x-amz-content-sha256;x-amz-date", sig));
-  return out;
+  if (creds_.access_key.empty()) return {};
+  return server::SignRequest(creds_.access_key, creds_.secret, HostPort(p), method, resource, query, payload_hash);
 }
 
 Result<httplib::Result> StoreFs::Request(

@@ -288,6 +288,26 @@ TEST_P(MetaStoreContract, MultipartUploads) {
   EXPECT_EQ(meta_->GetObject("data", "other").status().code(), StatusCode::kNotFound);
 }
 
+TEST_P(MetaStoreContract, UpdateLayoutOnlyIfUnchanged) {
+  ASSERT_TRUE(meta_->CreateBucket("data").ok());
+  ASSERT_TRUE(meta_->PutObject(Obj("data", "k", {Ref("b1", 5, {"n1", "n2"})})).ok());
+  ObjectMeta o = meta_->GetObject("data", "k").value();
+  o.blocks[0].nodes = {"n1", "n3"};  // a replica moved from n2 to n3
+  EXPECT_TRUE(meta_->UpdateLayout(o).value());
+  auto now = meta_->GetObject("data", "k").value();
+  EXPECT_EQ(now.blocks[0].nodes, (std::vector<std::string>{"n1", "n3"}));
+  EXPECT_NE(now.version, o.version);
+  // Against the old version: refused (the object moved on).
+  o.blocks[0].nodes = {"n9"};
+  EXPECT_FALSE(meta_->UpdateLayout(o).value());
+  EXPECT_EQ(meta_->GetObject("data", "k")->blocks[0].nodes, (std::vector<std::string>{"n1", "n3"}));
+  // A deleted object is not brought back.
+  now.blocks[0].nodes = {"n4"};
+  ASSERT_TRUE(meta_->DeleteObject("data", "k").ok());
+  EXPECT_FALSE(meta_->UpdateLayout(now).value());
+  EXPECT_EQ(meta_->GetObject("data", "k").status().code(), StatusCode::kNotFound);
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, MetaStoreContract, testing::Values("sqlite", "etcd"),
                          [](const testing::TestParamInfo<std::string>& i) { return i.param; });
 

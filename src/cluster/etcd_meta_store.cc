@@ -122,6 +122,14 @@ class EtcdMetaStore final : public store::MetaStore {
     return page;
   }
 
+  Result<bool> UpdateLayout(const ObjectMeta& o) override {
+    AQ_TRY(CheckSize(o.size, o.blocks, o.key));
+    const std::string k = ObjectKey(o.bucket, o.key);
+    auto t = AQ_TRY(etcd_->Txn({{k, "", Target::kModRevision, Op::kEqual, static_cast<int64_t>(o.version), ""}},
+                               {{TxnOp::Kind::kPut, k, "", ObjectJson(o), 0}}));
+    return t.succeeded;
+  }
+
   Result<std::vector<std::string>> ReferencedBlocks() override {
     std::vector<std::string> out;
     for (const char* what : {"objects/", "parts/"}) {

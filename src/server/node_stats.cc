@@ -45,7 +45,8 @@ nlohmann::json NodeStats::ToJson() const {
 }
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, store::ObjectStore& objects,
-                                                            const std::string& host, int port) {
+                                                            const std::string& host, int port,
+                                                            std::function<nlohmann::json()> extra) {
   std::unique_ptr<MetricsServer> m(new MetricsServer());
   monitor::SamplerOptions so;
   m->sampler_ = std::make_unique<monitor::Sampler>(so);
@@ -82,43 +83,48 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
     }
     res.set_content(monitor::PrometheusText(cols), "text/plain; version=0.0.4");
   });
-  m->http_->Get("/stats", [&sampler, &stats, &objects, started](const httplib::Request&, httplib::Response& res) {
-    nlohmann::json j = stats.ToJson();
-    j["uptime_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    if (store::BlockCache* cache = objects.cache()) {
-      auto c = cache->Stats();
-      j["cache"] = {{"policy", cache->policy() == store::CachePolicy::kTinyLfu ? "tinylfu" : "lru"},
-                    {"capacity_bytes", c.capacity},
-                    {"bytes", c.bytes},
-                    {"entries", c.entries},
-                    {"hits", c.hits},
-                    {"misses", c.misses},
-                    {"hit_ratio", c.hit_ratio()},
-                    {"evicted", c.evicted},
-                    {"rejected", c.rejected}};
-    }
-    if (store::Prefetcher* pf = objects.prefetcher()) {
-      auto p = pf->Stats();
-      j["prefetch"] = {{"issued", p.issued},
-                       {"hits", p.hits},
-                       {"late_hits", p.late_hits},
-                       {"wasted", p.wasted},
-                       {"continued_streams", p.continued},
-                       {"new_streams", p.new_streams},
-                       {"bytes_held", p.bytes_held},
-                       {"window_blocks", pf->options().max_window_blocks},
-                       {"memory_bytes", pf->options().memory_bytes}};
-    }
-    nlohmann::json pools = nlohmann::json::array();
-    if (auto usage = objects.blocks().Usage(); usage.ok()) {
-      for (const auto& u : *usage) pools.push_back({{"name", u.name}, {"blocks", u.blocks}, {"bytes", u.bytes}});
-    }
-    j["pools"] = pools;
-    nlohmann::json latest = nlohmann::json::object();
-    for (const auto& [name, value] : sampler.Latest()) latest[name] = value;
-    j["machine"] = latest;
-    res.set_content(j.dump(1), "application/json");
-  });
+  m->http_->Get(
+      "/stats", [&sampler, &stats, &objects, started, extra](const httplib::Request&, httplib::Response& res) {
+        nlohmann::json j = stats.ToJson();
+        if (extra) {
+          const nlohmann::json more = extra();  // (kept alive for the loop)
+          for (const auto& [k, v] : more.items()) j[k] = v;
+        }
+        j["uptime_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        if (store::BlockCache* cache = objects.cache()) {
+          auto c = cache->Stats();
+          j["cache"] = {{"policy", cache->policy() == store::CachePolicy::kTinyLfu ? "tinylfu" : "lru"},
+                        {"capacity_bytes", c.capacity},
+                        {"bytes", c.bytes},
+                        {"entries", c.entries},
+                        {"hits", c.hits},
+                        {"misses", c.misses},
+                        {"hit_ratio", c.hit_ratio()},
+                        {"evicted", c.evicted},
+                        {"rejected", c.rejected}};
+        }
+        if (store::Prefetcher* pf = objects.prefetcher()) {
+          auto p = pf->Stats();
+          j["prefetch"] = {{"issued", p.issued},
+                           {"hits", p.hits},
+                           {"late_hits", p.late_hits},
+                           {"wasted", p.wasted},
+                           {"continued_streams", p.continued},
+                           {"new_streams", p.new_streams},
+                           {"bytes_held", p.bytes_held},
+                           {"window_blocks", pf->options().max_window_blocks},
+                           {"memory_bytes", pf->options().memory_bytes}};
+        }
+        nlohmann::json pools = nlohmann::json::array();
+        if (auto usage = objects.blocks().Usage(); usage.ok()) {
+          for (const auto& u : *usage) pools.push_back({{"name", u.name}, {"blocks", u.blocks}, {"bytes", u.bytes}});
+        }
+        j["pools"] = pools;
+        nlohmann::json latest = nlohmann::json::object();
+        for (const auto& [name, value] : sampler.Latest()) latest[name] = value;
+        j["machine"] = latest;
+        res.set_content(j.dump(1), "application/json");
+      });
   if (port == 0) {
     m->port_ = m->http_->bind_to_any_port(host);
     if (m->port_ <= 0) return IoError(fmt::format("--metrics: cannot listen on {}", host));

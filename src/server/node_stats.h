@@ -10,6 +10,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -55,8 +56,10 @@ class NodeStats {
 // node's counters, its cache and a 1 Hz machine sampler.
 class MetricsServer {
  public:
+  // `extra` (optional) adds sections to /stats (the cluster's, for one).
   static Result<std::unique_ptr<MetricsServer>> Start(NodeStats& stats, store::ObjectStore& objects,
-                                                      const std::string& host, int port);
+                                                      const std::string& host, int port,
+                                                      std::function<nlohmann::json()> extra = nullptr);
   ~MetricsServer();
   int port() const { return port_; }
 

@@ -174,6 +174,7 @@ class Handler {
     Target t = ParseTarget(req);
     std::string hash;
     if (!Authenticate(req, t, res, &hash)) return;
+    if (t.bucket == "_aquifer") return Internal(req, t, res, nullptr);
     if (t.bucket.empty()) return ListBuckets(res);
     if (t.key.empty()) {
       if (req.has_param("location")) {
@@ -296,6 +297,10 @@ class Handler {
     Target t = ParseTarget(req);
     std::string hash;
     if (!Authenticate(req, t, res, &hash)) return;
+    if (t.bucket == "_aquifer") {
+      *consumed = true;
+      return Internal(req, t, res, &reader);
+    }
     if (t.bucket.empty()) return SendError(res, 405, "MethodNotAllowed", "PUT needs a bucket", t.raw_path);
     const bool part = req.has_param("uploadId") || req.has_param("partNumber");
     if (part && (t.key.empty() || !req.has_param("uploadId") || !req.has_param("partNumber"))) {
@@ -386,6 +391,7 @@ class Handler {
     Target t = ParseTarget(req);
     std::string hash;
     if (!Authenticate(req, t, res, &hash)) return;
+    if (t.bucket == "_aquifer") return Internal(req, t, res, nullptr);
     if (t.bucket.empty()) return SendError(res, 405, "MethodNotAllowed", "DELETE needs a bucket", t.raw_path);
     if (req.has_param("uploadId")) {
       if (t.key.empty()) return SendError(res, 400, "InvalidRequest", "AbortMultipartUpload needs a key", t.raw_path);
@@ -455,6 +461,80 @@ class Handler {
   }
 
  private:
+  // The cluster's node-to-node API: /_aquifer/blocks/<id>?crc=&pool=&size=
+  // (this node's replicas) and /_aquifer/cluster (the map).
+  void Internal(const Request& req, const Target& t, Response& res, const httplib::ContentReader* reader) {
+    if (t.key == "cluster" && req.method == "GET") {
+      if (!o_.cluster_json) return SendError(res, 404, "NoSuchKey", "this node is not in a cluster", t.raw_path);
+      res.set_content(o_.cluster_json(), "application/json");
+      return;
+    }
+    if (o_.node_blocks == nullptr || t.key.rfind("blocks/", 0) != 0) {
+      return SendError(res, 404, "NoSuchKey", "no such internal resource", t.raw_path);
+    }
+    store::BlockRef ref;
+    ref.id = t.key.substr(7);
+    ref.pool = req.get_param_value("pool");
+    try {
+      ref.crc32c = static_cast<uint32_t>(std::stoul(req.get_param_value("crc")));
+      ref.size = std::stoull(req.get_param_value("size"));
+    } catch (const std::exception&) {
+      return SendError(res, 400, "InvalidArgument", "a block request needs crc, pool and size", t.raw_path);
+    }
+    auto fail = [&](const Status& s) {
+      if (s.code() == StatusCode::kCorruption)
+        return SendError(res, 500, "BlockCorrupt", std::string(s.message()), t.raw_path);
+      if (s.code() == StatusCode::kNotFound)
+        return SendError(res, 404, "NoSuchBlock", std::string(s.message()), t.raw_path);
+      if (s.code() == StatusCode::kInvalidArgument) {
+        return SendError(res, 400, "InvalidArgument", std::string(s.message()), t.raw_path);
+      }
+      SendStatus(res, s, t.raw_path, true);
+    };
+    if (req.method == "GET") {
+      auto block = o_.node_blocks->Read(ref);
+      if (!block.ok()) return fail(block.status());
+      std::shared_ptr<const std::string> bytes = *block;
+      res.set_content_provider(bytes->size(), "application/octet-stream",
+                               [bytes](size_t offset, size_t length, httplib::DataSink& sink) {
+                                 return sink.write(bytes->data() + offset, std::min(length, bytes->size() - offset));
+                               });
+      return;
+    }
+    if (req.method == "DELETE") {
+      Status s = o_.node_blocks->Remove(ref);
+      if (!s.ok()) return fail(s);
+      res.status = 204;
+      return;
+    }
+    if (req.method == "PUT" && reader != nullptr) {
+      if (ref.size > o_.max_block_bytes) {
+        return SendError(res, 400, "EntityTooLarge", "a block larger than the node accepts", t.raw_path);
+      }
+      std::string body;
+      body.reserve(ref.size);
+      bool ok = (*reader)([&](const char* d, size_t n) {
+        if (body.size() + n > ref.size) return false;
+        body.append(d, n);
+        return true;
+      });
+      received_ = body.size();
+      if (!ok || body.size() != ref.size) {
+        res.set_header("Connection", "close");
+        return SendError(res, 400, "IncompleteBody", fmt::format("{} of {} block bytes", body.size(), ref.size),
+                         t.raw_path);
+      }
+      auto written = o_.node_blocks->store().WriteWithId(ref.id, ref.pool, body);
+      if (!written.ok()) return fail(written.status());
+      if (written->crc32c != ref.crc32c) {
+        (void)o_.node_blocks->Remove(*written);
+        return SendError(res, 400, "BadDigest", "the block's bytes do not match its checksum", t.raw_path);
+      }
+      return;
+    }
+    SendError(res, 405, "MethodNotAllowed", "not a block operation", t.raw_path);
+  }
+
   // Errors of requests that name an upload: a missing one is NoSuchUpload.
   static void SendUploadStatus(Response& res, const Status& s, const std::string& resource) {
     const std::string msg(s.message());

@@ -13,6 +13,7 @@
 // bounded pool); Start/Stop from one thread.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -46,6 +47,12 @@ struct S3ServerOptions {
   int max_clock_skew_seconds = 15 * 60;
   uint64_t min_part_bytes = store::kMinPartSize;  // every multipart part but the last
   NodeStats* stats = nullptr;                     // requests recorded here when set (must outlive the server)
+  // In a cluster: this node's own blocks, served to other nodes at
+  // /_aquifer/blocks/<id> (GET, PUT, DELETE), and the cluster map as JSON at
+  // /_aquifer/cluster. Both must outlive the server.
+  store::LocalBlockService* node_blocks = nullptr;
+  std::function<std::string()> cluster_json;
+  uint64_t max_block_bytes = 1ull << 30;
 };
 
 class S3Server {

@@ -6,6 +6,7 @@
 #include <openssl/sha.h>
 
 #include <algorithm>
+#include <ctime>
 
 namespace aq::server {
 namespace {
@@ -183,6 +184,32 @@ std::string Signature(const std::string& secret, const SigV4Authorization& a, co
   k = Hmac(k, "aws4_request");
   std::string sig = Hmac(k, sts);
   return HexEncode(reinterpret_cast<const unsigned char*>(sig.data()), sig.size());
+}
+
+std::vector<std::pair<std::string, std::string>> SignRequest(const std::string& access_key, const std::string& secret,
+                                                             const std::string& host, const std::string& method,
+                                                             const std::string& raw_path, const std::string& raw_query,
+                                                             const std::string& payload_hash) {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char date[20], day[9];
+  std::strftime(date, sizeof date, "%Y%m%dT%H%M%SZ", &tm);
+  std::strftime(day, sizeof day, "%Y%m%d", &tm);
+  SigV4Request r;
+  r.method = method;
+  r.raw_path = raw_path;
+  r.raw_query = raw_query;
+  r.payload_hash = payload_hash;
+  r.headers = {{"host", host}, {"x-amz-content-sha256", payload_hash}, {"x-amz-date", date}};
+  const std::vector<std::string> signed_headers = {"host", "x-amz-content-sha256", "x-amz-date"};
+  SigV4Authorization a{access_key, day, "us-east-1", "s3", signed_headers, ""};
+  const std::string scope = std::string(day) + "/us-east-1/s3/aws4_request";
+  const std::string sig = Signature(secret, a, StringToSign(date, scope, CanonicalRequest(r, signed_headers)));
+  return {{"x-amz-date", date},
+          {"x-amz-content-sha256", payload_hash},
+          {"Authorization", "AWS4-HMAC-SHA256 Credential=" + access_key + "/" + scope +
+                                ", SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=" + sig}};
 }
 
 }  // namespace aq::server

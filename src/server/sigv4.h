@@ -47,4 +47,12 @@ std::string HexEncode(const unsigned char* p, size_t n);
 // Constant-time comparison of two signatures.
 bool SameSignature(std::string_view a, std::string_view b);
 
+// The headers a client adds to sign a request now (x-amz-date,
+// x-amz-content-sha256, Authorization), signing host, x-amz-content-sha256
+// and x-amz-date for region us-east-1, service s3.
+std::vector<std::pair<std::string, std::string>> SignRequest(const std::string& access_key, const std::string& secret,
+                                                             const std::string& host, const std::string& method,
+                                                             const std::string& raw_path, const std::string& raw_query,
+                                                             const std::string& payload_hash);
+
 }  // namespace aq::server

@@ -139,8 +139,19 @@ std::string BlockStore::PathOf(const BlockRef& ref) const {
 }
 
 Result<BlockRef> BlockStore::Write(const std::string& pool_name, std::string_view data) {
+  return WriteWithId(NewBlockId(), pool_name, data);
+}
+
+bool BlockStore::Has(const BlockRef& ref) const {
+  if (!IsBlockId(ref.id)) return false;
+  const std::string path = PathOf(ref);
+  return !path.empty() && fs_.Stat(path).ok();
+}
+
+Result<BlockRef> BlockStore::WriteWithId(const std::string& id, const std::string& pool_name, std::string_view data) {
+  if (!IsBlockId(id)) return InvalidArgument(fmt::format("'{}' is not a block id", id));
   const PoolConfig* pool = AQ_TRY(Pool(pool_name));
-  BlockRef ref{NewBlockId(), data.size(), crc32c::Value(data), pool->name};
+  BlockRef ref{id, data.size(), crc32c::Value(data), pool->name};
   const std::string path = PathOf(ref);
   AQ_TRY(fs_.MakeDirs(std::string(io::DirName(path))));
   char header[kHeader];

@@ -58,6 +58,11 @@ class BlockStore {
   // Writes a new block of `data` into the pool (the first pool if empty)
   // and makes it durable before returning its reference.
   Result<BlockRef> Write(const std::string& pool, std::string_view data);
+  // The same with the id given (a replica of a block named elsewhere);
+  // InvalidArgument unless it is a block id.
+  Result<BlockRef> WriteWithId(const std::string& id, const std::string& pool, std::string_view data);
+  // Whether this store holds the block's file (not read or verified).
+  bool Has(const BlockRef& ref) const;
   // The block's bytes [offset, offset + n) after checking the whole block's
   // CRC32C against the file's and the reference's. kCorruption on mismatch.
   Result<std::string> Read(const BlockRef& ref, uint64_t offset = 0, uint64_t n = UINT64_MAX);

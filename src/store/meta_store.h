@@ -126,6 +126,12 @@ class MetaStore {
   // Removes the upload; returns its parts' blocks. NotFound if missing.
   virtual Result<std::vector<BlockRef>> AbortUpload(const std::string& upload_id) = 0;
 
+  // Replaces the object's block list (same bytes, replicas moved: repair,
+  // rebalancing) if the object is still at `object.version`; false when it
+  // changed meanwhile (a new write wins; the caller's copies are orphans).
+  // The version moves on.
+  virtual Result<bool> UpdateLayout(const ObjectMeta& object) = 0;
+
   // Every block id an object or an uploaded part refers to (garbage collection).
   virtual Result<std::vector<std::string>> ReferencedBlocks() = 0;
 };

@@ -18,8 +18,8 @@ int64_t NowNs() {
 
 }  // namespace
 
-ObjectWriter::ObjectWriter(MetaStore& meta, BlockService& blocks, std::string bucket, std::string key,
-                           std::string pool, uint64_t block_size)
+ObjectWriter::ObjectWriter(MetaStore& meta, BlockService& blocks, std::string bucket, std::string key, std::string pool,
+                           uint64_t block_size)
     : meta_(meta),
       blocks_(blocks),
       bucket_(std::move(bucket)),
@@ -188,8 +188,7 @@ Result<std::unique_ptr<ObjectWriter>> ObjectStore::PutPart(const std::string& up
     return InvalidArgument(fmt::format("part number {} outside 1..{}", number, kMaxPartNumber));
   }
   AQ_TRY(GetUpload(upload_id, bucket, key));
-  std::unique_ptr<ObjectWriter> w(
-      new ObjectWriter(meta_, *service_, bucket, key, options_.pool, options_.block_size));
+  std::unique_ptr<ObjectWriter> w(new ObjectWriter(meta_, *service_, bucket, key, options_.pool, options_.block_size));
   w->upload_id_ = upload_id;
   w->part_ = number;
   return w;

@@ -436,6 +436,27 @@ class SqliteMetaStore final : public MetaStore {
     return page;
   }
 
+  Result<bool> UpdateLayout(const ObjectMeta& o) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    AQ_TRY(Exec("BEGIN IMMEDIATE"));
+    bool updated = false;
+    Status st = [&]() -> Status {
+      Stmt cur(db_, "SELECT version, size FROM objects WHERE bucket = ? AND key = ?");
+      cur.Bind(1, o.bucket).Bind(2, o.key);
+      int rc = cur.Step();
+      if (rc == SQLITE_DONE) return Status::Ok();  // deleted meanwhile
+      if (rc != SQLITE_ROW) return Error("read object " + o.key);
+      if (static_cast<uint64_t>(cur.Int(0)) != o.version) return Status::Ok();
+      AQ_TRY(CheckSize(o));
+      std::vector<BlockRef> old;
+      AQ_TRY(WriteObject(o, &old));
+      updated = true;
+      return Status::Ok();
+    }();
+    AQ_TRY(Finish(st));
+    return updated;
+  }
+
   Result<std::vector<std::string>> ReferencedBlocks() override {
     std::lock_guard<std::mutex> lock(mu_);
     Stmt s(db_, "SELECT id FROM blocks UNION SELECT id FROM part_blocks");

@@ -1,0 +1,159 @@
+// aquifer cluster status | smartfail NODE | add NODE: the cluster's members,
+// their state and what they hold, and the protection of every block, read
+// from etcd; draining and re-adding nodes.
+#include <fmt/format.h>
+
+#include <map>
+
+#include "cli/cli.h"
+#include "cluster/etcd_client.h"
+#include "cluster/etcd_meta_store.h"
+#include "cluster/membership.h"
+#include "cluster/repair.h"
+#include "common/units.h"
+
+namespace aq::cli {
+namespace {
+
+struct ClusterFlags {
+  std::string meta;
+  std::string node;
+};
+
+const char* kPrefix = "/aquifer/";
+
+Status Status_(Globals& g, const ClusterFlags& f) {
+  auto etcd = std::shared_ptr<cluster::EtcdClient>(AQ_TRY(cluster::EtcdClient::Connect(f.meta)));
+  const auto nodes = AQ_TRY(cluster::ReadClusterMap(*etcd, kPrefix));
+  const size_t replicas = AQ_TRY(cluster::ClusterReplicas(*etcd, kPrefix));
+  auto meta = cluster::NewEtcdMetaStore(etcd, kPrefix);
+  std::map<std::string, uint64_t> held, bytes;
+  uint64_t objects = 0, blocks = 0, protected_ = 0, under = 0, misplaced = 0, lost = 0;
+  for (const auto& b : AQ_TRY(meta->ListBuckets())) {
+    std::string after;
+    while (true) {
+      auto page = AQ_TRY(meta->ListObjects({b.name, "", after, 1000}));
+      for (const auto& listed : page.objects) {
+        after = listed.key;
+        auto o = meta->GetObject(b.name, listed.key);
+        if (!o.ok()) continue;
+        ++objects;
+        for (const auto& blk : o->blocks) {
+          ++blocks;
+          for (const auto& n : blk.nodes) {
+            held[n]++;
+            bytes[n] += blk.size;
+          }
+          auto p = cluster::Protection(blk, nodes, replicas);
+          if (p.live == 0) ++lost;
+          if (p.live < replicas) ++under;
+          if (!p.placed) ++misplaced;
+          if (p.live >= replicas && p.placed) ++protected_;
+        }
+      }
+      if (!page.truncated) break;
+    }
+  }
+  size_t up = 0;
+  for (const auto& n : nodes) up += n.up;
+  const bool full = under == 0 && misplaced == 0;
+  if (g.json) {
+    nlohmann::json j = {{"meta", f.meta},
+                        {"replicas", replicas},
+                        {"objects", objects},
+                        {"blocks", blocks},
+                        {"fully_protected", full},
+                        {"protected_blocks", protected_},
+                        {"under_protected_blocks", under},
+                        {"misplaced_blocks", misplaced},
+                        {"unavailable_blocks", lost},
+                        {"nodes", nlohmann::json::array()}};
+    for (const auto& n : nodes) {
+      j["nodes"].push_back({{"id", n.id},
+                            {"address", n.address},
+                            {"state", n.state},
+                            {"up", n.up},
+                            {"pools", n.pools},
+                            {"capacity_bytes", n.capacity_bytes},
+                            {"replicas_held", held[n.id]},
+                            {"bytes_held", bytes[n.id]}});
+    }
+    std::printf("%s\n", j.dump(1).c_str());
+    return Status::Ok();
+  }
+  std::printf("cluster %s: %zu nodes (%zu up), %zu replicas per block\n", f.meta.c_str(), nodes.size(), up, replicas);
+  std::printf("  %-16s %-22s %-10s %-5s %10s %12s %12s\n", "node", "address", "state", "", "replicas", "holds", "free");
+  for (const auto& n : nodes) {
+    std::printf("  %-16s %-22s %-10s %-5s %10llu %12s %12s\n", n.id.c_str(), n.address.c_str(), n.state.c_str(),
+                n.up ? "up" : "DOWN", static_cast<unsigned long long>(held[n.id]),
+                units::Bytes(static_cast<double>(bytes[n.id])).c_str(),
+                units::Bytes(static_cast<double>(n.capacity_bytes)).c_str());
+  }
+  std::printf(
+      "  protection: %s; %llu objects, %llu blocks: %llu where placement wants them with %zu live replicas, "
+      "%llu under-protected, %llu misplaced, %llu with no live replica\n",
+      full ? "FULL" : "repairing", static_cast<unsigned long long>(objects), static_cast<unsigned long long>(blocks),
+      static_cast<unsigned long long>(protected_), replicas, static_cast<unsigned long long>(under),
+      static_cast<unsigned long long>(misplaced), static_cast<unsigned long long>(lost));
+  return Status::Ok();
+}
+
+Status SetState(const ClusterFlags& f, const std::string& state) {
+  auto etcd = AQ_TRY(cluster::EtcdClient::Connect(f.meta));
+  const auto nodes = AQ_TRY(cluster::ReadClusterMap(*etcd, kPrefix));
+  const std::string* found = nullptr;
+  for (const auto& n : nodes) {
+    if (n.id == f.node || n.address == f.node) found = &n.id;
+  }
+  if (found == nullptr)
+    return NotFound(fmt::format("no node '{}' in the cluster (aquifer cluster status lists them)", f.node));
+  if (state == "smartfail") {
+    size_t active = 0;
+    for (const auto& n : nodes) active += n.state == "active" && n.id != *found;
+    const size_t replicas = AQ_TRY(cluster::ClusterReplicas(*etcd, kPrefix));
+    if (active < replicas) {
+      return InvalidArgument(
+          fmt::format("smartfail {} would leave {} active nodes for {} replicas per block", f.node, active, replicas));
+    }
+  }
+  AQ_TRY(cluster::SetNodeState(*etcd, kPrefix, *found, state));
+  std::printf("node %s: %s%s\n", found->c_str(), state.c_str(),
+              state == "smartfail" ? " (its blocks are being re-protected elsewhere; `aquifer cluster status` shows "
+                                     "progress, and the node becomes removed when it holds nothing)"
+                                   : " (it receives its share of blocks again)");
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterClusterCommands(CLI::App& app, Globals& g) {
+  auto* group = app.add_subcommand("cluster", "A cluster of storage nodes in etcd: status, smartfail, add");
+  group->require_subcommand(1);
+  auto* f = g.Own<ClusterFlags>();
+  auto meta = [f](CLI::App* c) {
+    c->add_option("--meta", f->meta, "The cluster's etcd: etcd://HOST:PORT[,HOST:PORT]")->required();
+  };
+  auto* status = group->add_subcommand(
+      "status", "Nodes (address, state, up/down, replicas and bytes held, free space) and every block's protection");
+  meta(status);
+  AddOutputFlags(status, g, false);
+  status->callback([f, &g] {
+    if (Status s = Status_(g, *f); !s.ok()) Fail(g, s);
+  });
+  auto* smartfail = group->add_subcommand(
+      "smartfail", "Drain a node: re-protect everything it holds on the others while reads go on, then remove it");
+  smartfail->add_option("node", f->node, "Node id or HOST:PORT")->required();
+  meta(smartfail);
+  smartfail->callback([f, &g] {
+    if (Status s = SetState(*f, "smartfail"); !s.ok()) Fail(g, s);
+  });
+  auto* add = group->add_subcommand(
+      "add", "Make a smartfailed or removed node active again (a new node joins by starting aquifer serve --meta)");
+  add->add_option("node", f->node, "Node id or HOST:PORT")->required();
+  meta(add);
+  add->callback([f, &g] {
+    if (Status s = SetState(*f, "active"); !s.ok()) Fail(g, s);
+  });
+}
+
+}  // namespace aq::cli

@@ -1,0 +1,294 @@
+#include "cluster/cluster_blocks.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <algorithm>
+#include <future>
+
+#include "cluster/placement.h"
+#include "common/crc32c.h"
+#include "server/sigv4.h"
+
+namespace aq::cluster {
+namespace {
+
+std::string BlockPath(const store::BlockRef& ref) { return "/_aquifer/blocks/" + ref.id; }
+std::string BlockQuery(const store::BlockRef& ref) {
+  return fmt::format("crc={}&pool={}&size={}", ref.crc32c, server::UriEncode(ref.pool, true), ref.size);
+}
+
+Status HttpFailure(const std::string& what, const httplib::Result& res) {
+  if (!res) return IoError(fmt::format("{}: {}", what, httplib::to_string(res.error())));
+  std::string code;
+  size_t a = res->body.find("<Code>"), b = res->body.find("</Code>");
+  if (a != std::string::npos && b != std::string::npos && b > a) code = " " + res->body.substr(a + 6, b - a - 6);
+  const std::string msg = fmt::format("{}: HTTP {}{}", what, res->status, code);
+  if (res->status == 404) return NotFound(msg);
+  if (code == " BlockCorrupt") return Corruption(msg);
+  if (res->status == 507) return Status(StatusCode::kNoSpace, msg);
+  return IoError(msg);
+}
+
+}  // namespace
+
+// ---- BlockClient ----
+
+BlockClient::BlockClient(std::string access_key, std::string secret, int timeout_seconds)
+    : access_key_(std::move(access_key)), secret_(std::move(secret)), timeout_(timeout_seconds) {}
+BlockClient::~BlockClient() = default;
+
+std::unique_ptr<httplib::Client> BlockClient::Take(const std::string& address) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = idle_.find(address);
+    if (it != idle_.end()) {
+      auto c = std::move(it->second);
+      idle_.erase(it);
+      return c;
+    }
+  }
+  const size_t colon = address.rfind(':');
+  auto c = std::make_unique<httplib::Client>(address.substr(0, colon), std::stoi(address.substr(colon + 1)));
+  c->set_keep_alive(true);
+  c->set_tcp_nodelay(true);
+  c->set_connection_timeout(2);
+  c->set_read_timeout(timeout_);
+  c->set_write_timeout(timeout_);
+  return c;
+}
+
+void BlockClient::Give(const std::string& address, std::unique_ptr<httplib::Client> c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (idle_.count(address) < 8) idle_.emplace(address, std::move(c));
+}
+
+std::vector<std::pair<std::string, std::string>> BlockClient::Headers(const std::string& address,
+                                                                      const std::string& method,
+                                                                      const std::string& path, const std::string& query,
+                                                                      const std::string& payload_hash) const {
+  if (access_key_.empty()) return {};
+  return server::SignRequest(access_key_, secret_, address, method, path, query, payload_hash);
+}
+
+Status BlockClient::Put(const std::string& address, const store::BlockRef& ref, std::string_view data) {
+  const std::string path = BlockPath(ref), query = BlockQuery(ref);
+  httplib::Headers h;
+  for (auto& [k, v] : Headers(address, "PUT", path, query, "UNSIGNED-PAYLOAD")) h.emplace(k, v);
+  auto c = Take(address);
+  auto res = c->Put(path + "?" + query, h, data.data(), data.size(), "application/octet-stream");
+  if (!res || res->status != 200) return HttpFailure(fmt::format("write block {} to {}", ref.id, address), res);
+  Give(address, std::move(c));
+  return Status::Ok();
+}
+
+Result<std::string> BlockClient::Get(const std::string& address, const store::BlockRef& ref) {
+  const std::string path = BlockPath(ref), query = BlockQuery(ref);
+  httplib::Headers h;
+  for (auto& [k, v] : Headers(address, "GET", path, query, "UNSIGNED-PAYLOAD")) h.emplace(k, v);
+  auto c = Take(address);
+  auto res = c->Get(path + "?" + query, h);
+  if (!res || res->status != 200) return HttpFailure(fmt::format("read block {} from {}", ref.id, address), res);
+  std::string body = std::move(res->body);
+  Give(address, std::move(c));
+  // Verified here too: a replica is trusted only once its bytes check out.
+  if (body.size() != ref.size || crc32c::Value(body) != ref.crc32c) {
+    return Corruption(
+        fmt::format("block {} from {}: {} bytes that do not match its checksum", ref.id, address, body.size()));
+  }
+  return body;
+}
+
+Status BlockClient::Delete(const std::string& address, const store::BlockRef& ref) {
+  const std::string path = BlockPath(ref), query = BlockQuery(ref);
+  httplib::Headers h;
+  for (auto& [k, v] : Headers(address, "DELETE", path, query, "UNSIGNED-PAYLOAD")) h.emplace(k, v);
+  auto c = Take(address);
+  auto res = c->Delete(path + "?" + query, h);
+  if (!res || (res->status != 204 && res->status != 200)) {
+    return HttpFailure(fmt::format("remove block {} on {}", ref.id, address), res);
+  }
+  Give(address, std::move(c));
+  return Status::Ok();
+}
+
+// ---- ClusterBlockService ----
+
+ClusterBlockService::ClusterBlockService(std::string self, store::LocalBlockService& local, BlockClient& client,
+                                         size_t replicas)
+    : self_(std::move(self)), local_(local), client_(client), replicas_(std::max<size_t>(1, replicas)) {}
+
+std::vector<NodeInfo> ClusterBlockService::Nodes() const {
+  Membership* m = membership_.load();
+  return m != nullptr ? m->Nodes() : std::vector<NodeInfo>();
+}
+
+std::map<std::string, NodeInfo> ClusterBlockService::Map() const {
+  std::map<std::string, NodeInfo> m;
+  for (auto& n : Nodes()) m.emplace(n.id, std::move(n));
+  return m;
+}
+
+Result<store::BlockRef> ClusterBlockService::Write(const std::string& pool, std::string_view data) {
+  const auto nodes = Nodes();
+  store::BlockRef ref{store::NewBlockId(), data.size(), crc32c::Value(data), pool, {}};
+  if (ref.pool.empty()) ref.pool = local_.store().pools().front().name;
+  // Every eligible node in placement order: the first `replicas` are where
+  // the block belongs; if one of them fails (down but not yet known to be),
+  // the next takes its replica and repair moves it home later.
+  const auto ranked = Place(ref.id, nodes, nodes.size());
+  if (ranked.size() < replicas_) {
+    return IoError(
+        fmt::format("a block needs {} replicas on nodes that are up and active; {} are", replicas_, ranked.size()));
+  }
+  std::map<std::string, std::string> address;
+  for (const auto& n : nodes) address[n.id] = n.address;
+  auto write_one = [&](const std::string& t) -> Status {
+    if (t == self()) return local_.store().WriteWithId(ref.id, ref.pool, data).status();
+    remote_writes_++;
+    return client_.Put(address[t], ref, data);
+  };
+  std::vector<std::string> done;
+  Status first;
+  size_t next = replicas_;
+  std::vector<std::string> batch(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(replicas_));
+  while (!batch.empty()) {
+    // A batch's replicas are written at once; the block is acknowledged
+    // when `replicas` of them are durable.
+    std::vector<std::future<Status>> writes;
+    for (const auto& t : batch) writes.push_back(std::async(std::launch::async, write_one, t));
+    size_t failed = 0;
+    for (size_t i = 0; i < writes.size(); ++i) {
+      Status s = writes[i].get();
+      if (s.ok()) {
+        done.push_back(batch[i]);
+      } else {
+        ++failed;
+        if (first.ok()) first = s;
+      }
+    }
+    batch.clear();
+    for (; failed > 0 && next < ranked.size(); --failed) batch.push_back(ranked[next++]);
+  }
+  ref.nodes = done;
+  if (done.size() < replicas_) {
+    (void)Remove(ref);  // nothing under-replicated is acknowledged
+    ref.nodes.clear();
+    return Status(first.code(), fmt::format("block {}: {} of {} replicas written; {}", ref.id, done.size(), replicas_,
+                                            first.message()));
+  }
+  written_ += done.size();
+  return ref;
+}
+
+Result<std::shared_ptr<const std::string>> ClusterBlockService::Read(const store::BlockRef& ref) {
+  if (ref.nodes.empty()) {  // written before the node joined a cluster: it is local
+    local_reads_++;
+    return local_.Read(ref);
+  }
+  const auto map = Map();
+  // Candidates: this node's copy first, then the others by fewest requests
+  // in flight (ties in round-robin order), nodes known to be down last.
+  std::vector<std::string> order;
+  bool have_local = false;
+  for (const auto& n : ref.nodes) {
+    if (n == self()) {
+      have_local = true;
+    } else {
+      order.push_back(n);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t rr = round_robin_++;
+    std::stable_sort(order.begin(), order.end(), [&](const std::string& a, const std::string& b) {
+      auto up = [&](const std::string& id) {
+        auto it = map.find(id);
+        return it != map.end() && it->second.up;
+      };
+      if (up(a) != up(b)) return up(a);
+      const int oa = outstanding_[a], ob = outstanding_[b];
+      if (oa != ob) return oa < ob;
+      return (PlacementWeight(ref.id, a) ^ rr) < (PlacementWeight(ref.id, b) ^ rr);
+    });
+  }
+  Status last = NotFound(fmt::format("block {}: no replica holder known", ref.id));
+  bool local_corrupt = false;
+  if (have_local) {
+    auto r = local_.Read(ref);
+    if (r.ok()) {
+      local_reads_++;
+      return r;
+    }
+    last = r.status();
+    local_corrupt = r.status().code() == StatusCode::kCorruption || r.status().code() == StatusCode::kNotFound;
+    failovers_++;
+  }
+  for (const auto& node : order) {
+    auto it = map.find(node);
+    if (it == map.end()) continue;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      outstanding_[node]++;
+    }
+    auto r = client_.Get(it->second.address, ref);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      outstanding_[node]--;
+    }
+    if (!r.ok()) {
+      last = r.status();
+      failovers_++;
+      continue;
+    }
+    remote_reads_++;
+    auto block = std::make_shared<const std::string>(std::move(*r));
+    if (local_corrupt) {
+      // Replace this node's damaged copy with the good bytes.
+      (void)local_.Remove(ref);
+      if (local_.store().WriteWithId(ref.id, ref.pool, *block).ok()) repaired_++;
+    }
+    return block;
+  }
+  return Status(last.code(), fmt::format("block {}: no replica could be read (last: {})", ref.id, last.message()));
+}
+
+Status ClusterBlockService::Remove(const store::BlockRef& ref) {
+  if (ref.nodes.empty()) return local_.Remove(ref);
+  const auto map = Map();
+  Status first;
+  for (const auto& n : ref.nodes) {
+    Status s;
+    if (n == self()) {
+      s = local_.Remove(ref);
+    } else if (auto it = map.find(n); it != map.end() && it->second.up) {
+      s = client_.Delete(it->second.address, ref);
+    }
+    // A replica on a node that is down stays until that node's garbage collection.
+    if (!s.ok() && s.code() != StatusCode::kNotFound && first.ok()) first = s;
+  }
+  return first;
+}
+
+Status ClusterBlockService::Replicate(const store::BlockRef& ref, const std::string& node) {
+  auto block = AQ_TRY(Read(ref));
+  if (node == self()) return local_.store().WriteWithId(ref.id, ref.pool, *block).status();
+  const auto map = Map();
+  auto it = map.find(node);
+  if (it == map.end()) return NotFound(fmt::format("no node '{}'", node));
+  remote_writes_++;
+  return client_.Put(it->second.address, ref, *block);
+}
+
+ClusterBlockStats ClusterBlockService::Stats() const {
+  ClusterBlockStats s;
+  s.local_reads = local_reads_;
+  s.remote_reads = remote_reads_;
+  s.failovers = failovers_;
+  s.repaired_on_read = repaired_;
+  s.replicas_written = written_;
+  s.remote_writes = remote_writes_;
+  return s;
+}
+
+}  // namespace aq::cluster

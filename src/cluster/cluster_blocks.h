@@ -1,0 +1,96 @@
+// Blocks across a cluster: every block written to the `replicas` nodes that
+// placement names (this node's copy into its own pools, the others through
+// their block API), acknowledged only when every replica is durable; read
+// from this node's copy when it has one, else from the replica with the
+// fewest requests outstanding, failing over to the next replica on any
+// error or timeout. A replica found corrupt on this node is rewritten from a
+// good one on the spot.
+//
+// Each node caches only the blocks it holds (its own reads and the block
+// API's go through its cache; blocks fetched from others are not cached
+// again), so the nodes' RAM adds up to one cache without duplicates.
+//
+// Thread safety: all methods may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cluster/membership.h"
+#include "store/block_service.h"
+
+namespace httplib {
+class Client;
+}
+
+namespace aq::cluster {
+
+// Node-to-node block transfer over the nodes' HTTP port:
+//   PUT|GET|DELETE /_aquifer/blocks/<id>?crc=<crc32c>&pool=<pool>&size=<bytes>
+// signed with the node's credentials when it has them.
+class BlockClient {
+ public:
+  BlockClient(std::string access_key, std::string secret, int timeout_seconds = 10);
+  ~BlockClient();
+  Status Put(const std::string& address, const store::BlockRef& ref, std::string_view data);
+  Result<std::string> Get(const std::string& address, const store::BlockRef& ref);
+  Status Delete(const std::string& address, const store::BlockRef& ref);
+
+ private:
+  std::unique_ptr<httplib::Client> Take(const std::string& address);
+  void Give(const std::string& address, std::unique_ptr<httplib::Client> c);
+  std::vector<std::pair<std::string, std::string>> Headers(const std::string& address, const std::string& method,
+                                                           const std::string& path, const std::string& query,
+                                                           const std::string& payload_hash) const;
+
+  const std::string access_key_, secret_;
+  const int timeout_;
+  std::mutex mu_;
+  std::multimap<std::string, std::unique_ptr<httplib::Client>> idle_;  // GUARDED_BY(mu_)
+};
+
+struct ClusterBlockStats {
+  uint64_t local_reads = 0, remote_reads = 0, failovers = 0, repaired_on_read = 0;
+  uint64_t replicas_written = 0, remote_writes = 0;
+};
+
+class ClusterBlockService final : public store::BlockService {
+ public:
+  // `self` is this node's id; until Attach gives the membership (after the
+  // node's server is listening and it has joined), writes fail and reads
+  // are served from this node's pools only.
+  ClusterBlockService(std::string self, store::LocalBlockService& local, BlockClient& client, size_t replicas);
+  void Attach(Membership* membership) { membership_.store(membership); }
+
+  Result<store::BlockRef> Write(const std::string& pool, std::string_view data) override;
+  Result<std::shared_ptr<const std::string>> Read(const store::BlockRef& ref) override;
+  Status Remove(const store::BlockRef& ref) override;
+
+  // Copies a block to `node` from one of its holders (repair, rebalance).
+  Status Replicate(const store::BlockRef& ref, const std::string& node);
+
+  ClusterBlockStats Stats() const;
+  size_t replicas() const { return replicas_; }
+  const std::string& self() const { return self_; }
+
+ private:
+  std::map<std::string, NodeInfo> Map() const;
+
+  std::vector<NodeInfo> Nodes() const;
+
+  const std::string self_;
+  std::atomic<Membership*> membership_{nullptr};
+  store::LocalBlockService& local_;
+  BlockClient& client_;
+  const size_t replicas_;
+  mutable std::mutex mu_;
+  std::map<std::string, int> outstanding_;  // GUARDED_BY(mu_): requests in flight per node
+  uint64_t round_robin_ = 0;                // GUARDED_BY(mu_)
+  std::atomic<uint64_t> local_reads_{0}, remote_reads_{0}, failovers_{0}, repaired_{0}, written_{0}, remote_writes_{0};
+};
+
+}  // namespace aq::cluster

@@ -1,0 +1,173 @@
+#include "cluster/membership.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+
+namespace aq::cluster {
+namespace {
+
+using nlohmann::json;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+json MemberJson(const NodeInfo& n) {
+  return {{"address", n.address},
+          {"pools", n.pools},
+          {"capacity_bytes", n.capacity_bytes},
+          {"state", n.state},
+          {"joined_ns", n.joined_ns}};
+}
+
+}  // namespace
+
+Status EnsureClusterConfig(EtcdClient& etcd, const std::string& prefix, size_t replicas) {
+  const std::string key = prefix + "config";
+  json v = {{"replicas", replicas}};
+  auto t = AQ_TRY(etcd.Txn({{key, "", Compare::Target::kCreateRevision, Compare::Op::kEqual, 0, ""}},
+                           {{TxnOp::Kind::kPut, key, "", v.dump(), 0}}, {{TxnOp::Kind::kGet, key, "", "", 0}}));
+  if (t.succeeded) return Status::Ok();
+  const size_t have = AQ_TRY(ClusterReplicas(etcd, prefix));
+  if (have != replicas) {
+    return InvalidArgument(fmt::format(
+        "the cluster keeps {} replicas per block; this node was started with --replicas {}", have, replicas));
+  }
+  return Status::Ok();
+}
+
+Result<size_t> ClusterReplicas(EtcdClient& etcd, const std::string& prefix) {
+  auto kv = AQ_TRY(etcd.Get(prefix + "config"));
+  if (!kv) return NotFound("no cluster here yet (no node has joined)");
+  json v = json::parse(kv->value, nullptr, false);
+  if (!v.is_object() || !v.contains("replicas")) return Corruption("etcd record 'config' is malformed");
+  return v["replicas"].get<size_t>();
+}
+
+Result<std::vector<NodeInfo>> ReadClusterMap(EtcdClient& etcd, const std::string& prefix) {
+  auto t =
+      AQ_TRY(etcd.Txn({}, {{TxnOp::Kind::kGet, prefix + "members/", EtcdClient::PrefixEnd(prefix + "members/"), "", 0},
+                           {TxnOp::Kind::kGet, prefix + "alive/", EtcdClient::PrefixEnd(prefix + "alive/"), "", 0}}));
+  if (t.ranges.size() != 2) return IoError("etcd: unexpected transaction answer");
+  std::vector<NodeInfo> out;
+  for (const auto& kv : t.ranges[0]) {
+    json v = json::parse(kv.value, nullptr, false);
+    if (!v.is_object()) return Corruption(fmt::format("etcd record '{}' is not a JSON object", kv.key));
+    NodeInfo n;
+    n.id = kv.key.substr(prefix.size() + 8);
+    n.address = v.value("address", "");
+    if (v.contains("pools") && v["pools"].is_array()) n.pools = v["pools"].get<std::vector<std::string>>();
+    n.capacity_bytes = v.value("capacity_bytes", uint64_t{0});
+    n.state = v.value("state", "active");
+    n.joined_ns = v.value("joined_ns", int64_t{0});
+    for (const auto& alive : t.ranges[1]) {
+      if (alive.key.substr(prefix.size() + 6) == n.id) n.up = true;
+    }
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+Status SetNodeState(EtcdClient& etcd, const std::string& prefix, const std::string& id, const std::string& state) {
+  if (state != "active" && state != "smartfail" && state != "removed") {
+    return InvalidArgument(fmt::format("node state '{}': expected active, smartfail or removed", state));
+  }
+  const std::string key = prefix + "members/" + id;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto kv = AQ_TRY(etcd.Get(key));
+    if (!kv) return NotFound(fmt::format("no node '{}' in the cluster", id));
+    json v = json::parse(kv->value, nullptr, false);
+    if (!v.is_object()) return Corruption(fmt::format("etcd record '{}' is not a JSON object", key));
+    v["state"] = state;
+    auto t = AQ_TRY(etcd.Txn({{key, "", Compare::Target::kModRevision, Compare::Op::kEqual, kv->mod_revision, ""}},
+                             {{TxnOp::Kind::kPut, key, "", v.dump(), 0}}));
+    if (t.succeeded) return Status::Ok();
+  }
+  return IoError(fmt::format("node '{}': its record kept changing", id));
+}
+
+Result<std::unique_ptr<Membership>> Membership::Join(std::shared_ptr<EtcdClient> etcd, NodeInfo self,
+                                                     std::string prefix, int ttl_seconds) {
+  if (ttl_seconds < 2) return InvalidArgument("the membership lease needs at least 2 s");
+  // Keep an earlier record's state and join time: a restart is not a new member.
+  const std::string key = prefix + "members/" + self.id;
+  if (auto kv = AQ_TRY(etcd->Get(key))) {
+    json v = json::parse(kv->value, nullptr, false);
+    if (v.is_object()) {
+      self.state = v.value("state", self.state);
+      self.joined_ns = v.value("joined_ns", self.joined_ns);
+    }
+  }
+  if (self.joined_ns == 0) self.joined_ns = NowNs();
+  AQ_TRY(etcd->Put(key, MemberJson(self).dump()));
+  std::unique_ptr<Membership> m(new Membership(std::move(etcd), std::move(self), std::move(prefix), ttl_seconds));
+  AQ_TRY(m->MarkAlive());
+  AQ_TRY(m->Refresh());
+  m->thread_ = std::thread([p = m.get()] { p->Loop(); });
+  return m;
+}
+
+Status Membership::MarkAlive() {
+  lease_ = AQ_TRY(etcd_->LeaseGrant(ttl_));
+  json v = {{"address", self_.address}, {"started_ns", NowNs()}};
+  return etcd_->Put(prefix_ + "alive/" + self_.id, v.dump(), lease_);
+}
+
+Status Membership::Refresh() {
+  auto nodes = AQ_TRY(ReadClusterMap(*etcd_, prefix_));
+  std::lock_guard<std::mutex> lock(mu_);
+  nodes_ = std::move(nodes);
+  for (const auto& n : nodes_) {
+    if (n.id == self_.id) self_.state = n.state;  // smartfail is set from outside
+  }
+  return Status::Ok();
+}
+
+std::vector<NodeInfo> Membership::Nodes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return nodes_;
+}
+
+void Membership::Loop() {
+  using namespace std::chrono;
+  auto last_renew = steady_clock::now();
+  const auto renew_every = milliseconds(ttl_ * 1000 / 3);
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (cv_.wait_for(lock, seconds(1), [&] { return stop_; })) return;
+    }
+    if (steady_clock::now() - last_renew >= renew_every) {
+      auto ttl = etcd_->LeaseKeepAlive(lease_);
+      if (ttl.ok() && *ttl > 0) {
+        last_renew = steady_clock::now();
+      } else if (ttl.ok()) {
+        // The lease is gone (etcd restarted from an older state, or we were
+        // unreachable past the TTL): mark this node alive again.
+        if (MarkAlive().ok()) {
+          rejoins_++;
+          last_renew = steady_clock::now();
+          log::warn("cluster: lease lost; node {} is alive again", self_.id);
+        }
+      }
+    }
+    (void)Refresh();
+  }
+}
+
+Membership::~Membership() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  (void)etcd_->LeaseRevoke(lease_);
+}
+
+}  // namespace aq::cluster

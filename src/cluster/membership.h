@@ -1,0 +1,90 @@
+// Cluster membership in etcd. Each node has a persistent member record
+// (address, pools, capacity, state) and, while it runs, an "alive" key under
+// an etcd lease that it keeps renewing: a node whose lease expires (killed,
+// partitioned, stopped) is down for everyone within the lease's TTL.
+//
+//   PREFIX members/<node id>   {"address","pools","capacity_bytes","state","joined_ns"}
+//   PREFIX alive/<node id>     {"address","started_ns"}      (under the node's lease)
+//
+// States: "active" (holds data, receives new replicas), "smartfail" (being
+// drained: holds data until it is re-protected elsewhere, receives none),
+// "removed" (drained; holds nothing).
+//
+// Thread safety: Membership's methods may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cluster/etcd_client.h"
+#include "common/status.h"
+
+namespace aq::cluster {
+
+struct NodeInfo {
+  std::string id;
+  std::string address;  // host:port of its S3 / block API
+  std::vector<std::string> pools;
+  uint64_t capacity_bytes = 0;
+  std::string state = "active";
+  int64_t joined_ns = 0;
+  bool up = false;  // its alive key exists
+};
+
+// The cluster's settings (PREFIX config: {"replicas"}): written by the first
+// node; a node started with a different replica count is refused.
+Status EnsureClusterConfig(EtcdClient& etcd, const std::string& prefix, size_t replicas);
+Result<size_t> ClusterReplicas(EtcdClient& etcd, const std::string& prefix);
+
+// Every member, sorted by id, with `up` from the alive keys.
+Result<std::vector<NodeInfo>> ReadClusterMap(EtcdClient& etcd, const std::string& prefix);
+// Sets a member's state (smartfail, removed, active). NotFound if no such member.
+Status SetNodeState(EtcdClient& etcd, const std::string& prefix, const std::string& id, const std::string& state);
+
+class Membership {
+ public:
+  // Records this node as a member (keeping the state of an earlier record:
+  // a smartfailed node that restarts stays smartfailed) and marks it alive
+  // under a lease of `ttl_seconds`, renewed by a thread; the cluster map is
+  // re-read by the same thread every second.
+  static Result<std::unique_ptr<Membership>> Join(std::shared_ptr<EtcdClient> etcd, NodeInfo self,
+                                                  std::string prefix = "/aquifer/", int ttl_seconds = 5);
+  ~Membership();  // leaves: revokes the lease, so the node is down at once
+
+  const NodeInfo& self() const { return self_; }
+  // The cluster map as last read (at most about a second old).
+  std::vector<NodeInfo> Nodes() const;
+  // Reads the map now (after a change this node made).
+  Status Refresh();
+  EtcdClient& etcd() { return *etcd_; }
+  const std::string& prefix() const { return prefix_; }
+  // Times the lease was lost (etcd restarted or unreachable past the TTL)
+  // and the node marked itself alive again.
+  uint64_t rejoins() const { return rejoins_.load(); }
+
+ private:
+  Membership(std::shared_ptr<EtcdClient> etcd, NodeInfo self, std::string prefix, int ttl)
+      : etcd_(std::move(etcd)), self_(std::move(self)), prefix_(std::move(prefix)), ttl_(ttl) {}
+  Status MarkAlive();
+  void Loop();
+
+  std::shared_ptr<EtcdClient> etcd_;
+  NodeInfo self_;
+  const std::string prefix_;
+  const int ttl_;
+  int64_t lease_ = 0;  // used by the loop thread only (and the destructor after it stops)
+  std::atomic<uint64_t> rejoins_{0};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;            // GUARDED_BY(mu_)
+  std::vector<NodeInfo> nodes_;  // GUARDED_BY(mu_)
+  std::thread thread_;
+};
+
+}  // namespace aq::cluster

@@ -1,0 +1,44 @@
+#include "cluster/placement.h"
+
+#include <algorithm>
+
+namespace aq::cluster {
+namespace {
+
+uint64_t Fnv1a(uint64_t h, const std::string& s) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+uint64_t Mix(uint64_t z) {  // SplitMix64's finalizer: spreads FNV's weak low bits
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+uint64_t PlacementWeight(const std::string& block_id, const std::string& node_id) {
+  uint64_t h = Fnv1a(0xcbf29ce484222325ull, block_id);
+  h = Fnv1a(h ^ 0xff, node_id);
+  return Mix(h);
+}
+
+std::vector<std::string> Place(const std::string& block_id, const std::vector<NodeInfo>& nodes, size_t replicas) {
+  std::vector<std::pair<uint64_t, const std::string*>> scored;
+  for (const auto& n : nodes) {
+    if (n.up && n.state == "active") scored.emplace_back(PlacementWeight(block_id, n.id), &n.id);
+  }
+  const size_t k = std::min(replicas, scored.size());
+  std::partial_sort(
+      scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(k), scored.end(),
+      [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : *a.second < *b.second; });
+  std::vector<std::string> out;
+  for (size_t i = 0; i < k; ++i) out.push_back(*scored[i].second);
+  return out;
+}
+
+}  // namespace aq::cluster

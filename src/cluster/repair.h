@@ -1,0 +1,82 @@
+// Keeping every block where placement says it belongs, with its full
+// replica count: after a node is lost (lease expired), while a node is
+// smartfailed (drained), and when a node joins (its share moves to it).
+//
+// Every node runs a Repairer. Each pass reads every object's layout; the
+// node that coordinates an object (placement of the object's name over the
+// nodes that are up) fixes its blocks: it copies each block missing from a
+// node it belongs on from a live replica (rate-limited), commits the new
+// layout in one metadata transaction if the object did not change
+// meanwhile, and only then removes replicas from nodes the block no longer
+// belongs on. A smartfailed node that no layout names any more is marked
+// removed. Progress and the cluster's protection are in Stats().
+//
+// Thread safety: Stats() may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "cluster/cluster_blocks.h"
+#include "cluster/membership.h"
+#include "store/meta_store.h"
+
+namespace aq::cluster {
+
+struct RepairOptions {
+  double interval_seconds = 2;      // between passes
+  double bytes_per_second = 200e6;  // copy budget
+};
+
+struct RepairStats {
+  uint64_t passes = 0;
+  // The last full pass, over the whole namespace:
+  uint64_t objects = 0, blocks = 0;
+  uint64_t under_protected = 0;  // fewer live replicas than the replica count
+  uint64_t misplaced = 0;        // replicas not where placement puts them (includes the above)
+  bool fully_protected = false;  // a pass found nothing to do
+  double last_pass_seconds = 0;
+  // Work this node did, since it started:
+  uint64_t copied = 0, bytes_copied = 0, dropped = 0, layouts_committed = 0, conflicts = 0, errors = 0;
+  std::string last_error;
+};
+
+// Placement's view of a layout: how many of the block's replicas are on
+// nodes that are up, and whether they are exactly where placement puts them.
+struct BlockProtection {
+  size_t live = 0;
+  bool placed = false;
+};
+BlockProtection Protection(const store::BlockRef& block, const std::vector<NodeInfo>& nodes, size_t replicas);
+
+class Repairer {
+ public:
+  Repairer(Membership& membership, store::MetaStore& meta, ClusterBlockService& blocks, BlockClient& client,
+           RepairOptions options);
+  ~Repairer();  // stops after the current block
+  RepairStats Stats() const;
+
+ private:
+  void Loop();
+  Status Pass();
+  void Throttle(uint64_t bytes);
+
+  Membership& membership_;
+  store::MetaStore& meta_;
+  ClusterBlockService& blocks_;
+  BlockClient& client_;
+  const RepairOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // GUARDED_BY(mu_)
+  RepairStats stats_;  // GUARDED_BY(mu_)
+  double budget_start_ = 0;
+  uint64_t budget_bytes_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace aq::cluster
