@@ -16,6 +16,7 @@
 #include "cluster/etcd_client.h"
 #include "cluster/etcd_meta_store.h"
 #include "cluster/membership.h"
+#include "cluster/placement.h"
 #include "cluster/repair.h"
 #include "common/units.h"
 #include "server/node_stats.h"
@@ -142,6 +143,38 @@ Status Serve(Globals& g, const ServeFlags& f) {
                                                           so.credentials.empty() ? "" : so.credentials[0].secret);
     cluster_blocks = std::make_unique<cluster::ClusterBlockService>(node_id, local, *block_client, f.replicas);
     so.node_blocks = &local;
+    so.layout_json = [&membership](const store::ObjectMeta& o) -> std::string {
+      // Each block's holders, owner first (placement weight), nodes that are down last.
+      std::map<std::string, cluster::NodeInfo> map;
+      if (cluster::Membership* m = membership.get()) {
+        for (auto& n : m->Nodes()) map.emplace(n.id, std::move(n));
+      }
+      nlohmann::json blocks = nlohmann::json::array();
+      for (const auto& b : o.blocks) {
+        std::vector<std::string> holders = b.nodes;
+        std::stable_sort(holders.begin(), holders.end(), [&](const std::string& x, const std::string& y) {
+          const bool ux = map.count(x) && map[x].up, uy = map.count(y) && map[y].up;
+          if (ux != uy) return ux;
+          return cluster::PlacementWeight(b.id, x) > cluster::PlacementWeight(b.id, y);
+        });
+        nlohmann::json addresses = nlohmann::json::array();
+        for (const auto& h : holders) {
+          if (map.count(h)) addresses.push_back(map[h].address);
+        }
+        nlohmann::json jb = nlohmann::json::object();
+        jb["id"] = b.id;
+        jb["size"] = b.size;
+        jb["crc32c"] = b.crc32c;
+        jb["pool"] = b.pool;
+        jb["addresses"] = std::move(addresses);
+        blocks.push_back(std::move(jb));
+      }
+      nlohmann::json j = nlohmann::json::object();
+      j["size"] = o.size;
+      j["version"] = o.version;
+      j["blocks"] = std::move(blocks);
+      return j.dump();
+    };
     so.cluster_json = [&membership, &cluster_blocks]() -> std::string {
       nlohmann::json j = {{"replicas", cluster_blocks->replicas()}, {"nodes", nlohmann::json::array()}};
       if (cluster::Membership* m = membership.get()) {

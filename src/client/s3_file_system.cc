@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <chrono>
@@ -21,6 +22,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 
 #include "server/sigv4.h"
 
@@ -76,7 +78,9 @@ class Endpoint;
 
 class StoreFs final : public io::FileSystem {
  public:
-  StoreFs(ClientCredentials c, ClientOptions o) : creds_(std::move(c)), options_(o) {}
+  StoreFs(ClientCredentials c, ClientOptions o) : creds_(std::move(c)), options_(o) {
+    if (const char* b = std::getenv("AQUIFER_BALANCE")) balance_ = b;
+  }
   const ClientOptions& options() const { return options_; }
   ~StoreFs() override {
     for (auto& [host, fds] : sockets_) {
@@ -107,6 +111,16 @@ class StoreFs final : public io::FileSystem {
   // 1.5 GB/s over loopback.) Returns the bytes received, which are n unless
   // the object ends first.
   Result<size_t> ReadRange(const StorePath& p, uint64_t offset, size_t n, char* out, const std::string& what);
+  // GET of `resource`?`query` at p's node (with a Range header unless
+  // empty), the body of exactly up to n bytes received into `out`.
+  Result<size_t> RawGet(const StorePath& p, const std::string& resource, const std::string& query,
+                        const std::string& range, size_t n, char* out, const std::string& what);
+
+  // In a cluster: the nodes by fewest reads in flight from this client (or
+  // round-robin), for one block's holders.
+  std::vector<std::string> RankHolders(const std::vector<std::string>& addresses);
+  void Started(const std::string& address, int delta);
+  const std::string& balance() const { return balance_; }
 
  private:
   std::vector<std::pair<std::string, std::string>> Sign(const StorePath& p, const std::string& method,
@@ -117,6 +131,10 @@ class StoreFs final : public io::FileSystem {
   void GiveSocket(const StorePath& p, int fd);
   std::mutex sockets_mu_;
   std::map<std::string, std::vector<int>> sockets_;  // idle keep-alive sockets by host:port
+  std::string balance_ = "least";                    // least | round-robin | off (AQUIFER_BALANCE)
+  std::mutex balance_mu_;
+  std::map<std::string, int> in_flight_;  // GUARDED_BY(balance_mu_), by node address
+  uint64_t rr_ = 0;                       // GUARDED_BY(balance_mu_)
   struct Pool {
     std::mutex mu;
     std::vector<std::unique_ptr<httplib::Client>> idle;
@@ -303,15 +321,20 @@ Status StatusFromHttp(int status, const std::string& body, const std::string& wh
 }  // namespace
 
 Result<size_t> StoreFs::ReadRange(const StorePath& p, uint64_t offset, size_t n, char* out, const std::string& what) {
-  const std::string resource = Resource(p);
+  return RawGet(p, Resource(p), "", fmt::format("bytes={}-{}", offset, offset + n - 1), n, out, what);
+}
+
+Result<size_t> StoreFs::RawGet(const StorePath& p, const std::string& resource, const std::string& query,
+                               const std::string& range, size_t n, char* out, const std::string& what) {
+  const std::string target = query.empty() ? resource : resource + "?" + query;
   for (int attempt = 0;; ++attempt) {
     // A pooled socket the node closed (idle timeout) fails on first use: retry once on a new one.
     int fd = attempt == 0 ? TakeSocket(p) : -1;
     const bool reused = fd >= 0;
     if (fd < 0) fd = AQ_TRY(Connect(p));
-    std::string req = fmt::format("GET {} HTTP/1.1\r\nHost: {}\r\nRange: bytes={}-{}\r\n", resource, HostPort(p),
-                                  offset, offset + n - 1);
-    for (const auto& [k, v] : Sign(p, "GET", resource, "", kEmptySha)) req += k + ": " + v + "\r\n";
+    std::string req = fmt::format("GET {} HTTP/1.1\r\nHost: {}\r\n", target, HostPort(p));
+    if (!range.empty()) req += "Range: " + range + "\r\n";
+    for (const auto& [k, v] : Sign(p, "GET", resource, query, kEmptySha)) req += k + ": " + v + "\r\n";
     req += "\r\n";
     auto fail = [&](const std::string& why) -> Status {
       ::close(fd);
@@ -491,6 +514,90 @@ class StoreFile final : public io::RandomAccessFile {
   mutable std::future<Result<size_t>> ahead_;
 };
 
+std::vector<std::string> StoreFs::RankHolders(const std::vector<std::string>& addresses) {
+  std::vector<std::string> order = addresses;  // the node's order: the block's owner first
+  std::lock_guard<std::mutex> lock(balance_mu_);
+  if (balance_ == "round-robin" && !order.empty()) {
+    std::rotate(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(rr_++ % order.size()), order.end());
+  } else if (balance_ != "off") {
+    std::stable_sort(order.begin(), order.end(),
+                     [&](const std::string& a, const std::string& b) { return in_flight_[a] < in_flight_[b]; });
+  }
+  return order;
+}
+
+void StoreFs::Started(const std::string& address, int delta) {
+  std::lock_guard<std::mutex> lock(balance_mu_);
+  in_flight_[address] += delta;
+}
+
+// A file on a cluster: reads go straight to the nodes holding each block
+// (the least busy holder first, as this client sees it), failing over to the
+// next holder and, when none answers, to a ranged GET through the node the
+// path names. Readers never see an error while one replica can be read.
+class ClusterStoreFile final : public io::RandomAccessFile {
+ public:
+  struct Block {
+    std::string id, pool;
+    uint64_t size = 0, start = 0;
+    uint32_t crc32c = 0;
+    std::vector<std::string> addresses;
+  };
+  ClusterStoreFile(StoreFs& fs, StorePath p, std::string path, uint64_t size, std::vector<Block> blocks)
+      : fs_(fs), p_(std::move(p)), path_(std::move(path)), size_(size), blocks_(std::move(blocks)) {}
+
+  Result<size_t> ReadAt(uint64_t offset, size_t n, void* buf) const override {
+    if (offset >= size_ || n == 0) return size_t{0};
+    n = static_cast<size_t>(std::min<uint64_t>(n, size_ - offset));
+    char* out = static_cast<char*>(buf);
+    size_t done = 0;
+    // The first block that ends after `offset`.
+    auto it = std::upper_bound(blocks_.begin(), blocks_.end(), offset,
+                               [](uint64_t off, const Block& b) { return off < b.start + b.size; });
+    for (; it != blocks_.end() && done < n; ++it) {
+      const uint64_t in = offset + done - it->start;
+      const size_t take = static_cast<size_t>(std::min<uint64_t>(n - done, it->size - in));
+      AQ_TRY(Piece(*it, in, take, out + done));
+      done += take;
+    }
+    if (done != n)
+      return Status(StatusCode::kTruncated, fmt::format("{}: the layout ends before byte {}", path_, offset + n));
+    return n;
+  }
+  uint64_t size() const override { return size_; }
+  const std::string& path() const override { return path_; }
+
+ private:
+  Status Piece(const Block& b, uint64_t in, size_t take, char* out) const {
+    const std::string resource = "/_aquifer/blocks/" + b.id;
+    const std::string query =
+        fmt::format("crc={}&length={}&offset={}&pool={}&size={}", b.crc32c, take, in, UriEncode(b.pool, true), b.size);
+    for (const auto& address : fs_.RankHolders(b.addresses)) {
+      const size_t colon = address.rfind(':');
+      if (colon == std::string::npos) continue;
+      StorePath at = p_;
+      at.host = address.substr(0, colon);
+      at.port = std::atoi(address.c_str() + colon + 1);
+      fs_.Started(address, +1);
+      auto got = fs_.RawGet(at, resource, query, "", take, out, path_);
+      fs_.Started(address, -1);
+      if (got.ok() && *got == take) return Status::Ok();
+    }
+    // No holder answered: the node the path names fetches it, or fails.
+    auto got = AQ_TRY(fs_.ReadRange(p_, b.start + in, take, out, path_));
+    if (got != take) {
+      return Status(StatusCode::kTruncated, fmt::format("read of {}: {} of {} bytes arrived", path_, got, take));
+    }
+    return Status::Ok();
+  }
+
+  StoreFs& fs_;
+  StorePath p_;
+  std::string path_;
+  uint64_t size_;
+  std::vector<Block> blocks_;
+};
+
 class StoreWriter final : public io::WritableFile {
  public:
   StoreWriter(StoreFs& fs, StorePath p, std::string path, std::string spool, std::FILE* f)
@@ -562,6 +669,40 @@ Result<std::unique_ptr<io::RandomAccessFile>> StoreFs::OpenRead(const std::strin
                      [](httplib::Client& c, const std::string& t, const httplib::Headers& h) { return c.Head(t, h); }));
   if (res->status != 200) return HttpError(res, fmt::format("open {}", path));
   uint64_t size = std::strtoull(res->get_header_value("Content-Length").c_str(), nullptr, 10);
+  if (balance_ != "off" && size > 0) {
+    // A cluster's node answers with the object's layout: read the blocks
+    // from their holders. A single node has none: ranged GETs through it.
+    const std::string resource = "/_aquifer/layout" + Resource(p);
+    httplib::Headers h;
+    for (auto& kv : Sign(p, "GET", resource, "", kEmptySha)) h.emplace(kv.first, kv.second);
+    auto c = Take(p);
+    auto lay = c->Get(resource, h);
+    if (lay) Give(p, std::move(c));
+    if (lay && lay->status == 200) {
+      auto j = nlohmann::json::parse(lay->body, nullptr, false);
+      std::vector<ClusterStoreFile::Block> blocks;
+      uint64_t at = 0;
+      bool usable = j.is_object() && j.value("size", uint64_t{0}) == size && j.contains("blocks");
+      if (usable) {
+        for (const auto& jb : j["blocks"]) {
+          ClusterStoreFile::Block b;
+          b.id = jb.value("id", "");
+          b.pool = jb.value("pool", "");
+          b.size = jb.value("size", uint64_t{0});
+          b.crc32c = jb.value("crc32c", uint32_t{0});
+          b.start = at;
+          if (jb.contains("addresses")) b.addresses = jb["addresses"].get<std::vector<std::string>>();
+          at += b.size;
+          blocks.push_back(std::move(b));
+        }
+        usable = at == size;
+      }
+      if (usable) {
+        return std::unique_ptr<io::RandomAccessFile>(
+            std::make_unique<ClusterStoreFile>(*this, p, path, size, std::move(blocks)));
+      }
+    }
+  }
   return std::unique_ptr<io::RandomAccessFile>(std::make_unique<StoreFile>(*this, p, path, size));
 }
 

@@ -181,22 +181,35 @@ Result<store::BlockRef> ClusterBlockService::Write(const std::string& pool, std:
   return ref;
 }
 
+std::string ClusterBlockService::Owner(const store::BlockRef& ref, const std::map<std::string, NodeInfo>& map) {
+  std::string best;
+  uint64_t best_w = 0;
+  for (const auto& n : ref.nodes) {
+    auto it = map.find(n);
+    if (it == map.end() || !it->second.up) continue;
+    const uint64_t w = PlacementWeight(ref.id, n);
+    if (best.empty() || w > best_w) {
+      best = n;
+      best_w = w;
+    }
+  }
+  return best;
+}
+
 Result<std::shared_ptr<const std::string>> ClusterBlockService::Read(const store::BlockRef& ref) {
   if (ref.nodes.empty()) {  // written before the node joined a cluster: it is local
     local_reads_++;
     return local_.Read(ref);
   }
   const auto map = Map();
-  // Candidates: this node's copy first, then the others by fewest requests
-  // in flight (ties in round-robin order), nodes known to be down last.
+  // The block's owner (its live holder of highest placement weight) is the
+  // one node that caches it: ask it first, so the cluster's RAM holds each
+  // block once. Then the other holders by fewest requests in flight (ties
+  // round-robin), nodes known to be down last.
+  const std::string owner = Owner(ref, map);
   std::vector<std::string> order;
-  bool have_local = false;
   for (const auto& n : ref.nodes) {
-    if (n == self()) {
-      have_local = true;
-    } else {
-      order.push_back(n);
-    }
+    if (n != owner) order.push_back(n);
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -212,19 +225,27 @@ Result<std::shared_ptr<const std::string>> ClusterBlockService::Read(const store
       return (PlacementWeight(ref.id, a) ^ rr) < (PlacementWeight(ref.id, b) ^ rr);
     });
   }
+  if (!owner.empty()) order.insert(order.begin(), owner);
   Status last = NotFound(fmt::format("block {}: no replica holder known", ref.id));
-  bool local_corrupt = false;
-  if (have_local) {
-    auto r = local_.Read(ref);
-    if (r.ok()) {
-      local_reads_++;
-      return r;
-    }
-    last = r.status();
-    local_corrupt = r.status().code() == StatusCode::kCorruption || r.status().code() == StatusCode::kNotFound;
-    failovers_++;
-  }
+  bool local_bad = false;
   for (const auto& node : order) {
+    if (node == self()) {
+      // This node's replica: through the cache when it owns the block,
+      // straight from the pool when it is a stand-in.
+      auto r = [&]() -> Result<std::shared_ptr<const std::string>> {
+        if (node == owner) return local_.Read(ref);
+        auto bytes = AQ_TRY(local_.store().Read(ref));
+        return std::make_shared<const std::string>(std::move(bytes));
+      }();
+      if (r.ok()) {
+        local_reads_++;
+        return r;
+      }
+      last = r.status();
+      local_bad = r.status().code() == StatusCode::kCorruption || r.status().code() == StatusCode::kNotFound;
+      failovers_++;
+      continue;
+    }
     auto it = map.find(node);
     if (it == map.end()) continue;
     {
@@ -243,8 +264,8 @@ Result<std::shared_ptr<const std::string>> ClusterBlockService::Read(const store
     }
     remote_reads_++;
     auto block = std::make_shared<const std::string>(std::move(*r));
-    if (local_corrupt) {
-      // Replace this node's damaged copy with the good bytes.
+    if (local_bad) {
+      // Replace this node's damaged or missing copy with the good bytes.
       (void)local_.Remove(ref);
       if (local_.store().WriteWithId(ref.id, ref.pool, *block).ok()) repaired_++;
     }

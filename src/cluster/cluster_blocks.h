@@ -1,14 +1,15 @@
 // Blocks across a cluster: every block written to the `replicas` nodes that
 // placement names (this node's copy into its own pools, the others through
 // their block API), acknowledged only when every replica is durable; read
-// from this node's copy when it has one, else from the replica with the
-// fewest requests outstanding, failing over to the next replica on any
-// error or timeout. A replica found corrupt on this node is rewritten from a
-// good one on the spot.
+// from the block's owner (its live holder of highest placement weight),
+// then from the other replicas by fewest requests outstanding, failing over
+// on any error or timeout. A replica found corrupt or missing on this node is
+// rewritten from a good one on the spot.
 //
-// Each node caches only the blocks it holds (its own reads and the block
-// API's go through its cache; blocks fetched from others are not cached
-// again), so the nodes' RAM adds up to one cache without duplicates.
+// Only a block's owner caches it (reads on the owner and the block API go
+// through its cache; blocks fetched from others, and a stand-in replica's
+// reads, are not cached), so the nodes' RAM adds up to one cache without
+// duplicates.
 //
 // Thread safety: all methods may be called from any thread.
 #pragma once
@@ -74,6 +75,8 @@ class ClusterBlockService final : public store::BlockService {
   Status Replicate(const store::BlockRef& ref, const std::string& node);
 
   ClusterBlockStats Stats() const;
+  // The node that caches a block: its live holder of highest placement weight.
+  static std::string Owner(const store::BlockRef& ref, const std::map<std::string, NodeInfo>& map);
   size_t replicas() const { return replicas_; }
   const std::string& self() const { return self_; }
 

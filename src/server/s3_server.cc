@@ -469,6 +469,16 @@ class Handler {
       res.set_content(o_.cluster_json(), "application/json");
       return;
     }
+    if (t.key.rfind("layout/", 0) == 0 && req.method == "GET") {
+      if (!o_.layout_json) return SendError(res, 404, "NoSuchKey", "this node is not in a cluster", t.raw_path);
+      const std::string path = t.key.substr(7);
+      const size_t slash = path.find('/');
+      if (slash == std::string::npos) return SendError(res, 400, "InvalidArgument", "layout/BUCKET/KEY", t.raw_path);
+      auto meta = objects_.Head(path.substr(0, slash), path.substr(slash + 1));
+      if (!meta.ok()) return SendStatus(res, meta.status(), t.raw_path, true);
+      res.set_content(o_.layout_json(*meta), "application/json");
+      return;
+    }
     if (o_.node_blocks == nullptr || t.key.rfind("blocks/", 0) != 0) {
       return SendError(res, 404, "NoSuchKey", "no such internal resource", t.raw_path);
     }
@@ -495,9 +505,22 @@ class Handler {
       auto block = o_.node_blocks->Read(ref);
       if (!block.ok()) return fail(block.status());
       std::shared_ptr<const std::string> bytes = *block;
-      res.set_content_provider(bytes->size(), "application/octet-stream",
-                               [bytes](size_t offset, size_t length, httplib::DataSink& sink) {
-                                 return sink.write(bytes->data() + offset, std::min(length, bytes->size() - offset));
+      // A slice of the block (offset, length) for clients reading ranges.
+      uint64_t from = 0, len = bytes->size();
+      if (req.has_param("offset") || req.has_param("length")) {
+        try {
+          from = std::stoull(req.get_param_value("offset"));
+          len = std::stoull(req.get_param_value("length"));
+        } catch (const std::exception&) {
+          return SendError(res, 400, "InvalidArgument", "offset and length must be integers", t.raw_path);
+        }
+        if (from > bytes->size() || len > bytes->size() - from) {
+          return SendError(res, 416, "InvalidRange", "the slice is outside the block", t.raw_path);
+        }
+      }
+      res.set_content_provider(len, "application/octet-stream",
+                               [bytes, from, len](size_t offset, size_t length, httplib::DataSink& sink) {
+                                 return sink.write(bytes->data() + from + offset, std::min(length, len - offset));
                                });
       return;
     }

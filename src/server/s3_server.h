@@ -52,6 +52,9 @@ struct S3ServerOptions {
   // /_aquifer/cluster. Both must outlive the server.
   store::LocalBlockService* node_blocks = nullptr;
   std::function<std::string()> cluster_json;
+  // /_aquifer/layout/<bucket>/<key>: an object's blocks with their holders'
+  // addresses, so clients read blocks from the nodes that hold them.
+  std::function<std::string(const store::ObjectMeta&)> layout_json;
   uint64_t max_block_bytes = 1ull << 30;
 };
 

@@ -141,6 +141,24 @@ try:
     check(sum(held.values()) == 2 * st["blocks"] and min(held.values()) > 0, "replicas spread over the nodes: "
           + json.dumps(held))
 
+    # The aquifer:// client reads blocks straight from their holders (the layout
+    # comes from the node the path names), least-busy holder first or round-robin.
+    env = dict(os.environ, AQUIFER_CREDENTIALS=creds)
+    for policy in ("least", "round-robin", "off"):
+        dst = os.path.join(tmp, "down-" + policy)
+        r = subprocess.run([AQ, "cp", "-r", f"aquifer://127.0.0.1:{nodes['n2']['port']}/train/shards", dst],
+                           capture_output=True, text=True, env=dict(env, AQUIFER_BALANCE=policy))
+        same = r.returncode == 0 and all(
+            hashlib.md5(open(os.path.join(dst, os.path.basename(k)), "rb").read()).hexdigest() == h
+            for k, h in objects.items())
+        check(same, f"aquifer cp -r from the cluster, balance={policy}: " + r.stderr)
+    served = 0
+    for n in ("n1", "n2", "n3"):
+        st_n = json.loads(subprocess.run([AQ, "stats", f"127.0.0.1:{nodes[n]['metrics']}", "--json"],
+                                         capture_output=True, text=True).stdout)
+        served += st_n["ops"]["get"]["requests"]
+    check(served >= 3 * 6, f"every node served block reads to the client ({served} GETs)")
+
     # A continuous read loop through n1, verifying every byte.
     reads = {"ok": 0, "failed": 0, "errors": []}
     stop = threading.Event()
@@ -174,13 +192,40 @@ try:
             t.join()
         return reads["ok"], reads["failed"], reads["errors"][:3]
 
-    # kill -9 n3 while n1 serves reads.
+    # kill -9 n3 while n1 serves reads, and while the aquifer:// client reads
+    # blocks from their holders (n3 among them).
+    client_reads = {"ok": 0, "failed": 0, "why": ""}
+
+    def client_loop(done):
+        i = 0
+        while not done.is_set():
+            dst = os.path.join(tmp, f"loop-{i % 2}")
+            shutil.rmtree(dst, ignore_errors=True)
+            r = subprocess.run([AQ, "cp", "-r", f"aquifer://127.0.0.1:{nodes['n1']['port']}/train/shards", dst],
+                               capture_output=True, text=True, env=env)
+            good = r.returncode == 0 and all(
+                hashlib.md5(open(os.path.join(dst, os.path.basename(k)), "rb").read()).hexdigest() == h
+                for k, h in objects.items())
+            client_reads["ok" if good else "failed"] += 1
+            if not good:
+                client_reads["why"] = r.stderr[-300:]
+            i += 1
+
     def kill_n3():
+        done = threading.Event()
+        t = threading.Thread(target=client_loop, args=(done,))
+        t.start()
+        time.sleep(1)
         nodes["n3"]["proc"].send_signal(signal.SIGKILL)
         nodes["n3"]["proc"].wait()
-        time.sleep(2)
+        time.sleep(3)
+        done.set()
+        t.join()
     ok, bad, errs = run_reads("n1", kill_n3)
     check(bad == 0 and ok > 0, f"kill -9 during reads: {ok} reads verified, {bad} failed {errs}")
+    check(client_reads["failed"] == 0 and client_reads["ok"] > 0,
+          f"kill -9 during aquifer:// reads: {client_reads['ok']} passes verified, {client_reads['failed']} failed "
+          + client_reads["why"])
     check(wait_for(lambda: not node_status(status(), "n3")["up"], 10), "the killed node is marked down")
     check(wait_for(lambda: status()["fully_protected"], 30), "lost replicas rebuilt: full protection with 2 nodes")
     st = status()
