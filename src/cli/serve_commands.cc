@@ -35,7 +35,7 @@ struct ServeFlags {
   std::string block_size = "4MiB";
   std::string credentials;
   bool anonymous = false;
-  size_t threads = 16;
+  size_t threads = 64;
   std::string cache_size = "1GiB";
   std::string cache_policy = "tinylfu";
   std::string metrics;           // HOST:PORT for /metrics and /stats
@@ -46,6 +46,7 @@ struct ServeFlags {
   std::string advertise;        // HOST:PORT other nodes and clients reach this node at
   int lease_ttl = 5;            // seconds without renewal before the cluster marks this node down
   double repair_rate_mb = 200;  // MB/s of re-replication and rebalancing copies
+  double net_limit_mb = 0;      // MB/s this node sends at most (0 = unlimited)
   std::string node_id;          // default: generated once, kept in DIR/node-id
 };
 
@@ -89,6 +90,8 @@ Status Serve(Globals& g, const ServeFlags& f) {
   if (!f.metrics.empty()) metrics_at = AQ_TRY(HostPort("--metrics", f.metrics));
   so.anonymous = f.anonymous;
   so.threads = f.threads;
+  if (f.net_limit_mb < 0) return InvalidArgument("--net-limit must be >= 0 (MB/s; 0 = unlimited)");
+  so.send_bytes_per_second = f.net_limit_mb * 1e6;
   if (!f.credentials.empty()) so.credentials = AQ_TRY(server::LoadCredentials(f.credentials));
   if (so.credentials.empty() && !so.anonymous) {
     return InvalidArgument("give --credentials FILE (AWS Signature V4) or --anonymous to accept unsigned requests");
@@ -284,6 +287,7 @@ Status Serve(Globals& g, const ServeFlags& f) {
                 metrics_at.first.c_str(), metrics->port());
   }
   std::printf("  cache: %s, %s\n", units::IecBytes(cache_bytes).c_str(), cache ? f.cache_policy.c_str() : "off");
+  if (f.net_limit_mb > 0) std::printf("  net limit: %.1f MB/s sent (an emulated link)\n", f.net_limit_mb);
   if (prefetch) {
     std::printf("  prefetch: up to %u blocks ahead per stream, %s in all\n", f.prefetch_window,
                 units::IecBytes(prefetch->options().memory_bytes).c_str());
@@ -663,6 +667,9 @@ void RegisterServeCommands(CLI::App& app, Globals& g) {
       ->capture_default_str();
   cmd->add_option("--advertise", f->advertise, "In a cluster: HOST:PORT others reach this node at (default: --listen)");
   cmd->add_option("--lease-ttl", f->lease_ttl, "In a cluster: seconds without a heartbeat before this node is down")
+      ->capture_default_str();
+  cmd->add_option("--net-limit", f->net_limit_mb,
+                  "MB/s this node sends at most (object and block bodies; 0 = unlimited): emulates its network link")
       ->capture_default_str();
   cmd->add_option("--repair-rate", f->repair_rate_mb, "In a cluster: MB/s this node copies for repair and rebalancing")
       ->capture_default_str();

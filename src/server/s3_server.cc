@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "server/node_stats.h"
+#include "server/rate_limit.h"
 #include "server/s3_xml.h"
 #include "server/sigv4.h"
 
@@ -102,7 +103,8 @@ Target ParseTarget(const Request& req) {
 
 class Handler {
  public:
-  Handler(store::ObjectStore& objects, S3ServerOptions options) : objects_(objects), o_(std::move(options)) {}
+  Handler(store::ObjectStore& objects, S3ServerOptions options)
+      : objects_(objects), o_(std::move(options)), link_(o_.send_bytes_per_second) {}
 
   // Returns false (and fills res) when the request is not authenticated.
   bool Authenticate(const Request& req, const Target& t, Response& res, std::string* payload_hash) {
@@ -249,6 +251,7 @@ class Handler {
           Status s = objects_.Read(
               *object, offset, take,
               [&](std::string_view bytes) {
+                link_.Acquire(bytes.size());
                 return sink.write(bytes.data(), bytes.size()) ? Status::Ok() : IoError("client went away");
               },
               st->stream.get());
@@ -519,8 +522,10 @@ class Handler {
         }
       }
       res.set_content_provider(len, "application/octet-stream",
-                               [bytes, from, len](size_t offset, size_t length, httplib::DataSink& sink) {
-                                 return sink.write(bytes->data() + from + offset, std::min(length, len - offset));
+                               [this, bytes, from, len](size_t offset, size_t length, httplib::DataSink& sink) {
+                                 const size_t n = std::min(length, len - offset);
+                                 link_.Acquire(n);
+                                 return sink.write(bytes->data() + from + offset, n);
                                });
       return;
     }
@@ -759,6 +764,7 @@ class Handler {
 
   store::ObjectStore& objects_;
   S3ServerOptions o_;
+  RateLimiter link_;
   static thread_local uint64_t received_;  // body bytes of the current PUT on this thread
 };
 
@@ -822,6 +828,10 @@ Result<std::unique_ptr<S3Server>> S3Server::Start(store::ObjectStore& objects, S
   const size_t threads = std::max<size_t>(1, options.threads);
   http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http.set_keep_alive_max_count(1000);
+  // A thread serves one connection until it idles this long: keep it short
+  // so that clients holding more keep-alive connections than there are
+  // threads are not left waiting.
+  http.set_keep_alive_timeout(1);
   http.set_tcp_nodelay(true);  // small responses must not wait for a delayed ACK
   http.set_read_timeout(30);
   http.set_payload_max_length(options.max_object_bytes);

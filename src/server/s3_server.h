@@ -41,8 +41,8 @@ struct S3ServerOptions {
   std::string host = "127.0.0.1";
   int port = 9000;  // 0 = any free port
   std::vector<Credential> credentials;
-  bool anonymous = false;  // accept unsigned requests
-  size_t threads = 16;
+  bool anonymous = false;                  // accept unsigned requests
+  size_t threads = 64;                     // one per open connection: more keep-alive clients than threads wait
   uint64_t max_object_bytes = 5ull << 30;  // S3's single-PUT limit
   int max_clock_skew_seconds = 15 * 60;
   uint64_t min_part_bytes = store::kMinPartSize;  // every multipart part but the last
@@ -56,6 +56,9 @@ struct S3ServerOptions {
   // addresses, so clients read blocks from the nodes that hold them.
   std::function<std::string(const store::ObjectMeta&)> layout_json;
   uint64_t max_block_bytes = 1ull << 30;
+  // Outgoing bytes per second (object and block bodies), 0 = unlimited:
+  // emulates the node's link (serve --net-limit).
+  double send_bytes_per_second = 0;
 };
 
 class S3Server {
