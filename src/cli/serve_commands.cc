@@ -119,7 +119,15 @@ Status Serve(Globals& g, const ServeFlags& f) {
   }
   auto blocks = AQ_TRY(store::BlockStore::Open(*g.fs, pools));
   // Before serving: blocks no object refers to are leftovers of interrupted writes.
-  auto gc = AQ_TRY(blocks->CollectGarbage(AQ_TRY(meta->ReferencedBlocks())));
+  // (On a cluster's node: the blocks the layouts place on this node; a
+  // replica moved elsewhere while it was down is a leftover too.)
+  std::vector<std::string> keep;
+  if (cluster) {
+    keep = AQ_TRY(cluster::BlocksHeldBy(*meta, AQ_TRY(NodeId(*g.fs, f.data, f.node_id))));
+  } else {
+    keep = AQ_TRY(meta->ReferencedBlocks());
+  }
+  auto gc = AQ_TRY(blocks->CollectGarbage(keep));
   const uint64_t cache_bytes = AQ_TRY(units::ParseBytes(f.cache_size));
   store::CachePolicy policy;
   if (f.cache_policy == "tinylfu") {

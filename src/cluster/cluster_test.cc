@@ -16,6 +16,7 @@
 
 #include "cluster/etcd_client.h"
 #include "cluster/etcd_meta_store.h"
+#include "cluster/placement.h"
 #include "store/block_store.h"
 #include "store/meta_store.h"
 
@@ -138,6 +139,63 @@ TEST(EtcdClientTest, KeysTransactionsAndLeases) {
   EXPECT_FALSE(EtcdClient::Connect("etcd://nohostport").ok());
   EXPECT_EQ(EtcdClient::PrefixEnd("a/"), "a0");
   EXPECT_EQ(Base64Decode(Base64Encode(std::string("\0\1\2xyz", 6))).value(), std::string("\0\1\2xyz", 6));
+}
+
+// ---- placement ----
+
+std::vector<NodeInfo> Nodes(int n) {
+  std::vector<NodeInfo> out;
+  for (int i = 0; i < n; ++i) {
+    NodeInfo x;
+    x.id = "node-" + std::to_string(i);
+    x.up = true;
+    out.push_back(x);
+  }
+  return out;
+}
+
+TEST(PlacementTest, DistinctDeterministicAndOnlyOnLiveActiveNodes) {
+  auto nodes = Nodes(5);
+  for (int b = 0; b < 200; ++b) {
+    const std::string id = store::NewBlockId();
+    auto p = Place(id, nodes, 3);
+    ASSERT_EQ(p.size(), 3u);
+    EXPECT_NE(p[0], p[1]);
+    EXPECT_NE(p[1], p[2]);
+    EXPECT_NE(p[0], p[2]);
+    EXPECT_EQ(Place(id, nodes, 3), p);  // every node computes the same answer
+    auto shuffled = nodes;
+    std::reverse(shuffled.begin(), shuffled.end());
+    EXPECT_EQ(Place(id, shuffled, 3), p);  // whatever order the map lists them in
+  }
+  nodes[1].up = false;
+  nodes[2].state = "smartfail";
+  nodes[3].state = "removed";
+  for (int b = 0; b < 50; ++b) {
+    auto p = Place(store::NewBlockId(), nodes, 3);
+    ASSERT_EQ(p.size(), 2u);  // only node-0 and node-4 can take replicas
+    for (const auto& n : p) EXPECT_TRUE(n == "node-0" || n == "node-4");
+  }
+}
+
+TEST(PlacementTest, AddingANodeMovesOnlyItsShare) {
+  auto four = Nodes(4), five = Nodes(5);
+  const int blocks = 4000;
+  int moved = 0, to_new = 0;
+  std::vector<int> load(5, 0);
+  for (int b = 0; b < blocks; ++b) {
+    const std::string id = store::NewBlockId();
+    auto before = Place(id, four, 1), after = Place(id, five, 1);
+    if (before != after) {
+      ++moved;
+      if (after[0] == "node-4") ++to_new;
+    }
+    load[std::stoi(after[0].substr(5))]++;
+  }
+  // About 1/5 of the blocks move, all of them to the new node.
+  EXPECT_EQ(moved, to_new);
+  EXPECT_NEAR(moved / double(blocks), 0.2, 0.03);
+  for (int l : load) EXPECT_NEAR(l / double(blocks), 0.2, 0.03);
 }
 
 // ---- the MetaStore contract ----

@@ -48,6 +48,33 @@ BlockProtection Protection(const store::BlockRef& block, const std::vector<NodeI
   return p;
 }
 
+Result<std::vector<std::string>> BlocksHeldBy(store::MetaStore& meta, const std::string& node) {
+  std::vector<std::string> out;
+  auto keep = [&](const std::vector<store::BlockRef>& blocks) {
+    for (const auto& b : blocks) {
+      if (b.nodes.empty() || std::find(b.nodes.begin(), b.nodes.end(), node) != b.nodes.end()) out.push_back(b.id);
+    }
+  };
+  for (const auto& bucket : AQ_TRY(meta.ListBuckets())) {
+    std::string after;
+    while (true) {
+      auto page = AQ_TRY(meta.ListObjects({bucket.name, "", after, 1000}));
+      for (const auto& listed : page.objects) {
+        after = listed.key;
+        auto o = meta.GetObject(bucket.name, listed.key);
+        if (o.ok()) keep(o->blocks);
+      }
+      if (!page.truncated) break;
+    }
+    for (const auto& u : AQ_TRY(meta.ListUploads(bucket.name))) {
+      auto full = meta.GetUpload(u.id);
+      if (!full.ok()) continue;
+      for (const auto& p : full->parts) keep(p.blocks);
+    }
+  }
+  return out;
+}
+
 Repairer::Repairer(Membership& membership, store::MetaStore& meta, ClusterBlockService& blocks, BlockClient& client,
                    RepairOptions options)
     : membership_(membership), meta_(meta), blocks_(blocks), client_(client), options_(options) {

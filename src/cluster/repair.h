@@ -53,6 +53,11 @@ struct BlockProtection {
 };
 BlockProtection Protection(const store::BlockRef& block, const std::vector<NodeInfo>& nodes, size_t replicas);
 
+// The blocks a node should hold by the layouts (objects and uploaded parts
+// naming it, and blocks that name no node): what its garbage collection
+// keeps. A replica moved away while the node was down is not among them.
+Result<std::vector<std::string>> BlocksHeldBy(store::MetaStore& meta, const std::string& node);
+
 class Repairer {
  public:
   Repairer(Membership& membership, store::MetaStore& meta, ClusterBlockService& blocks, BlockClient& client,
