@@ -55,7 +55,17 @@ Status Status_(Globals& g, const ClusterFlags& f) {
     }
   }
   size_t up = 0;
-  for (const auto& n : nodes) up += n.up;
+  double hits = 0, misses = 0;
+  std::map<std::string, nlohmann::json> load;
+  for (const auto& n : nodes) {
+    up += n.up;
+    auto j = nlohmann::json::parse(n.status_json.empty() ? "{}" : n.status_json, nullptr, false);
+    if (!j.is_object()) j = nlohmann::json::object();
+    hits += j.value("cache_hits", 0.0);
+    misses += j.value("cache_misses", 0.0);
+    load[n.id] = j;
+  }
+  const double hit_ratio = hits + misses > 0 ? hits / (hits + misses) : 0;
   const bool full = under == 0 && misplaced == 0;
   if (g.json) {
     nlohmann::json j = {{"meta", f.meta},
@@ -67,6 +77,7 @@ Status Status_(Globals& g, const ClusterFlags& f) {
                         {"under_protected_blocks", under},
                         {"misplaced_blocks", misplaced},
                         {"unavailable_blocks", lost},
+                        {"cache_hit_ratio", hit_ratio},
                         {"nodes", nlohmann::json::array()}};
     for (const auto& n : nodes) {
       j["nodes"].push_back({{"id", n.id},
@@ -76,19 +87,27 @@ Status Status_(Globals& g, const ClusterFlags& f) {
                             {"pools", n.pools},
                             {"capacity_bytes", n.capacity_bytes},
                             {"replicas_held", held[n.id]},
-                            {"bytes_held", bytes[n.id]}});
+                            {"bytes_held", bytes[n.id]},
+                            {"status", load[n.id]}});
     }
     std::printf("%s\n", j.dump(1).c_str());
     return Status::Ok();
   }
   std::printf("cluster %s: %zu nodes (%zu up), %zu replicas per block\n", f.meta.c_str(), nodes.size(), up, replicas);
-  std::printf("  %-16s %-22s %-10s %-5s %10s %12s %12s\n", "node", "address", "state", "", "replicas", "holds", "free");
+  std::printf("  %-16s %-22s %-10s %-5s %-10s %9s %11s %11s %9s %10s\n", "node", "address", "state", "", "pools",
+              "replicas", "holds", "free", "GET/s", "cache hit");
   for (const auto& n : nodes) {
-    std::printf("  %-16s %-22s %-10s %-5s %10llu %12s %12s\n", n.id.c_str(), n.address.c_str(), n.state.c_str(),
-                n.up ? "up" : "DOWN", static_cast<unsigned long long>(held[n.id]),
+    std::string pools;
+    for (const auto& p : n.pools) pools += (pools.empty() ? "" : ",") + p;
+    const auto& l = load[n.id];
+    const double h = l.value("cache_hits", 0.0), m = l.value("cache_misses", 0.0);
+    std::printf("  %-16s %-22s %-10s %-5s %-10s %9llu %11s %11s %9.1f %9.1f%%\n", n.id.c_str(), n.address.c_str(),
+                n.state.c_str(), n.up ? "up" : "DOWN", pools.c_str(), static_cast<unsigned long long>(held[n.id]),
                 units::Bytes(static_cast<double>(bytes[n.id])).c_str(),
-                units::Bytes(static_cast<double>(n.capacity_bytes)).c_str());
+                units::Bytes(static_cast<double>(n.capacity_bytes)).c_str(), l.value("get_per_second", 0.0),
+                h + m > 0 ? 100 * h / (h + m) : 0.0);
   }
+  std::printf("  cache: %.1f%% hits across the cluster (each block cached once, by its owner)\n", 100 * hit_ratio);
   std::printf(
       "  protection: %s; %llu objects, %llu blocks: %llu where placement wants them with %zu live replicas, "
       "%llu under-protected, %llu misplaced, %llu with no live replica\n",

@@ -234,6 +234,25 @@ Status Serve(Globals& g, const ServeFlags& f) {
     AQ_TRY(cluster::EnsureClusterConfig(*etcd, "/aquifer/", f.replicas));
     membership = AQ_TRY(cluster::Membership::Join(etcd, self, "/aquifer/", f.lease_ttl));
     cluster_blocks->Attach(membership.get());
+    // Load and cache, published with the alive key for `aquifer cluster status`.
+    membership->SetStatusProvider([&stats, &cache, &cluster_blocks,
+                                   last = std::make_shared<std::pair<double, uint64_t>>(0.0, 0)]() -> std::string {
+      const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+      const uint64_t gets = stats.requests(server::Op::kGet);
+      const double rate = last->first > 0 ? (gets - last->second) / (now - last->first) : 0;
+      *last = {now, gets};
+      nlohmann::json j = nlohmann::json::object();
+      j["get_per_second"] = rate;
+      j["bytes_out"] = stats.bytes_out();
+      if (cache) {
+        auto c = cache->Stats();
+        j["cache_hits"] = c.hits;
+        j["cache_misses"] = c.misses;
+        j["cache_bytes"] = c.bytes;
+      }
+      j["remote_reads"] = cluster_blocks->Stats().remote_reads;
+      return j.dump();
+    });
     cluster::RepairOptions ro;
     ro.bytes_per_second = f.repair_rate_mb * 1e6;
     repairer = std::make_unique<cluster::Repairer>(*membership, *meta, *cluster_blocks, *block_client, ro);

@@ -66,7 +66,10 @@ Result<std::vector<NodeInfo>> ReadClusterMap(EtcdClient& etcd, const std::string
     n.state = v.value("state", "active");
     n.joined_ns = v.value("joined_ns", int64_t{0});
     for (const auto& alive : t.ranges[1]) {
-      if (alive.key.substr(prefix.size() + 6) == n.id) n.up = true;
+      if (alive.key.substr(prefix.size() + 6) != n.id) continue;
+      n.up = true;
+      json a = json::parse(alive.value, nullptr, false);
+      if (a.is_object() && a.contains("status")) n.status_json = a["status"].dump();
     }
     out.push_back(std::move(n));
   }
@@ -114,8 +117,27 @@ Result<std::unique_ptr<Membership>> Membership::Join(std::shared_ptr<EtcdClient>
 
 Status Membership::MarkAlive() {
   lease_ = AQ_TRY(etcd_->LeaseGrant(ttl_));
-  json v = {{"address", self_.address}, {"started_ns", NowNs()}};
+  started_ns_ = NowNs();
+  return PublishAlive();
+}
+
+Status Membership::PublishAlive() {
+  json v = {{"address", self_.address}, {"started_ns", started_ns_}};
+  std::function<std::string()> status;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    status = status_;
+  }
+  if (status) {
+    json st = json::parse(status(), nullptr, false);
+    if (!st.is_discarded()) v["status"] = std::move(st);
+  }
   return etcd_->Put(prefix_ + "alive/" + self_.id, v.dump(), lease_);
+}
+
+void Membership::SetStatusProvider(std::function<std::string()> provider) {
+  std::lock_guard<std::mutex> lock(mu_);
+  status_ = std::move(provider);
 }
 
 Status Membership::Refresh() {
@@ -136,6 +158,7 @@ std::vector<NodeInfo> Membership::Nodes() const {
 void Membership::Loop() {
   using namespace std::chrono;
   auto last_renew = steady_clock::now();
+  auto last_publish = steady_clock::now();
   const auto renew_every = milliseconds(ttl_ * 1000 / 3);
   while (true) {
     {
@@ -155,6 +178,10 @@ void Membership::Loop() {
           log::warn("cluster: lease lost; node {} is alive again", self_.id);
         }
       }
+    }
+    if (steady_clock::now() - last_publish >= seconds(2)) {
+      last_publish = steady_clock::now();
+      (void)PublishAlive();  // the load and cache figures (same lease)
     }
     (void)Refresh();
   }

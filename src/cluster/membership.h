@@ -16,6 +16,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,6 +36,8 @@ struct NodeInfo {
   std::string state = "active";
   int64_t joined_ns = 0;
   bool up = false;  // its alive key exists
+  // What the node last published with its alive key (load, cache), if anything.
+  std::string status_json;
 };
 
 // The cluster's settings (PREFIX config: {"replicas"}): written by the first
@@ -57,6 +60,10 @@ class Membership {
                                                   std::string prefix = "/aquifer/", int ttl_seconds = 5);
   ~Membership();  // leaves: revokes the lease, so the node is down at once
 
+  // A JSON object the node publishes with its alive key every few seconds
+  // (its load and cache), for `aquifer cluster status`.
+  void SetStatusProvider(std::function<std::string()> provider);
+
   const NodeInfo& self() const { return self_; }
   // The cluster map as last read (at most about a second old).
   std::vector<NodeInfo> Nodes() const;
@@ -72,6 +79,7 @@ class Membership {
   Membership(std::shared_ptr<EtcdClient> etcd, NodeInfo self, std::string prefix, int ttl)
       : etcd_(std::move(etcd)), self_(std::move(self)), prefix_(std::move(prefix)), ttl_(ttl) {}
   Status MarkAlive();
+  Status PublishAlive();
   void Loop();
 
   std::shared_ptr<EtcdClient> etcd_;
@@ -79,7 +87,9 @@ class Membership {
   const std::string prefix_;
   const int ttl_;
   int64_t lease_ = 0;  // used by the loop thread only (and the destructor after it stops)
+  int64_t started_ns_ = 0;
   std::atomic<uint64_t> rejoins_{0};
+  std::function<std::string()> status_;  // GUARDED_BY(mu_)
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;            // GUARDED_BY(mu_)

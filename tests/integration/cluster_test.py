@@ -158,6 +158,10 @@ try:
                                          capture_output=True, text=True).stdout)
         served += st_n["ops"]["get"]["requests"]
     check(served >= 3 * 6, f"every node served block reads to the client ({served} GETs)")
+    # One cache across the cluster: status sums the nodes' published cache figures.
+    check(wait_for(lambda: status()["cache_hit_ratio"] > 0 and all("cache_hits" in n["status"] for n in
+                                                                   status()["nodes"]), 10),
+          "cluster status shows the cluster's cache hits and each node's: " + json.dumps(status().get("nodes")))
 
     # A continuous read loop through n1, verifying every byte.
     reads = {"ok": 0, "failed": 0, "errors": []}
