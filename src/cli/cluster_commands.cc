@@ -18,6 +18,8 @@ namespace {
 struct ClusterFlags {
   std::string meta;
   std::string node;
+  std::string bucket;
+  size_t replicas = 0;
 };
 
 const char* kPrefix = "/aquifer/";
@@ -27,6 +29,7 @@ Status Status_(Globals& g, const ClusterFlags& f) {
   const auto nodes = AQ_TRY(cluster::ReadClusterMap(*etcd, kPrefix));
   const size_t replicas = AQ_TRY(cluster::ClusterReplicas(*etcd, kPrefix));
   auto meta = cluster::NewEtcdMetaStore(etcd, kPrefix);
+  const auto bucket_replicas = AQ_TRY(cluster::BucketReplicas(*etcd, kPrefix));
   std::map<std::string, uint64_t> held, bytes;
   uint64_t objects = 0, blocks = 0, protected_ = 0, under = 0, misplaced = 0, lost = 0;
   for (const auto& b : AQ_TRY(meta->ListBuckets())) {
@@ -44,11 +47,13 @@ Status Status_(Globals& g, const ClusterFlags& f) {
             held[n]++;
             bytes[n] += blk.size;
           }
-          auto p = cluster::Protection(blk, nodes, replicas);
+          auto br = bucket_replicas.find(b.name);
+          const size_t want = br != bucket_replicas.end() ? br->second : replicas;
+          auto p = cluster::Protection(blk, nodes, want);
           if (p.live == 0) ++lost;
-          if (p.live < replicas) ++under;
+          if (p.live < want) ++under;
           if (!p.placed) ++misplaced;
-          if (p.live >= replicas && p.placed) ++protected_;
+          if (p.live >= want && p.placed) ++protected_;
         }
       }
       if (!page.truncated) break;
@@ -78,6 +83,7 @@ Status Status_(Globals& g, const ClusterFlags& f) {
                         {"misplaced_blocks", misplaced},
                         {"unavailable_blocks", lost},
                         {"cache_hit_ratio", hit_ratio},
+                        {"bucket_replicas", bucket_replicas},
                         {"nodes", nlohmann::json::array()}};
     for (const auto& n : nodes) {
       j["nodes"].push_back({{"id", n.id},
@@ -106,6 +112,9 @@ Status Status_(Globals& g, const ClusterFlags& f) {
                 units::Bytes(static_cast<double>(bytes[n.id])).c_str(),
                 units::Bytes(static_cast<double>(n.capacity_bytes)).c_str(), l.value("get_per_second", 0.0),
                 h + m > 0 ? 100 * h / (h + m) : 0.0);
+  }
+  for (const auto& [bucket, n] : bucket_replicas) {
+    std::printf("  bucket %s: %zu replicas per block (its own setting)\n", bucket.c_str(), n);
   }
   std::printf("  cache: %.1f%% hits across the cluster (each block cached once, by its owner)\n", 100 * hit_ratio);
   std::printf(
@@ -143,10 +152,31 @@ Status SetState(const ClusterFlags& f, const std::string& state) {
   return Status::Ok();
 }
 
+Status Protect(const ClusterFlags& f) {
+  auto etcd = AQ_TRY(cluster::EtcdClient::Connect(f.meta));
+  const auto nodes = AQ_TRY(cluster::ReadClusterMap(*etcd, kPrefix));
+  size_t active = 0;
+  for (const auto& n : nodes) active += n.state == "active";
+  if (f.replicas > active) {
+    return InvalidArgument(
+        fmt::format("{} replicas need {} active nodes; the cluster has {}", f.replicas, f.replicas, active));
+  }
+  AQ_TRY(cluster::SetBucketReplicas(*etcd, kPrefix, f.bucket, f.replicas));
+  if (f.replicas == 0) {
+    std::printf("bucket %s: the cluster's replica count again\n", f.bucket.c_str());
+  } else {
+    std::printf(
+        "bucket %s: %zu replicas per block (new blocks within 2 s, when the nodes re-read their settings; existing "
+        "ones as repair reaches them)\n",
+        f.bucket.c_str(), f.replicas);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterClusterCommands(CLI::App& app, Globals& g) {
-  auto* group = app.add_subcommand("cluster", "A cluster of storage nodes in etcd: status, smartfail, add");
+  auto* group = app.add_subcommand("cluster", "A cluster of storage nodes in etcd: status, smartfail, add, protect");
   group->require_subcommand(1);
   auto* f = g.Own<ClusterFlags>();
   auto meta = [f](CLI::App* c) {
@@ -172,6 +202,14 @@ void RegisterClusterCommands(CLI::App& app, Globals& g) {
   meta(add);
   add->callback([f, &g] {
     if (Status s = SetState(*f, "active"); !s.ok()) Fail(g, s);
+  });
+  auto* protect = group->add_subcommand(
+      "protect", "Set a bucket's replica count (its blocks are re-protected to it; 0 = the cluster's count)");
+  protect->add_option("bucket", f->bucket, "Bucket")->required();
+  protect->add_option("--replicas", f->replicas, "Replicas per block for this bucket (0 = the cluster's)")->required();
+  meta(protect);
+  protect->callback([f, &g] {
+    if (Status s = Protect(*f); !s.ok()) Fail(g, s);
   });
 }
 

@@ -4,6 +4,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <chrono>
 #include <future>
 
 #include "cluster/placement.h"
@@ -129,17 +130,43 @@ std::map<std::string, NodeInfo> ClusterBlockService::Map() const {
   return m;
 }
 
-Result<store::BlockRef> ClusterBlockService::Write(const std::string& pool, std::string_view data) {
-  const auto nodes = Nodes();
+size_t ClusterBlockService::ReplicasFor(const std::string& bucket) {
+  if (Membership* m = membership_.load()) {
+    // One refresh at a time, and callers wait for it: nobody answers from
+    // a map that a refresh in flight is about to replace.
+    std::lock_guard<std::mutex> refreshing(refresh_mu_);
+    const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    if (buckets_read_at_ < 0 || now - buckets_read_at_ > 2) {
+      auto r = BucketReplicas(m->etcd(), m->prefix());
+      if (r.ok()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        bucket_replicas_ = std::move(*r);
+        buckets_read_at_ = now;
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = bucket_replicas_.find(bucket);
+  return it != bucket_replicas_.end() && it->second > 0 ? it->second : replicas_;
+}
+
+Result<store::BlockRef> ClusterBlockService::Write(const std::string& pool, std::string_view data,
+                                                   const std::string& bucket) {
+  const size_t replicas = ReplicasFor(bucket);
+  auto nodes = Nodes();
   store::BlockRef ref{store::NewBlockId(), data.size(), crc32c::Value(data), pool, {}};
+  if (Place(ref.id, nodes, nodes.size()).size() < replicas) {
+    // The map is at most a second old; a node that just joined may be missing.
+    if (Membership* m = membership_.load(); m != nullptr && m->Refresh().ok()) nodes = Nodes();
+  }
   if (ref.pool.empty()) ref.pool = local_.store().pools().front().name;
   // Every eligible node in placement order: the first `replicas` are where
   // the block belongs; if one of them fails (down but not yet known to be),
   // the next takes its replica and repair moves it home later.
-  const auto ranked = Place(ref.id, nodes, nodes.size());
-  if (ranked.size() < replicas_) {
+  const auto ranked = Place(ref.id, nodes, nodes.size());  // (nodes: maybe refreshed above)
+  if (ranked.size() < replicas) {
     return IoError(
-        fmt::format("a block needs {} replicas on nodes that are up and active; {} are", replicas_, ranked.size()));
+        fmt::format("a block needs {} replicas on nodes that are up and active; {} are", replicas, ranked.size()));
   }
   std::map<std::string, std::string> address;
   for (const auto& n : nodes) address[n.id] = n.address;
@@ -150,8 +177,8 @@ Result<store::BlockRef> ClusterBlockService::Write(const std::string& pool, std:
   };
   std::vector<std::string> done;
   Status first;
-  size_t next = replicas_;
-  std::vector<std::string> batch(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(replicas_));
+  size_t next = replicas;
+  std::vector<std::string> batch(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(replicas));
   while (!batch.empty()) {
     // A batch's replicas are written at once; the block is acknowledged
     // when `replicas` of them are durable.
@@ -171,10 +198,10 @@ Result<store::BlockRef> ClusterBlockService::Write(const std::string& pool, std:
     for (; failed > 0 && next < ranked.size(); --failed) batch.push_back(ranked[next++]);
   }
   ref.nodes = done;
-  if (done.size() < replicas_) {
+  if (done.size() < replicas) {
     (void)Remove(ref);  // nothing under-replicated is acknowledged
     ref.nodes.clear();
-    return Status(first.code(), fmt::format("block {}: {} of {} replicas written; {}", ref.id, done.size(), replicas_,
+    return Status(first.code(), fmt::format("block {}: {} of {} replicas written; {}", ref.id, done.size(), replicas,
                                             first.message()));
   }
   written_ += done.size();

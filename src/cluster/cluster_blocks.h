@@ -67,7 +67,10 @@ class ClusterBlockService final : public store::BlockService {
   ClusterBlockService(std::string self, store::LocalBlockService& local, BlockClient& client, size_t replicas);
   void Attach(Membership* membership) { membership_.store(membership); }
 
-  Result<store::BlockRef> Write(const std::string& pool, std::string_view data) override;
+  Result<store::BlockRef> Write(const std::string& pool, std::string_view data, const std::string& bucket) override;
+  // The replica count of a bucket's blocks: its own (aquifer cluster protect)
+  // or the cluster's. Bucket settings are re-read from etcd every 2 s.
+  size_t ReplicasFor(const std::string& bucket);
   Result<std::shared_ptr<const std::string>> Read(const store::BlockRef& ref) override;
   Status Remove(const store::BlockRef& ref) override;
 
@@ -86,6 +89,9 @@ class ClusterBlockService final : public store::BlockService {
   std::vector<NodeInfo> Nodes() const;
 
   const std::string self_;
+  std::mutex refresh_mu_;                          // one read of the bucket settings at a time
+  std::map<std::string, size_t> bucket_replicas_;  // GUARDED_BY(mu_)
+  double buckets_read_at_ = -1;                    // GUARDED_BY(refresh_mu_, written under mu_ too)
   std::atomic<Membership*> membership_{nullptr};
   store::LocalBlockService& local_;
   BlockClient& client_;

@@ -49,6 +49,37 @@ Result<size_t> ClusterReplicas(EtcdClient& etcd, const std::string& prefix) {
   return v["replicas"].get<size_t>();
 }
 
+Result<std::map<std::string, size_t>> BucketReplicas(EtcdClient& etcd, const std::string& prefix) {
+  std::map<std::string, size_t> out;
+  const std::string p = prefix + "buckets/";
+  for (const auto& kv : AQ_TRY(etcd.Prefix(p))) {
+    json v = json::parse(kv.value, nullptr, false);
+    if (v.is_object() && v.contains("replicas") && v["replicas"].is_number_unsigned()) {
+      out[kv.key.substr(p.size())] = v["replicas"].get<size_t>();
+    }
+  }
+  return out;
+}
+
+Status SetBucketReplicas(EtcdClient& etcd, const std::string& prefix, const std::string& bucket, size_t replicas) {
+  const std::string key = prefix + "buckets/" + bucket;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto kv = AQ_TRY(etcd.Get(key));
+    if (!kv) return NotFound(fmt::format("no bucket '{}'", bucket));
+    json v = json::parse(kv->value, nullptr, false);
+    if (!v.is_object()) return Corruption(fmt::format("etcd record '{}' is not a JSON object", key));
+    if (replicas == 0) {
+      v.erase("replicas");
+    } else {
+      v["replicas"] = replicas;
+    }
+    auto t = AQ_TRY(etcd.Txn({{key, "", Compare::Target::kModRevision, Compare::Op::kEqual, kv->mod_revision, ""}},
+                             {{TxnOp::Kind::kPut, key, "", v.dump(), 0}}));
+    if (t.succeeded) return Status::Ok();
+  }
+  return IoError(fmt::format("bucket '{}': its record kept changing", bucket));
+}
+
 Result<std::vector<NodeInfo>> ReadClusterMap(EtcdClient& etcd, const std::string& prefix) {
   auto t =
       AQ_TRY(etcd.Txn({}, {{TxnOp::Kind::kGet, prefix + "members/", EtcdClient::PrefixEnd(prefix + "members/"), "", 0},

@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -44,6 +45,10 @@ struct NodeInfo {
 // node; a node started with a different replica count is refused.
 Status EnsureClusterConfig(EtcdClient& etcd, const std::string& prefix, size_t replicas);
 Result<size_t> ClusterReplicas(EtcdClient& etcd, const std::string& prefix);
+// Buckets with their own replica count (PREFIX buckets/<name> "replicas").
+Result<std::map<std::string, size_t>> BucketReplicas(EtcdClient& etcd, const std::string& prefix);
+// Sets a bucket's replica count (0 = the cluster's). NotFound if no bucket.
+Status SetBucketReplicas(EtcdClient& etcd, const std::string& prefix, const std::string& bucket, size_t replicas);
 
 // Every member, sorted by id, with `up` from the alive keys.
 Result<std::vector<NodeInfo>> ReadClusterMap(EtcdClient& etcd, const std::string& prefix);

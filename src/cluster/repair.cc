@@ -128,7 +128,6 @@ Status Repairer::Pass() {
   const double t0 = Now();
   const auto nodes = membership_.Nodes();
   const std::string self = membership_.self().id;
-  const size_t r = blocks_.replicas();
   std::map<std::string, std::string> address;
   std::map<std::string, bool> up;
   for (const auto& n : nodes) {
@@ -151,6 +150,7 @@ Status Repairer::Pass() {
         if (!got.ok()) continue;  // deleted meanwhile
         store::ObjectMeta o = std::move(*got);
         ++objects;
+        const size_t r = blocks_.ReplicasFor(o.bucket);
         const bool mine = Coordinator(o.bucket + "/" + o.key, nodes) == self;
         bool changed = false;
         std::vector<store::BlockRef> drops;  // replicas to remove once the new layout is committed

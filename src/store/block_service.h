@@ -19,8 +19,9 @@ namespace aq::store {
 class BlockService {
  public:
   virtual ~BlockService() = default;
-  // Stores a new block durably (every replica) and returns its reference.
-  virtual Result<BlockRef> Write(const std::string& pool, std::string_view data) = 0;
+  // Stores a new block of an object in `bucket` durably (every replica)
+  // and returns its reference.
+  virtual Result<BlockRef> Write(const std::string& pool, std::string_view data, const std::string& bucket) = 0;
   // The whole block, verified against its checksum.
   virtual Result<std::shared_ptr<const std::string>> Read(const BlockRef& ref) = 0;
   // Removes the block (every replica); a missing block is not an error.
@@ -31,7 +32,9 @@ class BlockService {
 class LocalBlockService final : public BlockService {
  public:
   LocalBlockService(BlockStore& blocks, BlockCache* cache) : blocks_(blocks), cache_(cache) {}
-  Result<BlockRef> Write(const std::string& pool, std::string_view data) override { return blocks_.Write(pool, data); }
+  Result<BlockRef> Write(const std::string& pool, std::string_view data, const std::string&) override {
+    return blocks_.Write(pool, data);
+  }
   Result<std::shared_ptr<const std::string>> Read(const BlockRef& ref) override {
     if (cache_ != nullptr) {
       if (auto hit = cache_->Get(ref.id)) return hit;

@@ -51,7 +51,7 @@ Status ObjectWriter::Write(std::string_view data) {
 
 Status ObjectWriter::FlushBlock() {
   if (buffer_.empty()) return Status::Ok();
-  auto ref = blocks_.Write(pool_, buffer_);
+  auto ref = blocks_.Write(pool_, buffer_, bucket_);
   if (!ref.ok()) {
     Abort();
     return ref.status();

@@ -292,6 +292,25 @@ try:
     share = node_status(st, "n4")["replicas_held"] / total
     check(0.15 <= share <= 0.55, f"the new node holds about its share (1/3 of replicas): {share:.2f}")
 
+    # A bucket's own replica count: 3 for "train" (n1, n3, n4 are active).
+    r = subprocess.run([AQ, "cluster", "protect", "train", "--replicas", "5", "--meta", META], capture_output=True,
+                       text=True)
+    check(r.returncode != 0 and "active nodes" in r.stderr, "more replicas than active nodes refused: " + r.stderr)
+    r = subprocess.run([AQ, "cluster", "protect", "train", "--replicas", "3", "--meta", META], capture_output=True,
+                       text=True)
+    check(r.returncode == 0, "cluster protect: " + r.stderr)
+    check(wait_for(lambda: status()["fully_protected"] and
+                   sum(n["replicas_held"] for n in status()["nodes"]) == 3 * status()["blocks"], 40),
+          "existing blocks re-protected to 3 replicas: " + json.dumps({k: v for k, v in status().items()
+                                                                        if k != "nodes"}))
+    time.sleep(4.5)  # every node has re-read the bucket settings (each does every 2 s, with its repair passes)
+    client("n1").put_object(Bucket="train", Key="three", Body=os.urandom(200_000))
+    r = subprocess.run([AQ, "stat-file", "train/three", "--meta", META, "--json"], capture_output=True, text=True)
+    info = json.loads(r.stdout) if r.returncode == 0 else {}
+    check(info.get("blocks") and all(len(b["nodes"]) == 3 for b in info["blocks"]),
+          "new blocks of the bucket get 3 replicas: " + json.dumps([b["nodes"] for b in info.get("blocks", [])])
+          + r.stderr)
+
     # etcd restarted: nodes reconnect; nothing is lost.
     etcd.send_signal(signal.SIGTERM)
     etcd.wait()
