@@ -88,6 +88,8 @@ class Etcd {
         return;
       }
       why_ = r.status().ToString();
+      // etcd is another process with no readiness signal but its port:
+      // poll it (up to 10 s) until it answers.
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }

@@ -55,8 +55,7 @@ class EtcdMetaStore final : public store::MetaStore {
     const std::string objects = ObjectKey(name, "");
     auto some = AQ_TRY(etcd_->Prefix(objects, 1, true));
     if (!some.empty()) return InvalidArgument(fmt::format("bucket '{}' is not empty (objects remain)", name));
-    for (const auto& u : AQ_TRY(ListUploads(name))) {
-      (void)u;
+    if (!AQ_TRY(ListUploads(name)).empty()) {
       return InvalidArgument(fmt::format("bucket '{}' is not empty (multipart uploads in progress; abort them)", name));
     }
     // Guarded: no object created in the bucket since the check.
