@@ -5,18 +5,18 @@
 #include <cstdint>
 #include <string_view>
 
-#include "server/s3_xml.h"
+#include "s3/xml.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view xml(reinterpret_cast<const char*>(data), size);
-  auto parts = aq::server::ParseCompleteMultipartUpload(xml);
+  auto parts = aq::s3::ParseCompleteMultipartUpload(xml);
   if (parts.ok()) {
     if (parts->empty() || parts->size() > 10000) __builtin_trap();
     for (const auto& p : *parts) {
       if (p.number < 1 || p.number > 10000) __builtin_trap();
     }
   }
-  auto del = aq::server::ParseDeleteObjects(xml);
+  auto del = aq::s3::ParseDeleteObjects(xml);
   if (del.ok() && (del->keys.empty() || del->keys.size() > 1000)) __builtin_trap();
   return 0;
 }

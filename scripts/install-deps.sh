@@ -14,8 +14,10 @@ PACKAGES=(
   libturbojpeg0-dev libjpeg62-turbo-dev
   # the monitor's Prometheus endpoint; the storage bench's io_uring queue
   libcpp-httplib-dev liburing-dev
-  # the storage node's metadata and ETags; real S3 clients that test it
-  libsqlite3-dev libssl-dev libexpat1-dev python3-boto3 s3cmd
+  # the storage node's metadata and ETags; HTTP parsing (Boost.Beast); checksums (zlib)
+  libsqlite3-dev libssl-dev libexpat1-dev libboost-dev zlib1g-dev
+  # real S3 clients that test the node, used unmodified
+  python3-boto3 s3cmd awscli rclone s3fs fuse3
   # the cluster's membership and metadata store (tests start their own on 127.0.0.1)
   etcd-server
   # tests and benchmarks

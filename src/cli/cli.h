@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "client/credentials.h"
 #include "common/status.h"
 #include "io/file_system.h"
 #include "monitor/sampler.h"
@@ -21,8 +22,9 @@ struct Globals {
   bool no_progress = false;  // never draw progress
   size_t threads = 0;        // 0 = one per core
   std::string log_level = "info";
-  int exit_code = 0;              // set by commands
-  std::vector<std::string> argv;  // the command line as typed, for results
+  int exit_code = 0;                      // set by commands
+  std::vector<std::string> argv;          // the command line as typed, for results
+  client::CredentialOptions credentials;  // --credentials / --profile, for aquifer:// paths
   std::unique_ptr<io::FileSystem> fs;
 
   // Storage for a command's options: CLI11 binds flags to it at

@@ -30,8 +30,11 @@ void AddOutputFlags(CLI::App* cmd, Globals& g, bool threads) {
 int main(int argc, char** argv) {
   aq::cli::Globals g;
   // Local paths, and aquifer://HOST:PORT/BUCKET/KEY paths on a storage node.
-  g.fs = aq::client::NewRoutingFileSystem(aq::io::NewPosixFileSystem(),
-                                          aq::client::NewStoreFileSystem(aq::client::CredentialsFromEnvironment()));
+  // Keys for aquifer:// are looked up at the first request, after the flags
+  // below are parsed (client/credentials.h: flags, environment, files).
+  g.fs = aq::client::NewRoutingFileSystem(aq::io::NewPosixFileSystem(), aq::client::NewStoreFileSystem([&g] {
+                                            return aq::client::FindCredentials(g.credentials);
+                                          }));
   g.argv.assign(argv, argv + argc);
   CLI::App app{"aquifer: keep GPU training fed from scale-out storage, and prove it with measurements."};
   app.require_subcommand(1);
@@ -39,6 +42,10 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", g.log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   app.set_version_flag("--version", std::string("aquifer ") + AQ_VERSION);
+  app.add_option("--credentials", g.credentials.file,
+                 "For aquifer:// paths: a credentials file ('ACCESS_KEY_ID SECRET' lines, the first used); "
+                 "else --profile, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AQUIFER_CREDENTIALS, ~/.aws/credentials");
+  app.add_option("--profile", g.credentials.profile, "For aquifer:// paths: a profile of ~/.aws/credentials");
   aq::cli::RegisterDatasetCommands(app, g);
   aq::cli::RegisterBenchCommands(app, g);
   aq::cli::RegisterServeCommands(app, g);

@@ -1,92 +1,56 @@
 #include "client/s3_file_system.h"
 
 #include <fmt/format.h>
-#include <httplib.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <openssl/evp.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
+#include <charconv>
 #include <chrono>
-#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
-#include <fstream>
 #include <future>
 #include <map>
 #include <mutex>
-#include <nlohmann/json.hpp>
+#include <optional>
 
-#include "server/sigv4.h"
+#include "common/mutex.h"
+#include "http/client.h"
+#include "s3/checksum.h"
+#include "s3/layout.h"
+#include "s3/sigv4.h"
+#include "s3/xml.h"
 
 namespace aq::client {
 namespace {
 
-using server::UriDecode;
-using server::UriEncode;
-
 constexpr const char* kEmptySha = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
-std::string XmlUnescape(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '&') {
-      static const std::pair<const char*, char> kEnt[] = {
-          {"&lt;", '<'}, {"&gt;", '>'}, {"&amp;", '&'}, {"&quot;", '"'}, {"&apos;", '\''}};
-      bool done = false;
-      for (const auto& [ent, c] : kEnt) {
-        if (s.substr(i, std::strlen(ent)) == ent) {
-          out += c;
-          i += std::strlen(ent) - 1;
-          done = true;
-          break;
-        }
-      }
-      if (done) continue;
-    }
-    out += s[i];
-  }
-  return out;
+std::string Resource(const StorePath& p) {
+  std::string path = "/" + p.bucket;
+  if (!p.key.empty()) path += "/" + p.key;
+  return s3::UriEncode(path, false);
 }
 
-// Every <tag>text</tag> inside `xml`, in order (the node's listings are flat).
-std::vector<std::string_view> Elements(std::string_view xml, std::string_view tag) {
-  std::vector<std::string_view> out;
-  const std::string open = "<" + std::string(tag) + ">", close = "</" + std::string(tag) + ">";
-  for (size_t p = xml.find(open); p != std::string_view::npos; p = xml.find(open, p)) {
-    size_t start = p + open.size(), end = xml.find(close, start);
-    if (end == std::string_view::npos) break;
-    out.push_back(xml.substr(start, end - start));
-    p = end + close.size();
-  }
-  return out;
-}
+double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-std::string ErrorCode(const std::string& body) {
-  auto c = Elements(body, "Code");
-  return c.empty() ? "" : std::string(c[0]);
+// "bytes A-B/TOTAL" -> TOTAL
+std::optional<uint64_t> RangeTotal(const std::string& content_range) {
+  const size_t slash = content_range.rfind('/');
+  if (slash == std::string::npos) return std::nullopt;
+  uint64_t total = 0;
+  auto [end, ec] =
+      std::from_chars(content_range.data() + slash + 1, content_range.data() + content_range.size(), total);
+  if (ec != std::errc() || end != content_range.data() + content_range.size()) return std::nullopt;
+  return total;
 }
-
-class Endpoint;
 
 class StoreFs final : public io::FileSystem {
  public:
-  StoreFs(ClientCredentials c, ClientOptions o) : creds_(std::move(c)), options_(o) {
-    if (const char* b = std::getenv("AQUIFER_BALANCE")) balance_ = b;
-  }
+  StoreFs(std::function<Result<ClientCredentials>()> credentials, ClientOptions o)
+      : find_credentials_(std::move(credentials)), options_(std::move(o)) {}
   const ClientOptions& options() const { return options_; }
-  ~StoreFs() override {
-    for (auto& [host, fds] : sockets_) {
-      for (int fd : fds) ::close(fd);
-    }
-  }
 
   Result<std::unique_ptr<io::RandomAccessFile>> OpenRead(const std::string& path, io::AccessHint) override;
   Result<std::unique_ptr<io::WritableFile>> OpenWrite(const std::string& path) override;
@@ -95,334 +59,136 @@ class StoreFs final : public io::FileSystem {
   Status MakeDirs(const std::string& path) override;
   Status Remove(const std::string& path) override;
   Status Rename(const std::string& from, const std::string&) override {
-    return Status(StatusCode::kUnsupported,
-                  fmt::format("'{}': aquifer:// objects are not renamed; a put replaces an object whole", from));
+    return Unsupported(fmt::format("'{}': aquifer:// objects are not renamed; a put replaces an object whole", from));
   }
 
-  // One signed request; retries once on a dropped keep-alive connection.
-  Result<httplib::Result> Request(
-      const StorePath& p, const std::string& method, const std::string& query, const httplib::Headers& extra,
-      const std::string& payload_hash,
-      const std::function<httplib::Result(httplib::Client&, const std::string&, const httplib::Headers&)>& send);
+  // One signed request to `address` (HOST:PORT). A 2xx body goes into
+  // `into` when given (at most `capacity` bytes).
+  Result<http::ClientResponse> Call(const std::string& address, const std::string& method, const std::string& raw_path,
+                                    const std::string& query, http::Headers headers, const std::string& payload_hash,
+                                    std::string_view body = {}, char* into = nullptr, size_t capacity = 0,
+                                    uint64_t body_length = 0,
+                                    std::function<Result<size_t>(uint64_t, char*, size_t)> source = nullptr);
+  // The Status a failed answer means, with what the client was doing.
+  Status Failure(const http::ClientResponse& res, const std::string& what);
 
-  // The read path: a ranged GET on a plain keep-alive socket, the body
-  // received straight into `out` in large pieces. (httplib receives bodies
-  // 4 KiB at a time with a poll() before each, which holds a reader near
-  // 1.5 GB/s over loopback.) Returns the bytes received, which are n unless
-  // the object ends first.
-  Result<size_t> ReadRange(const StorePath& p, uint64_t offset, size_t n, char* out, const std::string& what);
-  // GET of `resource`?`query` at p's node (with a Range header unless
-  // empty), the body of exactly up to n bytes received into `out`.
-  Result<size_t> RawGet(const StorePath& p, const std::string& resource, const std::string& query,
-                        const std::string& range, size_t n, char* out, const std::string& what);
-
-  // In a cluster: the nodes by fewest reads in flight from this client (or
-  // round-robin), for one block's holders.
+  // In a cluster: the holders by fewest reads in flight from this client (or
+  // round-robin), for one block.
   std::vector<std::string> RankHolders(const std::vector<std::string>& addresses);
   void Started(const std::string& address, int delta);
-  const std::string& balance() const { return balance_; }
 
  private:
-  std::vector<std::pair<std::string, std::string>> Sign(const StorePath& p, const std::string& method,
-                                                        const std::string& resource, const std::string& query,
-                                                        const std::string& payload_hash) const;
-  Result<int> Connect(const StorePath& p);
-  int TakeSocket(const StorePath& p);
-  void GiveSocket(const StorePath& p, int fd);
-  std::mutex sockets_mu_;
-  std::map<std::string, std::vector<int>> sockets_;  // idle keep-alive sockets by host:port
-  std::string balance_ = "least";                    // least | round-robin | off (AQUIFER_BALANCE)
-  std::mutex balance_mu_;
-  std::map<std::string, int> in_flight_;  // GUARDED_BY(balance_mu_), by node address
-  uint64_t rr_ = 0;                       // GUARDED_BY(balance_mu_)
-  struct Pool {
-    std::mutex mu;
-    std::vector<std::unique_ptr<httplib::Client>> idle;
-  };
-  std::unique_ptr<httplib::Client> Take(const StorePath& p);
-  void Give(const StorePath& p, std::unique_ptr<httplib::Client> c);
+  Result<ClientCredentials> Credentials();
+  void Remember(const std::string& path, uint64_t size);
 
-  ClientCredentials creds_;
+  std::function<Result<ClientCredentials>()> find_credentials_;
   ClientOptions options_;
-  std::mutex mu_;
-  std::map<std::string, std::unique_ptr<Pool>> pools_;  // GUARDED_BY(mu_), by host:port
+  http::Pool pool_;
+  std::once_flag credentials_once_;
+  Result<ClientCredentials> credentials_ = Internal("credentials not looked up");
+  Mutex balance_mu_;
+  std::map<std::string, int> in_flight_ AQ_GUARDED_BY(balance_mu_);  // by node address
+  uint64_t rr_ AQ_GUARDED_BY(balance_mu_) = 0;
+  Mutex listed_mu_;
+  // path -> size and when it was listed: Stat's answer for listing_ttl_s.
+  std::map<std::string, std::pair<uint64_t, double>> listed_ AQ_GUARDED_BY(listed_mu_);
 };
 
-std::string HostPort(const StorePath& p) { return p.host + ":" + std::to_string(p.port); }
-
-std::string Resource(const StorePath& p) {
-  std::string path = "/" + p.bucket;
-  if (!p.key.empty()) path += "/" + p.key;
-  return UriEncode(path, false);
+Result<ClientCredentials> StoreFs::Credentials() {
+  std::call_once(credentials_once_, [this] { credentials_ = find_credentials_(); });
+  return credentials_;
 }
 
-std::unique_ptr<httplib::Client> StoreFs::Take(const StorePath& p) {
-  Pool* pool;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto& slot = pools_[HostPort(p)];
-    if (!slot) slot = std::make_unique<Pool>();
-    pool = slot.get();
-  }
-  {
-    std::lock_guard<std::mutex> lock(pool->mu);
-    if (!pool->idle.empty()) {
-      auto c = std::move(pool->idle.back());
-      pool->idle.pop_back();
-      return c;
+Result<http::ClientResponse> StoreFs::Call(const std::string& address, const std::string& method,
+                                           const std::string& raw_path, const std::string& query, http::Headers headers,
+                                           const std::string& payload_hash, std::string_view body, char* into,
+                                           size_t capacity, uint64_t body_length,
+                                           std::function<Result<size_t>(uint64_t, char*, size_t)> source) {
+  const ClientCredentials c = AQ_TRY(Credentials());
+  http::ClientRequest r;
+  r.method = method;
+  r.target = query.empty() ? raw_path : raw_path + "?" + query;
+  r.headers = std::move(headers);
+  r.body = body;
+  r.body_length = body_length;
+  r.body_source = std::move(source);
+  if (!c.access_key.empty()) {
+    for (auto& [k, v] : s3::SignRequest(c.access_key, c.secret, address, method, raw_path, query, payload_hash)) {
+      r.headers.Add(k, v);
     }
   }
-  auto c = std::make_unique<httplib::Client>(p.host, p.port);
-  c->set_keep_alive(true);
-  c->set_tcp_nodelay(true);
-  c->set_connection_timeout(5);
-  c->set_read_timeout(60);
-  c->set_write_timeout(60);
-  return c;
+  if (into != nullptr) return pool_.SendInto(address, r, into, capacity);
+  return pool_.Send(address, r);
 }
 
-void StoreFs::Give(const StorePath& p, std::unique_ptr<httplib::Client> c) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto& pool = pools_[HostPort(p)];
-  std::lock_guard<std::mutex> plock(pool->mu);
-  if (pool->idle.size() < 16) pool->idle.push_back(std::move(c));
-}
-
-std::vector<std::pair<std::string, std::string>> StoreFs::Sign(const StorePath& p, const std::string& method,
-                                                               const std::string& resource, const std::string& query,
-                                                               const std::string& payload_hash) const {
-  if (creds_.access_key.empty()) return {};
-  return server::SignRequest(creds_.access_key, creds_.secret, HostPort(p), method, resource, query, payload_hash);
-}
-
-Result<httplib::Result> StoreFs::Request(
-    const StorePath& p, const std::string& method, const std::string& query, const httplib::Headers& extra,
-    const std::string& payload_hash,
-    const std::function<httplib::Result(httplib::Client&, const std::string&, const httplib::Headers&)>& send) {
-  const std::string resource = Resource(p);
-  const std::string target = query.empty() ? resource : resource + "?" + query;
-  for (int attempt = 0;; ++attempt) {
-    httplib::Headers headers = extra;
-    for (auto& h : Sign(p, method, resource, query, payload_hash)) headers.emplace(std::move(h));
-    auto client = Take(p);
-    httplib::Result res = send(*client, target, headers);
-    if (res) {
-      Give(p, std::move(client));
-      return res;
+Status StoreFs::Failure(const http::ClientResponse& res, const std::string& what) {
+  const auto [code, message] = s3::ParseErrorXml(res.body);
+  std::string msg = fmt::format("{}: HTTP {}{}{}", what, res.status, code.empty() ? "" : " " + code,
+                                message.empty() ? "" : " (" + message + ")");
+  switch (res.status) {
+    case 404:
+      return NotFound(code == "NoSuchBucket"   ? Subject::kBucket
+                      : code == "NoSuchUpload" ? Subject::kUpload
+                                               : Subject::kObject,
+                      msg);
+    case 403: {
+      auto c = Credentials();
+      if (c.ok()) msg += "; " + CredentialsHint(*c);
+      return Status(StatusCode::kPermissionDenied, msg);
     }
-    if (attempt == 1) {
-      return IoError(
-          fmt::format("{} aquifer://{}{}: {}", method, HostPort(p), resource, httplib::to_string(res.error())));
-    }
+    case 409: return Status(code == "BucketNotEmpty" ? StatusCode::kNotEmpty : StatusCode::kAlreadyExists, msg);
+    case 412: return Conflict(msg + ": the object changed while it was being read");
+    case 501: return Unsupported(msg);
+    case 503: return Unavailable(msg);
+    case 507: return Status(StatusCode::kNoSpace, msg);
+    default: return res.status >= 400 && res.status < 500 ? InvalidArgument(msg) : IoError(msg);
   }
 }
 
-Status HttpError(const httplib::Result& res, const std::string& what) {
-  const std::string code = ErrorCode(res->body);
-  const std::string msg = fmt::format("{}: HTTP {}{}", what, res->status, code.empty() ? "" : " " + code);
-  if (res->status == 404) return NotFound(msg);
-  if (res->status == 403) return Status(StatusCode::kPermissionDenied, msg);
-  if (res->status == 409) return Status(StatusCode::kAlreadyExists, msg);
-  if (res->status == 507) return Status(StatusCode::kNoSpace, msg);
-  if (res->status >= 400 && res->status < 500) return InvalidArgument(msg);
-  return IoError(msg);
+void StoreFs::Remember(const std::string& path, uint64_t size) {
+  MutexLock lock(listed_mu_);
+  if (listed_.size() > 1000000) listed_.clear();
+  listed_[path] = {size, Now()};
 }
 
-// ---- the raw read path ----
-
-Result<int> StoreFs::Connect(const StorePath& p) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  const std::string port = std::to_string(p.port);
-  if (int rc = ::getaddrinfo(p.host.c_str(), port.c_str(), &hints, &res); rc != 0) {
-    return IoError(fmt::format("aquifer://{}: cannot resolve: {}", HostPort(p), gai_strerror(rc)));
+std::vector<std::string> StoreFs::RankHolders(const std::vector<std::string>& addresses) {
+  std::vector<std::string> order = addresses;  // the node's order: the block's owner first
+  MutexLock lock(balance_mu_);
+  if (options_.balance == "round-robin" && !order.empty()) {
+    std::rotate(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(rr_++ % order.size()), order.end());
+  } else if (options_.balance != "off") {
+    std::stable_sort(order.begin(), order.end(),
+                     [&](const std::string& a, const std::string& b) { return in_flight_[a] < in_flight_[b]; });
   }
-  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> guard(res, &::freeaddrinfo);
-  int err = 0;
-  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
-    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) {
-      err = errno;
-      continue;
-    }
-    timeval tv{60, 0};  // a node that stops answering fails the read instead of hanging it
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) return fd;
-    err = errno;
-    ::close(fd);
-  }
-  return IoError(fmt::format("GET aquifer://{}: Connection: {}", HostPort(p), std::strerror(err)));
+  return order;
 }
 
-int StoreFs::TakeSocket(const StorePath& p) {
-  std::lock_guard<std::mutex> lock(sockets_mu_);
-  auto& idle = sockets_[HostPort(p)];
-  if (idle.empty()) return -1;
-  int fd = idle.back();
-  idle.pop_back();
-  return fd;
+void StoreFs::Started(const std::string& address, int delta) {
+  MutexLock lock(balance_mu_);
+  in_flight_[address] += delta;
 }
 
-void StoreFs::GiveSocket(const StorePath& p, int fd) {
-  std::lock_guard<std::mutex> lock(sockets_mu_);
-  auto& idle = sockets_[HostPort(p)];
-  if (idle.size() < 64) {
-    idle.push_back(fd);
-  } else {
-    ::close(fd);
-  }
-}
-
-namespace {
-
-bool SendAll(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t w = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    data.remove_prefix(static_cast<size_t>(w));
-  }
-  return true;
-}
-
-// Receives exactly n bytes (or fewer at end of stream / error: returns what arrived).
-size_t RecvAll(int fd, char* out, size_t n) {
-  size_t got = 0;
-  while (got < n) {
-    ssize_t r = ::recv(fd, out + got, n - got, MSG_WAITALL);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    got += static_cast<size_t>(r);
-  }
-  return got;
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-Status StatusFromHttp(int status, const std::string& body, const std::string& what) {
-  const std::string code = ErrorCode(body);
-  const std::string msg = fmt::format("{}: HTTP {}{}", what, status, code.empty() ? "" : " " + code);
-  if (status == 404) return NotFound(msg);
-  if (status == 403) return Status(StatusCode::kPermissionDenied, msg);
-  if (status == 416) return InvalidArgument(msg);
-  if (status >= 400 && status < 500) return InvalidArgument(msg);
-  return IoError(msg);
-}
-
-}  // namespace
-
-Result<size_t> StoreFs::ReadRange(const StorePath& p, uint64_t offset, size_t n, char* out, const std::string& what) {
-  return RawGet(p, Resource(p), "", fmt::format("bytes={}-{}", offset, offset + n - 1), n, out, what);
-}
-
-Result<size_t> StoreFs::RawGet(const StorePath& p, const std::string& resource, const std::string& query,
-                               const std::string& range, size_t n, char* out, const std::string& what) {
-  const std::string target = query.empty() ? resource : resource + "?" + query;
-  for (int attempt = 0;; ++attempt) {
-    // A pooled socket the node closed (idle timeout) fails on first use: retry once on a new one.
-    int fd = attempt == 0 ? TakeSocket(p) : -1;
-    const bool reused = fd >= 0;
-    if (fd < 0) fd = AQ_TRY(Connect(p));
-    std::string req = fmt::format("GET {} HTTP/1.1\r\nHost: {}\r\n", target, HostPort(p));
-    if (!range.empty()) req += "Range: " + range + "\r\n";
-    for (const auto& [k, v] : Sign(p, "GET", resource, query, kEmptySha)) req += k + ": " + v + "\r\n";
-    req += "\r\n";
-    auto fail = [&](const std::string& why) -> Status {
-      ::close(fd);
-      return IoError(fmt::format("GET aquifer://{}{} ({}): {}", HostPort(p), resource, what, why));
-    };
-    if (!SendAll(fd, req)) {
-      if (reused && attempt == 0) {
-        ::close(fd);
-        continue;
-      }
-      return fail(std::strerror(errno));
-    }
-    // The status line and headers; what arrives after them is body.
-    char head[16384];
-    size_t have = 0, header_end = std::string_view::npos;
-    while (header_end == std::string_view::npos) {
-      if (have == sizeof head) return fail("response headers over 16 KiB");
-      ssize_t r = ::recv(fd, head + have, sizeof head - have, 0);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) {
-        if (reused && attempt == 0 && have == 0) break;  // the node closed the idle connection
-        return fail(r == 0 ? "the node closed the connection" : std::strerror(errno));
-      }
-      have += static_cast<size_t>(r);
-      header_end = std::string_view(head, have).find("\r\n\r\n");
-    }
-    if (header_end == std::string_view::npos) {
-      ::close(fd);
-      continue;
-    }
-    std::string_view headers(head, header_end);
-    int status = 0;
-    if (headers.size() < 12 || headers.substr(0, 5) != "HTTP/" ||
-        std::sscanf(std::string(headers.substr(9, 3)).c_str(), "%d", &status) != 1) {
-      return fail("malformed status line");
-    }
-    uint64_t length = 0;
-    bool has_length = false, close_after = false;
-    for (size_t pos = headers.find("\r\n"); pos != std::string_view::npos;) {
-      size_t next = headers.find("\r\n", pos + 2);
-      std::string_view line =
-          headers.substr(pos + 2, next == std::string_view::npos ? std::string_view::npos : next - pos - 2);
-      pos = next;
-      size_t colon = line.find(':');
-      if (colon == std::string_view::npos) continue;
-      const std::string name = Lower(line.substr(0, colon));
-      std::string_view value = line.substr(colon + 1);
-      while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
-      if (name == "content-length") {
-        has_length = std::sscanf(std::string(value).c_str(), "%" SCNu64, &length) == 1;
-      } else if (name == "connection") {
-        close_after = Lower(value) == "close";
-      } else if (name == "transfer-encoding") {
-        return fail("chunked responses are not expected from a node");
-      }
-    }
-    if (!has_length) return fail("no Content-Length");
-    std::string_view early(head + header_end + 4, have - header_end - 4);  // body bytes already received
-    if (status != 200 && status != 206) {
-      std::string body(early);
-      if (length > body.size() && length < (1 << 20)) {
-        body.resize(length);
-        body.resize(early.size() + RecvAll(fd, body.data() + early.size(), length - early.size()));
-      }
-      ::close(fd);
-      return StatusFromHttp(status, body, fmt::format("read {}", what));
-    }
-    if (length > n || early.size() > length) {
-      return fail(fmt::format("{} bytes of body for a {} byte range", length, n));
-    }
-    std::memcpy(out, early.data(), early.size());
-    size_t got = early.size() + RecvAll(fd, out + early.size(), length - early.size());
-    if (got != length) {
-      return fail(fmt::format("the body ended after {} of {} bytes", got, length));
-    }
-    if (close_after) {
-      ::close(fd);
-    } else {
-      GiveSocket(p, fd);
-    }
-    return got;
-  }
-}
-
+// A file opened for reading: its first bytes (from the open), the ETag the
+// rest is read at, and on a cluster its layout.
 class StoreFile final : public io::RandomAccessFile {
  public:
-  StoreFile(StoreFs& fs, StorePath p, std::string path, uint64_t size)
-      : fs_(fs), p_(std::move(p)), path_(std::move(path)), size_(size) {}
+  StoreFile(StoreFs& fs, StorePath p, std::string path, uint64_t size, std::string etag, std::string head,
+            std::optional<s3::Layout> layout)
+      : fs_(fs),
+        p_(std::move(p)),
+        path_(std::move(path)),
+        size_(size),
+        etag_(std::move(etag)),
+        head_(std::move(head)),
+        layout_(std::move(layout)) {
+    if (layout_) {
+      uint64_t at = 0;
+      for (const auto& b : layout_->blocks) {
+        starts_.push_back(at);
+        at += b.size;
+      }
+    }
+  }
   ~StoreFile() override {
     std::lock_guard<std::mutex> lock(mu_);
     if (ahead_.valid()) ahead_.wait();  // it writes into ahead_buf_
@@ -432,14 +198,38 @@ class StoreFile final : public io::RandomAccessFile {
     if (offset >= size_ || n == 0) return size_t{0};
     n = static_cast<size_t>(std::min<uint64_t>(n, size_ - offset));
     char* out = static_cast<char*>(buf);
+    size_t done = 0;
+    if (offset < head_.size()) {  // what the open already brought
+      done = static_cast<size_t>(std::min<uint64_t>(n, head_.size() - offset));
+      std::memcpy(out, head_.data() + offset, done);
+      if (done == n) return n;
+    }
+    offset += done;
+    out += done;
+    const size_t rest = n - done;
+    if (layout_) {
+      AQ_TRY(ReadBlocks(offset, rest, out));
+      return n;
+    }
+    if (!fs_.options().read_ahead) {
+      AQ_TRY(Fetch(offset, rest, out));
+      return n;
+    }
+    AQ_TRY(ReadAhead(offset, rest, out));
+    return n;
+  }
+  uint64_t size() const override { return size_; }
+  const std::string& path() const override { return path_; }
+
+ private:
+  // Sequential readers: the next range is fetched while the caller works.
+  Status ReadAhead(uint64_t offset, size_t n, char* out) const {
     const ClientOptions& o = fs_.options();
-    if (!o.read_ahead) return Fetch(offset, n, out);
     std::unique_lock<std::mutex> lock(mu_);
     const bool sequential = offset == next_;
     next_ = offset + n;
     size_t done = 0;
     if (ahead_.valid() && ahead_offset_ == offset) {
-      // The range read ahead starts here: take what it covers.
       Result<size_t> got = ahead_.get();
       if (got.ok()) {
         done = std::min<size_t>(n, *got);
@@ -459,16 +249,16 @@ class StoreFile final : public io::RandomAccessFile {
           static_cast<size_t>(std::min<uint64_t>({std::max<uint64_t>(n, 1 << 20), o.max_read_ahead, size_ - next_}));
       ahead_offset_ = next_;
       ahead_buf_.resize(len);
-      ahead_ = std::async(std::launch::async, [this, at = next_, len] { return Fetch(at, len, ahead_buf_.data()); });
+      ahead_ = std::async(std::launch::async, [this, at = next_, len]() -> Result<size_t> {
+        AQ_TRY(Fetch(at, len, ahead_buf_.data()));
+        return len;
+      });
     }
-    return n;
+    return Status::Ok();
   }
-  uint64_t size() const override { return size_; }
-  const std::string& path() const override { return path_; }
 
- private:
-  // Exactly n bytes at offset, in parallel ranges when n is large.
-  Result<size_t> Fetch(uint64_t offset, size_t n, char* out) const {
+  // Exactly n bytes at offset through the node, in parallel ranges when n is large.
+  Status Fetch(uint64_t offset, size_t n, char* out) const {
     const ClientOptions& o = fs_.options();
     if (n <= o.parallel_chunk || o.max_parallel <= 1) return FetchOne(offset, n, out);
     const size_t chunks = static_cast<size_t>((n + o.parallel_chunk - 1) / o.parallel_chunk);
@@ -478,35 +268,67 @@ class StoreFile final : public io::RandomAccessFile {
       for (size_t c; (c = next++) < chunks;) {
         const uint64_t at = c * o.parallel_chunk;
         const size_t len = static_cast<size_t>(std::min<uint64_t>(o.parallel_chunk, n - at));
-        auto r = FetchOne(offset + at, len, out + at);
-        results[c] = r.ok() ? Status::Ok() : r.status();
+        results[c] = FetchOne(offset + at, len, out + at);
       }
     };
     std::vector<std::future<void>> helpers;
-    for (size_t i = 1; i < std::min(chunks, o.max_parallel); ++i) {
+    for (size_t i = 1; i < std::min(chunks, o.max_parallel); ++i)
       helpers.push_back(std::async(std::launch::async, worker));
-    }
     worker();
     for (auto& h : helpers) h.wait();
-    for (const auto& st : results) {
-      if (!st.ok()) return st;
-    }
-    return n;
+    for (auto& st : results) AQ_TRY(std::move(st));
+    return Status::Ok();
   }
-  Result<size_t> FetchOne(uint64_t offset, size_t n, char* out) const {
-    size_t got = AQ_TRY(fs_.ReadRange(p_, offset, n, out, path_));
-    if (got != n) {
-      return Status(StatusCode::kTruncated,
-                    fmt::format("read at offset {} of {}: {} of {} bytes arrived", offset, path_, got, n));
+
+  Status FetchOne(uint64_t offset, size_t n, char* out) const {
+    http::Headers h;
+    h.Add("Range", fmt::format("bytes={}-{}", offset, offset + n - 1));
+    if (!etag_.empty()) h.Add("If-Match", etag_);
+    auto res = AQ_TRY(fs_.Call(p_.address(), "GET", Resource(p_), "", std::move(h), kEmptySha, {}, out, n));
+    if (res.status != 206 && res.status != 200) return fs_.Failure(res, fmt::format("read {}", path_));
+    if (res.received != n) {
+      return Truncated(fmt::format("read at offset {} of {}: {} of {} bytes arrived", offset, path_, res.received, n));
     }
-    return got;
+    return Status::Ok();
+  }
+
+  // A cluster: each block's piece from its holders.
+  Status ReadBlocks(uint64_t offset, size_t n, char* out) const {
+    size_t done = 0;
+    auto it = std::upper_bound(starts_.begin(), starts_.end(), offset);
+    size_t i = static_cast<size_t>(it - starts_.begin()) - 1;
+    for (; i < layout_->blocks.size() && done < n; ++i) {
+      const auto& b = layout_->blocks[i];
+      const uint64_t in = offset + done - starts_[i];
+      const size_t take = static_cast<size_t>(std::min<uint64_t>(n - done, b.size - in));
+      AQ_TRY(Piece(b, starts_[i], in, take, out + done));
+      done += take;
+    }
+    if (done != n) return Truncated(fmt::format("{}: the layout ends before byte {}", path_, offset + n));
+    return Status::Ok();
+  }
+
+  Status Piece(const s3::LayoutBlock& b, uint64_t start, uint64_t in, size_t take, char* out) const {
+    const std::string resource = "/_aquifer/blocks/" + b.id;
+    const std::string query = fmt::format("crc={}&length={}&offset={}&pool={}&size={}", b.crc32c, take, in,
+                                          s3::UriEncode(b.pool, true), b.size);
+    for (const auto& address : fs_.RankHolders(b.addresses)) {
+      fs_.Started(address, +1);
+      auto got = fs_.Call(address, "GET", resource, query, {}, kEmptySha, {}, out, take);
+      fs_.Started(address, -1);
+      if (got.ok() && got->status == 200 && got->received == take) return Status::Ok();
+    }
+    // No holder answered: the node the path names fetches it, or fails.
+    return FetchOne(start + in, take, out);
   }
 
   StoreFs& fs_;
   StorePath p_;
   std::string path_;
   uint64_t size_;
-  // Read-ahead for a sequential reader: one range in flight.
+  std::string etag_, head_;
+  std::optional<s3::Layout> layout_;
+  std::vector<uint64_t> starts_;  // each block's first byte in the object
   mutable std::mutex mu_;
   mutable uint64_t next_ = 0;  // where the last read ended
   mutable uint64_t ahead_offset_ = 0;
@@ -514,90 +336,7 @@ class StoreFile final : public io::RandomAccessFile {
   mutable std::future<Result<size_t>> ahead_;
 };
 
-std::vector<std::string> StoreFs::RankHolders(const std::vector<std::string>& addresses) {
-  std::vector<std::string> order = addresses;  // the node's order: the block's owner first
-  std::lock_guard<std::mutex> lock(balance_mu_);
-  if (balance_ == "round-robin" && !order.empty()) {
-    std::rotate(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(rr_++ % order.size()), order.end());
-  } else if (balance_ != "off") {
-    std::stable_sort(order.begin(), order.end(),
-                     [&](const std::string& a, const std::string& b) { return in_flight_[a] < in_flight_[b]; });
-  }
-  return order;
-}
-
-void StoreFs::Started(const std::string& address, int delta) {
-  std::lock_guard<std::mutex> lock(balance_mu_);
-  in_flight_[address] += delta;
-}
-
-// A file on a cluster: reads go straight to the nodes holding each block
-// (the least busy holder first, as this client sees it), failing over to the
-// next holder and, when none answers, to a ranged GET through the node the
-// path names. Readers never see an error while one replica can be read.
-class ClusterStoreFile final : public io::RandomAccessFile {
- public:
-  struct Block {
-    std::string id, pool;
-    uint64_t size = 0, start = 0;
-    uint32_t crc32c = 0;
-    std::vector<std::string> addresses;
-  };
-  ClusterStoreFile(StoreFs& fs, StorePath p, std::string path, uint64_t size, std::vector<Block> blocks)
-      : fs_(fs), p_(std::move(p)), path_(std::move(path)), size_(size), blocks_(std::move(blocks)) {}
-
-  Result<size_t> ReadAt(uint64_t offset, size_t n, void* buf) const override {
-    if (offset >= size_ || n == 0) return size_t{0};
-    n = static_cast<size_t>(std::min<uint64_t>(n, size_ - offset));
-    char* out = static_cast<char*>(buf);
-    size_t done = 0;
-    // The first block that ends after `offset`.
-    auto it = std::upper_bound(blocks_.begin(), blocks_.end(), offset,
-                               [](uint64_t off, const Block& b) { return off < b.start + b.size; });
-    for (; it != blocks_.end() && done < n; ++it) {
-      const uint64_t in = offset + done - it->start;
-      const size_t take = static_cast<size_t>(std::min<uint64_t>(n - done, it->size - in));
-      AQ_TRY(Piece(*it, in, take, out + done));
-      done += take;
-    }
-    if (done != n)
-      return Status(StatusCode::kTruncated, fmt::format("{}: the layout ends before byte {}", path_, offset + n));
-    return n;
-  }
-  uint64_t size() const override { return size_; }
-  const std::string& path() const override { return path_; }
-
- private:
-  Status Piece(const Block& b, uint64_t in, size_t take, char* out) const {
-    const std::string resource = "/_aquifer/blocks/" + b.id;
-    const std::string query =
-        fmt::format("crc={}&length={}&offset={}&pool={}&size={}", b.crc32c, take, in, UriEncode(b.pool, true), b.size);
-    for (const auto& address : fs_.RankHolders(b.addresses)) {
-      const size_t colon = address.rfind(':');
-      if (colon == std::string::npos) continue;
-      StorePath at = p_;
-      at.host = address.substr(0, colon);
-      at.port = std::atoi(address.c_str() + colon + 1);
-      fs_.Started(address, +1);
-      auto got = fs_.RawGet(at, resource, query, "", take, out, path_);
-      fs_.Started(address, -1);
-      if (got.ok() && *got == take) return Status::Ok();
-    }
-    // No holder answered: the node the path names fetches it, or fails.
-    auto got = AQ_TRY(fs_.ReadRange(p_, b.start + in, take, out, path_));
-    if (got != take) {
-      return Status(StatusCode::kTruncated, fmt::format("read of {}: {} of {} bytes arrived", path_, got, take));
-    }
-    return Status::Ok();
-  }
-
-  StoreFs& fs_;
-  StorePath p_;
-  std::string path_;
-  uint64_t size_;
-  std::vector<Block> blocks_;
-};
-
+// A file being written: spooled locally, sent whole on Close.
 class StoreWriter final : public io::WritableFile {
  public:
   StoreWriter(StoreFs& fs, StorePath p, std::string path, std::string spool, std::FILE* f)
@@ -612,48 +351,84 @@ class StoreWriter final : public io::WritableFile {
     size_ += d.size();
     return Status::Ok();
   }
-  Status Sync() override { return Status::Ok(); }  // durable once Close's PUT is acknowledged
+  Status Sync() override { return Status::Ok(); }  // durable once Close's upload is acknowledged
   Status Close() override {
     if (!f_) return InvalidArgument(fmt::format("'{}' is already closed", path_));
-    std::fflush(f_);
-    // The payload hash is signed, so hash the spooled bytes first, a
-    // piece at a time (memory stays bounded whatever the file's size).
-    std::string hash;
-    {
-      std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> sha(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
-      EVP_DigestInit_ex(sha.get(), EVP_sha256(), nullptr);
-      std::rewind(f_);
-      std::vector<char> buf(1 << 20);
-      for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), f_)) > 0;) EVP_DigestUpdate(sha.get(), buf.data(), n);
-      if (std::ferror(f_)) return ErrnoStatus(errno, "read back the spool", spool_);
-      unsigned char d[EVP_MAX_MD_SIZE];
-      unsigned len = 0;
-      EVP_DigestFinal_ex(sha.get(), d, &len);
-      hash = server::HexEncode(d, len);
-    }
-    std::FILE* f = f_;
-    auto res = AQ_TRY(fs_.Request(p_, "PUT", "", {}, hash,
-                                  [&](httplib::Client& c, const std::string& target, const httplib::Headers& hs) {
-                                    std::rewind(f);
-                                    return c.Put(
-                                        target, hs, size_,
-                                        [f](size_t offset, size_t length, httplib::DataSink& sink) {
-                                          std::vector<char> buf(std::min<size_t>(length, 1 << 20));
-                                          if (std::fseek(f, static_cast<long>(offset), SEEK_SET) != 0) return false;
-                                          size_t n = std::fread(buf.data(), 1, buf.size(), f);
-                                          return n > 0 && sink.write(buf.data(), n);
-                                        },
-                                        "application/octet-stream");
-                                  }));
+    if (std::fflush(f_) != 0) return ErrnoStatus(errno, "spool", spool_);
+    Status s = size_ > fs_.options().multipart_threshold ? Multipart() : PutWhole();
     std::fclose(f_);
     f_ = nullptr;
-    if (res->status != 200) return HttpError(res, fmt::format("write {}", path_));
-    return Status::Ok();
+    return s;
   }
   uint64_t size() const override { return size_; }
   const std::string& path() const override { return path_; }
 
  private:
+  // The spool's bytes [offset, offset + n) into out.
+  Result<size_t> ReadSpool(uint64_t offset, char* out, size_t n) const {
+    ssize_t r = ::pread(::fileno(f_), out, n, static_cast<off_t>(offset));
+    if (r < 0) return ErrnoStatus(errno, "read back the spool", spool_);
+    return static_cast<size_t>(r);
+  }
+  // The SHA-256 of a range of the spool, a piece at a time (memory stays bounded).
+  Result<std::string> Hash(uint64_t offset, uint64_t n) const {
+    auto sha = s3::Checksum::Make("sha256").value();
+    std::string buf(1 << 20, '\0');
+    for (uint64_t done = 0; done < n;) {
+      const size_t got = AQ_TRY(ReadSpool(offset + done, buf.data(), std::min<uint64_t>(buf.size(), n - done)));
+      if (got == 0) return IoError(fmt::format("the spool {} ended early", spool_));
+      sha->Update(std::string_view(buf.data(), got));
+      done += got;
+    }
+    auto raw = AQ_TRY(s3::Base64Decode(sha->Base64()));
+    return s3::HexEncode(reinterpret_cast<const unsigned char*>(raw.data()), raw.size());
+  }
+  Result<http::ClientResponse> Send(const std::string& method, const std::string& query, uint64_t offset, uint64_t n) {
+    const std::string hash = AQ_TRY(Hash(offset, n));
+    return fs_.Call(p_.address(), method, Resource(p_), query, {}, hash, {}, nullptr, 0, n,
+                    [this, offset](uint64_t at, char* out, size_t len) { return ReadSpool(offset + at, out, len); });
+  }
+
+  Status PutWhole() {
+    auto res = AQ_TRY(Send("PUT", "", 0, size_));
+    if (res.status != 200) return fs_.Failure(res, fmt::format("write {}", path_));
+    return Status::Ok();
+  }
+
+  Status Multipart() {
+    const std::string what = fmt::format("write {}", path_);
+    auto created = AQ_TRY(fs_.Call(p_.address(), "POST", Resource(p_), "uploads=", {}, kEmptySha));
+    if (created.status != 200) return fs_.Failure(created, what);
+    std::string id;
+    AQ_TRY(s3::WalkXml(created.body, "InitiateMultipartUploadResult", [&](const std::string& p, const std::string& t) {
+      if (p == "InitiateMultipartUploadResult/UploadId") id = t;
+      return Status::Ok();
+    }));
+    if (id.empty()) return IoError(fmt::format("{}: the node gave no upload id", what));
+    const std::string upload = "uploadId=" + s3::UriEncode(id, true);
+    auto abort = [&](Status s) {
+      (void)fs_.Call(p_.address(), "DELETE", Resource(p_), upload, {}, kEmptySha);
+      return s;
+    };
+    const uint64_t part = fs_.options().part_size;
+    std::string complete = "<CompleteMultipartUpload>";
+    for (uint64_t offset = 0, n = 1; offset < size_; offset += part, ++n) {
+      const uint64_t len = std::min(part, size_ - offset);
+      auto res = Send("PUT", fmt::format("partNumber={}&{}", n, upload), offset, len);
+      if (!res.ok()) return abort(res.status());
+      if (res->status != 200) return abort(fs_.Failure(*res, fmt::format("{} (part {})", what, n)));
+      complete += fmt::format("<Part><PartNumber>{}</PartNumber><ETag>{}</ETag></Part>", n,
+                              s3::XmlText(res->headers.Get("ETag")));
+    }
+    complete += "</CompleteMultipartUpload>";
+    auto done = fs_.Call(p_.address(), "POST", Resource(p_), upload, {}, s3::Sha256Hex(complete), complete);
+    if (!done.ok()) return abort(done.status());
+    if (done->status != 200 || done->body.find("<Error>") != std::string::npos) {
+      return abort(fs_.Failure(*done, what));
+    }
+    return Status::Ok();
+  }
+
   StoreFs& fs_;
   StorePath p_;
   std::string path_, spool_;
@@ -664,46 +439,40 @@ class StoreWriter final : public io::WritableFile {
 Result<std::unique_ptr<io::RandomAccessFile>> StoreFs::OpenRead(const std::string& path, io::AccessHint) {
   StorePath p = AQ_TRY(ParseStorePath(path));
   if (p.key.empty()) return InvalidArgument(fmt::format("'{}' is a bucket, not an object", path));
-  auto res =
-      AQ_TRY(Request(p, "HEAD", "", {}, kEmptySha,
-                     [](httplib::Client& c, const std::string& t, const httplib::Headers& h) { return c.Head(t, h); }));
-  if (res->status != 200) return HttpError(res, fmt::format("open {}", path));
-  uint64_t size = std::strtoull(res->get_header_value("Content-Length").c_str(), nullptr, 10);
-  if (balance_ != "off" && size > 0) {
-    // A cluster's node answers with the object's layout: read the blocks
-    // from their holders. A single node has none: ranged GETs through it.
-    const std::string resource = "/_aquifer/layout" + Resource(p);
-    httplib::Headers h;
-    for (auto& kv : Sign(p, "GET", resource, "", kEmptySha)) h.emplace(kv.first, kv.second);
-    auto c = Take(p);
-    auto lay = c->Get(resource, h);
-    if (lay) Give(p, std::move(c));
-    if (lay && lay->status == 200) {
-      auto j = nlohmann::json::parse(lay->body, nullptr, false);
-      std::vector<ClusterStoreFile::Block> blocks;
-      uint64_t at = 0;
-      bool usable = j.is_object() && j.value("size", uint64_t{0}) == size && j.contains("blocks");
-      if (usable) {
-        for (const auto& jb : j["blocks"]) {
-          ClusterStoreFile::Block b;
-          b.id = jb.value("id", "");
-          b.pool = jb.value("pool", "");
-          b.size = jb.value("size", uint64_t{0});
-          b.crc32c = jb.value("crc32c", uint32_t{0});
-          b.start = at;
-          if (jb.contains("addresses")) b.addresses = jb["addresses"].get<std::vector<std::string>>();
-          at += b.size;
-          blocks.push_back(std::move(b));
-        }
-        usable = at == size;
-      }
-      if (usable) {
-        return std::unique_ptr<io::RandomAccessFile>(
-            std::make_unique<ClusterStoreFile>(*this, p, path, size, std::move(blocks)));
-      }
-    }
+  // One GET: the first bytes, the size (Content-Range), the ETag and, from a
+  // cluster, the layout. A small object is read whole here.
+  std::string head(options_.open_bytes, '\0');
+  http::Headers h;
+  h.Add("Range", fmt::format("bytes=0-{}", options_.open_bytes - 1));
+  h.Add("x-aquifer-open", "1");
+  auto res = AQ_TRY(Call(p.address(), "GET", Resource(p), "", std::move(h), kEmptySha, {}, head.data(), head.size()));
+  if (res.status != 200 && res.status != 206) return Failure(res, fmt::format("open {}", path));
+  uint64_t size = res.received;
+  if (res.status == 206) {
+    auto total = RangeTotal(res.headers.Get("Content-Range"));
+    if (!total)
+      return IoError(fmt::format("open {}: malformed Content-Range '{}'", path, res.headers.Get("Content-Range")));
+    size = *total;
   }
-  return std::unique_ptr<io::RandomAccessFile>(std::make_unique<StoreFile>(*this, p, path, size));
+  head.resize(res.received);
+  std::optional<s3::Layout> layout;
+  const std::string lh = res.headers.Get("x-aquifer-layout");
+  if (options_.balance != "off" && !lh.empty() && size > head.size()) {
+    Result<s3::Layout> l = Internal("");
+    if (lh == "fetch") {
+      const std::string resource = "/_aquifer/layout" + Resource(p);
+      auto got = Call(p.address(), "GET", resource, "", {}, kEmptySha);
+      l = !got.ok()            ? got.status()
+          : got->status != 200 ? Failure(*got, fmt::format("layout of {}", path))
+                               : s3::LayoutFromJson(got->body);
+    } else {
+      l = s3::LayoutFromJson(lh);
+    }
+    // Only a layout of this very version is used (else: reads through the node).
+    if (l.ok() && l->size == size && l->etag == res.headers.Get("ETag")) layout = std::move(*l);
+  }
+  return std::unique_ptr<io::RandomAccessFile>(
+      std::make_unique<StoreFile>(*this, p, path, size, res.headers.Get("ETag"), std::move(head), std::move(layout)));
 }
 
 Result<std::unique_ptr<io::WritableFile>> StoreFs::OpenWrite(const std::string& path) {
@@ -723,20 +492,43 @@ Result<std::unique_ptr<io::WritableFile>> StoreFs::OpenWrite(const std::string& 
 
 Result<io::FileInfo> StoreFs::Stat(const std::string& path) {
   StorePath p = AQ_TRY(ParseStorePath(path));
-  if (!p.key.empty() && p.key.back() != '/') {
-    auto res = AQ_TRY(
-        Request(p, "HEAD", "", {}, kEmptySha,
-                [](httplib::Client& c, const std::string& t, const httplib::Headers& h) { return c.Head(t, h); }));
-    if (res->status == 200) {
-      return io::FileInfo{path, std::strtoull(res->get_header_value("Content-Length").c_str(), nullptr, 10), false};
+  {
+    MutexLock lock(listed_mu_);
+    auto it = listed_.find(path);
+    if (it != listed_.end() && Now() - it->second.second < options_.listing_ttl_s) {
+      return io::FileInfo{path, it->second.first, false};
     }
-    if (res->status != 404) return HttpError(res, fmt::format("stat {}", path));
   }
-  // A bucket, or a prefix with objects below it, is a directory.
-  auto list = List(path);
-  if (!list.ok()) return list.status();
-  if (list->empty() && !p.key.empty()) return NotFound(fmt::format("stat '{}': no such object or prefix", path));
-  return io::FileInfo{path, 0, true};
+  if (p.key.empty()) {  // a bucket: it exists when it can be listed
+    AQ_TRY(List(path));
+    return io::FileInfo{path, 0, true};
+  }
+  // One listing answers both questions without a failing request: the key
+  // itself sorts first when it is an object, and KEY/ is a common prefix
+  // when it is a directory.
+  std::string key = p.key;
+  while (!key.empty() && key.back() == '/') key.pop_back();
+  StorePath bucket = p;
+  bucket.key.clear();
+  auto list = [&](const std::string& prefix, int max) -> Result<s3::ListResult> {
+    const std::string query = fmt::format("delimiter=%2F&encoding-type=url&list-type=2&max-keys={}&prefix={}", max,
+                                          s3::UriEncode(prefix, true));
+    auto res = AQ_TRY(Call(p.address(), "GET", Resource(bucket), query, {}, kEmptySha));
+    if (res.status != 200) return Failure(res, fmt::format("stat {}", path));
+    return s3::ParseListResult(res.body);
+  };
+  auto page = AQ_TRY(list(key, 100));
+  if (!page.objects.empty() && page.objects[0].key == key && p.key.back() != '/') {
+    return io::FileInfo{path, page.objects[0].size, false};
+  }
+  for (const auto& cp : page.prefixes) {
+    if (cp == key + "/") return io::FileInfo{path, 0, true};
+  }
+  if (page.truncated) {  // KEY/ may sort past the first page
+    auto below = AQ_TRY(list(key + "/", 1));
+    if (!below.prefixes.empty() || !below.objects.empty()) return io::FileInfo{path, 0, true};
+  }
+  return NotFound(Subject::kObject, fmt::format("stat '{}': no such object or prefix", path));
 }
 
 Result<std::vector<io::FileInfo>> StoreFs::List(const std::string& dir) {
@@ -745,60 +537,55 @@ Result<std::vector<io::FileInfo>> StoreFs::List(const std::string& dir) {
   if (!prefix.empty() && prefix.back() != '/') prefix += '/';
   StorePath bucket = p;
   bucket.key.clear();
+  std::string base = dir;
+  while (!base.empty() && base.back() == '/') base.pop_back();
   std::vector<io::FileInfo> out;
   std::string token;
-  while (true) {
-    std::string query = "delimiter=%2F&list-type=2&prefix=" + UriEncode(prefix, true);
-    if (!token.empty()) query = "continuation-token=" + UriEncode(token, true) + "&" + query;
-    auto res = AQ_TRY(
-        Request(bucket, "GET", query, {}, kEmptySha,
-                [](httplib::Client& c, const std::string& t, const httplib::Headers& h) { return c.Get(t, h); }));
-    if (res->status != 200) return HttpError(res, fmt::format("list {}", dir));
-    const std::string& body = res->body;
-    for (auto contents : Elements(body, "Contents")) {
-      auto key = Elements(contents, "Key"), size = Elements(contents, "Size");
-      if (key.empty()) continue;
-      std::string k = XmlUnescape(key[0]);
-      out.push_back({k.substr(prefix.size()),
-                     size.empty() ? 0 : std::strtoull(std::string(size[0]).c_str(), nullptr, 10), false});
+  for (;;) {
+    std::string query = "delimiter=%2F&encoding-type=url&list-type=2&prefix=" + s3::UriEncode(prefix, true);
+    if (!token.empty()) query = "continuation-token=" + s3::UriEncode(token, true) + "&" + query;
+    auto res = AQ_TRY(Call(p.address(), "GET", Resource(bucket), query, {}, kEmptySha));
+    if (res.status != 200) return Failure(res, fmt::format("list {}", dir));
+    auto page = s3::ParseListResult(res.body);
+    if (!page.ok()) return page.status().WithContext(fmt::format("list {}", dir));
+    for (const auto& o : page->objects) {
+      if (o.key.size() <= prefix.size()) continue;  // the prefix's own marker object
+      const std::string name = o.key.substr(prefix.size());
+      Remember(base + "/" + name, o.size);
+      out.push_back({name, o.size, false});
     }
-    for (auto cp : Elements(body, "CommonPrefixes")) {
-      auto pre = Elements(cp, "Prefix");
-      if (pre.empty()) continue;
-      std::string name = XmlUnescape(pre[0]).substr(prefix.size());
+    for (const auto& cp : page->prefixes) {
+      std::string name = cp.substr(prefix.size());
       if (!name.empty() && name.back() == '/') name.pop_back();
-      out.push_back({name, 0, true});
+      if (!name.empty()) out.push_back({name, 0, true});
     }
-    auto truncated = Elements(body, "IsTruncated");
-    auto next = Elements(body, "NextContinuationToken");
-    if (truncated.empty() || truncated[0] != "true" || next.empty()) break;
-    token = std::string(next[0]);
+    if (!page->truncated || page->next_token.empty()) break;
+    token = page->next_token;
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   return out;
 }
 
 Status StoreFs::MakeDirs(const std::string& path) {
-  // Prefixes need no creating; the bucket does.
+  // Prefixes need no creating; the bucket does (again is fine).
   StorePath p = AQ_TRY(ParseStorePath(path));
   p.key.clear();
-  auto res = AQ_TRY(
-      Request(p, "PUT", "", {}, kEmptySha, [](httplib::Client& c, const std::string& t, const httplib::Headers& h) {
-        return c.Put(t, h, "", "application/xml");
-      }));
-  if (res->status == 200 || (res->status == 409 && ErrorCode(res->body) == "BucketAlreadyOwnedByYou")) {
+  auto res = AQ_TRY(Call(p.address(), "PUT", Resource(p), "", {}, kEmptySha));
+  if (res.status == 200 || (res.status == 409 && s3::ParseErrorXml(res.body).first == "BucketAlreadyOwnedByYou")) {
     return Status::Ok();
   }
-  return HttpError(res, fmt::format("create bucket for {}", path));
+  return Failure(res, fmt::format("create bucket for {}", path));
 }
 
 Status StoreFs::Remove(const std::string& path) {
   StorePath p = AQ_TRY(ParseStorePath(path));
-  auto res = AQ_TRY(
-      Request(p, "DELETE", "", {}, kEmptySha,
-              [](httplib::Client& c, const std::string& t, const httplib::Headers& h) { return c.Delete(t, h); }));
-  if (res->status == 204 || res->status == 200) return Status::Ok();
-  return HttpError(res, fmt::format("remove {}", path));
+  auto res = AQ_TRY(Call(p.address(), "DELETE", Resource(p), "", {}, kEmptySha));
+  if (res.status == 204 || res.status == 200) {
+    MutexLock lock(listed_mu_);
+    listed_.erase(path);
+    return Status::Ok();
+  }
+  return Failure(res, fmt::format("remove {}", path));
 }
 
 class RoutingFs final : public io::FileSystem {
@@ -815,76 +602,33 @@ class RoutingFs final : public io::FileSystem {
   Status Remove(const std::string& p) override { return For(p).Remove(p); }
   Status Rename(const std::string& a, const std::string& b) override { return For(a).Rename(a, b); }
   Result<io::CopyMethod> Copy(const std::string& a, const std::string& b) override {
-    if (IsStore(a) || IsStore(b)) return io::FileSystem::Copy(a, b);  // streams through this process
+    if (s3::IsStoreUrl(a) || s3::IsStoreUrl(b)) return io::FileSystem::Copy(a, b);  // streams through this process
     return local_->Copy(a, b);
   }
   Status DropCache(const std::string& p) override { return For(p).DropCache(p); }
 
  private:
-  static bool IsStore(const std::string& p) { return p.compare(0, kScheme.size(), kScheme) == 0; }
-  io::FileSystem& For(const std::string& p) { return IsStore(p) ? *store_ : *local_; }
+  io::FileSystem& For(const std::string& p) { return s3::IsStoreUrl(p) ? *store_ : *local_; }
   std::unique_ptr<io::FileSystem> local_, store_;
 };
 
 }  // namespace
 
-Result<StorePath> ParseStorePath(const std::string& path) {
-  if (path.compare(0, kScheme.size(), kScheme) != 0) {
-    return InvalidArgument(fmt::format("'{}' is not an aquifer://HOST:PORT/BUCKET/KEY path", path));
-  }
-  std::string rest = path.substr(kScheme.size());
-  size_t slash = rest.find('/');
-  std::string authority = rest.substr(0, slash);
-  size_t colon = authority.rfind(':');
-  StorePath p;
-  p.host = authority.substr(0, colon);
-  p.port = 80;
-  if (colon != std::string::npos) {
-    char* end = nullptr;
-    long port = std::strtol(authority.c_str() + colon + 1, &end, 10);
-    if (*end != '\0' || port <= 0 || port > 65535) {
-      return InvalidArgument(fmt::format("'{}': bad port in '{}'", path, authority));
-    }
-    p.port = static_cast<int>(port);
-  }
-  if (p.host.empty()) return InvalidArgument(fmt::format("'{}': no host", path));
-  std::string rest2 = slash == std::string::npos ? "" : rest.substr(slash + 1);
-  size_t s2 = rest2.find('/');
-  p.bucket = rest2.substr(0, s2);
-  if (s2 != std::string::npos) p.key = rest2.substr(s2 + 1);
-  while (!p.key.empty() && p.key.back() == '/' && p.key.size() > 1 && p.key[p.key.size() - 2] == '/') p.key.pop_back();
-  if (p.bucket.empty()) return InvalidArgument(fmt::format("'{}': no bucket", path));
-  (void)UriDecode;
-  return p;
-}
-
-ClientCredentials CredentialsFromEnvironment() {
-  ClientCredentials c;
-  if (const char* k = std::getenv("AWS_ACCESS_KEY_ID")) c.access_key = k;
-  if (const char* s = std::getenv("AWS_SECRET_ACCESS_KEY")) c.secret = s;
-  if (!c.access_key.empty()) return c;
-  if (const char* file = std::getenv("AQUIFER_CREDENTIALS")) {
-    std::ifstream in(file);
-    std::string line;
-    while (std::getline(in, line)) {
-      size_t hash = line.find('#');
-      if (hash != std::string::npos) line.erase(hash);
-      std::istringstream f(line);
-      if (f >> c.access_key >> c.secret) return c;
-    }
-    c = {};
-  }
-  return c;
-}
-
 ClientOptions ClientOptionsFromEnvironment() {
   ClientOptions o;
   if (const char* v = std::getenv("AQUIFER_READAHEAD"); v != nullptr) o.read_ahead = std::string(v) == "1";
+  if (const char* b = std::getenv("AQUIFER_BALANCE"); b != nullptr && *b != '\0') o.balance = b;
   return o;
 }
 
+std::unique_ptr<io::FileSystem> NewStoreFileSystem(std::function<Result<ClientCredentials>()> credentials,
+                                                   ClientOptions options) {
+  return std::make_unique<StoreFs>(std::move(credentials), std::move(options));
+}
+
 std::unique_ptr<io::FileSystem> NewStoreFileSystem(ClientCredentials credentials, ClientOptions options) {
-  return std::make_unique<StoreFs>(std::move(credentials), options);
+  return NewStoreFileSystem([c = std::move(credentials)]() -> Result<ClientCredentials> { return c; },
+                            std::move(options));
 }
 
 std::unique_ptr<io::FileSystem> NewRoutingFileSystem(std::unique_ptr<io::FileSystem> local,

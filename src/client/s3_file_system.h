@@ -1,55 +1,63 @@
 // The aquifer:// client: an io::FileSystem over a storage node's S3 API, so
-// dataset tools, benches and the input pipeline read from the store without
-// knowing it. Paths are aquifer://HOST:PORT/BUCKET/KEY; a "directory" is a
-// key prefix ending in '/'. Reads are ranged GETs over a pool of keep-alive
-// connections (concurrent ReadAt calls use separate ones). A large read is
-// split into block-sized ranges fetched in parallel. With read-ahead on, a
-// file read sequentially (each read starting where the last ended) has its
-// next range fetched in the background while the caller works on the
-// current one; it is off by default because the node already reads ahead
-// for sequential streams and, over loopback, the extra copy costs more than
-// the round trip it hides (docs/results.md). A
-// write is spooled to a local temporary file and sent as one PUT on Close,
-// so it appears whole or not at all, with bounded memory.
+// dataset tools, benches, the input pipeline and the mount read from the
+// store without knowing it. Paths are aquifer://HOST:PORT/BUCKET/KEY; a
+// "directory" is a key prefix ending in '/'.
 //
-// Requests are signed with AWS Signature V4 when credentials are known
-// (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or the first line of the file
-// named by AQUIFER_CREDENTIALS), else sent unsigned.
+// Round trips are what small files cost, so each is counted:
+//   - opening a file is one GET of its first bytes (open_bytes, 1 MiB by
+//     default) that also tells its size, ETag and, from a cluster, its
+//     layout: a whole-file reader of a small object makes exactly one
+//     request, and nothing is ever asked past the end;
+//   - later reads are ranged GETs pinned to the ETag seen at open (If-Match),
+//     so a file overwritten while being read fails with an error instead of
+//     mixing two versions; large reads go as parallel ranges;
+//   - on a cluster, reads go to the nodes holding each block (the least
+//     busy holder first, failing over to the others, then to the node the
+//     path names);
+//   - listings are ListObjectsV2 pages; the sizes they carry answer Stat
+//     for a few seconds, so walking a folder costs no HEAD per file.
+// A write is spooled to a local temporary file and sent on Close, as one
+// PUT or, past multipart_threshold, as a multipart upload: it appears whole
+// or not at all, with bounded memory.
+//
+// Credentials are found as AWS tools find them (client/credentials.h).
 //
 // Thread safety: as io::FileSystem.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
+#include "client/credentials.h"
 #include "io/file_system.h"
+#include "s3/endpoint.h"
 
 namespace aq::client {
 
-inline constexpr std::string_view kScheme = "aquifer://";
-
-// "aquifer://host:port/bucket/key" -> parts. InvalidArgument otherwise.
-struct StorePath {
-  std::string host;
-  int port = 0;
-  std::string bucket, key;  // key may be empty (the bucket itself)
-};
-Result<StorePath> ParseStorePath(const std::string& path);
-
-struct ClientCredentials {
-  std::string access_key, secret;  // empty = unsigned
-};
-ClientCredentials CredentialsFromEnvironment();
+using StorePath = s3::StoreUrl;
+inline Result<StorePath> ParseStorePath(const std::string& path) { return s3::ParseStoreUrl(path); }
+using s3::kScheme;
 
 struct ClientOptions {
-  bool read_ahead = false;            // fetch a sequential reader's next range in the background
-  uint64_t max_read_ahead = 8 << 20;  // largest range read ahead
-  uint64_t parallel_chunk = 4 << 20;  // reads larger than this are split into ranges of this size
-  size_t max_parallel = 4;            // ... fetched this many at a time
+  uint64_t open_bytes = 1 << 20;               // fetched by the open itself
+  bool read_ahead = false;                     // fetch a sequential reader's next range in the background
+  uint64_t max_read_ahead = 8 << 20;           // largest range read ahead
+  uint64_t parallel_chunk = 4 << 20;           // reads larger than this are split into ranges of this size
+  size_t max_parallel = 4;                     // ... fetched this many at a time
+  uint64_t multipart_threshold = 64ull << 20;  // writes larger than this go as multipart uploads
+  uint64_t part_size = 16ull << 20;
+  std::string balance = "least";  // cluster reads: least (busy) | round-robin | off (through the named node)
+  double listing_ttl_s = 5;       // how long a listing's sizes answer Stat
 };
-// Defaults, with AQUIFER_READAHEAD=1 turning the client's read-ahead on.
+// Defaults, with AQUIFER_READAHEAD=1 turning read-ahead on and
+// AQUIFER_BALANCE choosing the cluster read policy.
 ClientOptions ClientOptionsFromEnvironment();
 
+// `credentials` is called once, at the first request (so command-line flags
+// parsed after the file system is made still count).
+std::unique_ptr<io::FileSystem> NewStoreFileSystem(std::function<Result<ClientCredentials>()> credentials,
+                                                   ClientOptions options = ClientOptionsFromEnvironment());
 std::unique_ptr<io::FileSystem> NewStoreFileSystem(ClientCredentials credentials,
                                                    ClientOptions options = ClientOptionsFromEnvironment());
 

@@ -1,33 +1,33 @@
 #include "cluster/cluster_blocks.h"
 
 #include <fmt/format.h>
-#include <httplib.h>
 
 #include <algorithm>
 #include <chrono>
 #include <future>
+#include <nlohmann/json.hpp>
 
 #include "cluster/placement.h"
 #include "common/crc32c.h"
-#include "server/sigv4.h"
+#include "s3/sigv4.h"
+#include "s3/xml.h"
 
 namespace aq::cluster {
 namespace {
 
 std::string BlockPath(const store::BlockRef& ref) { return "/_aquifer/blocks/" + ref.id; }
 std::string BlockQuery(const store::BlockRef& ref) {
-  return fmt::format("crc={}&pool={}&size={}", ref.crc32c, server::UriEncode(ref.pool, true), ref.size);
+  return fmt::format("crc={}&pool={}&size={}", ref.crc32c, s3::UriEncode(ref.pool, true), ref.size);
 }
 
-Status HttpFailure(const std::string& what, const httplib::Result& res) {
-  if (!res) return IoError(fmt::format("{}: {}", what, httplib::to_string(res.error())));
-  std::string code;
-  size_t a = res->body.find("<Code>"), b = res->body.find("</Code>");
-  if (a != std::string::npos && b != std::string::npos && b > a) code = " " + res->body.substr(a + 6, b - a - 6);
-  const std::string msg = fmt::format("{}: HTTP {}{}", what, res->status, code);
-  if (res->status == 404) return NotFound(msg);
-  if (code == " BlockCorrupt") return Corruption(msg);
-  if (res->status == 507) return Status(StatusCode::kNoSpace, msg);
+Status HttpFailure(const std::string& what, const http::ClientResponse& res) {
+  const auto [code, message] = s3::ParseErrorXml(res.body);
+  const std::string msg = fmt::format("{}: HTTP {}{}", what, res.status, code.empty() ? "" : " " + code);
+  if (res.status == 404) return NotFound(Subject::kBlock, msg);
+  if (code == "BlockCorrupt") return Corruption(msg);
+  if (res.status == 507) return Status(StatusCode::kNoSpace, msg);
+  if (res.status == 403) return Status(StatusCode::kPermissionDenied, msg);
+  if (res.status == 503) return Unavailable(msg);
   return IoError(msg);
 }
 
@@ -35,85 +35,96 @@ Status HttpFailure(const std::string& what, const httplib::Result& res) {
 
 // ---- BlockClient ----
 
-BlockClient::BlockClient(std::string access_key, std::string secret, int timeout_seconds)
-    : access_key_(std::move(access_key)), secret_(std::move(secret)), timeout_(timeout_seconds) {}
+BlockClient::BlockClient(s3::Credential node_key, int timeout_seconds) : key_(std::move(node_key)) {
+  http::ClientOptions o;
+  o.connect_timeout_s = 2;
+  o.io_timeout_s = timeout_seconds;
+  o.max_idle_per_host = 16;
+  pool_ = std::make_unique<http::Pool>(o);
+}
 BlockClient::~BlockClient() = default;
 
-std::unique_ptr<httplib::Client> BlockClient::Take(const std::string& address) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = idle_.find(address);
-    if (it != idle_.end()) {
-      auto c = std::move(it->second);
-      idle_.erase(it);
-      return c;
+Result<http::ClientResponse> BlockClient::Send(const std::string& address, const std::string& method,
+                                               const store::BlockRef& ref, std::string_view body, char* into) {
+  const std::string path = BlockPath(ref), query = BlockQuery(ref);
+  http::ClientRequest r;
+  r.method = method;
+  r.target = path + "?" + query;
+  r.body = body;
+  if (!key_.access_key.empty()) {
+    for (auto& [k, v] :
+         s3::SignRequest(key_.access_key, key_.secret, address, method, path, query, "UNSIGNED-PAYLOAD")) {
+      r.headers.Add(k, v);
     }
   }
-  const size_t colon = address.rfind(':');
-  auto c = std::make_unique<httplib::Client>(address.substr(0, colon), std::stoi(address.substr(colon + 1)));
-  c->set_keep_alive(true);
-  c->set_tcp_nodelay(true);
-  c->set_connection_timeout(2);
-  c->set_read_timeout(timeout_);
-  c->set_write_timeout(timeout_);
-  return c;
-}
-
-void BlockClient::Give(const std::string& address, std::unique_ptr<httplib::Client> c) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (idle_.count(address) < 8) idle_.emplace(address, std::move(c));
-}
-
-std::vector<std::pair<std::string, std::string>> BlockClient::Headers(const std::string& address,
-                                                                      const std::string& method,
-                                                                      const std::string& path, const std::string& query,
-                                                                      const std::string& payload_hash) const {
-  if (access_key_.empty()) return {};
-  return server::SignRequest(access_key_, secret_, address, method, path, query, payload_hash);
+  if (into != nullptr) return pool_->SendInto(address, r, into, ref.size);
+  return pool_->Send(address, r, 1 << 20);
 }
 
 Status BlockClient::Put(const std::string& address, const store::BlockRef& ref, std::string_view data) {
-  const std::string path = BlockPath(ref), query = BlockQuery(ref);
-  httplib::Headers h;
-  for (auto& [k, v] : Headers(address, "PUT", path, query, "UNSIGNED-PAYLOAD")) h.emplace(k, v);
-  auto c = Take(address);
-  auto res = c->Put(path + "?" + query, h, data.data(), data.size(), "application/octet-stream");
-  if (!res || res->status != 200) return HttpFailure(fmt::format("write block {} to {}", ref.id, address), res);
-  Give(address, std::move(c));
+  const std::string what = fmt::format("write block {} to {}", ref.id, address);
+  auto res = Send(address, "PUT", ref, data, nullptr);
+  if (!res.ok()) return res.status().WithContext(what);
+  if (res->status != 200) return HttpFailure(what, *res);
   return Status::Ok();
 }
 
 Result<std::string> BlockClient::Get(const std::string& address, const store::BlockRef& ref) {
-  const std::string path = BlockPath(ref), query = BlockQuery(ref);
-  httplib::Headers h;
-  for (auto& [k, v] : Headers(address, "GET", path, query, "UNSIGNED-PAYLOAD")) h.emplace(k, v);
-  auto c = Take(address);
-  auto res = c->Get(path + "?" + query, h);
-  if (!res || res->status != 200) return HttpFailure(fmt::format("read block {} from {}", ref.id, address), res);
-  std::string body = std::move(res->body);
-  Give(address, std::move(c));
+  const std::string what = fmt::format("read block {} from {}", ref.id, address);
+  std::string body(ref.size, '\0');
+  auto res = Send(address, "GET", ref, {}, body.data());
+  if (!res.ok()) return res.status().WithContext(what);
+  if (res->status != 200) return HttpFailure(what, *res);
   // Verified here too: a replica is trusted only once its bytes check out.
-  if (body.size() != ref.size || crc32c::Value(body) != ref.crc32c) {
+  if (res->received != ref.size || crc32c::Value(body) != ref.crc32c) {
     return Corruption(
-        fmt::format("block {} from {}: {} bytes that do not match its checksum", ref.id, address, body.size()));
+        fmt::format("block {} from {}: {} bytes that do not match its checksum", ref.id, address, res->received));
   }
   return body;
 }
 
 Status BlockClient::Delete(const std::string& address, const store::BlockRef& ref) {
-  const std::string path = BlockPath(ref), query = BlockQuery(ref);
-  httplib::Headers h;
-  for (auto& [k, v] : Headers(address, "DELETE", path, query, "UNSIGNED-PAYLOAD")) h.emplace(k, v);
-  auto c = Take(address);
-  auto res = c->Delete(path + "?" + query, h);
-  if (!res || (res->status != 204 && res->status != 200)) {
-    return HttpFailure(fmt::format("remove block {} on {}", ref.id, address), res);
-  }
-  Give(address, std::move(c));
+  const std::string what = fmt::format("remove block {} on {}", ref.id, address);
+  auto res = Send(address, "DELETE", ref, {}, nullptr);
+  if (!res.ok()) return res.status().WithContext(what);
+  if (res->status != 204 && res->status != 200) return HttpFailure(what, *res);
   return Status::Ok();
 }
 
+Result<std::vector<std::string>> BlockClient::Inventory(const std::string& address) {
+  http::ClientRequest r;
+  r.target = "/_aquifer/inventory";
+  if (!key_.access_key.empty()) {
+    for (auto& [k, v] :
+         s3::SignRequest(key_.access_key, key_.secret, address, "GET", r.target, "", "UNSIGNED-PAYLOAD")) {
+      r.headers.Add(k, v);
+    }
+  }
+  auto res = pool_->Send(address, r, 1ull << 30);
+  if (!res.ok()) return res.status().WithContext(fmt::format("block inventory of {}", address));
+  if (res->status != 200) return HttpFailure(fmt::format("block inventory of {}", address), *res);
+  auto j = nlohmann::json::parse(res->body, nullptr, false);
+  if (!j.is_array()) return Corruption(fmt::format("block inventory of {}: not a JSON array", address));
+  std::vector<std::string> ids;
+  for (const auto& e : j) {
+    if (e.is_string()) ids.push_back(e.get<std::string>());
+  }
+  return ids;
+}
+
 // ---- ClusterBlockService ----
+
+bool ClusterBlockService::Available(const store::BlockRef& ref) {
+  if (local_.Available(ref)) return true;
+  Membership* m = membership_.load();
+  if (m == nullptr) return false;
+  const auto map = Map();
+  for (const auto& holder : ref.nodes) {
+    auto it = map.find(holder);
+    if (holder != self_ && it != map.end() && it->second.up) return true;
+  }
+  return false;
+}
 
 ClusterBlockService::ClusterBlockService(std::string self, store::LocalBlockService& local, BlockClient& client,
                                          size_t replicas)

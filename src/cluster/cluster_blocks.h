@@ -22,36 +22,31 @@
 #include <vector>
 
 #include "cluster/membership.h"
+#include "http/client.h"
+#include "s3/auth.h"
 #include "store/block_service.h"
-
-namespace httplib {
-class Client;
-}
 
 namespace aq::cluster {
 
 // Node-to-node block transfer over the nodes' HTTP port:
 //   PUT|GET|DELETE /_aquifer/blocks/<id>?crc=<crc32c>&pool=<pool>&size=<bytes>
-// signed with the node's credentials when it has them.
+//   GET /_aquifer/inventory (the ids a node holds)
+// signed with the cluster's node key (never a user's: only that key may
+// store or remove replicas).
 class BlockClient {
  public:
-  BlockClient(std::string access_key, std::string secret, int timeout_seconds = 10);
+  explicit BlockClient(s3::Credential node_key, int timeout_seconds = 10);
   ~BlockClient();
   Status Put(const std::string& address, const store::BlockRef& ref, std::string_view data);
   Result<std::string> Get(const std::string& address, const store::BlockRef& ref);
   Status Delete(const std::string& address, const store::BlockRef& ref);
+  Result<std::vector<std::string>> Inventory(const std::string& address);
 
  private:
-  std::unique_ptr<httplib::Client> Take(const std::string& address);
-  void Give(const std::string& address, std::unique_ptr<httplib::Client> c);
-  std::vector<std::pair<std::string, std::string>> Headers(const std::string& address, const std::string& method,
-                                                           const std::string& path, const std::string& query,
-                                                           const std::string& payload_hash) const;
-
-  const std::string access_key_, secret_;
-  const int timeout_;
-  std::mutex mu_;
-  std::multimap<std::string, std::unique_ptr<httplib::Client>> idle_;  // GUARDED_BY(mu_)
+  Result<http::ClientResponse> Send(const std::string& address, const std::string& method, const store::BlockRef& ref,
+                                    std::string_view body, char* into);
+  const s3::Credential key_;
+  std::unique_ptr<http::Pool> pool_;
 };
 
 struct ClusterBlockStats {
@@ -73,6 +68,8 @@ class ClusterBlockService final : public store::BlockService {
   size_t ReplicasFor(const std::string& bucket);
   Result<std::shared_ptr<const std::string>> Read(const store::BlockRef& ref) override;
   Status Remove(const store::BlockRef& ref) override;
+  // A replica is here, or a holder is up.
+  bool Available(const store::BlockRef& ref) override;
 
   // Copies a block to `node` from one of its holders (repair, rebalance).
   Status Replicate(const store::BlockRef& ref, const std::string& node);

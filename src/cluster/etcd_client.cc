@@ -1,10 +1,10 @@
 #include "cluster/etcd_client.h"
 
 #include <fmt/format.h>
-#include <httplib.h>
-#include <openssl/evp.h>
 
 #include <nlohmann/json.hpp>
+
+#include "s3/checksum.h"
 
 namespace aq::cluster {
 namespace {
@@ -96,26 +96,12 @@ Result<json> Parse(const std::string& body, const std::string& what) {
 
 }  // namespace
 
-std::string Base64Encode(std::string_view bytes) {
-  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
-  out.resize(static_cast<size_t>(n));
-  return out;
-}
+std::string Base64Encode(std::string_view bytes) { return s3::Base64Encode(bytes); }
 
 Result<std::string> Base64Decode(std::string_view text) {
   if (text.empty()) return std::string();
-  if (text.size() % 4 != 0)
-    return Corruption(fmt::format("base64 of {} characters (not a multiple of 4)", text.size()));
-  std::string out(3 * text.size() / 4, '\0');
-  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
-  if (n < 0) return Corruption("malformed base64 from etcd");
-  size_t pad = 0;
-  if (text.back() == '=') ++pad;
-  if (text.size() > 1 && text[text.size() - 2] == '=') ++pad;
-  out.resize(static_cast<size_t>(n) - pad);
+  auto out = s3::Base64Decode(text);
+  if (!out.ok()) return Corruption(fmt::format("malformed base64 from etcd: {}", out.status().message()));
   return out;
 }
 
@@ -154,59 +140,52 @@ Result<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const std::string& url) 
   return c;
 }
 
-EtcdClient::EtcdClient(std::vector<std::string> endpoints) : endpoints_(std::move(endpoints)) {}
+EtcdClient::EtcdClient(std::vector<std::string> endpoints) : endpoints_(std::move(endpoints)) {
+  http::ClientOptions o;
+  o.connect_timeout_s = 2;
+  o.io_timeout_s = 10;
+  o.max_idle_per_host = 16;
+  pool_ = std::make_unique<http::Pool>(o);
+}
 EtcdClient::~EtcdClient() = default;
 
 Result<std::string> EtcdClient::Call(const std::string& path, const std::string& body) {
-  std::string last_error;
+  Status last;
   size_t first;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     first = preferred_;
   }
   for (size_t attempt = 0; attempt < endpoints_.size(); ++attempt) {
     const size_t e = (first + attempt) % endpoints_.size();
-    std::unique_ptr<httplib::Client> client;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (auto it = idle_.begin(); it != idle_.end(); ++it) {
-        if (it->first == e) {
-          client = std::move(it->second);
-          idle_.erase(it);
-          break;
-        }
-      }
-    }
-    if (!client) {
-      const std::string& ep = endpoints_[e];
-      const size_t colon = ep.rfind(':');
-      client = std::make_unique<httplib::Client>(ep.substr(0, colon), std::stoi(ep.substr(colon + 1)));
-      client->set_keep_alive(true);
-      client->set_tcp_nodelay(true);
-      client->set_connection_timeout(2);
-      client->set_read_timeout(10);
-    }
-    auto res = client->Post(path, body, "application/json");
-    if (!res) {
-      last_error = fmt::format("{}: {}", endpoints_[e], httplib::to_string(res.error()));
+    http::ClientRequest r;
+    r.method = "POST";
+    r.target = path;
+    r.headers.Add("Content-Type", "application/json");
+    r.body = body;
+    auto res = pool_->Send(endpoints_[e], r, 1ull << 30);
+    if (!res.ok()) {
+      last = res.status();
       continue;  // the next endpoint
     }
-    const int status = res->status;
-    std::string answer = std::move(res->body);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       preferred_ = e;
-      if (idle_.size() < 16) idle_.emplace_back(e, std::move(client));
     }
-    if (status != 200) {
-      json j = json::parse(answer, nullptr, false);
-      std::string msg = !j.is_discarded() && j.is_object() ? j.value("message", j.value("error", answer)) : answer;
-      return Status(status == 400 ? StatusCode::kInvalidArgument : StatusCode::kIoError,
-                    fmt::format("etcd {} {}: HTTP {}: {}", endpoints_[e], path, status, msg));
+    if (res->status != 200) {
+      json j = json::parse(res->body, nullptr, false);
+      std::string msg =
+          !j.is_discarded() && j.is_object() ? j.value("message", j.value("error", res->body)) : res->body;
+      const std::string text = fmt::format("etcd {} {}: HTTP {}: {}", endpoints_[e], path, res->status, msg);
+      if (res->status == 400) return InvalidArgument(text);
+      if (res->status >= 500) return Unavailable(text);
+      return IoError(text);
     }
-    return answer;
+    return std::move(res->body);
   }
-  return IoError(fmt::format("etcd unreachable ({})", last_error));
+  // Nothing answered: a request that was sent may or may not have been applied.
+  return Status(last.code() == StatusCode::kTimedOut ? StatusCode::kTimedOut : StatusCode::kUnavailable,
+                fmt::format("etcd unreachable ({})", last.message()));
 }
 
 Result<std::optional<KeyValue>> EtcdClient::Get(const std::string& key) {

@@ -13,11 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
-
-namespace httplib {
-class Client;
-}
+#include "http/client.h"
 
 namespace aq::cluster {
 
@@ -90,13 +88,15 @@ class EtcdClient {
 
  private:
   explicit EtcdClient(std::vector<std::string> endpoints);
-  // POSTs `body` (JSON) to `path` and returns the parsed JSON answer.
+  // POSTs `body` (JSON) to `path` and returns the answer. When no endpoint
+  // answers: kUnavailable or kTimedOut (a request that changes keys may or
+  // may not have been applied).
   Result<std::string> Call(const std::string& path, const std::string& body);
 
   std::vector<std::string> endpoints_;  // host:port
-  std::mutex mu_;
-  size_t preferred_ = 0;  // GUARDED_BY(mu_): the endpoint that answered last
-  std::vector<std::pair<size_t, std::unique_ptr<httplib::Client>>> idle_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  size_t preferred_ AQ_GUARDED_BY(mu_) = 0;  // the endpoint that answered last
+  std::unique_ptr<http::Pool> pool_;
 };
 
 std::string Base64Encode(std::string_view bytes);

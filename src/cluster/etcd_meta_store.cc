@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 namespace aq::cluster {
 namespace {
@@ -35,7 +37,7 @@ class EtcdMetaStore final : public store::MetaStore {
     json v = {{"created_ns", NowNs()}};
     auto t = AQ_TRY(etcd_->Txn({{BucketKey(name), "", Target::kCreateRevision, Op::kEqual, 0, ""}},
                                {{TxnOp::Kind::kPut, BucketKey(name), "", v.dump(), 0}}));
-    if (!t.succeeded) return Status(StatusCode::kAlreadyExists, fmt::format("bucket '{}' exists", name));
+    if (!t.succeeded) return AlreadyExists(Subject::kBucket, fmt::format("bucket '{}' exists", name));
     return Status::Ok();
   }
 
@@ -51,18 +53,18 @@ class EtcdMetaStore final : public store::MetaStore {
 
   Status DeleteBucket(const std::string& name) override {
     auto bucket = AQ_TRY(etcd_->Get(BucketKey(name)));
-    if (!bucket) return NotFound(fmt::format("no bucket '{}'", name));
+    if (!bucket) return NotFound(Subject::kBucket, fmt::format("no bucket '{}'", name));
     const std::string objects = ObjectKey(name, "");
     auto some = AQ_TRY(etcd_->Prefix(objects, 1, true));
-    if (!some.empty()) return InvalidArgument(fmt::format("bucket '{}' is not empty (objects remain)", name));
+    if (!some.empty()) return NotEmpty(fmt::format("bucket '{}' is not empty (objects remain)", name));
     if (!AQ_TRY(ListUploads(name)).empty()) {
-      return InvalidArgument(fmt::format("bucket '{}' is not empty (multipart uploads in progress; abort them)", name));
+      return NotEmpty(fmt::format("bucket '{}' is not empty (multipart uploads in progress; abort them)", name));
     }
     // Guarded: no object created in the bucket since the check.
     auto t = AQ_TRY(etcd_->Txn({{BucketKey(name), "", Target::kModRevision, Op::kEqual, bucket->mod_revision, ""},
                                 {objects, EtcdClient::PrefixEnd(objects), Target::kCreateRevision, Op::kEqual, 0, ""}},
                                {{TxnOp::Kind::kDelete, BucketKey(name), "", "", 0}}));
-    if (!t.succeeded) return InvalidArgument(fmt::format("bucket '{}' is not empty (an object arrived)", name));
+    if (!t.succeeded) return NotEmpty(fmt::format("bucket '{}' is not empty (an object arrived)", name));
     return Status::Ok();
   }
 
@@ -71,8 +73,8 @@ class EtcdMetaStore final : public store::MetaStore {
                                     {TxnOp::Kind::kGet, BucketKey(bucket), "", "", 0}}));
     if (t.ranges.size() != 2) return IoError("etcd: unexpected transaction answer");
     if (t.ranges[0].empty()) {
-      if (t.ranges[1].empty()) return NotFound(fmt::format("no bucket '{}'", bucket));
-      return NotFound(fmt::format("no object '{}' in bucket '{}'", key, bucket));
+      if (t.ranges[1].empty()) return NotFound(Subject::kBucket, fmt::format("no bucket '{}'", bucket));
+      return NotFound(Subject::kObject, fmt::format("no object '{}' in bucket '{}'", key, bucket));
     }
     return ParseObject(bucket, key, t.ranges[0][0]);
   }
@@ -80,11 +82,16 @@ class EtcdMetaStore final : public store::MetaStore {
   Result<std::vector<BlockRef>> PutObject(const ObjectMeta& o) override {
     AQ_TRY(store::CheckObjectKey(o.key));
     AQ_TRY(CheckSize(o.size, o.blocks, o.key));
-    auto t = AQ_TRY(etcd_->Txn({{BucketKey(o.bucket), "", Target::kCreateRevision, Op::kGreater, 0, ""}},
-                               {{TxnOp::Kind::kGet, ObjectKey(o.bucket, o.key), "", "", 0},
-                                {TxnOp::Kind::kPut, ObjectKey(o.bucket, o.key), "", ObjectJson(o), 0}}));
-    if (!t.succeeded) return NotFound(fmt::format("no bucket '{}'", o.bucket));
-    return OldBlocks(t, 0);
+    auto t = etcd_->Txn({{BucketKey(o.bucket), "", Target::kCreateRevision, Op::kGreater, 0, ""}},
+                        {{TxnOp::Kind::kGet, ObjectKey(o.bucket, o.key), "", "", 0},
+                         {TxnOp::Kind::kPut, ObjectKey(o.bucket, o.key), "", ObjectJson(o), 0}});
+    if (!t.ok()) {
+      if (!t.status().retryable() || o.attrs.write_id.empty()) return t.status();
+      AQ_TRY(Resolve(o, t.status(), [&](const ObjectMeta& m) { return m.attrs.write_id == o.attrs.write_id; }));
+      return std::vector<BlockRef>();  // committed; the replaced layout's blocks are left to garbage collection
+    }
+    if (!t->succeeded) return NotFound(Subject::kBucket, fmt::format("no bucket '{}'", o.bucket));
+    return OldBlocks(*t, 0);
   }
 
   Result<std::vector<BlockRef>> DeleteObject(const std::string& bucket, const std::string& key) override {
@@ -93,14 +100,16 @@ class EtcdMetaStore final : public store::MetaStore {
                                {{TxnOp::Kind::kGet, k, "", "", 0}, {TxnOp::Kind::kDelete, k, "", "", 0}},
                                {{TxnOp::Kind::kGet, BucketKey(bucket), "", "", 0}}));
     if (!t.succeeded) {
-      if (t.ranges.empty() || t.ranges[0].empty()) return NotFound(fmt::format("no bucket '{}'", bucket));
-      return NotFound(fmt::format("no object '{}' in bucket '{}'", key, bucket));
+      if (t.ranges.empty() || t.ranges[0].empty())
+        return NotFound(Subject::kBucket, fmt::format("no bucket '{}'", bucket));
+      return NotFound(Subject::kObject, fmt::format("no object '{}' in bucket '{}'", key, bucket));
     }
     return OldBlocks(t, 0);
   }
 
   Result<store::ListPage> ListObjects(const store::ListRequest& r) override {
-    if (!AQ_TRY(etcd_->Get(BucketKey(r.bucket)))) return NotFound(fmt::format("no bucket '{}'", r.bucket));
+    if (!AQ_TRY(etcd_->Get(BucketKey(r.bucket))))
+      return NotFound(Subject::kBucket, fmt::format("no bucket '{}'", r.bucket));
     store::ListPage page;
     if (r.max_keys == 0) return page;
     const std::string base = ObjectKey(r.bucket, "");
@@ -146,13 +155,15 @@ class EtcdMetaStore final : public store::MetaStore {
   Status CreateUpload(const UploadInfo& u) override {
     AQ_TRY(store::CheckObjectKey(u.key));
     json v = {{"bucket", u.bucket}, {"key", u.key}, {"created_ns", u.created_ns != 0 ? u.created_ns : NowNs()}};
+    if (!u.headers.empty()) v["headers"] = u.headers;
     auto t = AQ_TRY(etcd_->Txn({{BucketKey(u.bucket), "", Target::kCreateRevision, Op::kGreater, 0, ""},
                                 {UploadKey(u.id), "", Target::kCreateRevision, Op::kEqual, 0, ""}},
                                {{TxnOp::Kind::kPut, UploadKey(u.id), "", v.dump(), 0}},
                                {{TxnOp::Kind::kGet, BucketKey(u.bucket), "", "", 0}}));
     if (!t.succeeded) {
-      if (t.ranges.empty() || t.ranges[0].empty()) return NotFound(fmt::format("no bucket '{}'", u.bucket));
-      return Status(StatusCode::kAlreadyExists, "upload id " + u.id + " exists");
+      if (t.ranges.empty() || t.ranges[0].empty())
+        return NotFound(Subject::kBucket, fmt::format("no bucket '{}'", u.bucket));
+      return AlreadyExists(Subject::kUpload, "upload id " + u.id + " exists");
     }
     return Status::Ok();
   }
@@ -163,7 +174,8 @@ class EtcdMetaStore final : public store::MetaStore {
   }
 
   Result<std::vector<UploadInfo>> ListUploads(const std::string& bucket) override {
-    if (!AQ_TRY(etcd_->Get(BucketKey(bucket)))) return NotFound(fmt::format("no bucket '{}'", bucket));
+    if (!AQ_TRY(etcd_->Get(BucketKey(bucket))))
+      return NotFound(Subject::kBucket, fmt::format("no bucket '{}'", bucket));
     std::vector<UploadInfo> out;
     const std::string prefix = p_ + "uploads/";
     for (const auto& kv : AQ_TRY(etcd_->Prefix(prefix))) {
@@ -185,7 +197,7 @@ class EtcdMetaStore final : public store::MetaStore {
     auto t = AQ_TRY(etcd_->Txn({{UploadKey(id), "", Target::kCreateRevision, Op::kGreater, 0, ""}},
                                {{TxnOp::Kind::kGet, PartKey(id, p.number), "", "", 0},
                                 {TxnOp::Kind::kPut, PartKey(id, p.number), "", v.dump(), 0}}));
-    if (!t.succeeded) return NotFound(fmt::format("no multipart upload '{}'", id));
+    if (!t.succeeded) return NotFound(Subject::kUpload, fmt::format("no multipart upload '{}'", id));
     return OldBlocks(t, 0);
   }
 
@@ -199,6 +211,7 @@ class EtcdMetaStore final : public store::MetaStore {
     ObjectMeta o = object;
     o.size = 0;
     o.blocks.clear();
+    o.attrs.part_sizes.clear();
     std::vector<Compare> guard = {{UploadKey(id), "", Target::kModRevision, Op::kEqual, u.upload_revision, ""},
                                   {BucketKey(o.bucket), "", Target::kCreateRevision, Op::kGreater, 0, ""}};
     std::vector<BlockRef> freed;
@@ -210,6 +223,7 @@ class EtcdMetaStore final : public store::MetaStore {
         return InvalidArgument(fmt::format("part {} has ETag {}, not {}", c.number, it->etag, c.etag));
       }
       o.size += it->size;
+      o.attrs.part_sizes.push_back(it->size);
       o.blocks.insert(o.blocks.end(), it->blocks.begin(), it->blocks.end());
       // The part must be the one checked when the transaction commits.
       guard.push_back({PartKey(id, c.number), "", Target::kModRevision, Op::kEqual,
@@ -222,10 +236,17 @@ class EtcdMetaStore final : public store::MetaStore {
     }
     AQ_TRY(CheckSize(o.size, o.blocks, o.key));
     const std::string parts = PartPrefix(id);
-    auto t = AQ_TRY(etcd_->Txn(guard, {{TxnOp::Kind::kGet, ObjectKey(o.bucket, o.key), "", "", 0},
-                                       {TxnOp::Kind::kPut, ObjectKey(o.bucket, o.key), "", ObjectJson(o), 0},
-                                       {TxnOp::Kind::kDelete, UploadKey(id), "", "", 0},
-                                       {TxnOp::Kind::kDelete, parts, EtcdClient::PrefixEnd(parts), "", 0}}));
+    o.attrs.upload_id = id;
+    auto r = etcd_->Txn(guard, {{TxnOp::Kind::kGet, ObjectKey(o.bucket, o.key), "", "", 0},
+                                {TxnOp::Kind::kPut, ObjectKey(o.bucket, o.key), "", ObjectJson(o), 0},
+                                {TxnOp::Kind::kDelete, UploadKey(id), "", "", 0},
+                                {TxnOp::Kind::kDelete, parts, EtcdClient::PrefixEnd(parts), "", 0}});
+    if (!r.ok()) {
+      if (!r.status().retryable()) return r.status();
+      AQ_TRY(Resolve(o, r.status(), [&](const ObjectMeta& m) { return m.attrs.upload_id == id; }));
+      return std::vector<BlockRef>();  // committed; left-out parts and the old layout go to garbage collection
+    }
+    const TxnResult& t = *r;
     if (!t.succeeded) {
       return InvalidArgument(
           fmt::format("upload {} changed while completing (a part was replaced or it was aborted)", id));
@@ -241,7 +262,7 @@ class EtcdMetaStore final : public store::MetaStore {
                                {{TxnOp::Kind::kGet, parts, EtcdClient::PrefixEnd(parts), "", 0},
                                 {TxnOp::Kind::kDelete, parts, EtcdClient::PrefixEnd(parts), "", 0},
                                 {TxnOp::Kind::kDelete, UploadKey(id), "", "", 0}}));
-    if (!t.succeeded) return NotFound(fmt::format("no multipart upload '{}'", id));
+    if (!t.succeeded) return NotFound(Subject::kUpload, fmt::format("no multipart upload '{}'", id));
     std::vector<BlockRef> freed;
     for (const auto& kv : t.ranges.at(0)) {
       auto p = AQ_TRY(ParsePart(kv));
@@ -251,6 +272,28 @@ class EtcdMetaStore final : public store::MetaStore {
   }
 
  private:
+  // A commit etcd did not answer: read back whether it happened, for up to
+  // ~10 s. OK when `ours` holds for the stored object; kConflict when it
+  // definitely did not commit; kUnavailable (outcome still unknown) when
+  // etcd cannot be read either.
+  Status Resolve(const ObjectMeta& o, const Status& why, const std::function<bool(const ObjectMeta&)>& ours) {
+    Status last = why;
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));  // etcd recovering
+      auto kv = etcd_->Get(ObjectKey(o.bucket, o.key));
+      if (!kv.ok()) {
+        last = kv.status();
+        continue;
+      }
+      if (!*kv) return Conflict(fmt::format("'{}/{}' was not committed ({})", o.bucket, o.key, why.message()));
+      auto m = ParseObject(o.bucket, o.key, **kv);
+      if (m.ok() && ours(*m)) return Status::Ok();
+      return Conflict(fmt::format("'{}/{}' was not committed ({})", o.bucket, o.key, why.message()));
+    }
+    return Unavailable(fmt::format("'{}/{}': the commit's outcome is unknown; etcd does not answer ({})", o.bucket,
+                                   o.key, last.message()));
+  }
+
   struct UploadRecords {
     UploadInfo info;
     int64_t upload_revision = 0;
@@ -275,7 +318,8 @@ class EtcdMetaStore final : public store::MetaStore {
               {"mtime_ns", o.mtime_ns != 0 ? o.mtime_ns : NowNs()},
               {"etag", o.etag},
               {"block_size", o.block_size},
-              {"blocks", json::parse(store::BlocksToJson(o.blocks))}};
+              {"blocks", json::parse(store::BlocksToJson(o.blocks))},
+              {"attrs", json::parse(store::AttrsToJson(o.attrs))}};
     return v.dump();
   }
 
@@ -295,6 +339,7 @@ class EtcdMetaStore final : public store::MetaStore {
     }
     m.version = static_cast<uint64_t>(kv.mod_revision);
     m.blocks = AQ_TRY(store::BlocksFromJson(v.value("blocks", json::array()).dump()));
+    if (v.contains("attrs")) m.attrs = AQ_TRY(store::AttrsFromJson(v["attrs"].dump()));
     return m;
   }
 
@@ -306,6 +351,11 @@ class EtcdMetaStore final : public store::MetaStore {
     u.bucket = v.value("bucket", "");
     u.key = v.value("key", "");
     u.created_ns = v.value("created_ns", int64_t{0});
+    try {
+      if (v.contains("headers")) u.headers = v["headers"].get<std::map<std::string, std::string>>();
+    } catch (const json::exception& e) {
+      return BadRecord(kv.key, e.what());
+    }
     return u;
   }
 
@@ -339,7 +389,7 @@ class EtcdMetaStore final : public store::MetaStore {
     auto t = AQ_TRY(etcd_->Txn({}, {{TxnOp::Kind::kGet, UploadKey(id), "", "", 0},
                                     {TxnOp::Kind::kGet, parts, EtcdClient::PrefixEnd(parts), "", 0}}));
     if (t.ranges.size() != 2) return IoError("etcd: unexpected transaction answer");
-    if (t.ranges[0].empty()) return NotFound(fmt::format("no multipart upload '{}'", id));
+    if (t.ranges[0].empty()) return NotFound(Subject::kUpload, fmt::format("no multipart upload '{}'", id));
     UploadRecords r;
     r.info = AQ_TRY(ParseUpload(id, t.ranges[0][0]));
     r.upload_revision = t.ranges[0][0].mod_revision;

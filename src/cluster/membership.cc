@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "store/block_store.h"
 
 namespace aq::cluster {
 namespace {
@@ -27,18 +28,42 @@ json MemberJson(const NodeInfo& n) {
 
 }  // namespace
 
-Status EnsureClusterConfig(EtcdClient& etcd, const std::string& prefix, size_t replicas) {
+Result<ClusterConfig> EnsureClusterConfig(EtcdClient& etcd, const std::string& prefix, size_t replicas) {
   const std::string key = prefix + "config";
-  json v = {{"replicas", replicas}};
-  auto t = AQ_TRY(etcd.Txn({{key, "", Compare::Target::kCreateRevision, Compare::Op::kEqual, 0, ""}},
-                           {{TxnOp::Kind::kPut, key, "", v.dump(), 0}}, {{TxnOp::Kind::kGet, key, "", "", 0}}));
-  if (t.succeeded) return Status::Ok();
-  const size_t have = AQ_TRY(ClusterReplicas(etcd, prefix));
-  if (have != replicas) {
-    return InvalidArgument(fmt::format(
-        "the cluster keeps {} replicas per block; this node was started with --replicas {}", have, replicas));
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    // The node key signs node-to-node block writes; made once per cluster.
+    json v = {{"replicas", replicas}, {"node_secret", store::NewBlockId() + store::NewBlockId()}};
+    auto t = AQ_TRY(etcd.Txn({{key, "", Compare::Target::kCreateRevision, Compare::Op::kEqual, 0, ""}},
+                             {{TxnOp::Kind::kPut, key, "", v.dump(), 0}}, {{TxnOp::Kind::kGet, key, "", "", 0}}));
+    ClusterConfig c;
+    if (t.succeeded) {
+      c.replicas = replicas;
+      c.node_secret = v["node_secret"].get<std::string>();
+      return c;
+    }
+    if (t.ranges.empty() || t.ranges[0].empty()) continue;
+    const KeyValue& kv = t.ranges[0][0];
+    json have = json::parse(kv.value, nullptr, false);
+    if (!have.is_object() || !have.contains("replicas")) return Corruption("etcd record 'config' is malformed");
+    c.replicas = have["replicas"].get<size_t>();
+    if (c.replicas != replicas) {
+      return InvalidArgument(
+          fmt::format("the cluster keeps {} replicas per block; this node asks for {}", c.replicas, replicas));
+    }
+    if (have.contains("node_secret") && have["node_secret"].is_string()) {
+      c.node_secret = have["node_secret"].get<std::string>();
+      return c;
+    }
+    // A cluster made before node keys existed: add one (once, whoever is first).
+    have["node_secret"] = v["node_secret"];
+    auto u = AQ_TRY(etcd.Txn({{key, "", Compare::Target::kModRevision, Compare::Op::kEqual, kv.mod_revision, ""}},
+                             {{TxnOp::Kind::kPut, key, "", have.dump(), 0}}));
+    if (u.succeeded) {
+      c.node_secret = have["node_secret"].get<std::string>();
+      return c;
+    }
   }
-  return Status::Ok();
+  return Unavailable("the cluster's configuration in etcd keeps changing; retry");
 }
 
 Result<size_t> ClusterReplicas(EtcdClient& etcd, const std::string& prefix) {
@@ -65,7 +90,7 @@ Status SetBucketReplicas(EtcdClient& etcd, const std::string& prefix, const std:
   const std::string key = prefix + "buckets/" + bucket;
   for (int attempt = 0; attempt < 5; ++attempt) {
     auto kv = AQ_TRY(etcd.Get(key));
-    if (!kv) return NotFound(fmt::format("no bucket '{}'", bucket));
+    if (!kv) return NotFound(Subject::kBucket, fmt::format("no bucket '{}'", bucket));
     json v = json::parse(kv->value, nullptr, false);
     if (!v.is_object()) return Corruption(fmt::format("etcd record '{}' is not a JSON object", key));
     if (replicas == 0) {

@@ -41,9 +41,18 @@ struct NodeInfo {
   std::string status_json;
 };
 
-// The cluster's settings (PREFIX config: {"replicas"}): written by the first
-// node; a node started with a different replica count is refused.
-Status EnsureClusterConfig(EtcdClient& etcd, const std::string& prefix, size_t replicas);
+// The cluster-wide settings every node reads at start (PREFIX config:
+// {"replicas", "node_secret"}): written by the first node; a node started
+// with a different replica count is refused.
+struct ClusterConfig {
+  size_t replicas = 0;
+  std::string node_secret;  // the secret of the node key (kNodeAccessKey) that signs node-to-node writes
+};
+inline constexpr const char* kNodeAccessKey = "aquifer-node";
+// Creates the configuration on the first node's start (generating the node
+// secret), or reads it and checks that `replicas` agrees. etcd holds the
+// secret: it must be reachable by the cluster's nodes only.
+Result<ClusterConfig> EnsureClusterConfig(EtcdClient& etcd, const std::string& prefix, size_t replicas);
 Result<size_t> ClusterReplicas(EtcdClient& etcd, const std::string& prefix);
 // Buckets with their own replica count (PREFIX buckets/<name> "replicas").
 Result<std::map<std::string, size_t>> BucketReplicas(EtcdClient& etcd, const std::string& prefix);

@@ -1,6 +1,7 @@
 #include "cluster/placement.h"
 
 #include <algorithm>
+#include <map>
 
 namespace aq::cluster {
 namespace {
@@ -39,6 +40,36 @@ std::vector<std::string> Place(const std::string& block_id, const std::vector<No
   std::vector<std::string> out;
   for (size_t i = 0; i < k; ++i) out.push_back(*scored[i].second);
   return out;
+}
+
+s3::Layout LayoutFor(const store::ObjectMeta& o, const std::vector<NodeInfo>& nodes) {
+  std::map<std::string, const NodeInfo*> map;
+  for (const auto& n : nodes) map[n.id] = &n;
+  s3::Layout l;
+  l.size = o.size;
+  l.version = o.version;
+  l.etag = o.etag;
+  for (const auto& b : o.blocks) {
+    std::vector<std::string> holders = b.nodes;
+    auto up = [&](const std::string& id) {
+      auto it = map.find(id);
+      return it != map.end() && it->second->up;
+    };
+    std::stable_sort(holders.begin(), holders.end(), [&](const std::string& x, const std::string& y) {
+      if (up(x) != up(y)) return up(x);
+      return PlacementWeight(b.id, x) > PlacementWeight(b.id, y);
+    });
+    s3::LayoutBlock lb;
+    lb.id = b.id;
+    lb.size = b.size;
+    lb.crc32c = b.crc32c;
+    lb.pool = b.pool;
+    for (const auto& h : holders) {
+      if (auto it = map.find(h); it != map.end()) lb.addresses.push_back(it->second->address);
+    }
+    l.blocks.push_back(std::move(lb));
+  }
+  return l;
 }
 
 }  // namespace aq::cluster

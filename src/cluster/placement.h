@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "cluster/membership.h"
+#include "s3/layout.h"
+#include "store/meta_store.h"
 
 namespace aq::cluster {
 
@@ -19,5 +21,10 @@ uint64_t PlacementWeight(const std::string& block_id, const std::string& node_id
 // among nodes that are up and active (smartfailed and removed nodes receive
 // nothing). Fewer when fewer such nodes exist.
 std::vector<std::string> Place(const std::string& block_id, const std::vector<NodeInfo>& nodes, size_t replicas);
+
+// An object's layout for clients: each block's holders' addresses, live
+// ones first, then by placement weight (the block's owner, which caches it,
+// first). Holders the map does not know are left out.
+s3::Layout LayoutFor(const store::ObjectMeta& object, const std::vector<NodeInfo>& nodes);
 
 }  // namespace aq::cluster

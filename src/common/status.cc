@@ -18,6 +18,10 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kTruncated: return "Truncated";
     case StatusCode::kUnsupported: return "Unsupported";
     case StatusCode::kInternal: return "Internal error";
+    case StatusCode::kNotEmpty: return "Not empty";
+    case StatusCode::kUnavailable: return "Unavailable";
+    case StatusCode::kTimedOut: return "Timed out";
+    case StatusCode::kConflict: return "Conflict";
   }
   return "Unknown";
 }
@@ -35,7 +39,7 @@ Status Status::WithContext(std::string_view context) const {
   std::string m(context);
   m += ": ";
   m += message_;
-  return Status(code_, std::move(m));
+  return Status(code_, subject_, std::move(m));
 }
 
 Status ErrnoStatus(int err, std::string_view op, std::string_view path) {
@@ -50,6 +54,11 @@ Status ErrnoStatus(int err, std::string_view op, std::string_view path) {
     case ENOSPC:
     case EDQUOT: code = StatusCode::kNoSpace; break;
     case EINVAL: code = StatusCode::kInvalidArgument; break;
+    case ENOTEMPTY: code = StatusCode::kNotEmpty; break;
+    case ETIMEDOUT: code = StatusCode::kTimedOut; break;
+    case ECONNREFUSED:
+    case EHOSTUNREACH:
+    case ENETUNREACH: code = StatusCode::kUnavailable; break;
     default: break;
   }
   std::string m;

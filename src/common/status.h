@@ -17,12 +17,12 @@
 namespace aq {
 
 // Codes are few and coarse; the message carries the detail. Callers branch on
-// the code (e.g. skip a corrupt record, retry an I/O error), people read the
-// message.
+// the code (e.g. skip a corrupt record, retry an I/O error, map to a protocol
+// error), never on the message, which is for people.
 enum class StatusCode : uint8_t {
   kOk = 0,
-  kInvalidArgument,   // bad flag, bad config, misuse of an API
-  kNotFound,          // file, directory, key
+  kInvalidArgument,   // bad flag, bad config, misuse of an API, malformed request
+  kNotFound,          // file, directory, bucket, object, upload, block (see Subject)
   kAlreadyExists,     // refusing to overwrite
   kPermissionDenied,  // EACCES / EPERM
   kIoError,           // read/write failed for an OS reason
@@ -31,20 +31,34 @@ enum class StatusCode : uint8_t {
   kTruncated,         // input ends in the middle of a record
   kUnsupported,       // valid input we do not handle
   kInternal,          // a bug in aquifer
+  kNotEmpty,          // a bucket or directory that still holds entries
+  kUnavailable,       // a service (etcd, another node) cannot answer now: retry later. After a
+                      // write was sent, its outcome is unknown: keep what it refers to.
+  kTimedOut,          // no answer within the deadline (the peer may be slow, not gone)
+  kConflict,          // the state changed under the caller (a concurrent write won)
 };
 
 std::string_view StatusCodeName(StatusCode code);
+
+// What a NotFound or AlreadyExists is about, for callers that map it to a
+// protocol's error (S3's NoSuchBucket vs NoSuchKey vs NoSuchUpload).
+enum class Subject : uint8_t { kNone = 0, kBucket, kObject, kUpload, kPart, kBlock };
 
 class [[nodiscard]] Status {
  public:
   Status() = default;  // OK
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+  Status(StatusCode code, Subject subject, std::string message)
+      : code_(code), subject_(subject), message_(std::move(message)) {}
 
   static Status Ok() { return Status(); }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
+  Subject subject() const { return subject_; }
   const std::string& message() const { return message_; }
+  // True when a request may succeed if repeated later (unavailable, timed out).
+  bool retryable() const { return code_ == StatusCode::kUnavailable || code_ == StatusCode::kTimedOut; }
 
   // "Corruption: <message>" (or "OK").
   std::string ToString() const;
@@ -58,6 +72,7 @@ class [[nodiscard]] Status {
 
  private:
   StatusCode code_ = StatusCode::kOk;
+  Subject subject_ = Subject::kNone;
   std::string message_;
 };
 
@@ -68,6 +83,12 @@ inline Status Corruption(std::string m) { return {StatusCode::kCorruption, std::
 inline Status Truncated(std::string m) { return {StatusCode::kTruncated, std::move(m)}; }
 inline Status Unsupported(std::string m) { return {StatusCode::kUnsupported, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status NotEmpty(std::string m) { return {StatusCode::kNotEmpty, std::move(m)}; }
+inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
+inline Status TimedOut(std::string m) { return {StatusCode::kTimedOut, std::move(m)}; }
+inline Status Conflict(std::string m) { return {StatusCode::kConflict, std::move(m)}; }
+inline Status NotFound(Subject s, std::string m) { return {StatusCode::kNotFound, s, std::move(m)}; }
+inline Status AlreadyExists(Subject s, std::string m) { return {StatusCode::kAlreadyExists, s, std::move(m)}; }
 
 // Maps an errno value to a Status naming the operation and path.
 Status ErrnoStatus(int err, std::string_view op, std::string_view path);

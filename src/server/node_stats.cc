@@ -1,7 +1,6 @@
 #include "server/node_stats.h"
 
 #include <fmt/format.h>
-#include <httplib.h>
 
 #include <chrono>
 
@@ -14,15 +13,25 @@ const char* OpName(Op op) {
   return kNames[static_cast<size_t>(op)];
 }
 
-void NodeStats::Record(Op op, double seconds, uint64_t in, uint64_t out, bool error) {
+void NodeStats::Record(Op op, double seconds, uint64_t in, uint64_t out, int status) {
   auto& s = ops_[static_cast<size_t>(op)];
   s.count.fetch_add(1, std::memory_order_relaxed);
-  if (error) s.errors.fetch_add(1, std::memory_order_relaxed);
+  if (status >= 400 && status < 500) {
+    s.client_errors.fetch_add(1, std::memory_order_relaxed);
+    client_errors_.fetch_add(1, std::memory_order_relaxed);
+  } else if (status >= 500) {
+    s.server_errors.fetch_add(1, std::memory_order_relaxed);
+    server_errors_.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (status >= 400) {
+    MutexLock lock(status_mu_);
+    ++by_status_[status];
+  }
   s.bytes_in.fetch_add(in, std::memory_order_relaxed);
   s.bytes_out.fetch_add(out, std::memory_order_relaxed);
   bytes_in_.fetch_add(in, std::memory_order_relaxed);
   bytes_out_.fetch_add(out, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(s.mu);
   s.latency.Record(static_cast<uint64_t>(seconds * 1e9));
 }
 
@@ -32,16 +41,27 @@ nlohmann::json NodeStats::ToJson() const {
     const auto& s = ops_[i];
     nlohmann::json lat;
     {
-      std::lock_guard<std::mutex> lock(s.mu);
+      MutexLock lock(s.mu);
       lat = s.latency.ToJson();
     }
     ops[OpName(static_cast<Op>(i))] = {{"requests", s.count.load()},
-                                       {"errors", s.errors.load()},
+                                       {"client_errors", s.client_errors.load()},
+                                       {"server_errors", s.server_errors.load()},
                                        {"bytes_in", s.bytes_in.load()},
                                        {"bytes_out", s.bytes_out.load()},
                                        {"latency", lat}};
   }
-  return {{"ops", ops}, {"bytes_in", bytes_in_.load()}, {"bytes_out", bytes_out_.load()}};
+  nlohmann::json statuses = nlohmann::json::object();
+  {
+    MutexLock lock(status_mu_);
+    for (const auto& [code, n] : by_status_) statuses[std::to_string(code)] = n;
+  }
+  return {{"ops", ops},
+          {"client_errors", client_errors_.load()},
+          {"server_errors", server_errors_.load()},
+          {"errors_by_status", statuses},
+          {"bytes_in", bytes_in_.load()},
+          {"bytes_out", bytes_out_.load()}};
 }
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, store::ObjectStore& objects,
@@ -56,6 +76,10 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
     sampler.AddCounter(fmt::format("node.{}", OpName(op)), "requests/s",
                        [&stats, op] { return static_cast<double>(stats.requests(op)); });
   }
+  sampler.AddCounter("node.errors.client", "requests/s",
+                     [&stats] { return static_cast<double>(stats.client_errors()); });
+  sampler.AddCounter("node.errors.server", "requests/s",
+                     [&stats] { return static_cast<double>(stats.server_errors()); });
   sampler.AddCounter(
       "node.in", "MB/s", [&stats] { return static_cast<double>(stats.bytes_in()); }, 1e-6);
   sampler.AddCounter(
@@ -74,73 +98,80 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
   }
   sampler.Start();
   const auto started = std::chrono::steady_clock::now();
-  m->http_ = std::make_unique<httplib::Server>();
-  m->http_->Get("/metrics", [&sampler](const httplib::Request&, httplib::Response& res) {
-    std::vector<monitor::Column> cols;
-    for (auto& c : sampler.Take().columns) {
-      if (!c.values.empty()) c.values = {c.values.back()};
-      cols.push_back(std::move(c));
+  auto stats_json = [&sampler, &stats, &objects, started, extra]() {
+    nlohmann::json j = stats.ToJson();
+    if (extra) {
+      const nlohmann::json more = extra();  // (kept alive for the loop)
+      for (const auto& [k, v] : more.items()) j[k] = v;
     }
-    res.set_content(monitor::PrometheusText(cols), "text/plain; version=0.0.4");
-  });
-  m->http_->Get(
-      "/stats", [&sampler, &stats, &objects, started, extra](const httplib::Request&, httplib::Response& res) {
-        nlohmann::json j = stats.ToJson();
-        if (extra) {
-          const nlohmann::json more = extra();  // (kept alive for the loop)
-          for (const auto& [k, v] : more.items()) j[k] = v;
-        }
-        j["uptime_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        if (store::BlockCache* cache = objects.cache()) {
-          auto c = cache->Stats();
-          j["cache"] = {{"policy", cache->policy() == store::CachePolicy::kTinyLfu ? "tinylfu" : "lru"},
-                        {"capacity_bytes", c.capacity},
-                        {"bytes", c.bytes},
-                        {"entries", c.entries},
-                        {"hits", c.hits},
-                        {"misses", c.misses},
-                        {"hit_ratio", c.hit_ratio()},
-                        {"evicted", c.evicted},
-                        {"rejected", c.rejected}};
-        }
-        if (store::Prefetcher* pf = objects.prefetcher()) {
-          auto p = pf->Stats();
-          j["prefetch"] = {{"issued", p.issued},
-                           {"hits", p.hits},
-                           {"late_hits", p.late_hits},
-                           {"wasted", p.wasted},
-                           {"continued_streams", p.continued},
-                           {"new_streams", p.new_streams},
-                           {"bytes_held", p.bytes_held},
-                           {"window_blocks", pf->options().max_window_blocks},
-                           {"memory_bytes", pf->options().memory_bytes}};
-        }
-        nlohmann::json pools = nlohmann::json::array();
-        if (auto usage = objects.blocks().Usage(); usage.ok()) {
-          for (const auto& u : *usage) pools.push_back({{"name", u.name}, {"blocks", u.blocks}, {"bytes", u.bytes}});
-        }
-        j["pools"] = pools;
-        nlohmann::json latest = nlohmann::json::object();
-        for (const auto& [name, value] : sampler.Latest()) latest[name] = value;
-        j["machine"] = latest;
-        res.set_content(j.dump(1), "application/json");
-      });
-  if (port == 0) {
-    m->port_ = m->http_->bind_to_any_port(host);
-    if (m->port_ <= 0) return IoError(fmt::format("--metrics: cannot listen on {}", host));
-  } else {
-    if (!m->http_->bind_to_port(host, port)) {
-      return IoError(fmt::format("--metrics: cannot listen on {}:{} (in use?)", host, port));
+    j["uptime_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (store::BlockCache* cache = objects.cache()) {
+      auto c = cache->Stats();
+      j["cache"] = {{"policy", cache->policy() == store::CachePolicy::kTinyLfu ? "tinylfu" : "lru"},
+                    {"capacity_bytes", c.capacity},
+                    {"bytes", c.bytes},
+                    {"entries", c.entries},
+                    {"hits", c.hits},
+                    {"misses", c.misses},
+                    {"hit_ratio", c.hit_ratio()},
+                    {"evicted", c.evicted},
+                    {"rejected", c.rejected}};
     }
-    m->port_ = port;
-  }
-  m->thread_ = std::thread([srv = m->http_.get()] { srv->listen_after_bind(); });
+    if (store::Prefetcher* pf = objects.prefetcher()) {
+      auto p = pf->Stats();
+      j["prefetch"] = {{"issued", p.issued},
+                       {"hits", p.hits},
+                       {"late_hits", p.late_hits},
+                       {"wasted", p.wasted},
+                       {"continued_streams", p.continued},
+                       {"new_streams", p.new_streams},
+                       {"bytes_held", p.bytes_held},
+                       {"window_blocks", pf->options().max_window_blocks},
+                       {"memory_bytes", pf->options().memory_bytes}};
+    }
+    auto rs = objects.reclaimer().Stats();
+    j["reclaim"] = {{"freed", rs.freed},   {"removed", rs.removed}, {"deferred", rs.deferred},
+                    {"forced", rs.forced}, {"pending", rs.pending}, {"readers", rs.pins}};
+    nlohmann::json pools = nlohmann::json::array();
+    if (auto usage = objects.blocks().Usage(); usage.ok()) {
+      for (const auto& u : *usage) pools.push_back({{"name", u.name}, {"blocks", u.blocks}, {"bytes", u.bytes}});
+    }
+    j["pools"] = pools;
+    nlohmann::json latest = nlohmann::json::object();
+    for (const auto& [name, value] : sampler.Latest()) latest[name] = value;
+    j["machine"] = latest;
+    return j.dump(1);
+  };
+  http::ServerOptions ho;
+  ho.host = host;
+  ho.port = port;
+  ho.threads = 2;
+  ho.max_connections = 64;
+  m->http_ = AQ_TRY(http::Server::Start(ho, [&sampler, stats_json](http::Exchange& ex) {
+    http::Headers h;
+    if (ex.request().method != "GET" && ex.request().method != "HEAD") {
+      (void)ex.Respond(405, std::move(h), "GET /metrics or /stats\n");
+    } else if (ex.request().path == "/metrics") {
+      std::vector<monitor::Column> cols;
+      for (auto& c : sampler.Take().columns) {
+        if (!c.values.empty()) c.values = {c.values.back()};
+        cols.push_back(std::move(c));
+      }
+      h.Add("Content-Type", "text/plain; version=0.0.4");
+      (void)ex.Respond(200, std::move(h), monitor::PrometheusText(cols));
+    } else if (ex.request().path == "/stats") {
+      h.Add("Content-Type", "application/json");
+      (void)ex.Respond(200, std::move(h), stats_json());
+    } else {
+      (void)ex.Respond(404, std::move(h), "not found: the metrics address serves /metrics and /stats\n");
+    }
+  }));
+  m->port_ = m->http_->port();
   return m;
 }
 
 MetricsServer::~MetricsServer() {
-  if (http_) http_->stop();
-  if (thread_.joinable()) thread_.join();
+  if (http_) http_->Stop();
   if (sampler_) sampler_->Stop();
 }
 

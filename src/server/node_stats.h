@@ -1,5 +1,6 @@
 // A node's statistics, what `isi statistics` shows for a storage node:
-// requests, errors, bytes in and out and latency percentiles per operation,
+// requests, client errors (4xx) and server errors (5xx) by status, bytes in
+// and out and latency percentiles per operation,
 // plus the block cache and the machine (CPU, network, disks from the
 // monitor's sampler). Served on the node's metrics address as Prometheus
 // text (/metrics) and JSON (/stats, what `aquifer stats` reads).
@@ -11,20 +12,18 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 
 #include "common/latency.h"
+#include "common/mutex.h"
 #include "common/status.h"
+#include "http/server.h"
 #include "monitor/sampler.h"
 #include "store/object_store.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace aq::server {
 
@@ -34,22 +33,28 @@ const char* OpName(Op op);
 
 class NodeStats {
  public:
-  void Record(Op op, double seconds, uint64_t bytes_in, uint64_t bytes_out, bool error);
+  // `status` is the HTTP status answered: 4xx counts as a client error, 5xx
+  // as a server error.
+  void Record(Op op, double seconds, uint64_t bytes_in, uint64_t bytes_out, int status);
   uint64_t requests(Op op) const { return ops_[static_cast<size_t>(op)].count.load(); }
+  uint64_t client_errors() const { return client_errors_.load(); }
+  uint64_t server_errors() const { return server_errors_.load(); }
   uint64_t bytes_in() const { return bytes_in_.load(); }
   uint64_t bytes_out() const { return bytes_out_.load(); }
-  // {"ops": {"get": {"requests", "errors", "bytes_in", "bytes_out", "latency": {...}}, ...},
-  //  "bytes_in", "bytes_out"}
+  // {"ops": {"get": {"requests", "client_errors", "server_errors", "bytes_in", "bytes_out", "latency"}, ...},
+  //  "client_errors", "server_errors", "errors_by_status": {"404": N, ...}, "bytes_in", "bytes_out"}
   nlohmann::json ToJson() const;
 
  private:
   struct PerOp {
-    std::atomic<uint64_t> count{0}, errors{0}, bytes_in{0}, bytes_out{0};
-    mutable std::mutex mu;
-    LatencyHistogram latency;  // GUARDED_BY(mu)
+    std::atomic<uint64_t> count{0}, client_errors{0}, server_errors{0}, bytes_in{0}, bytes_out{0};
+    mutable Mutex mu;
+    LatencyHistogram latency AQ_GUARDED_BY(mu);
   };
   std::array<PerOp, kOps> ops_;
-  std::atomic<uint64_t> bytes_in_{0}, bytes_out_{0};
+  std::atomic<uint64_t> bytes_in_{0}, bytes_out_{0}, client_errors_{0}, server_errors_{0};
+  mutable Mutex status_mu_;
+  std::map<int, uint64_t> by_status_ AQ_GUARDED_BY(status_mu_);  // error statuses only
 };
 
 // The metrics address: /metrics (Prometheus) and /stats (JSON) from the
@@ -66,8 +71,7 @@ class MetricsServer {
  private:
   MetricsServer() = default;
   std::unique_ptr<monitor::Sampler> sampler_;
-  std::unique_ptr<httplib::Server> http_;
-  std::thread thread_;
+  std::unique_ptr<http::Server> http_;
   int port_ = 0;
 };
 

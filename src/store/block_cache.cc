@@ -62,6 +62,11 @@ std::shared_ptr<const std::string> BlockCache::Get(const std::string& id) {
   return it->second->data;
 }
 
+bool BlockCache::Contains(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return index_.count(id) > 0;
+}
+
 void BlockCache::Put(const std::string& id, std::shared_ptr<const std::string> data) {
   const uint64_t size = data->size();
   std::lock_guard<std::mutex> lock(mu_);

@@ -49,6 +49,8 @@ class BlockCache {
   // Offers a block just read from disk; the policy decides whether it stays.
   void Put(const std::string& id, std::shared_ptr<const std::string> data);
   void Erase(const std::string& id);
+  // Whether the block is cached (no hit, miss or frequency counted).
+  bool Contains(const std::string& id) const;
   CacheStats Stats() const;
   CachePolicy policy() const { return policy_; }
 

@@ -26,6 +26,10 @@ class BlockService {
   virtual Result<std::shared_ptr<const std::string>> Read(const BlockRef& ref) = 0;
   // Removes the block (every replica); a missing block is not an error.
   virtual Status Remove(const BlockRef& ref) = 0;
+  // Whether the block can be read now, as far as can be told without
+  // reading it (a holder is up, the file exists): checked before a response
+  // is promised, so that a client gets an error instead of a cut body.
+  virtual bool Available(const BlockRef&) { return true; }
 };
 
 // The node's own pools; reads through the RAM cache when there is one.
@@ -47,6 +51,9 @@ class LocalBlockService final : public BlockService {
   Status Remove(const BlockRef& ref) override {
     if (cache_ != nullptr) cache_->Erase(ref.id);
     return blocks_.Remove(ref);
+  }
+  bool Available(const BlockRef& ref) override {
+    return (cache_ != nullptr && cache_->Contains(ref.id)) || blocks_.Has(ref);
   }
   BlockStore& store() { return blocks_; }
   BlockCache* cache() { return cache_; }

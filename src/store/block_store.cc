@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -249,6 +250,21 @@ Result<GcReport> BlockStore::CollectGarbage(const std::vector<std::string>& refe
     }
   }
   return r;
+}
+
+Result<std::vector<std::string>> BlockStore::List() {
+  std::vector<std::string> out;
+  for (const auto& p : pools_) {
+    const std::string root = io::JoinPath(p.path, "blocks");
+    for (const auto& dir : AQ_TRY(fs_.List(root))) {
+      if (!dir.is_dir) continue;
+      for (const auto& e : AQ_TRY(fs_.List(io::JoinPath(root, dir.name)))) {
+        if (!e.is_dir && IsBlockId(e.name)) out.push_back(e.name);
+      }
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 Result<std::vector<PoolUsage>> BlockStore::Usage() {

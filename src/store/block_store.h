@@ -72,6 +72,8 @@ class BlockStore {
   // REQUIRES: no write is in progress (run it before serving).
   Result<GcReport> CollectGarbage(const std::vector<std::string>& referenced);
   Result<std::vector<PoolUsage>> Usage();
+  // The ids of every block in every pool, sorted.
+  Result<std::vector<std::string>> List();
 
   const std::vector<PoolConfig>& pools() const { return pools_; }
   std::string PathOf(const BlockRef& ref) const;

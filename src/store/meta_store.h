@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,20 @@ struct BlockRef {
   bool operator==(const BlockRef&) const = default;
 };
 
+// What an object carries besides its bytes and layout.
+struct ObjectAttrs {
+  // The headers a client stored with it and gets back on GET/HEAD:
+  // content-type, content-encoding, content-disposition, content-language,
+  // cache-control, expires and x-amz-meta-* (names lower case).
+  std::map<std::string, std::string> headers;
+  std::vector<uint64_t> part_sizes;  // a multipart object's parts, in order (GET ?partNumber=)
+  std::string upload_id;             // the multipart upload it was completed from
+  std::string write_id;              // unique per write: tells whether an unanswered commit happened
+  bool operator==(const ObjectAttrs&) const = default;
+};
+std::string AttrsToJson(const ObjectAttrs& attrs);
+Result<ObjectAttrs> AttrsFromJson(const std::string& json);  // "" = none
+
 struct ObjectMeta {
   std::string bucket, key;
   uint64_t size = 0;
@@ -40,6 +55,7 @@ struct ObjectMeta {
                             // multipart object's parts each end with a shorter block)
   uint64_t version = 0;     // increases with every write of the key (set by the store)
   std::vector<BlockRef> blocks;
+  ObjectAttrs attrs;
 };
 
 // One uploaded part of a multipart upload: its bytes are already in blocks,
@@ -56,7 +72,8 @@ struct PartMeta {
 struct UploadInfo {
   std::string id, bucket, key;
   int64_t created_ns = 0;
-  std::vector<PartMeta> parts;  // sorted by number (GetUpload only)
+  std::map<std::string, std::string> headers;  // stored with the object on completion
+  std::vector<PartMeta> parts;                 // sorted by number (GetUpload only)
 };
 
 // A part as CompleteMultipartUpload names it.
@@ -91,11 +108,15 @@ class MetaStore {
   // NotFound if missing; InvalidArgument ("not empty") while objects remain.
   virtual Status DeleteBucket(const std::string& name) = 0;
 
-  // NotFound if the bucket or the key is missing (the message says which).
+  // NotFound if the bucket or the key is missing (the subject says which).
   virtual Result<ObjectMeta> GetObject(const std::string& bucket, const std::string& key) = 0;
   // Creates or replaces the object in one transaction and returns the blocks
   // of the layout it replaced, which the caller may now delete. The stored
   // version is the previous one plus one (returned in `version` via Get).
+  // When the engine cannot tell whether the commit happened (its service
+  // did not answer), it finds out by reading back attrs.write_id; if even
+  // that fails the error is kUnavailable and the caller must keep the new
+  // blocks (they may be referenced). kConflict: definitely not committed.
   virtual Result<std::vector<BlockRef>> PutObject(const ObjectMeta& object) = 0;
   // Removes the object; returns its blocks. NotFound if missing.
   virtual Result<std::vector<BlockRef>> DeleteObject(const std::string& bucket, const std::string& key) = 0;
@@ -145,10 +166,13 @@ std::string BlocksToJson(const std::vector<BlockRef>& blocks);
 Result<std::vector<BlockRef>> BlocksFromJson(const std::string& json);
 
 // S3's bucket naming rules: 3-63 characters of a-z, 0-9, '.', '-', starting
-// and ending with a letter or digit.
+// and ending with a letter or digit, no "..", not formatted as an IP address,
+// no "xn--" prefix or "-s3alias" suffix. InvalidArgument (subject kBucket).
 Status CheckBucketName(const std::string& name);
-// Object keys: 1-1024 bytes, no NUL, and no "." or ".." path segment (a key
-// must never name a place outside its bucket).
+// Object keys: 1-1024 bytes of valid UTF-8 without NUL or other control
+// characters than TAB, LF and CR (so every listing is valid XML 1.0), and no
+// "." or ".." path segment (a key must never name a place outside its
+// bucket). InvalidArgument (subject kObject); over 1024 bytes kUnsupported.
 Status CheckObjectKey(const std::string& key);
 
 }  // namespace aq::store

@@ -18,10 +18,12 @@ int64_t NowNs() {
 
 }  // namespace
 
-ObjectWriter::ObjectWriter(MetaStore& meta, BlockService& blocks, std::string bucket, std::string key, std::string pool,
-                           uint64_t block_size)
+ObjectWriter::ObjectWriter(MetaStore& meta, BlockService& blocks, Reclaimer& reclaimer, std::string bucket,
+                           std::string key, std::string pool, uint64_t block_size, ObjectAttrs attrs)
     : meta_(meta),
       blocks_(blocks),
+      reclaimer_(reclaimer),
+      attrs_(std::move(attrs)),
       bucket_(std::move(bucket)),
       key_(std::move(key)),
       pool_(std::move(pool)),
@@ -77,33 +79,39 @@ Result<ObjectMeta> ObjectWriter::Commit() {
   m.etag = "\"" + hex + "\"";
   m.block_size = block_size_;
   m.blocks = written_;
+  m.attrs = attrs_;
+  m.attrs.write_id = NewBlockId();
+  // A failed commit frees the new blocks only when it surely did not
+  // happen; when the metadata service left the outcome unknown they stay
+  // (referenced, or orphans for garbage collection).
+  auto failed = [&](Status s) -> Status {
+    if (s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kTimedOut || s.code() == StatusCode::kIoError) {
+      done_ = true;
+      written_.clear();
+      return Status(StatusCode::kUnavailable, s.message());
+    }
+    Abort();
+    if (s.code() == StatusCode::kConflict) return Unavailable(std::string(s.message()));
+    return s;
+  };
   if (part_ > 0) {
     PartMeta p{part_, size_, m.etag, m.mtime_ns, written_};
     auto old = meta_.PutPart(upload_id_, p);
     if (!old.ok()) {
-      Abort();
-      return Status(old.status().code(), fmt::format("part {} of '{}': {}", part_, key_, old.status().message()));
+      return failed(Status(old.status().code(), old.status().subject(),
+                           fmt::format("part {} of '{}': {}", part_, key_, old.status().message())));
     }
     done_ = true;
-    Free(*old);
+    reclaimer_.Release(*old);
     return m;
   }
   auto old = meta_.PutObject(m);
-  if (!old.ok()) {
-    Abort();
-    return old.status();
-  }
+  if (!old.ok()) return failed(old.status());
   done_ = true;
-  Free(*old);
+  reclaimer_.Release(*old);
   auto stored = meta_.GetObject(bucket_, key_);
   if (stored.ok()) m.version = stored->version;
   return m;
-}
-
-// The layout that referred to these blocks is gone (durably); a failure to
-// remove one leaves an orphan for garbage collection.
-void ObjectWriter::Free(const std::vector<BlockRef>& blocks) {
-  for (const auto& b : blocks) (void)blocks_.Remove(b);
 }
 
 void ObjectWriter::Abort() {
@@ -113,13 +121,49 @@ void ObjectWriter::Abort() {
   written_.clear();
 }
 
-Result<std::unique_ptr<ObjectWriter>> ObjectStore::Put(const std::string& bucket, const std::string& key) {
+ObjectStore::ObjectStore(MetaStore& meta, BlockStore& blocks, ObjectStoreOptions options, BlockCache* cache)
+    : meta_(meta),
+      blocks_(blocks),
+      local_(std::make_unique<LocalBlockService>(blocks, cache)),
+      service_(local_.get()),
+      options_(std::move(options)),
+      cache_(cache),
+      reclaimer_(std::make_unique<Reclaimer>(*service_, options_.reclaim)) {}
+
+ObjectStore::ObjectStore(MetaStore& meta, BlockStore& blocks, BlockService& service, ObjectStoreOptions options,
+                         BlockCache* cache)
+    : meta_(meta),
+      blocks_(blocks),
+      service_(&service),
+      options_(std::move(options)),
+      cache_(cache),
+      reclaimer_(std::make_unique<Reclaimer>(*service_, options_.reclaim)) {}
+
+ObjectStore::~ObjectStore() = default;
+
+Result<std::unique_ptr<ObjectWriter>> ObjectStore::Put(const std::string& bucket, const std::string& key,
+                                                       ObjectAttrs attrs) {
   AQ_TRY(CheckObjectKey(key));
   // The bucket must exist before any byte is stored.
   auto page = meta_.ListObjects({bucket, "", "", 0});
   if (!page.ok()) return page.status();
-  return std::unique_ptr<ObjectWriter>(
-      new ObjectWriter(meta_, *service_, bucket, key, options_.pool, options_.block_size));
+  return std::unique_ptr<ObjectWriter>(new ObjectWriter(meta_, *service_, *reclaimer_, bucket, key, options_.pool,
+                                                        options_.block_size, std::move(attrs)));
+}
+
+bool ObjectStore::Available(const ObjectMeta& o, uint64_t offset, uint64_t n) {
+  uint64_t start = 0;
+  for (const auto& b : o.blocks) {
+    const uint64_t end = start + b.size;
+    if (end > offset && start < offset + n && !service_->Available(b)) return false;
+    start = end;
+  }
+  return true;
+}
+
+Status ObjectStore::CopyInto(const ObjectMeta& source, uint64_t offset, uint64_t n, ObjectWriter& writer) {
+  auto pin = Hold(source);
+  return Read(source, offset, n, [&](std::string_view bytes) { return writer.Write(bytes); });
 }
 
 Result<ObjectMeta> ObjectStore::Head(const std::string& bucket, const std::string& key) {
@@ -158,17 +202,19 @@ Status ObjectStore::Read(const ObjectMeta& o, uint64_t offset, uint64_t n,
 }
 
 Status ObjectStore::Delete(const std::string& bucket, const std::string& key) {
-  Free(AQ_TRY(meta_.DeleteObject(bucket, key)));
+  reclaimer_->Release(AQ_TRY(meta_.DeleteObject(bucket, key)));
   return Status::Ok();
 }
 
-Result<UploadInfo> ObjectStore::CreateUpload(const std::string& bucket, const std::string& key) {
+Result<UploadInfo> ObjectStore::CreateUpload(const std::string& bucket, const std::string& key,
+                                             std::map<std::string, std::string> headers) {
   AQ_TRY(CheckObjectKey(key));
   UploadInfo u;
   u.id = NewBlockId();
   u.bucket = bucket;
   u.key = key;
   u.created_ns = NowNs();
+  u.headers = std::move(headers);
   AQ_TRY(meta_.CreateUpload(u));
   return u;
 }
@@ -177,7 +223,7 @@ Result<UploadInfo> ObjectStore::GetUpload(const std::string& upload_id, const st
                                           const std::string& key) {
   auto u = AQ_TRY(meta_.GetUpload(upload_id));
   if (u.bucket != bucket || u.key != key) {
-    return NotFound(fmt::format("no multipart upload '{}' for '{}/{}'", upload_id, bucket, key));
+    return NotFound(Subject::kUpload, fmt::format("no multipart upload '{}' for '{}/{}'", upload_id, bucket, key));
   }
   return u;
 }
@@ -188,7 +234,8 @@ Result<std::unique_ptr<ObjectWriter>> ObjectStore::PutPart(const std::string& up
     return InvalidArgument(fmt::format("part number {} outside 1..{}", number, kMaxPartNumber));
   }
   AQ_TRY(GetUpload(upload_id, bucket, key));
-  std::unique_ptr<ObjectWriter> w(new ObjectWriter(meta_, *service_, bucket, key, options_.pool, options_.block_size));
+  std::unique_ptr<ObjectWriter> w(
+      new ObjectWriter(meta_, *service_, *reclaimer_, bucket, key, options_.pool, options_.block_size, {}));
   w->upload_id_ = upload_id;
   w->part_ = number;
   return w;
@@ -278,26 +325,29 @@ Result<ObjectMeta> ObjectStore::CompleteUpload(const std::string& upload_id, con
     if (p.etag.empty() || p.etag.front() != '"') p.etag = "\"" + p.etag + "\"";
     if (!IsMd5Etag(p.etag)) return InvalidArgument(fmt::format("part {}: ETag {} is not an MD5", p.number, p.etag));
   }
+  auto upload = AQ_TRY(GetUpload(upload_id, bucket, key));
   ObjectMeta m;
   m.bucket = bucket;
   m.key = key;
   m.mtime_ns = NowNs();
   m.etag = MultipartEtag(quoted);
   m.block_size = options_.block_size;
-  Free(AQ_TRY(meta_.CompleteUpload(upload_id, quoted, m)));
+  m.attrs.headers = upload.headers;
+  m.attrs.upload_id = upload_id;
+  m.attrs.write_id = NewBlockId();
+  auto freed = meta_.CompleteUpload(upload_id, quoted, m);
+  if (!freed.ok()) {
+    if (freed.status().code() == StatusCode::kConflict) return Unavailable(freed.status().message());
+    return freed.status();
+  }
+  reclaimer_->Release(*freed);
   return meta_.GetObject(bucket, key);
 }
 
 Status ObjectStore::AbortUpload(const std::string& upload_id, const std::string& bucket, const std::string& key) {
   AQ_TRY(GetUpload(upload_id, bucket, key));
-  Free(AQ_TRY(meta_.AbortUpload(upload_id)));
+  reclaimer_->Release(AQ_TRY(meta_.AbortUpload(upload_id)));
   return Status::Ok();
-}
-
-// The layout that referred to these blocks is gone (durably); a failure to
-// remove one leaves an orphan for garbage collection.
-void ObjectStore::Free(const std::vector<BlockRef>& blocks) {
-  for (const auto& b : blocks) (void)service_->Remove(b);
 }
 
 Result<ListV2Page> ObjectStore::List(const ListV2Request& r) {

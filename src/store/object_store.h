@@ -3,10 +3,13 @@
 // bucket's block size and each full block is written (durably) as it
 // fills, so memory stays at one block whatever the object's size; Commit
 // switches the object's layout in one metadata transaction and only then
-// deletes the blocks of the layout it replaced. An abandoned put (client
-// gone, error) removes the blocks it wrote; a crash leaves orphans that the
-// next start collects. Reads map a byte range onto the blocks and hand the
-// bytes to a sink block by block, each block verified.
+// hands the blocks of the layout it replaced to the Reclaimer, which
+// removes them once no reader holds them. An abandoned put (client gone,
+// error) removes the blocks it wrote — unless the commit's outcome is
+// unknown (the metadata service did not answer), when they are kept: they
+// may be referenced. A crash leaves orphans that the next start collects.
+// Reads map a byte range onto the blocks and hand the bytes to a sink block
+// by block, each block verified.
 //
 // Thread safety: ObjectStore methods may be called concurrently; an
 // ObjectWriter is used by one thread.
@@ -24,12 +27,14 @@
 #include "store/block_store.h"
 #include "store/meta_store.h"
 #include "store/prefetch.h"
+#include "store/reclaimer.h"
 
 namespace aq::store {
 
 struct ObjectStoreOptions {
   uint64_t block_size = 4 << 20;  // 4 MiB
   std::string pool;               // default pool for new blocks ("" = the first)
+  ReclaimerOptions reclaim;       // how long freed blocks outlive their layout
 };
 
 class ObjectWriter {
@@ -47,13 +52,14 @@ class ObjectWriter {
 
  private:
   friend class ObjectStore;
-  ObjectWriter(MetaStore& meta, BlockService& blocks, std::string bucket, std::string key, std::string pool,
-               uint64_t block_size);
+  ObjectWriter(MetaStore& meta, BlockService& blocks, Reclaimer& reclaimer, std::string bucket, std::string key,
+               std::string pool, uint64_t block_size, ObjectAttrs attrs);
   Status FlushBlock();
-  void Free(const std::vector<BlockRef>& blocks);
 
   MetaStore& meta_;
   BlockService& blocks_;
+  Reclaimer& reclaimer_;
+  ObjectAttrs attrs_;
   std::string bucket_, key_, pool_;
   uint64_t block_size_;
   std::string buffer_;
@@ -83,23 +89,25 @@ class ObjectStore {
   // A single node: blocks in `blocks`' pools. With a cache, reads go
   // through it: a block is read from its pool and verified once, then
   // served from RAM while the policy keeps it.
-  ObjectStore(MetaStore& meta, BlockStore& blocks, ObjectStoreOptions options, BlockCache* cache = nullptr)
-      : meta_(meta),
-        blocks_(blocks),
-        local_(std::make_unique<LocalBlockService>(blocks, cache)),
-        service_(local_.get()),
-        options_(std::move(options)),
-        cache_(cache) {}
+  ObjectStore(MetaStore& meta, BlockStore& blocks, ObjectStoreOptions options, BlockCache* cache = nullptr);
   // Blocks through `service` (a cluster's replicas); `blocks` and `cache`
   // are this node's own, for statistics.
   ObjectStore(MetaStore& meta, BlockStore& blocks, BlockService& service, ObjectStoreOptions options,
-              BlockCache* cache = nullptr)
-      : meta_(meta), blocks_(blocks), service_(&service), options_(std::move(options)), cache_(cache) {}
+              BlockCache* cache = nullptr);
+  ~ObjectStore();
 
   // Starts a put. The bucket must exist and the key be valid (checked now,
-  // so a bad request fails before any byte is stored).
-  Result<std::unique_ptr<ObjectWriter>> Put(const std::string& bucket, const std::string& key);
+  // so a bad request fails before any byte is stored). `attrs.headers` are
+  // stored with the object.
+  Result<std::unique_ptr<ObjectWriter>> Put(const std::string& bucket, const std::string& key, ObjectAttrs attrs = {});
   Result<ObjectMeta> Head(const std::string& bucket, const std::string& key);
+  // Keeps the object's blocks readable until the pin is dropped, whatever
+  // writes or deletes happen meanwhile (bounded: ReclaimerOptions).
+  Reclaimer::Pin Hold(const ObjectMeta& object) { return reclaimer_->Hold(object.blocks); }
+  // Whether every block holding bytes [offset, offset + n) can be read now.
+  bool Available(const ObjectMeta& object, uint64_t offset, uint64_t n);
+  // Streams bytes [offset, offset + n) of `source` into `writer` (server-side copy).
+  Status CopyInto(const ObjectMeta& source, uint64_t offset, uint64_t n, ObjectWriter& writer);
   // Streams bytes [offset, offset + n) of the object to `sink`, at most one
   // block at a time. With a stream (Prefetcher::Begin), blocks come through
   // it and the blocks after them are read ahead. REQUIRES: offset + n <=
@@ -111,7 +119,8 @@ class ObjectStore {
   // Multipart upload (S3's create / upload part / complete / abort). Parts
   // stream into blocks like a put; completing switches the object to the
   // parts' blocks in one metadata transaction (no bytes copied).
-  Result<UploadInfo> CreateUpload(const std::string& bucket, const std::string& key);
+  Result<UploadInfo> CreateUpload(const std::string& bucket, const std::string& key,
+                                  std::map<std::string, std::string> headers = {});
   // A writer whose Commit records part `number` (1..10000) of the upload
   // (and returns its size and ETag). NotFound if the upload is not one for
   // bucket/key.
@@ -123,6 +132,7 @@ class ObjectStore {
   // the replaced object and of parts left out. The ETag is S3's: the MD5 of
   // the parts' MD5s, "-" and the part count. The caller has checked the
   // list (CheckCompletion); a part replaced meanwhile is InvalidArgument.
+  // The object keeps the upload's headers and records its id and part sizes.
   Result<ObjectMeta> CompleteUpload(const std::string& upload_id, const std::string& bucket, const std::string& key,
                                     const std::vector<CompletedPart>& parts);
   Status AbortUpload(const std::string& upload_id, const std::string& bucket, const std::string& key);
@@ -135,14 +145,13 @@ class ObjectStore {
   BlockStore& blocks() { return blocks_; }
   BlockService& service() { return *service_; }
   BlockCache* cache() { return cache_; }
+  Reclaimer& reclaimer() { return *reclaimer_; }
   // Stream prefetch for readers (optional; must outlive its use here).
   void set_prefetcher(Prefetcher* p) { prefetch_ = p; }
   Prefetcher* prefetcher() { return prefetch_; }
   const ObjectStoreOptions& options() const { return options_; }
 
  private:
-  void Free(const std::vector<BlockRef>& blocks);
-
   MetaStore& meta_;
   BlockStore& blocks_;
   std::unique_ptr<LocalBlockService> local_;
@@ -150,6 +159,7 @@ class ObjectStore {
   ObjectStoreOptions options_;
   BlockCache* cache_;
   Prefetcher* prefetch_ = nullptr;
+  std::unique_ptr<Reclaimer> reclaimer_;
 };
 
 // S3's rules for CompleteMultipartUpload's part list against the upload:

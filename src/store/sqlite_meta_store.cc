@@ -23,6 +23,7 @@ CREATE TABLE IF NOT EXISTS objects(
   etag TEXT NOT NULL,
   block_size INTEGER NOT NULL,
   version INTEGER NOT NULL,
+  attrs TEXT NOT NULL DEFAULT '',
   PRIMARY KEY(bucket, key));
 CREATE TABLE IF NOT EXISTS blocks(
   bucket TEXT NOT NULL,
@@ -38,7 +39,8 @@ CREATE TABLE IF NOT EXISTS uploads(
   id TEXT PRIMARY KEY,
   bucket TEXT NOT NULL,
   key TEXT NOT NULL,
-  created_ns INTEGER NOT NULL);
+  created_ns INTEGER NOT NULL,
+  attrs TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS parts(
   upload_id TEXT NOT NULL,
   number INTEGER NOT NULL,
@@ -60,6 +62,7 @@ CREATE TABLE IF NOT EXISTS versions(
   bucket TEXT NOT NULL,
   key TEXT NOT NULL,
   version INTEGER NOT NULL,
+  attrs TEXT NOT NULL DEFAULT '',
   PRIMARY KEY(bucket, key));
 )sql";
 
@@ -127,7 +130,7 @@ class SqliteMetaStore final : public MetaStore {
     Stmt s(db_, "INSERT INTO buckets(name, created_ns) VALUES(?, ?)");
     s.Bind(1, name).Bind(2, NowNs());
     int rc = s.Step();
-    if (rc == SQLITE_CONSTRAINT) return Status(StatusCode::kAlreadyExists, fmt::format("bucket '{}' exists", name));
+    if (rc == SQLITE_CONSTRAINT) return AlreadyExists(Subject::kBucket, fmt::format("bucket '{}' exists", name));
     if (rc != SQLITE_DONE) return Error("create bucket " + name);
     return Status::Ok();
   }
@@ -151,14 +154,14 @@ class SqliteMetaStore final : public MetaStore {
       count.Bind(1, name);
       if (count.Step() != SQLITE_ROW) return Error("count objects of " + name);
       if (count.Int(0) > 0) {
-        return InvalidArgument(fmt::format("bucket '{}' is not empty ({} objects)", name, count.Int(0)));
+        return NotEmpty(fmt::format("bucket '{}' is not empty ({} objects)", name, count.Int(0)));
       }
       Stmt uploads(db_, "SELECT COUNT(*) FROM uploads WHERE bucket = ?");
       uploads.Bind(1, name);
       if (uploads.Step() != SQLITE_ROW) return Error("count uploads of " + name);
       if (uploads.Int(0) > 0) {
-        return InvalidArgument(fmt::format("bucket '{}' is not empty ({} multipart uploads in progress; abort them)",
-                                           name, uploads.Int(0)));
+        return NotEmpty(fmt::format("bucket '{}' is not empty ({} multipart uploads in progress; abort them)", name,
+                                    uploads.Int(0)));
       }
       Stmt del(db_, "DELETE FROM buckets WHERE name = ?");
       del.Bind(1, name);
@@ -176,12 +179,12 @@ class SqliteMetaStore final : public MetaStore {
     // One read transaction: the object row and its blocks from one snapshot.
     AQ_TRY(Exec("BEGIN"));
     Result<ObjectMeta> r = [&]() -> Result<ObjectMeta> {
-      Stmt s(db_, "SELECT size, mtime_ns, etag, block_size, version FROM objects WHERE bucket = ? AND key = ?");
+      Stmt s(db_, "SELECT size, mtime_ns, etag, block_size, version, attrs FROM objects WHERE bucket = ? AND key = ?");
       s.Bind(1, bucket).Bind(2, key);
       int rc = s.Step();
       if (rc == SQLITE_DONE) {
         AQ_TRY(RequireBucket(bucket));
-        return NotFound(fmt::format("no object '{}' in bucket '{}'", key, bucket));
+        return NotFound(Subject::kObject, fmt::format("no object '{}' in bucket '{}'", key, bucket));
       }
       if (rc != SQLITE_ROW) return Error("read object " + key);
       ObjectMeta m;
@@ -192,6 +195,7 @@ class SqliteMetaStore final : public MetaStore {
       m.etag = s.Text(2);
       m.block_size = static_cast<uint64_t>(s.Int(3));
       m.version = static_cast<uint64_t>(s.Int(4));
+      m.attrs = AQ_TRY(AttrsFromJson(s.Text(5)));
       m.blocks = AQ_TRY(Blocks(bucket, key));
       return m;
     }();
@@ -215,10 +219,16 @@ class SqliteMetaStore final : public MetaStore {
     AQ_TRY(Exec("BEGIN IMMEDIATE"));
     Status st = [&]() -> Status {
       AQ_TRY(RequireBucket(u.bucket));
-      Stmt s(db_, "INSERT INTO uploads(id, bucket, key, created_ns) VALUES(?, ?, ?, ?)");
-      s.Bind(1, u.id).Bind(2, u.bucket).Bind(3, u.key).Bind(4, u.created_ns != 0 ? u.created_ns : NowNs());
+      Stmt s(db_, "INSERT INTO uploads(id, bucket, key, created_ns, attrs) VALUES(?, ?, ?, ?, ?)");
+      ObjectAttrs attrs;
+      attrs.headers = u.headers;
+      s.Bind(1, u.id)
+          .Bind(2, u.bucket)
+          .Bind(3, u.key)
+          .Bind(4, u.created_ns != 0 ? u.created_ns : NowNs())
+          .Bind(5, AttrsToJson(attrs));
       int rc = s.Step();
-      if (rc == SQLITE_CONSTRAINT) return Status(StatusCode::kAlreadyExists, "upload id " + u.id + " exists");
+      if (rc == SQLITE_CONSTRAINT) return AlreadyExists(Subject::kUpload, "upload id " + u.id + " exists");
       if (rc != SQLITE_DONE) return Error("create upload for " + u.key);
       return Status::Ok();
     }();
@@ -325,6 +335,7 @@ class SqliteMetaStore final : public MetaStore {
       ObjectMeta o = object;
       o.size = 0;
       o.blocks.clear();
+      o.attrs.part_sizes.clear();
       std::vector<uint32_t> used;
       for (const auto& c : named) {
         Stmt s(db_, "SELECT size, etag FROM parts WHERE upload_id = ? AND number = ?");
@@ -336,6 +347,7 @@ class SqliteMetaStore final : public MetaStore {
           return InvalidArgument(fmt::format("part {} has ETag {}, not {}", c.number, s.Text(1), c.etag));
         }
         o.size += static_cast<uint64_t>(s.Int(0));
+        o.attrs.part_sizes.push_back(static_cast<uint64_t>(s.Int(0)));
         auto blocks = AQ_TRY(PartBlocks(id, c.number));
         o.blocks.insert(o.blocks.end(), blocks.begin(), blocks.end());
         used.push_back(c.number);
@@ -391,7 +403,8 @@ class SqliteMetaStore final : public MetaStore {
       Stmt obj(db_, "DELETE FROM objects WHERE bucket = ? AND key = ?");
       obj.Bind(1, bucket).Bind(2, key);
       if (obj.Step() != SQLITE_DONE) return Error("delete object " + key);
-      if (sqlite3_changes(db_) == 0) return NotFound(fmt::format("no object '{}' in bucket '{}'", key, bucket));
+      if (sqlite3_changes(db_) == 0)
+        return NotFound(Subject::kObject, fmt::format("no object '{}' in bucket '{}'", key, bucket));
       old = AQ_TRY(Blocks(bucket, key));
       Stmt del(db_, "DELETE FROM blocks WHERE bucket = ? AND key = ?");
       del.Bind(1, bucket).Bind(2, key);
@@ -499,7 +512,7 @@ class SqliteMetaStore final : public MetaStore {
     s.Bind(1, name);
     int rc = s.Step();
     if (rc == SQLITE_ROW) return Status::Ok();
-    if (rc == SQLITE_DONE) return NotFound(fmt::format("no bucket '{}'", name));
+    if (rc == SQLITE_DONE) return NotFound(Subject::kBucket, fmt::format("no bucket '{}'", name));
     return Error("look up bucket " + name);
   }
   static Status CheckSize(const ObjectMeta& o) {
@@ -526,15 +539,16 @@ class SqliteMetaStore final : public MetaStore {
     if (ver.Step() != SQLITE_ROW) return Error("version " + o.key);
     const int64_t version = ver.Int(0);
     Stmt obj(db_,
-             "INSERT OR REPLACE INTO objects(bucket, key, size, mtime_ns, etag, block_size, version) "
-             "VALUES(?, ?, ?, ?, ?, ?, ?)");
+             "INSERT OR REPLACE INTO objects(bucket, key, size, mtime_ns, etag, block_size, version, attrs) "
+             "VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
     obj.Bind(1, o.bucket)
         .Bind(2, o.key)
         .Bind(3, static_cast<int64_t>(o.size))
         .Bind(4, o.mtime_ns != 0 ? o.mtime_ns : NowNs())
         .Bind(5, o.etag)
         .Bind(6, static_cast<int64_t>(o.block_size))
-        .Bind(7, version);
+        .Bind(7, version)
+        .Bind(8, AttrsToJson(o.attrs));
     if (obj.Step() != SQLITE_DONE) return Error("write object " + o.key);
     for (size_t i = 0; i < o.blocks.size(); ++i) {
       const auto& b = o.blocks[i];
@@ -553,16 +567,17 @@ class SqliteMetaStore final : public MetaStore {
   }
 
   Result<UploadInfo> Upload(const std::string& id) {
-    Stmt s(db_, "SELECT bucket, key, created_ns FROM uploads WHERE id = ?");
+    Stmt s(db_, "SELECT bucket, key, created_ns, attrs FROM uploads WHERE id = ?");
     s.Bind(1, id);
     int rc = s.Step();
-    if (rc == SQLITE_DONE) return NotFound(fmt::format("no multipart upload '{}'", id));
+    if (rc == SQLITE_DONE) return NotFound(Subject::kUpload, fmt::format("no multipart upload '{}'", id));
     if (rc != SQLITE_ROW) return Error("read upload " + id);
     UploadInfo u;
     u.id = id;
     u.bucket = s.Text(0);
     u.key = s.Text(1);
     u.created_ns = s.Int(2);
+    u.headers = AQ_TRY(AttrsFromJson(s.Text(3))).headers;
     return u;
   }
 
@@ -609,38 +624,6 @@ class SqliteMetaStore final : public MetaStore {
 
 }  // namespace
 
-Status CheckBucketName(const std::string& n) {
-  auto bad = [&](const char* why) { return InvalidArgument(fmt::format("bucket name '{}': {}", n, why)); };
-  if (n.size() < 3 || n.size() > 63) return bad("must be 3 to 63 characters");
-  for (char c : n) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-')) {
-      return bad("only lowercase letters, digits, '.' and '-'");
-    }
-  }
-  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (!alnum(n.front()) || !alnum(n.back())) return bad("must start and end with a letter or digit");
-  if (n.find("..") != std::string::npos) return bad("no two adjacent periods");
-  return Status::Ok();
-}
-
-Status CheckObjectKey(const std::string& key) {
-  if (key.empty() || key.size() > 1024) {
-    return InvalidArgument(fmt::format("object key of {} bytes: must be 1 to 1024", key.size()));
-  }
-  if (key.find('\0') != std::string::npos) return InvalidArgument("object key contains a NUL byte");
-  size_t start = 0;
-  while (start <= key.size()) {
-    size_t slash = key.find('/', start);
-    if (slash == std::string::npos) slash = key.size();
-    std::string_view seg(key.data() + start, slash - start);
-    if (seg == "." || seg == "..") {
-      return InvalidArgument(fmt::format("object key '{}': no '.' or '..' path segments", key));
-    }
-    start = slash + 1;
-  }
-  return Status::Ok();
-}
-
 Result<std::unique_ptr<MetaStore>> OpenSqliteMetaStore(const std::string& path) {
   sqlite3* db = nullptr;
   int rc =
@@ -660,10 +643,13 @@ Result<std::unique_ptr<MetaStore>> OpenSqliteMetaStore(const std::string& path) 
     sqlite3_close(db);
     return Status(StatusCode::kCorruption, fmt::format("metadata '{}' is not an aquifer store: {}", path, msg));
   }
-  // Stores created before blocks had replica holders gain the column.
-  for (const char* table : {"blocks", "part_blocks"}) {
-    std::string alter = fmt::format("ALTER TABLE {} ADD COLUMN nodes TEXT NOT NULL DEFAULT ''", table);
-    sqlite3_exec(db, alter.c_str(), nullptr, nullptr, nullptr);  // fails harmlessly when it exists
+  // Stores created by earlier versions gain the columns added since (each
+  // ALTER fails harmlessly when the column exists).
+  for (const char* alter : {"ALTER TABLE blocks ADD COLUMN nodes TEXT NOT NULL DEFAULT ''",
+                            "ALTER TABLE part_blocks ADD COLUMN nodes TEXT NOT NULL DEFAULT ''",
+                            "ALTER TABLE objects ADD COLUMN attrs TEXT NOT NULL DEFAULT ''",
+                            "ALTER TABLE uploads ADD COLUMN attrs TEXT NOT NULL DEFAULT ''"}) {
+    sqlite3_exec(db, alter, nullptr, nullptr, nullptr);
   }
   return std::unique_ptr<MetaStore>(std::make_unique<SqliteMetaStore>(db, path));
 }

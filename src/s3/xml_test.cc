@@ -1,8 +1,8 @@
-#include "server/s3_xml.h"
+#include "s3/xml.h"
 
 #include <gtest/gtest.h>
 
-namespace aq::server {
+namespace aq::s3 {
 namespace {
 
 TEST(S3XmlTest, CompleteMultipartUploadAsBoto3SendsIt) {
@@ -67,4 +67,4 @@ TEST(S3XmlTest, DeleteObjects) {
 }
 
 }  // namespace
-}  // namespace aq::server
+}  // namespace aq::s3

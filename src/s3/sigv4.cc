@@ -1,4 +1,4 @@
-#include "server/sigv4.h"
+#include "s3/sigv4.h"
 
 #include <fmt/format.h>
 #include <openssl/evp.h>
@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <ctime>
 
-namespace aq::server {
+namespace aq::s3 {
 namespace {
 
 std::string Trim(std::string_view s) {
@@ -147,17 +147,7 @@ std::string CanonicalRequest(const SigV4Request& r, const std::vector<std::strin
   std::string path = UriEncode(UriDecode(r.raw_path.empty() ? "/" : r.raw_path), false);
   // Query: every parameter decoded, re-encoded, sorted by name then value.
   std::vector<std::pair<std::string, std::string>> params;
-  std::string_view q = r.raw_query;
-  while (!q.empty()) {
-    size_t amp = q.find('&');
-    std::string_view kv = q.substr(0, amp);
-    q = amp == std::string_view::npos ? std::string_view() : q.substr(amp + 1);
-    if (kv.empty()) continue;
-    size_t eq = kv.find('=');
-    std::string k = UriDecode(kv.substr(0, eq));
-    std::string v = eq == std::string_view::npos ? "" : UriDecode(kv.substr(eq + 1));
-    params.emplace_back(UriEncode(k, true), UriEncode(v, true));
-  }
+  for (const auto& [k, v] : ParseQuery(r.raw_query)) params.emplace_back(UriEncode(k, true), UriEncode(v, true));
   std::sort(params.begin(), params.end());
   std::string query;
   for (const auto& [k, v] : params) query += (query.empty() ? "" : "&") + k + "=" + v;
@@ -177,13 +167,64 @@ std::string StringToSign(const std::string& amz_date, const std::string& scope, 
   return "AWS4-HMAC-SHA256\n" + amz_date + "\n" + scope + "\n" + Sha256Hex(canonical);
 }
 
-std::string Signature(const std::string& secret, const SigV4Authorization& a, const std::string& sts) {
-  std::string k = Hmac("AWS4" + secret, a.date);
-  k = Hmac(k, a.region);
-  k = Hmac(k, a.service);
-  k = Hmac(k, "aws4_request");
-  std::string sig = Hmac(k, sts);
+std::string SigningKey(const std::string& secret, const std::string& date, const std::string& region,
+                       const std::string& service) {
+  std::string k = Hmac("AWS4" + secret, date);
+  k = Hmac(k, region);
+  k = Hmac(k, service);
+  return Hmac(k, "aws4_request");
+}
+
+std::string HmacHex(std::string_view key, std::string_view data) {
+  std::string sig = Hmac(key, data);
   return HexEncode(reinterpret_cast<const unsigned char*>(sig.data()), sig.size());
+}
+
+std::string Signature(const std::string& secret, const SigV4Authorization& a, const std::string& sts) {
+  return HmacHex(SigningKey(secret, a.date, a.region, a.service), sts);
+}
+
+std::vector<std::pair<std::string, std::string>> ParseQuery(std::string_view q) {
+  std::vector<std::pair<std::string, std::string>> out;
+  while (!q.empty()) {
+    size_t amp = q.find('&');
+    std::string_view kv = q.substr(0, amp);
+    q = amp == std::string_view::npos ? std::string_view() : q.substr(amp + 1);
+    if (kv.empty()) continue;
+    size_t eq = kv.find('=');
+    out.emplace_back(UriDecode(kv.substr(0, eq)), eq == std::string_view::npos ? "" : UriDecode(kv.substr(eq + 1)));
+  }
+  return out;
+}
+
+std::string PresignQuery(const std::string& access_key, const std::string& secret, const std::string& host,
+                         const std::string& method, const std::string& raw_path, const std::string& raw_query,
+                         int64_t expires_seconds, int64_t now_unix) {
+  std::time_t now = now_unix != 0 ? static_cast<std::time_t>(now_unix) : std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char date[20], day[9];
+  std::strftime(date, sizeof date, "%Y%m%dT%H%M%SZ", &tm);
+  std::strftime(day, sizeof day, "%Y%m%d", &tm);
+  const std::string scope = std::string(day) + "/us-east-1/s3/aws4_request";
+  std::string query = raw_query;
+  auto add = [&](const std::string& k, const std::string& v) {
+    query += (query.empty() ? "" : "&") + k + "=" + UriEncode(v, true);
+  };
+  add("X-Amz-Algorithm", "AWS4-HMAC-SHA256");
+  add("X-Amz-Credential", access_key + "/" + scope);
+  add("X-Amz-Date", date);
+  add("X-Amz-Expires", std::to_string(expires_seconds));
+  add("X-Amz-SignedHeaders", "host");
+  SigV4Request r;
+  r.method = method;
+  r.raw_path = raw_path;
+  r.raw_query = query;
+  r.payload_hash = "UNSIGNED-PAYLOAD";
+  r.headers = {{"host", host}};
+  const std::string sts = StringToSign(date, scope, CanonicalRequest(r, {"host"}));
+  add("X-Amz-Signature", HmacHex(SigningKey(secret, day, "us-east-1", "s3"), sts));
+  return query;
 }
 
 std::vector<std::pair<std::string, std::string>> SignRequest(const std::string& access_key, const std::string& secret,
@@ -212,4 +253,4 @@ std::vector<std::pair<std::string, std::string>> SignRequest(const std::string& 
                                 ", SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=" + sig}};
 }
 
-}  // namespace aq::server
+}  // namespace aq::s3

@@ -1,4 +1,4 @@
-#include "server/s3_xml.h"
+#include "s3/xml.h"
 
 #include <expat.h>
 #include <fmt/format.h>
@@ -6,7 +6,9 @@
 #include <charconv>
 #include <functional>
 
-namespace aq::server {
+#include "s3/sigv4.h"
+
+namespace aq::s3 {
 namespace {
 
 // Walks a document and calls `on_end(path, text)` for every element as it
@@ -16,8 +18,9 @@ class Walker {
  public:
   using OnEnd = std::function<Status(const std::string& path, const std::string& text)>;
 
-  static Status Run(std::string_view xml, const char* what, OnEnd on_end) {
+  static Status Run(std::string_view xml, const char* what, OnEnd on_end, size_t max_text = 4096) {
     Walker w(std::move(on_end));
+    w.max_text_ = max_text;
     XML_Parser p = XML_ParserCreate(nullptr);
     if (p == nullptr) return Internal("expat: out of memory");
     XML_SetUserData(p, &w);
@@ -66,8 +69,8 @@ class Walker {
   }
   static void Text(void* self, const XML_Char* s, int len) {
     auto* w = static_cast<Walker*>(self);
-    if (w->text_.size() + static_cast<size_t>(len) > 4096) {
-      return w->Fail(InvalidArgument("an XML element's text is longer than 4096 bytes"));
+    if (w->text_.size() + static_cast<size_t>(len) > w->max_text_) {
+      return w->Fail(InvalidArgument(fmt::format("an XML element's text is longer than {} bytes", w->max_text_)));
     }
     w->text_.append(s, static_cast<size_t>(len));
   }
@@ -84,6 +87,7 @@ class Walker {
   std::vector<Frame> stack_;
   std::string path_, text_;
   Status error_;
+  size_t max_text_ = 4096;
 };
 
 }  // namespace
@@ -150,4 +154,87 @@ Result<DeleteObjectsRequest> ParseDeleteObjects(std::string_view xml) {
   return r;
 }
 
-}  // namespace aq::server
+Status WalkXml(std::string_view xml, const char* what,
+               const std::function<Status(const std::string& path, const std::string& text)>& on_end,
+               size_t max_text) {
+  return Walker::Run(xml, what, on_end, max_text);
+}
+
+std::string XmlText(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 16);
+  for (char c : s) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      case '\t': out += "&#x9;"; break;
+      case '\n': out += "&#xA;"; break;
+      case '\r': out += "&#xD;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+Result<ListResult> ParseListResult(std::string_view xml) {
+  ListResult r;
+  ListedObject cur;
+  bool url = false, root_ok = false;
+  AQ_TRY(WalkXml(
+      xml, "ListBucketResult",
+      [&](const std::string& path, const std::string& text) -> Status {
+        if (path == "ListBucketResult/Contents/Key") {
+          cur.key = text;
+        } else if (path == "ListBucketResult/Contents/Size") {
+          uint64_t n = 0;
+          auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+          if (ec != std::errc() || end != text.data() + text.size()) {
+            return InvalidArgument(fmt::format("listing: Size '{}' is not a number", text));
+          }
+          cur.size = n;
+        } else if (path == "ListBucketResult/Contents/ETag") {
+          cur.etag = text;
+        } else if (path == "ListBucketResult/Contents/LastModified") {
+          cur.last_modified = text;
+        } else if (path == "ListBucketResult/Contents") {
+          r.objects.push_back(std::move(cur));
+          cur = {};
+        } else if (path == "ListBucketResult/CommonPrefixes/Prefix") {
+          r.prefixes.push_back(text);
+        } else if (path == "ListBucketResult/IsTruncated") {
+          r.truncated = text == "true";
+        } else if (path == "ListBucketResult/NextContinuationToken") {
+          r.next_token = text;
+        } else if (path == "ListBucketResult/NextMarker") {
+          r.next_marker = text;
+        } else if (path == "ListBucketResult/EncodingType") {
+          url = text == "url";
+        } else if (path == "ListBucketResult") {
+          root_ok = true;
+        }
+        return Status::Ok();
+      },
+      1 << 16));
+  if (!root_ok) return InvalidArgument("the answer is not a ListBucketResult document");
+  if (url) {
+    for (auto& o : r.objects) o.key = UriDecode(o.key);
+    for (auto& p : r.prefixes) p = UriDecode(p);
+    r.next_marker = UriDecode(r.next_marker);
+  }
+  return r;
+}
+
+std::pair<std::string, std::string> ParseErrorXml(std::string_view xml) {
+  std::string code, message;
+  (void)WalkXml(xml, "Error", [&](const std::string& path, const std::string& text) -> Status {
+    if (path == "Error/Code") code = text;
+    if (path == "Error/Message") message = text;
+    return Status::Ok();
+  });
+  return {code, message};
+}
+
+}  // namespace aq::s3

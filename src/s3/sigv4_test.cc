@@ -1,10 +1,9 @@
-#include "server/sigv4.h"
+#include "s3/sigv4.h"
 
 #include <gtest/gtest.h>
 
-#include "server/node_stats.h"
 
-namespace aq::server {
+namespace aq::s3 {
 namespace {
 
 TEST(SigV4Test, UriEncoding) {
@@ -70,20 +69,5 @@ TEST(SigV4Test, CanonicalQueryIsSortedAndReencoded) {
   EXPECT_NE(c.find("\ndelimiter=%2F&empty=&list-type=2&prefix=a%2Fb\n"), std::string::npos) << c;
 }
 
-TEST(NodeStatsTest, CountsPerOperation) {
-  NodeStats s;
-  s.Record(Op::kGet, 0.001, 0, 100, false);
-  s.Record(Op::kGet, 0.003, 0, 50, true);
-  s.Record(Op::kPut, 0.010, 4096, 0, false);
-  EXPECT_EQ(s.requests(Op::kGet), 2u);
-  EXPECT_EQ(s.bytes_out(), 150u);
-  EXPECT_EQ(s.bytes_in(), 4096u);
-  auto j = s.ToJson();
-  EXPECT_EQ(j["ops"]["get"]["errors"], 1);
-  EXPECT_EQ(j["ops"]["put"]["bytes_in"], 4096);
-  EXPECT_GT(j["ops"]["get"]["latency"]["p99_us"].get<double>(), 1000);
-  EXPECT_EQ(j["ops"]["delete"]["requests"], 0);
-}
-
 }  // namespace
-}  // namespace aq::server
+}  // namespace aq::s3

@@ -1,0 +1,697 @@
+#include "http/server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <set>
+#include <unordered_map>
+
+#include "common/mutex.h"
+
+namespace aq::http {
+namespace {
+
+double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+class SocketStream final : public Stream {
+ public:
+  explicit SocketStream(int fd) : fd_(fd) {}
+  Result<size_t> Read(char* out, size_t n) override {
+    for (;;) {
+      ssize_t r = ::recv(fd_, out, n, 0);
+      if (r >= 0) return static_cast<size_t>(r);
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return TimedOut("the client sent nothing within the read timeout");
+      return ErrnoStatus(errno, "receive from", "client");
+    }
+  }
+  Status Write(std::string_view data) override {
+    while (!data.empty()) {
+      ssize_t w = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        return TimedOut("the client read nothing within the send timeout");
+      }
+      if (w <= 0) return ErrnoStatus(errno, "send to", "client");
+      data.remove_prefix(static_cast<size_t>(w));
+    }
+    return Status::Ok();
+  }
+  size_t Peek(char* out, size_t n) override {
+    ssize_t r = ::recv(fd_, out, n, MSG_PEEK | MSG_DONTWAIT);
+    return r > 0 ? static_cast<size_t>(r) : 0;
+  }
+
+ private:
+  int fd_;
+};
+
+// Nothing more arrives; writes are collected.
+class MemoryStream final : public Stream {
+ public:
+  Result<size_t> Read(char*, size_t) override { return size_t{0}; }
+  Status Write(std::string_view data) override {
+    out.append(data);
+    return Status::Ok();
+  }
+  size_t Peek(char*, size_t) override { return 0; }
+  std::string out;
+};
+
+std::pair<std::string, std::string> ErrorBody(const ServerOptions& o, int status, const std::string& message) {
+  if (o.error_body) return o.error_body(status, message);
+  return {"text/plain; charset=utf-8", message + "\n"};
+}
+
+std::string ErrorResponse(const ServerOptions& o, int status, const std::string& message) {
+  auto [type, body] = ErrorBody(o, status, message);
+  Headers h;
+  h.Add("Date", HttpDate(UnixNow()));
+  h.Add("Server", o.server_name);
+  h.Add("Content-Type", type);
+  h.Add("Content-Length", std::to_string(body.size()));
+  h.Add("Connection", "close");
+  if (status == 503) h.Add("Retry-After", "1");
+  return SerializeHead(status, h) + body;
+}
+
+// Blank lines before a request line are ignored (RFC 7230 3.5).
+void SkipBlankLines(std::string& buf) {
+  size_t i = 0;
+  while (i + 1 < buf.size() && buf[i] == '\r' && buf[i + 1] == '\n') i += 2;
+  if (i > 0) buf.erase(0, i);
+}
+
+// Whether `bytes` can be the start of a request line ("GET /..."), i.e. not
+// the rest of a body that was longer than its Content-Length.
+bool LooksLikeRequestStart(std::string_view bytes) {
+  size_t i = 0;
+  while (i < bytes.size() && i < 20 && bytes[i] >= 'A' && bytes[i] <= 'Z') ++i;
+  if (i == bytes.size()) return true;  // only a method's letters so far
+  if (i == 0) return bytes[0] == '\r' || bytes[0] == '\n';
+  return bytes[i] == ' ';
+}
+
+struct Counters {
+  std::atomic<uint64_t> accepted{0}, requests{0}, refused{0}, header_timeouts{0}, idle_closed{0}, bad_heads{0}, open{0};
+};
+
+// The requests whose heads are complete in `buf`, one after another. Returns
+// whether the connection stays open (with `buf` holding any partial next head).
+bool ServeConnection(Stream& stream, std::string& buf, const ServerOptions& options, const Handler& handler,
+                     const std::string& peer, Counters& counters) {
+  for (;;) {
+    SkipBlankLines(buf);
+    RequestParser parser(options.limits);
+    auto head = parser.ParseHead(buf);
+    if (!head.ok()) {
+      counters.bad_heads++;
+      const int status = head.status().code() == StatusCode::kUnsupported ? 431 : 400;
+      (void)stream.Write(ErrorResponse(options, status, head.status().message()));
+      return false;
+    }
+    if (*head == 0) return true;
+    const Request request = parser.request();
+    buf.erase(0, *head);
+    Exchange exchange(stream, request, buf, options, peer, &parser);
+    handler(exchange);
+    counters.requests++;
+    if (!exchange.Finish()) return false;
+    SkipBlankLines(buf);
+    if (buf.find("\r\n\r\n") == std::string::npos) return true;
+  }
+}
+
+}  // namespace
+
+// ---- Exchange ----
+
+Exchange::Exchange(Stream& stream, const Request& request, std::string& buffer, const ServerOptions& options,
+                   std::string peer, RequestParser* parser)
+    : stream_(stream), request_(request), buffer_(buffer), options_(options), peer_(std::move(peer)), parser_(parser) {}
+
+bool Exchange::has_body() const {
+  return request_.chunked || (request_.content_length && *request_.content_length > 0);
+}
+
+Result<size_t> Exchange::ReadRaw(char* out, size_t n) {
+  if (!buffer_.empty()) {
+    const size_t take = std::min(n, buffer_.size());
+    std::memcpy(out, buffer_.data(), take);
+    buffer_.erase(0, take);
+    return take;
+  }
+  return stream_.Read(out, n);
+}
+
+Status Exchange::CheckOverrun() {
+  char peek[24];
+  std::string_view next;
+  if (!buffer_.empty()) {
+    next = std::string_view(buffer_).substr(0, sizeof peek);
+  } else {
+    next = std::string_view(peek, stream_.Peek(peek, sizeof peek));
+  }
+  if (next.empty() || LooksLikeRequestStart(next)) return Status::Ok();
+  return InvalidArgument(fmt::format("the request body is longer than its Content-Length ({} bytes)",
+                                     request_.content_length.value_or(0)));
+}
+
+Result<size_t> Exchange::ReadBody(char* out, size_t n) {
+  if (body_done_ || n == 0) return size_t{0};
+  if (!has_body()) {
+    body_done_ = true;
+    return size_t{0};
+  }
+  auto fail = [&](Status s) -> Status {
+    failed_ = true;
+    close_ = true;
+    return s;
+  };
+  if (request_.expect_continue && !continued_ && !began_) {
+    continued_ = true;
+    if (Status s = stream_.Write("HTTP/1.1 100 Continue\r\n\r\n"); !s.ok()) return fail(s);
+  }
+  if (body_started_ == 0) body_started_ = Now();
+  size_t produced = 0;
+  if (request_.chunked) {
+    while (produced == 0 && !parser_->done()) {
+      if (buffer_.empty()) {
+        char chunk[64 << 10];
+        auto r = stream_.Read(chunk, sizeof chunk);
+        if (!r.ok()) return fail(r.status());
+        if (*r == 0) return fail(Truncated("the client closed the connection inside a chunked body"));
+        raw_received_ += *r;
+        buffer_.append(chunk, *r);
+      }
+      auto step = parser_->ParseChunked(buffer_, out, n);
+      if (!step.ok()) return fail(step.status());
+      buffer_.erase(0, step->first);
+      produced = step->second;
+      if (step->first == 0 && produced == 0 && !parser_->done()) {
+        // The parser needs more than what is buffered (a chunk header split across reads).
+        if (buffer_.size() > (64 << 10)) return fail(InvalidArgument("a chunk header is over 64 KiB"));
+        char chunk[64 << 10];
+        auto r = stream_.Read(chunk, sizeof chunk);
+        if (!r.ok()) return fail(r.status());
+        if (*r == 0) return fail(Truncated("the client closed the connection inside a chunked body"));
+        raw_received_ += *r;
+        buffer_.append(chunk, *r);
+      }
+    }
+    if (parser_->done()) body_done_ = true;
+  } else {
+    const uint64_t total = *request_.content_length;
+    const uint64_t remaining = total - body_received_;
+    auto r = ReadRaw(out, static_cast<size_t>(std::min<uint64_t>(n, remaining)));
+    if (!r.ok()) {
+      return fail(Status(r.status().code(),
+                         fmt::format("{} after {} of {} body bytes", r.status().message(), body_received_, total)));
+    }
+    if (*r == 0) {
+      return fail(Truncated(fmt::format("the client closed the connection after {} of {} body bytes (Content-Length)",
+                                        body_received_, total)));
+    }
+    produced = *r;
+    if (body_received_ + produced == total) {
+      body_done_ = true;
+      if (Status s = CheckOverrun(); !s.ok()) return fail(s);
+    }
+  }
+  body_received_ += produced;
+  const double elapsed = Now() - body_started_;
+  if (!body_done_ && elapsed > options_.body_grace_s && body_received_ / elapsed < options_.min_body_rate) {
+    return fail(TimedOut(fmt::format("the request body arrives at {:.0f} bytes/s, below the minimum of {:.0f}",
+                                     body_received_ / elapsed, options_.min_body_rate)));
+  }
+  return produced;
+}
+
+Status Exchange::Begin(int status, Headers headers, uint64_t content_length) {
+  if (began_) return Internal("a response was already sent for this request");
+  began_ = true;
+  status_ = status;
+  const bool no_body = status == 204 || status == 304 || (status >= 100 && status < 200);
+  if (!request_.keep_alive) close_ = true;
+  // An unread body that the client holds back for "100 Continue" will not
+  // come: the connection cannot carry another request.
+  if (request_.expect_continue && !continued_ && has_body()) close_ = true;
+  if (!headers.Has("Date")) headers.Add("Date", HttpDate(UnixNow()));
+  if (!headers.Has("Server")) headers.Add("Server", options_.server_name);
+  headers.Remove("Content-Length");
+  if (!no_body) headers.Add("Content-Length", std::to_string(content_length));
+  if (close_) headers.Set("Connection", "close");
+  content_length_ = (no_body || request_.method == "HEAD") ? 0 : content_length;
+  Status s = stream_.Write(SerializeHead(status, headers));
+  if (!s.ok()) failed_ = true;
+  return s;
+}
+
+Status Exchange::Respond(int status, Headers headers, std::string_view body) {
+  if (began_) return Internal("a response was already sent for this request");
+  began_ = true;
+  status_ = status;
+  if (!request_.keep_alive) close_ = true;
+  if (request_.expect_continue && !continued_ && has_body()) close_ = true;
+  if (!headers.Has("Date")) headers.Add("Date", HttpDate(UnixNow()));
+  if (!headers.Has("Server")) headers.Add("Server", options_.server_name);
+  headers.Set("Content-Length", std::to_string(body.size()));
+  if (close_) headers.Set("Connection", "close");
+  std::string out = SerializeHead(status, headers);
+  const bool send_body = request_.method != "HEAD" && status != 204 && status != 304;
+  if (send_body) out.append(body);
+  content_length_ = send_body ? body.size() : 0;
+  sent_ = content_length_;
+  Status s = stream_.Write(out);
+  if (!s.ok()) failed_ = true;
+  return s;
+}
+
+Status Exchange::Write(std::string_view data) {
+  if (!began_) return Internal("Write before Begin");
+  if (request_.method == "HEAD") return Status::Ok();
+  if (sent_ + data.size() > content_length_) {
+    failed_ = true;
+    return Internal(fmt::format("response body over its Content-Length of {}", content_length_));
+  }
+  Status s = stream_.Write(data);
+  if (!s.ok()) {
+    failed_ = true;
+    return s;
+  }
+  sent_ += data.size();
+  return s;
+}
+
+bool Exchange::Finish() {
+  if (!began_) {
+    auto [type, body] = ErrorBody(options_, 500, "the server produced no response");
+    Headers h;
+    h.Add("Content-Type", type);
+    close_ = true;
+    (void)Respond(500, std::move(h), body);
+  }
+  if (failed_ || close_) return false;
+  if (sent_ != content_length_) return false;  // a response cut short: the client must see the connection end
+  if (!body_done_) {
+    // The handler answered without reading the body: read it away (up to a
+    // bound) so the next request parses.
+    char scratch[64 << 10];
+    uint64_t drained = 0;
+    while (!body_done_) {
+      auto r = ReadBody(scratch, sizeof scratch);
+      if (!r.ok() || (*r == 0 && !body_done_)) return false;
+      drained += *r;
+      if (drained > (1 << 20)) return false;
+    }
+  }
+  return request_.keep_alive;
+}
+
+// ---- the server ----
+
+struct Server::Loop {
+  struct Conn {
+    int fd = -1;
+    std::string peer;
+    std::string buf;
+    double deadline = 0;
+    bool head_started = false;
+  };
+
+  ServerOptions options;
+  Handler handler;
+  int listen_fd = -1, epoll_fd = -1, wake_fd = -1;
+  std::thread loop_thread;
+  std::vector<std::thread> workers;
+  Counters counters;
+  std::atomic<bool> stop_loop{false};
+
+  Mutex mu;
+  CondVar cv{mu};
+  std::deque<std::unique_ptr<Conn>> ready AQ_GUARDED_BY(mu);      // heads complete, for the workers
+  std::vector<std::unique_ptr<Conn>> returned AQ_GUARDED_BY(mu);  // keep-alive, back to the loop
+  std::set<int> active AQ_GUARDED_BY(mu);                         // sockets a worker is serving
+  bool stopping AQ_GUARDED_BY(mu) = false;
+
+  std::unordered_map<int, std::unique_ptr<Conn>> waiting;  // loop thread only
+
+  void Close(std::unique_ptr<Conn> c) {
+    ::close(c->fd);
+    counters.open--;
+  }
+
+  void Wake() {
+    uint64_t one = 1;
+    (void)!::write(wake_fd, &one, sizeof one);
+  }
+
+  void Watch(std::unique_ptr<Conn> c) {
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.fd = c->fd;
+    if (::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, c->fd, &ev) != 0) return Close(std::move(c));
+    const int fd = c->fd;
+    waiting[fd] = std::move(c);
+  }
+
+  void Dispatch(std::unique_ptr<Conn> c) {
+    MutexLock lock(mu);
+    ready.push_back(std::move(c));
+    cv.Signal();
+  }
+
+  // Sends a short answer without blocking (best effort) and closes.
+  void Refuse(std::unique_ptr<Conn> c, int status, const std::string& message) {
+    const std::string r = ErrorResponse(options, status, message);
+    (void)!::send(c->fd, r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    Close(std::move(c));
+  }
+
+  // After reading: dispatches a complete head, refuses an oversized one.
+  void Examine(std::unique_ptr<Conn> c) {
+    SkipBlankLines(c->buf);
+    if (c->buf.find("\r\n\r\n") != std::string::npos) return Dispatch(std::move(c));
+    if (c->buf.size() > options.limits.max_head_bytes) {
+      counters.bad_heads++;
+      return Refuse(std::move(c), 431, fmt::format("the request head is over {} bytes", options.limits.max_head_bytes));
+    }
+    if (!c->buf.empty() && !c->head_started) {
+      c->head_started = true;
+      c->deadline = Now() + options.header_timeout_s;
+    }
+    Watch(std::move(c));
+  }
+
+  void Accept() {
+    for (;;) {
+      sockaddr_storage addr{};
+      socklen_t len = sizeof addr;
+      int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) return;  // EAGAIN, or out of descriptors: try again on the next event
+      counters.accepted++;
+      counters.open++;
+      auto c = std::make_unique<Conn>();
+      c->fd = fd;
+      char host[INET6_ADDRSTRLEN] = "?";
+      int port = 0;
+      if (addr.ss_family == AF_INET) {
+        auto* a = reinterpret_cast<sockaddr_in*>(&addr);
+        ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+        port = ntohs(a->sin_port);
+      } else if (addr.ss_family == AF_INET6) {
+        auto* a = reinterpret_cast<sockaddr_in6*>(&addr);
+        ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+        port = ntohs(a->sin6_port);
+      }
+      c->peer = fmt::format("{}:{}", host, port);
+      if (counters.open > options.max_connections) {
+        counters.refused++;
+        Refuse(std::move(c), 503,
+               fmt::format("the server has {} connections open, its limit; retry", options.max_connections));
+        continue;
+      }
+      int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      // The first request must arrive within the head timeout of the accept.
+      c->deadline = Now() + options.header_timeout_s;
+      c->head_started = true;
+      Watch(std::move(c));
+    }
+  }
+
+  void ReadFrom(int fd) {
+    auto it = waiting.find(fd);
+    if (it == waiting.end()) return;
+    std::unique_ptr<Conn> c = std::move(it->second);
+    waiting.erase(it);
+    ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
+    char chunk[16 << 10];
+    for (;;) {
+      ssize_t r = ::recv(fd, chunk, sizeof chunk, 0);
+      if (r > 0) {
+        c->buf.append(chunk, static_cast<size_t>(r));
+        if (c->buf.size() > options.limits.max_head_bytes + 4) break;
+        continue;
+      }
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      return Close(std::move(c));  // closed by the client, or an error
+    }
+    Examine(std::move(c));
+  }
+
+  void TakeReturned() {
+    std::vector<std::unique_ptr<Conn>> back;
+    {
+      MutexLock lock(mu);
+      back.swap(returned);
+    }
+    for (auto& c : back) {
+      c->head_started = !c->buf.empty();
+      c->deadline = Now() + (c->head_started ? options.header_timeout_s : options.idle_timeout_s);
+      Examine(std::move(c));
+    }
+  }
+
+  void Expire() {
+    const double now = Now();
+    std::vector<int> expired;
+    for (const auto& [fd, c] : waiting) {
+      if (c->deadline <= now) expired.push_back(fd);
+    }
+    for (int fd : expired) {
+      auto c = std::move(waiting[fd]);
+      waiting.erase(fd);
+      ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
+      if (c->head_started) {
+        counters.header_timeouts++;
+        Refuse(std::move(c), 408,
+               fmt::format("the request head did not arrive within {:.0f} s", options.header_timeout_s));
+      } else {
+        counters.idle_closed++;
+        Close(std::move(c));
+      }
+    }
+  }
+
+  void Run() {
+    epoll_event events[256];
+    double last_expire = Now();
+    while (!stop_loop.load()) {
+      int n = ::epoll_wait(epoll_fd, events, 256, 200);
+      for (int i = 0; i < n; ++i) {
+        const int fd = events[i].data.fd;
+        if (fd == listen_fd) {
+          Accept();
+        } else if (fd == wake_fd) {
+          uint64_t v;
+          (void)!::read(wake_fd, &v, sizeof v);
+          TakeReturned();
+        } else {
+          ReadFrom(fd);
+        }
+      }
+      if (Now() - last_expire > 0.1) {
+        Expire();
+        last_expire = Now();
+      }
+    }
+    for (auto& [fd, c] : waiting) {
+      ::close(fd);
+      counters.open--;
+    }
+    waiting.clear();
+  }
+
+  void Work() {
+    for (;;) {
+      std::unique_ptr<Conn> c;
+      {
+        MutexLock lock(mu);
+        while (ready.empty() && !stopping) cv.Wait();
+        if (ready.empty()) return;
+        c = std::move(ready.front());
+        ready.pop_front();
+        if (stopping) {
+          Close(std::move(c));
+          continue;
+        }
+        active.insert(c->fd);
+      }
+      const int flags = ::fcntl(c->fd, F_GETFL);
+      ::fcntl(c->fd, F_SETFL, flags & ~O_NONBLOCK);
+      timeval tv{};
+      tv.tv_sec = static_cast<time_t>(options.io_timeout_s);
+      tv.tv_usec = static_cast<suseconds_t>((options.io_timeout_s - tv.tv_sec) * 1e6);
+      ::setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      ::setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+      SocketStream stream(c->fd);
+      const bool keep = ServeConnection(stream, c->buf, options, handler, c->peer, counters);
+      ::fcntl(c->fd, F_SETFL, flags | O_NONBLOCK);
+      MutexLock lock(mu);
+      active.erase(c->fd);
+      if (keep && !stopping) {
+        returned.push_back(std::move(c));
+        Wake();
+      } else {
+        Close(std::move(c));
+      }
+    }
+  }
+};
+
+Result<std::unique_ptr<Server>> Server::Start(ServerOptions options, Handler handler) {
+  if (options.threads == 0) return InvalidArgument("an HTTP server needs at least one thread");
+  if (options.max_connections == 0) return InvalidArgument("an HTTP server needs max_connections >= 1");
+  std::unique_ptr<Server> s(new Server());
+  s->options_ = options;
+  auto loop = std::make_unique<Loop>();
+  loop->options = options;
+  loop->handler = std::move(handler);
+
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const std::string port = std::to_string(options.port);
+  if (int rc = ::getaddrinfo(options.host.empty() ? nullptr : options.host.c_str(), port.c_str(), &hints, &res);
+      rc != 0) {
+    return InvalidArgument(fmt::format("cannot resolve listen address '{}': {}", options.host, gai_strerror(rc)));
+  }
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> guard(res, &::freeaddrinfo);
+  int err = 0;
+  for (addrinfo* a = res; a != nullptr && loop->listen_fd < 0; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      err = errno;
+      continue;
+    }
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 1024) == 0) {
+      loop->listen_fd = fd;
+      break;
+    }
+    err = errno;
+    ::close(fd);
+  }
+  if (loop->listen_fd < 0) {
+    if (err == EADDRINUSE) {
+      return Status(StatusCode::kAlreadyExists,
+                    fmt::format("cannot listen on {}:{}: the port is in use (another node or program holds it; "
+                                "pick another port, or 0 for any free one)",
+                                options.host, options.port));
+    }
+    return ErrnoStatus(err, "listen on", fmt::format("{}:{}", options.host, options.port));
+  }
+  sockaddr_storage bound{};
+  socklen_t len = sizeof bound;
+  ::getsockname(loop->listen_fd, reinterpret_cast<sockaddr*>(&bound), &len);
+  s->port_ = bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
+                                         : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  loop->epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
+  loop->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (loop->epoll_fd < 0 || loop->wake_fd < 0) return ErrnoStatus(errno, "create", "epoll");
+  for (int fd : {loop->listen_fd, loop->wake_fd}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    ::epoll_ctl(loop->epoll_fd, EPOLL_CTL_ADD, fd, &ev);
+  }
+  Loop* l = loop.get();
+  for (size_t i = 0; i < options.threads; ++i) l->workers.emplace_back([l] { l->Work(); });
+  l->loop_thread = std::thread([l] { l->Run(); });
+  s->loop_ = std::move(loop);
+  return s;
+}
+
+void Server::Stop() {
+  if (!loop_) return;
+  Loop& l = *loop_;
+  {
+    MutexLock lock(l.mu);
+    l.stopping = true;
+    for (int fd : l.active) ::shutdown(fd, SHUT_RDWR);  // a worker blocked on this client returns now
+    l.cv.SignalAll();
+  }
+  l.stop_loop = true;
+  l.Wake();
+  if (l.loop_thread.joinable()) l.loop_thread.join();
+  for (auto& w : l.workers) {
+    if (w.joinable()) w.join();
+  }
+  {
+    MutexLock lock(l.mu);
+    for (auto& c : l.returned) l.Close(std::move(c));
+    l.returned.clear();
+    for (auto& c : l.ready) l.Close(std::move(c));
+    l.ready.clear();
+  }
+  ::close(l.listen_fd);
+  ::close(l.epoll_fd);
+  ::close(l.wake_fd);
+  loop_.reset();
+}
+
+Server::~Server() { Stop(); }
+
+ServerStats Server::Stats() const {
+  ServerStats s;
+  if (!loop_) return s;
+  const Counters& c = loop_->counters;
+  s.accepted = c.accepted;
+  s.requests = c.requests;
+  s.refused_overload = c.refused;
+  s.header_timeouts = c.header_timeouts;
+  s.idle_closed = c.idle_closed;
+  s.bad_heads = c.bad_heads;
+  s.open = c.open;
+  return s;
+}
+
+std::string ServeBytes(const ServerOptions& options, const Handler& handler, std::string_view raw) {
+  MemoryStream stream;
+  std::string buf(raw);
+  Counters counters;
+  if (ServeConnection(stream, buf, options, handler, "test", counters) && !buf.empty()) {
+    // A head that never completed: what the server answers at the head timeout.
+    SkipBlankLines(buf);
+    if (!buf.empty()) {
+      stream.out += ErrorResponse(options, 408, "the request head did not arrive within the timeout");
+    }
+  }
+  return stream.out;
+}
+
+uint64_t RaiseOpenFileLimit() {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return 0;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+    ::getrlimit(RLIMIT_NOFILE, &rl);
+  }
+  return rl.rlim_cur;
+}
+
+}  // namespace aq::http

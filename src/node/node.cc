@@ -1,0 +1,312 @@
+#include "node/node.h"
+
+#include <fmt/format.h>
+#include <sys/statvfs.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "cluster/cluster_blocks.h"
+#include "cluster/etcd_client.h"
+#include "cluster/etcd_meta_store.h"
+#include "cluster/membership.h"
+#include "cluster/placement.h"
+#include "cluster/repair.h"
+#include "common/units.h"
+#include "http/server.h"
+#include "s3/endpoint.h"
+#include "s3/layout.h"
+#include "server/node_stats.h"
+#include "server/s3_server.h"
+#include "store/object_store.h"
+#include "store/prefetch.h"
+
+namespace aq::node {
+
+Status NodeOptions::Validate() const {
+  if (block_size < 4096 || block_size > (1ull << 30)) {
+    return InvalidArgument(fmt::format("block size {} is outside 4 KiB to 1 GiB", units::IecBytes(block_size)));
+  }
+  if (credentials.empty() && !anonymous) {
+    return InvalidArgument("a node needs credentials (AWS Signature V4 keys) or anonymous access enabled");
+  }
+  if (prefetch_window > 0 && prefetch_memory < block_size) {
+    return InvalidArgument(fmt::format("prefetch memory {} is less than one block ({})",
+                                       units::IecBytes(prefetch_memory), units::IecBytes(block_size)));
+  }
+  if (port < 0 || port > 65535) return InvalidArgument(fmt::format("port {} is outside 0..65535", port));
+  if (threads < 1 || threads > 4096) return InvalidArgument("a node needs 1 to 4096 request threads");
+  if (send_bytes_per_second < 0) return InvalidArgument("a link rate must be >= 0 (0 = unlimited)");
+  if (!etcd.empty()) {
+    if (etcd.rfind("etcd://", 0) != 0) {
+      return InvalidArgument(fmt::format("metadata '{}': expected etcd://HOST:PORT[,HOST:PORT...]", etcd));
+    }
+    if (replicas < 1 || replicas > 16) return InvalidArgument("a cluster keeps 1 to 16 replicas per block");
+    if (lease_ttl_s < 1) return InvalidArgument("a membership lease lasts at least 1 s");
+    if (!advertise.empty()) AQ_TRY(s3::ParseHostPort(advertise, false));
+  }
+  if (reclaim_max_s <= 0) return InvalidArgument("the bound on holding freed blocks must be > 0 s");
+  return Status::Ok();
+}
+
+Result<std::string> NodeId(io::FileSystem& fs, const std::string& data, const std::string& given) {
+  const std::string path = io::JoinPath(data, "node-id");
+  if (!given.empty()) {
+    for (char c : given) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') {
+        return InvalidArgument(fmt::format("node id '{}': letters, digits, '-' and '_' only", given));
+      }
+    }
+    return given;
+  }
+  if (auto f = fs.OpenRead(path, io::AccessHint::kSequential); f.ok()) {
+    std::string id((*f)->size(), '\0');
+    AQ_TRY((*f)->ReadAt(0, id.size(), id.data()));
+    while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+    if (!id.empty()) return id;
+  }
+  const std::string id = "node-" + store::NewBlockId().substr(0, 8);
+  AQ_TRY(io::WriteFileAtomic(fs, path, id + "\n"));
+  return id;
+}
+
+Node::Node() = default;
+
+Node::~Node() { Stop(); }
+
+Result<std::unique_ptr<Node>> Node::Start(io::FileSystem& fs, NodeOptions options) {
+  AQ_TRY(options.Validate());
+  std::unique_ptr<Node> n(new Node());
+  n->o_ = std::move(options);
+  Status s = n->StartImpl(fs);
+  if (!s.ok()) {
+    n->Stop();
+    return s;
+  }
+  return n;
+}
+
+Status Node::StartImpl(io::FileSystem& fs) {
+  const bool cluster = !o_.etcd.empty();
+  http::RaiseOpenFileLimit();
+  std::vector<store::PoolConfig> pools = o_.pools;
+  if (pools.empty()) pools.push_back({"default", io::JoinPath(o_.data_dir, "pool-default"), store::Media::kSsd});
+  AQ_TRY(fs.MakeDirs(o_.data_dir));
+  if (cluster) {
+    etcd_ = AQ_TRY(cluster::EtcdClient::Connect(o_.etcd));
+    meta_ = cluster::NewEtcdMetaStore(etcd_);
+    node_id_ = AQ_TRY(NodeId(fs, o_.data_dir, o_.node_id));
+  } else {
+    meta_ = AQ_TRY(store::OpenSqliteMetaStore(io::JoinPath(o_.data_dir, "meta.db")));
+  }
+  blocks_ = AQ_TRY(store::BlockStore::Open(fs, pools));
+  // Before serving: blocks no object refers to are leftovers of interrupted
+  // writes. (On a cluster's node: the blocks the layouts place on this node;
+  // a replica moved elsewhere while it was down is a leftover too.)
+  std::vector<std::string> keep =
+      cluster ? AQ_TRY(cluster::BlocksHeldBy(*meta_, node_id_)) : AQ_TRY(meta_->ReferencedBlocks());
+  gc_ = AQ_TRY(blocks_->CollectGarbage(keep));
+  if (o_.cache_bytes > 0) cache_ = std::make_unique<store::BlockCache>(o_.cache_bytes, o_.cache_policy, o_.block_size);
+  local_ = std::make_unique<store::LocalBlockService>(*blocks_, cache_.get());
+
+  store::ObjectStoreOptions oo;
+  oo.block_size = o_.block_size;
+  oo.reclaim.min_delay_s = o_.reclaim_delay_s >= 0 ? o_.reclaim_delay_s : (cluster ? 60 : 2);
+  oo.reclaim.max_hold_s = o_.reclaim_max_s;
+  server::S3ServerOptions so;
+  cluster::ClusterConfig config;
+  if (cluster) {
+    config = AQ_TRY(cluster::EnsureClusterConfig(*etcd_, "/aquifer/", o_.replicas));
+    so.s3.node_credential = {cluster::kNodeAccessKey, config.node_secret};
+    block_client_ = std::make_unique<cluster::BlockClient>(so.s3.node_credential);
+    cluster_blocks_ = std::make_unique<cluster::ClusterBlockService>(node_id_, *local_, *block_client_, o_.replicas);
+    objects_ = std::make_unique<store::ObjectStore>(*meta_, *blocks_, *cluster_blocks_, oo, cache_.get());
+    so.s3.node_blocks = local_.get();
+    so.s3.layout_json = [this](const store::ObjectMeta& o) {
+      return s3::LayoutToJson(
+          cluster::LayoutFor(o, membership_ ? membership_->Nodes() : std::vector<cluster::NodeInfo>()));
+    };
+    so.s3.cluster_json = [this] {
+      nlohmann::json j = {{"replicas", cluster_blocks_->replicas()}, {"nodes", nlohmann::json::array()}};
+      if (membership_) {
+        j["self"] = membership_->self().id;
+        for (const auto& n : membership_->Nodes()) {
+          j["nodes"].push_back({{"id", n.id}, {"address", n.address}, {"state", n.state}, {"up", n.up}});
+        }
+      }
+      return j.dump();
+    };
+  } else {
+    objects_ = std::make_unique<store::ObjectStore>(*meta_, *blocks_, oo, cache_.get());
+  }
+  if (o_.prefetch_window > 0) {
+    store::PrefetchOptions po;
+    po.max_window_blocks = o_.prefetch_window;
+    po.memory_bytes = o_.prefetch_memory;
+    prefetch_ = std::make_unique<store::Prefetcher>(objects_->service(), po);
+    objects_->set_prefetcher(prefetch_.get());
+  }
+  stats_ = std::make_unique<server::NodeStats>();
+  so.http.host = o_.host;
+  so.http.port = o_.port;
+  so.http.threads = o_.threads;
+  so.http.max_connections = o_.max_connections;
+  so.http.header_timeout_s = o_.header_timeout_s;
+  so.http.idle_timeout_s = o_.idle_timeout_s;
+  so.http.io_timeout_s = o_.io_timeout_s;
+  so.s3.credentials = o_.credentials;
+  so.s3.anonymous = o_.anonymous;
+  so.s3.stats = stats_.get();
+  so.s3.send_bytes_per_second = o_.send_bytes_per_second;
+  s3_ = AQ_TRY(server::S3Server::Start(*objects_, std::move(so)));
+  if (cluster) AQ_TRY(JoinCluster());
+
+  if (o_.metrics_port >= 0) {
+    std::function<nlohmann::json()> extra;
+    if (cluster) {
+      extra = [this]() -> nlohmann::json {
+        auto b = cluster_blocks_->Stats();
+        auto r = repairer_->Stats();
+        nlohmann::json blocks_j = {{"local_reads", b.local_reads},
+                                   {"remote_reads", b.remote_reads},
+                                   {"failovers", b.failovers},
+                                   {"repaired_on_read", b.repaired_on_read},
+                                   {"replicas_written", b.replicas_written},
+                                   {"remote_writes", b.remote_writes}};
+        nlohmann::json repair_j = {{"passes", r.passes},
+                                   {"objects", r.objects},
+                                   {"blocks", r.blocks},
+                                   {"under_protected", r.under_protected},
+                                   {"misplaced", r.misplaced},
+                                   {"fully_protected", r.fully_protected},
+                                   {"last_pass_seconds", r.last_pass_seconds},
+                                   {"copied", r.copied},
+                                   {"bytes_copied", r.bytes_copied},
+                                   {"dropped", r.dropped},
+                                   {"layouts_committed", r.layouts_committed},
+                                   {"conflicts", r.conflicts},
+                                   {"errors", r.errors},
+                                   {"last_error", r.last_error}};
+        nlohmann::json c = {{"node", node_id_},
+                            {"replicas", o_.replicas},
+                            {"nodes_known", membership_->Nodes().size()},
+                            {"rejoins", membership_->rejoins()},
+                            {"blocks", std::move(blocks_j)},
+                            {"repair", std::move(repair_j)}};
+        return {{"cluster", std::move(c)}};
+      };
+    }
+    metrics_ = AQ_TRY(server::MetricsServer::Start(*stats_, *objects_, o_.metrics_host, o_.metrics_port, extra));
+  }
+  return Status::Ok();
+}
+
+Status Node::JoinCluster() {
+  // Listening: now the cluster may send this node blocks and requests.
+  cluster::NodeInfo self;
+  self.id = node_id_;
+  self.address = o_.advertise.empty() ? s3::HostPort{o_.host, s3_->port()}.ToString() : o_.advertise;
+  for (const auto& p : blocks_->pools()) self.pools.push_back(p.name);
+  struct statvfs vfs {};
+  if (::statvfs(blocks_->pools().front().path.c_str(), &vfs) == 0) {
+    self.capacity_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  }
+  membership_ = AQ_TRY(cluster::Membership::Join(etcd_, self, "/aquifer/", o_.lease_ttl_s));
+  cluster_blocks_->Attach(membership_.get());
+  // Load and cache, published with the alive key for `aquifer cluster status`.
+  membership_->SetStatusProvider([this, last = std::make_shared<std::pair<double, uint64_t>>(0.0, 0)]() {
+    const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    const uint64_t gets = stats_->requests(server::Op::kGet);
+    const double rate = last->first > 0 ? (gets - last->second) / (now - last->first) : 0;
+    *last = {now, gets};
+    nlohmann::json j = {{"get_per_second", rate}, {"bytes_out", stats_->bytes_out()}};
+    if (cache_) {
+      auto c = cache_->Stats();
+      j["cache_hits"] = c.hits;
+      j["cache_misses"] = c.misses;
+      j["cache_bytes"] = c.bytes;
+    }
+    j["remote_reads"] = cluster_blocks_->Stats().remote_reads;
+    return j.dump();
+  });
+  cluster::RepairOptions ro;
+  ro.bytes_per_second = o_.repair_bytes_per_second;
+  repairer_ = std::make_unique<cluster::Repairer>(*membership_, *meta_, *cluster_blocks_, *block_client_, ro);
+  return Status::Ok();
+}
+
+void Node::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  repairer_.reset();
+  membership_.reset();  // leave first: the cluster stops sending this node work
+  metrics_.reset();
+  if (s3_) s3_->Stop();
+}
+
+int Node::port() const { return s3_ ? s3_->port() : 0; }
+int Node::metrics_port() const { return metrics_ ? metrics_->port() : -1; }
+std::string Node::address() const { return s3::HostPort{o_.host, port()}.ToString(); }
+
+std::string Node::Describe() const {
+  std::string out = fmt::format("aquifer serve: S3 on http://{} (data {}, {} blocks)\n", address(), o_.data_dir,
+                                units::IecBytes(o_.block_size));
+  for (const auto& p : blocks_->pools()) {
+    std::string extra;
+    if (p.direct) extra += ", O_DIRECT";
+    if (p.read_latency_s > 0) extra += fmt::format(", +{:.3g} ms per block read", p.read_latency_s * 1e3);
+    out +=
+        fmt::format("  pool {:<10} {} ({}{})\n", p.name, p.path, p.media == store::Media::kSsd ? "ssd" : "hdd", extra);
+  }
+  if (metrics_) {
+    out += fmt::format("  metrics: http://{}:{}/metrics (Prometheus), /stats (JSON, aquifer stats)\n", o_.metrics_host,
+                       metrics_->port());
+  }
+  out += fmt::format("  cache: {}, {}\n", units::IecBytes(o_.cache_bytes),
+                     !cache_ ? "off" : (o_.cache_policy == store::CachePolicy::kTinyLfu ? "tinylfu" : "lru"));
+  if (o_.send_bytes_per_second > 0) {
+    out += fmt::format("  net limit: {:.1f} MB/s sent (an emulated link)\n", o_.send_bytes_per_second / 1e6);
+  }
+  if (prefetch_) {
+    out += fmt::format("  prefetch: up to {} blocks ahead per stream, {} in all\n", o_.prefetch_window,
+                       units::IecBytes(o_.prefetch_memory));
+  } else {
+    out += "  prefetch: off\n";
+  }
+  out += fmt::format("  start-up: {} blocks, {} orphans and {} temporaries removed\n", gc_.blocks_seen,
+                     gc_.orphans_removed, gc_.temporaries_removed);
+  out += fmt::format("  limits: {} request threads, {} connections, {:.0f} s to send a request head\n", o_.threads,
+                     o_.max_connections, o_.header_timeout_s);
+  out += fmt::format("  auth: {}\n", o_.credentials.empty()
+                                         ? std::string("anonymous (unsigned requests accepted)")
+                                         : fmt::format("Signature V4, {} key(s){}", o_.credentials.size(),
+                                                       o_.anonymous ? ", anonymous also accepted" : ""));
+  if (membership_) {
+    out += fmt::format("  cluster: node {} at {}, metadata in {}, {} replicas per block, {} nodes known\n", node_id_,
+                       membership_->self().address, o_.etcd, o_.replicas, membership_->Nodes().size());
+  }
+  return out;
+}
+
+std::string Node::Summary() const {
+  std::string out;
+  if (prefetch_) {
+    auto ps = prefetch_->Stats();
+    out += fmt::format(
+        "aquifer serve: prefetch read {} blocks ahead, {} found by readers ({} while in flight), {} unused\n",
+        ps.issued, ps.hits + ps.late_hits, ps.late_hits, ps.wasted);
+  }
+  if (cache_) {
+    auto cs = cache_->Stats();
+    out += fmt::format("aquifer serve: block cache {} of {}, {:.1f}% hits ({} of {})\n",
+                       units::Bytes(static_cast<double>(cs.bytes)), units::Bytes(static_cast<double>(cs.capacity)),
+                       100 * cs.hit_ratio(), cs.hits, cs.hits + cs.misses);
+  }
+  if (stats_) {
+    out += fmt::format("aquifer serve: {} client errors, {} server errors\n", stats_->client_errors(),
+                       stats_->server_errors());
+  }
+  return out;
+}
+
+}  // namespace aq::node

@@ -1,0 +1,151 @@
+// A storage node, assembled from its parts: metadata (SQLite on a single
+// node, etcd in a cluster), block pools, the RAM block cache, stream
+// prefetch, deferred block reclamation, the S3 endpoint, statistics and the
+// metrics endpoint, and in a cluster the replicated block service,
+// membership and repair. `aquifer serve` is flag parsing around a Node;
+// tests and benchmarks build one in-process.
+//
+// Start order: options checked; metadata and pools opened; garbage
+// collected; S3 endpoint listening; (cluster) membership joined and repair
+// started; metrics. Stop is the reverse, one order: leave the cluster first
+// (it stops sending this node work), then stop serving, then the parts the
+// server used.
+//
+// Thread safety: Start/Stop from one thread; accessors are safe while the
+// node runs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "io/file_system.h"
+#include "s3/auth.h"
+#include "store/block_cache.h"
+#include "store/block_store.h"
+
+namespace aq::cluster {
+class BlockClient;
+class ClusterBlockService;
+class EtcdClient;
+class Membership;
+class Repairer;
+}  // namespace aq::cluster
+namespace aq::store {
+class MetaStore;
+class ObjectStore;
+class Prefetcher;
+class LocalBlockService;
+}  // namespace aq::store
+
+namespace aq::server {
+class MetricsServer;
+class NodeStats;
+class S3Server;
+}  // namespace aq::server
+
+namespace aq::node {
+
+struct NodeOptions {
+  std::string data_dir = "aquifer-data";
+  std::vector<store::PoolConfig> pools;  // none: one SSD pool under data_dir
+  uint64_t block_size = 4 << 20;
+  uint64_t cache_bytes = 1ull << 30;  // 0 = no RAM cache
+  store::CachePolicy cache_policy = store::CachePolicy::kTinyLfu;
+  uint32_t prefetch_window = 8;  // blocks ahead per stream; 0 = off
+  uint64_t prefetch_memory = 256ull << 20;
+
+  // The S3 endpoint.
+  std::string host = "127.0.0.1";
+  int port = 9000;  // 0 = any free port
+  std::vector<s3::Credential> credentials;
+  bool anonymous = false;
+  size_t threads = 64;
+  size_t max_connections = 2048;
+  double header_timeout_s = 10;
+  double idle_timeout_s = 60;
+  double io_timeout_s = 30;
+  double send_bytes_per_second = 0;  // 0 = unlimited; else an emulated link
+
+  // Metrics (/metrics, /stats): port -1 = none.
+  std::string metrics_host = "127.0.0.1";
+  int metrics_port = -1;
+
+  // How long blocks freed by an overwrite or delete outlive their layout
+  // for readers (negative: 2 s on a single node, 60 s in a cluster, where
+  // this node cannot see other nodes' and clients' readers), and the bound
+  // on how long a reader can hold them.
+  double reclaim_delay_s = -1;
+  double reclaim_max_s = 600;
+
+  // A cluster: etcd endpoints ("etcd://HOST:PORT[,...]"); empty = single node.
+  std::string etcd;
+  size_t replicas = 2;
+  std::string advertise;  // HOST:PORT others reach this node at (default: the listen address)
+  int lease_ttl_s = 5;
+  double repair_bytes_per_second = 200e6;
+  std::string node_id;  // default: generated once, kept in data_dir/node-id
+
+  // What is wrong with the options, in words that name no command-line flag.
+  Status Validate() const;
+};
+
+class Node {
+ public:
+  static Result<std::unique_ptr<Node>> Start(io::FileSystem& fs, NodeOptions options);
+  ~Node();
+  void Stop();
+
+  int port() const;
+  int metrics_port() const;  // -1 without metrics
+  const NodeOptions& options() const { return o_; }
+  const std::string& node_id() const { return node_id_; }  // "" on a single node
+  const store::GcReport& start_gc() const { return gc_; }
+  std::string address() const;
+
+  store::ObjectStore& objects() { return *objects_; }
+  store::BlockStore& blocks() { return *blocks_; }
+  store::MetaStore& meta() { return *meta_; }
+  store::BlockCache* cache() { return cache_.get(); }
+  store::Prefetcher* prefetcher() { return prefetch_.get(); }
+  server::NodeStats& stats() { return *stats_; }
+  server::S3Server& s3() { return *s3_; }
+  cluster::Membership* membership() { return membership_.get(); }
+  cluster::Repairer* repairer() { return repairer_.get(); }
+
+  // The lines `aquifer serve` prints once the node is up, and at stop.
+  std::string Describe() const;
+  std::string Summary() const;
+
+ private:
+  Node();
+  Status StartImpl(io::FileSystem& fs);
+  Status JoinCluster();
+
+  NodeOptions o_;
+  std::string node_id_;
+  store::GcReport gc_;
+  bool stopped_ = false;
+  std::shared_ptr<cluster::EtcdClient> etcd_;
+  std::unique_ptr<store::MetaStore> meta_;
+  std::unique_ptr<store::BlockStore> blocks_;
+  std::unique_ptr<store::BlockCache> cache_;
+  std::unique_ptr<store::LocalBlockService> local_;
+  std::unique_ptr<cluster::BlockClient> block_client_;
+  std::unique_ptr<cluster::ClusterBlockService> cluster_blocks_;
+  std::unique_ptr<store::ObjectStore> objects_;
+  std::unique_ptr<store::Prefetcher> prefetch_;
+  std::unique_ptr<server::NodeStats> stats_;
+  std::unique_ptr<server::S3Server> s3_;
+  std::unique_ptr<cluster::Membership> membership_;
+  std::unique_ptr<cluster::Repairer> repairer_;
+  std::unique_ptr<server::MetricsServer> metrics_;
+};
+
+// This node's id in a cluster: `given` (checked), or generated once and
+// kept in DIR/node-id.
+Result<std::string> NodeId(io::FileSystem& fs, const std::string& data_dir, const std::string& given);
+
+}  // namespace aq::node

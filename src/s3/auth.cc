@@ -1,0 +1,242 @@
+#include "s3/auth.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include "s3/sigv4.h"
+
+namespace aq::s3 {
+namespace {
+
+AuthOutcome Fail(int status, std::string code, std::string message) {
+  AuthOutcome o;
+  o.error = {status, std::move(code), std::move(message)};
+  return o;
+}
+
+std::optional<int64_t> ParseAmzDate(const std::string& d) {
+  if (d.size() != 16) return std::nullopt;
+  std::tm tm{};
+  const char* end = strptime(d.c_str(), "%Y%m%dT%H%M%SZ", &tm);
+  if (end == nullptr || *end != '\0') return std::nullopt;
+  return static_cast<int64_t>(timegm(&tm));
+}
+
+std::string AmzDate(int64_t t) {
+  std::time_t tt = static_cast<std::time_t>(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[20];
+  std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
+  return buf;
+}
+
+bool Contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+std::multimap<std::string, std::string> SignedHeaderValues(const http::Request& req,
+                                                           const std::vector<std::string>& names) {
+  std::multimap<std::string, std::string> out;
+  for (const auto& name : names) {
+    for (const auto& [k, v] : req.headers.fields()) {
+      if (http::EqualsIgnoreCase(k, name)) out.emplace(name, v);
+    }
+  }
+  return out;
+}
+
+// The streaming payload forms S3 defines, and whether this node takes them.
+AuthOutcome StreamingFor(const std::string& hash, const std::string& key, const std::string& amz_date,
+                         const std::string& scope, const std::string& seed, AuthResult result) {
+  StreamingContext c;
+  if (hash == "STREAMING-AWS4-HMAC-SHA256-PAYLOAD") {
+    c.signed_chunks = true;
+  } else if (hash == "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER") {
+    c.signed_chunks = c.trailer = true;
+  } else if (hash == "STREAMING-UNSIGNED-PAYLOAD-TRAILER") {
+    c.trailer = true;
+  } else {
+    return Fail(501, "NotImplemented", fmt::format("x-amz-content-sha256 '{}' is not supported", hash));
+  }
+  c.signing_key = key;
+  c.amz_date = amz_date;
+  c.scope = scope;
+  c.seed_signature = seed;
+  result.streaming = std::move(c);
+  AuthOutcome o;
+  o.ok = true;
+  o.result = std::move(result);
+  return o;
+}
+
+AuthOutcome Presigned(const http::Request& req, const AuthOptions& o, int64_t now) {
+  std::string credential, amz_date, expires_s, signed_list, signature, query;
+  for (const auto& [k, v] : ParseQuery(req.query)) {
+    if (k == "X-Amz-Credential") credential = v;
+    if (k == "X-Amz-Date") amz_date = v;
+    if (k == "X-Amz-Expires") expires_s = v;
+    if (k == "X-Amz-SignedHeaders") signed_list = v;
+    if (k == "X-Amz-Signature") signature = v;
+  }
+  // The canonical query is every parameter but the signature.
+  std::string_view q = req.query;
+  while (!q.empty()) {
+    size_t amp = q.find('&');
+    std::string_view kv = q.substr(0, amp);
+    q = amp == std::string_view::npos ? std::string_view() : q.substr(amp + 1);
+    if (kv.empty() || UriDecode(kv.substr(0, kv.find('='))) == "X-Amz-Signature") continue;
+    query += (query.empty() ? "" : "&") + std::string(kv);
+  }
+  auto auth = ParseAuthorization(fmt::format("AWS4-HMAC-SHA256 Credential={}, SignedHeaders={}, Signature={}",
+                                             credential, signed_list, signature));
+  if (!auth.ok()) return Fail(400, "AuthorizationQueryParametersError", auth.status().message());
+  if (!Contains(auth->signed_headers, "host")) {
+    return Fail(400, "AuthorizationQueryParametersError", "X-Amz-SignedHeaders must include host");
+  }
+  const Credential* cred = o.lookup ? o.lookup(auth->access_key) : nullptr;
+  if (cred == nullptr) return Fail(403, "InvalidAccessKeyId", "the access key id is not known to this node");
+  auto t = ParseAmzDate(amz_date);
+  if (!t || amz_date.compare(0, 8, auth->date) != 0) {
+    return Fail(400, "AuthorizationQueryParametersError", "X-Amz-Date is malformed or does not match the credential");
+  }
+  int64_t expires = -1;
+  auto [end, ec] = std::from_chars(expires_s.data(), expires_s.data() + expires_s.size(), expires);
+  if (ec != std::errc() || end != expires_s.data() + expires_s.size() || expires < 1 || expires > 604800) {
+    return Fail(400, "AuthorizationQueryParametersError", "X-Amz-Expires must be a number of seconds, 1 to 604800");
+  }
+  if (now > *t + expires) return Fail(403, "AccessDenied", "Request has expired");
+  if (*t - now > o.max_clock_skew_seconds) {
+    return Fail(403, "RequestTimeTooSkewed", "the presigned request's time is in the future");
+  }
+  SigV4Request sr;
+  sr.method = req.method;
+  sr.raw_path = req.path;
+  sr.raw_query = query;
+  sr.headers = SignedHeaderValues(req, auth->signed_headers);
+  const std::string hash =
+      req.headers.Has("x-amz-content-sha256") ? req.headers.Get("x-amz-content-sha256") : "UNSIGNED-PAYLOAD";
+  sr.payload_hash = hash;
+  const std::string scope = auth->date + "/" + auth->region + "/" + auth->service + "/aws4_request";
+  const std::string key = SigningKey(cred->secret, auth->date, auth->region, auth->service);
+  const std::string expect = HmacHex(key, StringToSign(amz_date, scope, CanonicalRequest(sr, auth->signed_headers)));
+  if (!SameSignature(expect, auth->signature)) {
+    return Fail(403, "SignatureDoesNotMatch",
+                "the request signature we calculated does not match the signature you provided");
+  }
+  AuthOutcome out;
+  out.ok = true;
+  out.result.access_key = cred->access_key;
+  out.result.payload_hash = hash;
+  out.result.presigned = true;
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<Credential>> LoadCredentials(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound(fmt::format("credentials file '{}' cannot be read", path));
+  std::vector<Credential> out;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    size_t hash = line.find('#');
+    if (hash != std::string::npos) line.erase(hash);
+    std::istringstream f(line);
+    Credential c;
+    std::string extra;
+    if (!(f >> c.access_key)) continue;
+    if (!(f >> c.secret) || (f >> extra)) {
+      return InvalidArgument(fmt::format("{}:{}: expected ACCESS_KEY_ID SECRET_ACCESS_KEY", path, n));
+    }
+    out.push_back(std::move(c));
+  }
+  if (out.empty()) return InvalidArgument(fmt::format("credentials file '{}' holds no key", path));
+  return out;
+}
+
+AuthOutcome Authenticate(const http::Request& req, const AuthOptions& o) {
+  const int64_t now = o.now_unix != 0 ? o.now_unix : static_cast<int64_t>(std::time(nullptr));
+  const bool presigned = req.query.find("X-Amz-Signature=") != std::string::npos ||
+                         req.query.find("X-Amz-Algorithm=") != std::string::npos;
+  if (!req.headers.Has("Authorization") && !presigned) {
+    if (o.anonymous) {
+      AuthOutcome out;
+      out.ok = true;
+      out.result.payload_hash = req.headers.Get("x-amz-content-sha256");
+      if (out.result.payload_hash.rfind("STREAMING-", 0) == 0) {
+        if (out.result.payload_hash != "STREAMING-UNSIGNED-PAYLOAD-TRAILER") {
+          return Fail(400, "InvalidRequest", "a signed streaming upload needs an Authorization header");
+        }
+        return StreamingFor(out.result.payload_hash, "", "", "", "", out.result);
+      }
+      return out;
+    }
+    return Fail(403, "AccessDenied", "this node requires AWS Signature Version 4 (no Authorization header)");
+  }
+  if (presigned && !req.headers.Has("Authorization")) return Presigned(req, o, now);
+  auto auth = ParseAuthorization(req.headers.Get("Authorization"));
+  if (!auth.ok()) return Fail(400, "AuthorizationHeaderMalformed", auth.status().message());
+  if (!Contains(auth->signed_headers, "host")) {
+    return Fail(400, "AuthorizationHeaderMalformed", "SignedHeaders must include host");
+  }
+  const Credential* cred = o.lookup ? o.lookup(auth->access_key) : nullptr;
+  if (cred == nullptr) return Fail(403, "InvalidAccessKeyId", "the access key id is not known to this node");
+  // The request time: x-amz-date, or the Date header when only that is sent.
+  std::string amz_date = req.headers.Get("x-amz-date");
+  std::optional<int64_t> t;
+  if (!amz_date.empty()) {
+    t = ParseAmzDate(amz_date);
+    if (!t) return Fail(403, "AccessDenied", "malformed x-amz-date");
+    if (!Contains(auth->signed_headers, "x-amz-date")) {
+      return Fail(403, "AccessDenied", "x-amz-date must be among the signed headers");
+    }
+  } else if (req.headers.Has("Date")) {
+    t = http::ParseHttpDate(req.headers.Get("Date"));
+    if (!t) return Fail(403, "AccessDenied", "malformed Date header");
+    if (!Contains(auth->signed_headers, "date"))
+      return Fail(403, "AccessDenied", "Date must be among the signed headers");
+    amz_date = AmzDate(*t);
+  } else {
+    return Fail(403, "AccessDenied", "the request has neither x-amz-date nor Date");
+  }
+  if (amz_date.compare(0, 8, auth->date) != 0) {
+    return Fail(403, "AccessDenied", "the request date does not match the credential's date");
+  }
+  const int64_t skew = now - *t;
+  if (skew > o.max_clock_skew_seconds || skew < -o.max_clock_skew_seconds) {
+    return Fail(403, "RequestTimeTooSkewed", fmt::format("the request time is {} s off", skew));
+  }
+  const std::string hash = req.headers.Get("x-amz-content-sha256");
+  if (hash.empty()) {
+    return Fail(400, "InvalidRequest", "x-amz-content-sha256 is required with Signature Version 4");
+  }
+  SigV4Request sr;
+  sr.method = req.method;
+  sr.raw_path = req.path;
+  sr.raw_query = req.query;
+  sr.headers = SignedHeaderValues(req, auth->signed_headers);
+  sr.payload_hash = hash;
+  const std::string scope = auth->date + "/" + auth->region + "/" + auth->service + "/aws4_request";
+  const std::string key = SigningKey(cred->secret, auth->date, auth->region, auth->service);
+  const std::string expect = HmacHex(key, StringToSign(amz_date, scope, CanonicalRequest(sr, auth->signed_headers)));
+  if (!SameSignature(expect, auth->signature)) {
+    return Fail(403, "SignatureDoesNotMatch",
+                "the request signature we calculated does not match the signature you provided");
+  }
+  AuthResult result;
+  result.access_key = cred->access_key;
+  result.payload_hash = hash;
+  if (hash.rfind("STREAMING-", 0) == 0) return StreamingFor(hash, key, amz_date, scope, expect, std::move(result));
+  AuthOutcome out;
+  out.ok = true;
+  out.result = std::move(result);
+  return out;
+}
+
+}  // namespace aq::s3

@@ -1,0 +1,67 @@
+// Who sent an S3 request: AWS Signature Version 4 verified the way S3 does,
+// from the request as it arrived. Three forms are accepted:
+//   - the Authorization header, with the time in x-amz-date or (when a
+//     client sends only that) the Date header, which must then be signed;
+//   - a presigned URL (X-Amz-Algorithm ... X-Amz-Signature in the query),
+//     valid until X-Amz-Date + X-Amz-Expires (at most 7 days);
+//   - none at all, only when anonymous access is enabled.
+// The host header must always be among the signed headers (else a request
+// could be replayed against another endpoint). Streaming uploads
+// (aws-chunked) yield the context their chunk signatures are checked with.
+//
+// Thread safety: pure functions over the request and the key table.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "http/message.h"
+#include "s3/errors.h"
+
+namespace aq::s3 {
+
+struct Credential {
+  std::string access_key, secret;
+};
+
+// One "ACCESS_KEY_ID SECRET_ACCESS_KEY" pair per line; '#' starts a comment.
+Result<std::vector<Credential>> LoadCredentials(const std::string& path);
+
+// What verifying an aws-chunked body's signatures needs.
+struct StreamingContext {
+  bool signed_chunks = false;  // STREAMING-AWS4-HMAC-SHA256-PAYLOAD[-TRAILER]
+  bool trailer = false;        // ...-TRAILER: a checksum trailer follows the last chunk
+  std::string signing_key;     // raw bytes
+  std::string amz_date, scope;
+  std::string seed_signature;  // the request's own signature
+};
+
+struct AuthResult {
+  std::string access_key;  // "" when anonymous
+  std::string payload_hash;
+  bool presigned = false;
+  std::optional<StreamingContext> streaming;
+};
+
+struct AuthOptions {
+  bool anonymous = false;
+  int max_clock_skew_seconds = 15 * 60;
+  // The secret of an access key, or nullptr when unknown.
+  std::function<const Credential*(const std::string& access_key)> lookup;
+  int64_t now_unix = 0;  // 0 = the clock (tests set it)
+};
+
+struct AuthOutcome {
+  bool ok = false;
+  AuthResult result;
+  Error error;  // when !ok
+};
+
+// `raw_path` and `raw_query` as sent (percent-encoded).
+AuthOutcome Authenticate(const http::Request& request, const AuthOptions& options);
+
+}  // namespace aq::s3

@@ -1,0 +1,63 @@
+#include "s3/endpoint.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+namespace aq::s3 {
+
+std::string HostPort::ToString() const {
+  if (host.find(':') != std::string::npos) return fmt::format("[{}]:{}", host, port);
+  return fmt::format("{}:{}", host, port);
+}
+
+Result<HostPort> ParseHostPort(std::string_view text, bool allow_zero) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) {
+    return InvalidArgument(fmt::format("'{}': expected HOST:PORT", text));
+  }
+  HostPort hp;
+  std::string_view host = text.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  hp.host = std::string(host);
+  std::string_view port = text.substr(colon + 1);
+  int n = -1;
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), n);
+  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || n < (allow_zero ? 0 : 1) || n > 65535) {
+    return InvalidArgument(fmt::format("'{}': the port must be a number from {} to 65535", text, allow_zero ? 0 : 1));
+  }
+  hp.port = n;
+  return hp;
+}
+
+std::string StoreUrl::address() const { return HostPort{host, port}.ToString(); }
+
+bool IsStoreUrl(std::string_view path) { return path.substr(0, kScheme.size()) == kScheme; }
+
+Result<StoreUrl> ParseStoreUrl(std::string_view url) {
+  if (!IsStoreUrl(url)) return InvalidArgument(fmt::format("'{}' is not an aquifer://HOST:PORT/BUCKET/KEY path", url));
+  std::string_view rest = url.substr(kScheme.size());
+  const size_t slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  StoreUrl u;
+  if (authority.find(':') == std::string_view::npos) {
+    u.host = std::string(authority);
+    u.port = 80;
+  } else {
+    auto hp = ParseHostPort(authority, false);
+    if (!hp.ok()) return hp.status().WithContext(fmt::format("'{}'", url));
+    u.host = hp->host;
+    u.port = hp->port;
+  }
+  if (u.host.empty()) return InvalidArgument(fmt::format("'{}': no host", url));
+  std::string_view path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+  const size_t s2 = path.find('/');
+  u.bucket = std::string(path.substr(0, s2));
+  if (s2 != std::string_view::npos) u.key = std::string(path.substr(s2 + 1));
+  // "prefix//" names the same prefix as "prefix/".
+  while (u.key.size() > 1 && u.key.back() == '/' && u.key[u.key.size() - 2] == '/') u.key.pop_back();
+  if (u.bucket.empty()) return InvalidArgument(fmt::format("'{}': no bucket", url));
+  return u;
+}
+
+}  // namespace aq::s3

@@ -1,0 +1,39 @@
+// Where a node is: "HOST:PORT" addresses (listen, advertise, metrics) and
+// aquifer://HOST:PORT/BUCKET/KEY paths, parsed in one place for the server,
+// the client, the cluster and the command line. Messages name the text, not
+// a command-line flag; callers add their own context.
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace aq::s3 {
+
+struct HostPort {
+  std::string host;  // without IPv6 brackets
+  int port = 0;
+  std::string ToString() const;  // "host:port" ("[::1]:port" for IPv6)
+};
+
+// "HOST:PORT" or "[IPV6]:PORT"; port 0..65535 (0 = any free port) when
+// allow_zero, else 1..65535.
+Result<HostPort> ParseHostPort(std::string_view text, bool allow_zero = true);
+
+inline constexpr std::string_view kScheme = "aquifer://";
+
+// "aquifer://host:port/bucket/key" -> parts. The key may be empty (the
+// bucket itself) or end in '/' (a prefix).
+struct StoreUrl {
+  std::string host;
+  int port = 0;
+  std::string bucket, key;
+  std::string address() const;  // "host:port"
+};
+Result<StoreUrl> ParseStoreUrl(std::string_view url);
+bool IsStoreUrl(std::string_view path);
+
+}  // namespace aq::s3

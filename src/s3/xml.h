@@ -1,0 +1,61 @@
+// S3's XML: the request bodies clients send (CompleteMultipartUpload's part
+// list, Delete's key list), the answers a client reads (listings, errors),
+// and text escaping for the answers the node writes. Parsed with expat; a
+// document type declaration is refused (no entity expansion from a request),
+// and any malformed body is an error naming the line and column.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "store/meta_store.h"
+
+namespace aq::s3 {
+
+// <CompleteMultipartUpload><Part><PartNumber>N</PartNumber><ETag>"…"</ETag></Part>…
+// Part numbers must be integers in 1..10000; order is kept as sent.
+Result<std::vector<store::CompletedPart>> ParseCompleteMultipartUpload(std::string_view xml);
+
+struct DeleteObjectsRequest {
+  std::vector<std::string> keys;
+  bool quiet = false;
+};
+// <Delete><Quiet>true</Quiet><Object><Key>…</Key></Object>…; at most 1000 keys.
+Result<DeleteObjectsRequest> ParseDeleteObjects(std::string_view xml);
+
+// Calls on_end(path, text) for every element as it closes, with the path of
+// element names from the root ("Delete/Object/Key", namespaces dropped) and
+// the element's own text (at most max_text bytes). Depth is bounded (16).
+Status WalkXml(std::string_view xml, const char* what,
+               const std::function<Status(const std::string& path, const std::string& text)>& on_end,
+               size_t max_text = 4096);
+
+// Text for an XML element or attribute: &<>"' escaped, and TAB, LF and CR as
+// character references so that they survive a parser's normalisation. The
+// node only stores keys that are valid UTF-8 without other control
+// characters (store::CheckObjectKey), so the result is always valid XML 1.0.
+std::string XmlText(std::string_view s);
+
+// ListBucketResult (V1 or V2), as a client reads it.
+struct ListedObject {
+  std::string key, etag, last_modified;
+  uint64_t size = 0;
+};
+struct ListResult {
+  std::vector<ListedObject> objects;
+  std::vector<std::string> prefixes;
+  bool truncated = false;
+  std::string next_token;   // NextContinuationToken (V2)
+  std::string next_marker;  // NextMarker (V1)
+};
+// Keys and prefixes are URL-decoded when the listing says EncodingType url.
+Result<ListResult> ParseListResult(std::string_view xml);
+
+// The Code and Message of an S3 <Error> document ("" when not one).
+std::pair<std::string, std::string> ParseErrorXml(std::string_view xml);
+
+}  // namespace aq::s3

@@ -1,0 +1,134 @@
+// The node-to-node API under /_aquifer/ (a cluster's nodes and the aquifer://
+// client use it; S3 clients never see it):
+//   GET    /_aquifer/cluster                   the cluster map (JSON)
+//   GET    /_aquifer/layout/<bucket>/<key>     an object's blocks and their holders (s3::Layout)
+//   GET    /_aquifer/blocks/<id>?crc=&pool=&size=[&offset=&length=]   a replica (or a slice)
+//   PUT    /_aquifer/blocks/<id>?crc=&pool=&size=                      store a replica
+//   DELETE /_aquifer/blocks/<id>?crc=&pool=&size=                      drop a replica
+//   GET    /_aquifer/inventory                 the ids of every block this node holds
+// Reads take any valid key; PUT and DELETE of blocks only the cluster's node
+// key, so a user's key can never remove or plant a replica.
+#include <fmt/format.h>
+
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+#include "server/s3_handler.h"
+
+namespace aq::server {
+namespace {
+
+template <typename T>
+bool Number(const S3Request& r, const char* name, T* out) {
+  const std::string v = r.Param(name);
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), *out);
+  return !v.empty() && ec == std::errc() && end == v.data() + v.size();
+}
+
+}  // namespace
+
+void S3Handler::Internal(S3Request& r) {
+  const std::string& m = r.req.method;
+  if (r.key == "cluster" && m == "GET") {
+    if (!o_.cluster_json) return SendError(r, {404, "NoSuchKey", "this node is not in a cluster"});
+    http::Headers h;
+    h.Add("Content-Type", "application/json");
+    (void)r.ex.Respond(200, std::move(h), o_.cluster_json());
+    return;
+  }
+  if (r.key.rfind("layout/", 0) == 0 && m == "GET") {
+    if (!o_.layout_json) return SendError(r, {404, "NoSuchKey", "this node is not in a cluster"});
+    const std::string path = r.key.substr(7);
+    const size_t slash = path.find('/');
+    if (slash == std::string::npos) return SendError(r, {400, "InvalidArgument", "layout/BUCKET/KEY"});
+    auto meta = objects_.Head(path.substr(0, slash), path.substr(slash + 1));
+    if (!meta.ok()) return SendStatus(r, meta.status(), Subject::kObject);
+    http::Headers h;
+    h.Add("Content-Type", "application/json");
+    (void)r.ex.Respond(200, std::move(h), o_.layout_json(*meta));
+    return;
+  }
+  if (o_.node_blocks == nullptr) return SendError(r, {404, "NoSuchKey", "no such internal resource"});
+  if (r.key == "inventory" && m == "GET") {
+    auto ids = o_.node_blocks->store().List();
+    if (!ids.ok()) return SendStatus(r, ids.status(), Subject::kBlock);
+    http::Headers h;
+    h.Add("Content-Type", "application/json");
+    (void)r.ex.Respond(200, std::move(h), nlohmann::json(*ids).dump());
+    return;
+  }
+  if (r.key.rfind("blocks/", 0) != 0) return SendError(r, {404, "NoSuchKey", "no such internal resource"});
+  const bool writes = m == "PUT" || m == "DELETE";
+  if (writes && (o_.node_credential.access_key.empty() || r.auth.access_key != o_.node_credential.access_key)) {
+    return SendError(r, {403, "AccessDenied", "only the cluster's nodes may store or remove replicas"});
+  }
+  store::BlockRef ref;
+  ref.id = r.key.substr(7);
+  ref.pool = r.Param("pool");
+  if (!Number(r, "crc", &ref.crc32c) || !Number(r, "size", &ref.size)) {
+    return SendError(r, {400, "InvalidArgument", "a block request needs crc, pool and size"});
+  }
+  auto fail = [&](const Status& s) {
+    if (s.code() == StatusCode::kCorruption) return SendError(r, {500, "BlockCorrupt", s.message()});
+    if (s.code() == StatusCode::kInvalidArgument) return SendError(r, {400, "InvalidArgument", s.message()});
+    SendStatus(r, s, Subject::kBlock);
+  };
+  if (m == "GET") {
+    auto block = o_.node_blocks->Read(ref);
+    if (!block.ok()) return fail(block.status());
+    std::shared_ptr<const std::string> bytes = *block;
+    // A slice of the block (offset, length) for clients reading ranges.
+    uint64_t from = 0, len = bytes->size();
+    if (r.Has("offset") || r.Has("length")) {
+      if (!Number(r, "offset", &from) || !Number(r, "length", &len)) {
+        return SendError(r, {400, "InvalidArgument", "offset and length must be integers"});
+      }
+      if (from > bytes->size() || len > bytes->size() - from) {
+        return SendError(r, {416, "InvalidRange", "the slice is outside the block"});
+      }
+    }
+    http::Headers h;
+    h.Add("Content-Type", "application/octet-stream");
+    if (!r.ex.Begin(200, std::move(h), len).ok()) return;
+    for (uint64_t off = 0; off < len;) {
+      const uint64_t n = std::min<uint64_t>(len - off, 1 << 20);
+      link_.Acquire(n);
+      if (!r.ex.Write(std::string_view(bytes->data() + from + off, n)).ok()) return;
+      off += n;
+    }
+    return;
+  }
+  if (m == "DELETE") {
+    Status s = o_.node_blocks->Remove(ref);
+    if (!s.ok()) return fail(s);
+    return SendEmpty(r, 204);
+  }
+  if (m == "PUT") {
+    if (ref.size > o_.max_block_bytes) {
+      return SendError(r, {400, "EntityTooLarge", "a block larger than the node accepts"});
+    }
+    std::string body;
+    body.reserve(ref.size);
+    char buf[256 << 10];
+    for (;;) {
+      auto n = r.ex.ReadBody(buf, sizeof buf);
+      if (!n.ok()) return SendError(r, {400, "IncompleteBody", n.status().message()});
+      if (*n == 0) break;
+      if (body.size() + *n > ref.size) return SendError(r, {400, "IncompleteBody", "more bytes than the block's size"});
+      body.append(buf, *n);
+    }
+    if (body.size() != ref.size) {
+      return SendError(r, {400, "IncompleteBody", fmt::format("{} of {} block bytes", body.size(), ref.size)});
+    }
+    auto written = o_.node_blocks->store().WriteWithId(ref.id, ref.pool, body);
+    if (!written.ok()) return fail(written.status());
+    if (written->crc32c != ref.crc32c) {
+      (void)o_.node_blocks->Remove(*written);
+      return SendError(r, {400, "BadDigest", "the block's bytes do not match its checksum"});
+    }
+    return SendEmpty(r, 200);
+  }
+  SendError(r, {405, "MethodNotAllowed", "not a block operation"});
+}
+
+}  // namespace aq::server

@@ -1,0 +1,183 @@
+// Multipart uploads: CreateMultipartUpload, UploadPart, UploadPartCopy,
+// CompleteMultipartUpload (a repeat of a completed one answers as the first
+// did, as S3 does), AbortMultipartUpload, ListParts, ListMultipartUploads.
+#include <fmt/format.h>
+
+#include <charconv>
+
+#include "s3/xml.h"
+#include "server/s3_handler.h"
+
+namespace aq::server {
+
+void S3Handler::CreateUpload(S3Request& r) {
+  if (Status s = store::CheckObjectKey(r.key); !s.ok()) {
+    return SendError(r,
+                     {400, s.code() == StatusCode::kUnsupported ? "KeyTooLongError" : "InvalidArgument", s.message()});
+  }
+  std::map<std::string, std::string> headers;
+  if (!StoredHeaders(r, &headers)) return;
+  auto u = objects_.CreateUpload(r.bucket, r.key, std::move(headers));
+  if (!u.ok()) return SendStatus(r, u.status(), Subject::kBucket);
+  SendXml(r, fmt::format("<InitiateMultipartUploadResult xmlns=\"{}\"><Bucket>{}</Bucket><Key>{}</Key>"
+                         "<UploadId>{}</UploadId></InitiateMultipartUploadResult>",
+                         kXmlns, s3::XmlText(r.bucket), s3::XmlText(r.key), s3::XmlText(u->id)));
+}
+
+void S3Handler::UploadPart(S3Request& r) {
+  if (!r.Has("uploadId") || !r.Has("partNumber")) {
+    return SendError(r, {400, "InvalidRequest", "UploadPart needs both uploadId and partNumber"});
+  }
+  const std::string n = r.Param("partNumber");
+  uint32_t number = 0;
+  auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), number);
+  if (ec != std::errc() || end != n.data() + n.size() || number < 1 || number > store::kMaxPartNumber) {
+    return SendError(r, {400, "InvalidArgument",
+                         fmt::format("Part number must be an integer between 1 and {}, inclusive ('{}')",
+                                     store::kMaxPartNumber, n)});
+  }
+  const bool copy = r.req.headers.Has("x-amz-copy-source");
+  store::ObjectMeta source;
+  uint64_t from = 0, length = 0;
+  if (copy) {
+    if (!CopySource(r, &source)) return;
+    length = source.size;
+    if (r.req.headers.Has("x-amz-copy-source-range")) {
+      // bytes=A-B, both required, inside the source.
+      const std::string range = r.req.headers.Get("x-amz-copy-source-range");
+      uint64_t a = 0, b = 0;
+      const size_t dash = range.find('-');
+      bool ok = range.rfind("bytes=", 0) == 0 && dash != std::string::npos;
+      if (ok) {
+        auto [e1, c1] = std::from_chars(range.data() + 6, range.data() + dash, a);
+        auto [e2, c2] = std::from_chars(range.data() + dash + 1, range.data() + range.size(), b);
+        ok = c1 == std::errc() && e1 == range.data() + dash && c2 == std::errc() && e2 == range.data() + range.size() &&
+             a <= b;
+      }
+      if (!ok || b >= source.size) {
+        return SendError(r, {400, "InvalidArgument",
+                             fmt::format("Range specified is not valid for source object of size: {}", source.size)});
+      }
+      from = a;
+      length = b - a + 1;
+    }
+  }
+  auto writer = objects_.PutPart(r.Param("uploadId"), r.bucket, r.key, number);
+  if (!writer.ok()) return SendStatus(r, writer.status(), Subject::kUpload);
+  if (copy) {
+    if (Status s = objects_.CopyInto(source, from, length, **writer); !s.ok()) {
+      return SendStatus(r, s, Subject::kObject);
+    }
+  } else if (!ReceiveBody(r, **writer)) {
+    return;
+  }
+  auto meta = (*writer)->Commit();
+  if (!meta.ok()) return SendStatus(r, meta.status(), Subject::kUpload);
+  if (copy) {
+    return SendXml(r, fmt::format("<CopyPartResult xmlns=\"{}\"><LastModified>{}</LastModified><ETag>{}</ETag>"
+                                  "</CopyPartResult>",
+                                  kXmlns, IsoTime(meta->mtime_ns), s3::XmlText(meta->etag)));
+  }
+  http::Headers h;
+  h.Add("ETag", meta->etag);
+  SendEmpty(r, 200, std::move(h));
+}
+
+void S3Handler::CompleteUpload(S3Request& r, const std::string& body) {
+  const std::string id = r.Param("uploadId");
+  auto result = [&](const std::string& etag) {
+    SendXml(r, fmt::format("<CompleteMultipartUploadResult xmlns=\"{}\"><Location>http://{}{}</Location>"
+                           "<Bucket>{}</Bucket><Key>{}</Key><ETag>{}</ETag></CompleteMultipartUploadResult>",
+                           kXmlns, s3::XmlText(r.req.headers.Get("Host")), s3::XmlText(r.req.path),
+                           s3::XmlText(r.bucket), s3::XmlText(r.key), s3::XmlText(etag)));
+  };
+  auto parts = s3::ParseCompleteMultipartUpload(body);
+  if (!parts.ok()) return SendError(r, {400, "MalformedXML", parts.status().message()});
+  auto upload = objects_.GetUpload(id, r.bucket, r.key);
+  if (!upload.ok()) {
+    // Completed already (a client retrying after a lost answer): the object
+    // it made is the answer, as S3 gives it.
+    if (upload.status().code() == StatusCode::kNotFound && upload.status().subject() == Subject::kUpload) {
+      auto meta = objects_.Head(r.bucket, r.key);
+      if (meta.ok() && meta->attrs.upload_id == id) return result(meta->etag);
+    }
+    return SendStatus(r, upload.status(), Subject::kUpload);
+  }
+  std::string code, message;
+  if (!store::CheckCompletion(*upload, *parts, o_.min_part_bytes, &code, &message)) {
+    return SendError(r, {400, code, message});
+  }
+  auto meta = objects_.CompleteUpload(id, r.bucket, r.key, *parts);
+  if (!meta.ok()) {
+    if (meta.status().code() == StatusCode::kInvalidArgument) {
+      // A part was replaced between the check and the commit.
+      return SendError(r, {400, "InvalidPart", meta.status().message()});
+    }
+    return SendStatus(r, meta.status(), Subject::kUpload);
+  }
+  result(meta->etag);
+}
+
+void S3Handler::AbortUpload(S3Request& r) {
+  Status s = objects_.AbortUpload(r.Param("uploadId"), r.bucket, r.key);
+  if (!s.ok()) return SendStatus(r, s, Subject::kUpload);
+  SendEmpty(r, 204);
+}
+
+void S3Handler::ListParts(S3Request& r) {
+  auto upload = objects_.GetUpload(r.Param("uploadId"), r.bucket, r.key);
+  if (!upload.ok()) return SendStatus(r, upload.status(), Subject::kUpload);
+  uint32_t marker = 0, max_parts = 1000;
+  for (auto [name, out] :
+       {std::pair<const char*, uint32_t*>{"part-number-marker", &marker}, {"max-parts", &max_parts}}) {
+    if (!r.Has(name)) continue;
+    const std::string v = r.Param(name);
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), *out);
+    if (v.empty() || ec != std::errc() || end != v.data() + v.size()) {
+      return SendError(r, {400, "InvalidArgument", fmt::format("{} '{}' must be a non-negative integer", name, v)});
+    }
+  }
+  max_parts = std::min<uint32_t>(max_parts, 1000);
+  std::string items;
+  uint32_t count = 0, last = marker;
+  bool truncated = false;
+  for (const auto& p : upload->parts) {
+    if (p.number <= marker) continue;
+    if (count == max_parts) {
+      truncated = true;
+      break;
+    }
+    items += fmt::format(
+        "<Part><PartNumber>{}</PartNumber><LastModified>{}</LastModified><ETag>{}</ETag><Size>{}</Size></Part>",
+        p.number, IsoTime(p.mtime_ns), s3::XmlText(p.etag), p.size);
+    last = p.number;
+    ++count;
+  }
+  SendXml(r, fmt::format("<ListPartsResult xmlns=\"{}\"><Bucket>{}</Bucket><Key>{}</Key><UploadId>{}</UploadId>"
+                         "<StorageClass>STANDARD</StorageClass><PartNumberMarker>{}</PartNumberMarker>"
+                         "<NextPartNumberMarker>{}</NextPartNumberMarker><MaxParts>{}</MaxParts>"
+                         "<IsTruncated>{}</IsTruncated>{}</ListPartsResult>",
+                         kXmlns, s3::XmlText(r.bucket), s3::XmlText(r.key), s3::XmlText(upload->id), marker, last,
+                         max_parts, truncated ? "true" : "false", items));
+}
+
+void S3Handler::ListUploads(S3Request& r) {
+  auto uploads = objects_.meta().ListUploads(r.bucket);
+  if (!uploads.ok()) return SendStatus(r, uploads.status(), Subject::kBucket);
+  const std::string prefix = r.Param("prefix");
+  std::string xml = fmt::format(
+      "<ListMultipartUploadsResult xmlns=\"{}\"><Bucket>{}</Bucket><KeyMarker></KeyMarker>"
+      "<UploadIdMarker></UploadIdMarker><Prefix>{}</Prefix><MaxUploads>1000</MaxUploads>"
+      "<IsTruncated>false</IsTruncated>",
+      kXmlns, s3::XmlText(r.bucket), s3::XmlText(prefix));
+  for (const auto& u : *uploads) {
+    if (u.key.compare(0, prefix.size(), prefix) != 0) continue;
+    xml += fmt::format(
+        "<Upload><Key>{}</Key><UploadId>{}</UploadId><StorageClass>STANDARD</StorageClass>"
+        "<Initiated>{}</Initiated></Upload>",
+        s3::XmlText(u.key), s3::XmlText(u.id), IsoTime(u.created_ns));
+  }
+  SendXml(r, xml + "</ListMultipartUploadsResult>");
+}
+
+}  // namespace aq::server

@@ -1,0 +1,531 @@
+// Object operations: GetObject / HeadObject (ranges, parts, conditions,
+// response overrides), PutObject (every digest a client may send checked as
+// the body streams), CopyObject and DeleteObject.
+#include <fmt/format.h>
+
+#include <charconv>
+#include <memory>
+#include <optional>
+
+#include "common/log.h"
+#include "s3/checksum.h"
+#include "s3/chunked.h"
+#include "s3/sigv4.h"
+#include "s3/xml.h"
+#include "server/s3_handler.h"
+
+namespace aq::server {
+namespace {
+
+// The stored headers a GET returns, with the spelling clients expect.
+const std::pair<const char*, const char*> kStored[] = {
+    {"content-type", "Content-Type"},
+    {"content-encoding", "Content-Encoding"},
+    {"content-disposition", "Content-Disposition"},
+    {"content-language", "Content-Language"},
+    {"cache-control", "Cache-Control"},
+    {"expires", "Expires"},
+};
+
+constexpr uint64_t kMaxUserMetadata = 2048;  // S3's limit on x-amz-meta-* names and values together
+
+std::string Unquote(std::string_view e) {
+  while (!e.empty() && e.front() == ' ') e.remove_prefix(1);
+  while (!e.empty() && e.back() == ' ') e.remove_suffix(1);
+  if (e.substr(0, 2) == "W/") e.remove_prefix(2);
+  if (e.size() >= 2 && e.front() == '"' && e.back() == '"') e = e.substr(1, e.size() - 2);
+  return std::string(e);
+}
+
+// Whether an If-Match / If-None-Match list names this ETag ("*" names any).
+bool EtagListMatches(const std::string& list, const std::string& etag) {
+  const std::string want = Unquote(etag);
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    const std::string one = Unquote(std::string_view(list).substr(start, comma - start));
+    if (one == "*" || one == want) return true;
+    start = comma + 1;
+  }
+  return false;
+}
+
+// RFC 7232's order: If-Match, If-Unmodified-Since (only without If-Match),
+// If-None-Match, If-Modified-Since (only without If-None-Match). Returns 0
+// to go on, 412, or 304 (when `not_modified` may be answered; else 412).
+int Preconditions(const std::string& if_match, const std::string& if_unmodified, const std::string& if_none_match,
+                  const std::string& if_modified, const std::string& etag, int64_t mtime, bool not_modified) {
+  if (!if_match.empty()) {
+    if (!EtagListMatches(if_match, etag)) return 412;
+  } else if (!if_unmodified.empty()) {
+    auto t = http::ParseHttpDate(if_unmodified);
+    if (t && mtime > *t) return 412;
+  }
+  if (!if_none_match.empty()) {
+    if (EtagListMatches(if_none_match, etag)) return not_modified ? 304 : 412;
+  } else if (!if_modified.empty()) {
+    auto t = http::ParseHttpDate(if_modified);
+    if (t && mtime <= *t) return not_modified ? 304 : 412;
+  }
+  return 0;
+}
+
+s3::Error KeyError(const Status& s) {
+  if (s.code() == StatusCode::kUnsupported) return {400, "KeyTooLongError", s.message()};
+  return {400, "InvalidArgument", s.message()};
+}
+
+s3::Error BodyError(const Status& s) {
+  if (s.code() == StatusCode::kTimedOut) {
+    return {400, "RequestTimeout",
+            fmt::format("Your socket connection to the server was not read from or written to within the timeout "
+                        "period ({})",
+                        s.message())};
+  }
+  return {400, "IncompleteBody", s.message()};
+}
+
+// Range: bytes=A-B | A- | -N. Several ranges or a malformed header are
+// ignored (the whole object), as S3 does; `unsatisfiable` when it starts
+// past the end.
+struct Range {
+  bool present = false, unsatisfiable = false;
+  uint64_t start = 0, length = 0;
+};
+Range ParseRange(const std::string& header, uint64_t size) {
+  Range r;
+  std::string_view h = header;
+  constexpr std::string_view kUnit = "bytes=";
+  if (h.substr(0, kUnit.size()) != kUnit) return r;
+  h.remove_prefix(kUnit.size());
+  if (h.find(',') != std::string_view::npos) return r;
+  const size_t dash = h.find('-');
+  if (dash == std::string_view::npos) return r;
+  auto number = [](std::string_view s) -> std::optional<uint64_t> {
+    uint64_t v = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+    return v;
+  };
+  std::string_view a = h.substr(0, dash), b = h.substr(dash + 1);
+  if (a.empty()) {
+    auto n = number(b);
+    if (!n) return r;
+    r.present = true;
+    if (*n == 0 || size == 0) {
+      r.unsatisfiable = true;
+      return r;
+    }
+    r.length = std::min(*n, size);
+    r.start = size - r.length;
+    return r;
+  }
+  auto first = number(a);
+  if (!first) return r;
+  std::optional<uint64_t> last;
+  if (!b.empty()) {
+    last = number(b);
+    if (!last || *last < *first) return r;
+  }
+  r.present = true;
+  if (*first >= size) {
+    r.unsatisfiable = true;
+    return r;
+  }
+  r.start = *first;
+  r.length = (last ? std::min(*last + 1, size) : size) - *first;
+  return r;
+}
+
+}  // namespace
+
+bool S3Handler::StoredHeaders(S3Request& r, std::map<std::string, std::string>* out) {
+  uint64_t user = 0;
+  for (const auto& [name, value] : r.req.headers.fields()) {
+    const std::string lower = http::ToLower(name);
+    if (lower.rfind("x-amz-meta-", 0) == 0) {
+      user += lower.size() - 11 + value.size();
+      (*out)[lower] = value;
+      continue;
+    }
+    for (const auto& [stored, spelled] : kStored) {
+      if (lower != stored) continue;
+      std::string v = value;
+      if (lower == "content-encoding") {
+        // aws-chunked describes this request's framing, not the object.
+        std::string kept;
+        size_t start = 0;
+        while (start <= v.size()) {
+          size_t comma = v.find(',', start);
+          if (comma == std::string::npos) comma = v.size();
+          std::string one = std::string(std::string_view(v).substr(start, comma - start));
+          while (!one.empty() && one.front() == ' ') one.erase(0, 1);
+          while (!one.empty() && one.back() == ' ') one.pop_back();
+          if (!one.empty() && !http::EqualsIgnoreCase(one, "aws-chunked")) kept += (kept.empty() ? "" : ",") + one;
+          start = comma + 1;
+        }
+        v = kept;
+      }
+      if (!v.empty()) (*out)[lower] = v;
+    }
+  }
+  if (user > kMaxUserMetadata) {
+    SendError(r, {400, "MetadataTooLarge",
+                  fmt::format("Your metadata headers are {} bytes; the limit is {}", user, kMaxUserMetadata)});
+    return false;
+  }
+  return true;
+}
+
+void S3Handler::GetObject(S3Request& r) {
+  const bool head = r.req.method == "HEAD";
+  if (r.Has("versionId") && r.Param("versionId") != "null") {
+    return SendError(r, {400, "InvalidArgument", "Invalid version id specified (the bucket is not versioned)"});
+  }
+  auto meta = objects_.Head(r.bucket, r.key);
+  if (!meta.ok()) return SendStatus(r, meta.status(), Subject::kObject);
+  // The layout stays readable to the end of this response, whatever
+  // overwrites or deletes come meanwhile.
+  auto pin = objects_.Hold(*meta);
+  auto object = std::make_shared<store::ObjectMeta>(std::move(*meta));
+  const store::ObjectMeta& o = *object;
+  const int64_t mtime = o.mtime_ns / 1000000000;
+  http::Headers h;
+  h.Add("ETag", o.etag);
+  h.Add("Last-Modified", http::HttpDate(mtime));
+  h.Add("Accept-Ranges", "bytes");
+  h.Add("x-amz-request-id", r.request_id);
+  h.Add("x-amz-id-2", r.request_id);
+  const auto& rh = r.req.headers;
+  const int pre = Preconditions(rh.Get("If-Match"), rh.Get("If-Unmodified-Since"), rh.Get("If-None-Match"),
+                                rh.Get("If-Modified-Since"), o.etag, mtime, true);
+  if (pre == 412) {
+    return SendError(r, {412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold"});
+  }
+  if (pre == 304) return SendEmpty(r, 304, std::move(h));
+
+  uint64_t start = 0, length = o.size;
+  int status = 200;
+  if (r.Has("partNumber")) {
+    const std::string p = r.Param("partNumber");
+    uint32_t n = 0;
+    auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), n);
+    if (ec != std::errc() || end != p.data() + p.size() || n < 1 || n > store::kMaxPartNumber) {
+      return SendError(r, {400, "InvalidArgument", fmt::format("partNumber '{}' is not an integer in 1..10000", p)});
+    }
+    if (rh.Has("Range"))
+      return SendError(r, {400, "InvalidRequest", "Cannot specify both Range header and partNumber"});
+    const std::vector<uint64_t> parts = o.attrs.part_sizes.empty() ? std::vector<uint64_t>{o.size} : o.attrs.part_sizes;
+    if (n > parts.size()) {
+      return SendError(r, {416, "InvalidPartNumber",
+                           fmt::format("The requested partnumber {} is not satisfiable (the object has {} parts)", n,
+                                       parts.size())});
+    }
+    for (uint32_t i = 0; i + 1 < n; ++i) start += parts[i];
+    length = parts[n - 1];
+    if (!o.attrs.part_sizes.empty()) h.Add("x-amz-mp-parts-count", std::to_string(parts.size()));
+    status = 206;
+    h.Add("Content-Range", fmt::format("bytes {}-{}/{}", start, start + length - (length > 0 ? 1 : 0), o.size));
+  } else if (rh.Has("Range")) {
+    // The aquifer:// client opens a file with a GET of its first bytes; an
+    // empty object then answers 200 with nothing, not S3's 416.
+    const bool opening = rh.Has("x-aquifer-open");
+    Range range = ParseRange(rh.Get("Range"), o.size);
+    if (range.unsatisfiable && !(opening && o.size == 0)) {
+      return SendError(r, {416, "InvalidRange",
+                           fmt::format("The requested range '{}' is not satisfiable: the object has {} bytes",
+                                       rh.Get("Range"), o.size)});
+    }
+    if (range.present) {
+      start = range.start;
+      length = range.length;
+      status = 206;
+      h.Add("Content-Range", fmt::format("bytes {}-{}/{}", start, start + length - 1, o.size));
+    }
+  }
+  bool has_type = false;
+  for (const auto& [name, value] : o.attrs.headers) {
+    std::string spelled = name;
+    for (const auto& [stored, s] : kStored) {
+      if (name == stored) spelled = s;
+    }
+    has_type = has_type || name == "content-type";
+    h.Add(spelled, value);
+  }
+  if (!has_type) h.Add("Content-Type", "binary/octet-stream");
+  // An aquifer:// client opening the object learns its layout with its first
+  // bytes (or, when the layout is large, that it should fetch it).
+  if (rh.Has("x-aquifer-open") && o_.layout_json && length < o.size) {
+    std::string layout = o_.layout_json(o);
+    h.Add("x-aquifer-layout", layout.size() <= 8192 ? std::move(layout) : std::string("fetch"));
+  }
+  // response-content-type=... and the like replace what is stored.
+  for (const auto& [param, value] : r.query) {
+    if (param.rfind("response-", 0) != 0) continue;
+    const std::string name = param.substr(9);
+    for (const auto& [stored, spelled] : kStored) {
+      if (name == stored) h.Set(spelled, value);
+    }
+  }
+  // Nothing is promised that cannot be sent: a block no holder can serve
+  // now is an error before the head, not a body cut short.
+  if (length > 0 && !objects_.Available(o, start, length)) {
+    return SendError(r, {503, "ServiceUnavailable",
+                         "a block of this object cannot be read now (its holders are down or it is missing); retry"});
+  }
+  if (head || length == 0) {
+    (void)r.ex.Begin(status, std::move(h), length);
+    return;
+  }
+  // With stream prefetch, the request is one stream over the object (or the
+  // continuation of the reader's previous request): while a block is on the
+  // wire, the next ones are read.
+  std::shared_ptr<store::ReadStream> stream;
+  store::Prefetcher* prefetch = objects_.prefetcher();
+  if (prefetch != nullptr) stream = prefetch->Begin(object, start, length);
+  uint64_t sent_to = start;
+  bool began = false;
+  Status s = objects_.Read(
+      o, start, length,
+      [&](std::string_view bytes) -> Status {
+        if (!began) {
+          began = true;
+          AQ_TRY(r.ex.Begin(status, h, length));
+        }
+        link_.Acquire(bytes.size());
+        AQ_TRY(r.ex.Write(bytes));
+        sent_to += bytes.size();
+        return Status::Ok();
+      },
+      stream.get());
+  if (prefetch != nullptr && stream) prefetch->End(std::move(stream), sent_to);
+  if (s.ok()) return;
+  if (!began) return SendStatus(r, s, Subject::kObject);  // nothing sent yet: a clean error
+  // The head is out: the connection closes short, which every client detects.
+  log::warn("request {} GET {}/{}: response cut at byte {} of {}: {}", r.request_id, r.bucket, r.key, sent_to,
+            start + length, s.message());
+}
+
+bool S3Handler::ReceiveBody(S3Request& r, store::ObjectWriter& w) {
+  const auto& hs = r.req.headers;
+  const std::string& hash = r.auth.payload_hash;
+  const bool aws_chunked = r.auth.streaming.has_value();
+  if (!aws_chunked && hs.Get("Content-Encoding").find("aws-chunked") != std::string::npos &&
+      hash.rfind("STREAMING-", 0) != 0) {
+    SendError(r, {400, "InvalidRequest", "Content-Encoding aws-chunked needs a STREAMING-* x-amz-content-sha256"});
+    return false;
+  }
+  if (!r.req.content_length && !r.req.chunked) {
+    SendError(r, {411, "MissingContentLength", "You must provide the Content-Length HTTP header."});
+    return false;
+  }
+  std::optional<uint64_t> expected = r.req.content_length;
+  if (aws_chunked) {
+    const std::string d = hs.Get("x-amz-decoded-content-length");
+    uint64_t n = 0;
+    auto [end, ec] = std::from_chars(d.data(), d.data() + d.size(), n);
+    if (d.empty() || ec != std::errc() || end != d.data() + d.size()) {
+      SendError(r, {411, "MissingContentLength", "aws-chunked uploads need x-amz-decoded-content-length"});
+      return false;
+    }
+    expected = n;
+  } else if (r.req.chunked) {
+    expected.reset();
+  }
+  if (expected && *expected > o_.max_object_bytes) {
+    SendError(r, {400, "EntityTooLarge",
+                  fmt::format("Your proposed upload of {} bytes exceeds the maximum allowed size of {} bytes",
+                              *expected, o_.max_object_bytes)});
+    return false;
+  }
+  // Every digest the client sent, computed as the bytes pass.
+  std::unique_ptr<s3::Checksum> md5, sha256;
+  std::string md5_expected;
+  if (hs.Has("Content-MD5")) {
+    auto raw = s3::Base64Decode(hs.Get("Content-MD5"));
+    if (!raw.ok() || raw->size() != 16) {
+      SendError(r, {400, "InvalidDigest", "The Content-MD5 you specified is not a base64 MD5 (16 bytes)"});
+      return false;
+    }
+    md5 = s3::Checksum::Make("md5").value();
+    md5_expected = hs.Get("Content-MD5");
+  }
+  if (!aws_chunked && hash.size() == 64) sha256 = s3::Checksum::Make("sha256").value();
+  std::vector<std::pair<std::string, std::unique_ptr<s3::Checksum>>> checksums;  // header value, running sum
+  for (const auto& [name, value] : hs.fields()) {
+    const std::string algorithm = s3::ChecksumAlgorithmOfHeader(name);
+    if (algorithm.empty()) continue;
+    checksums.emplace_back(value, s3::Checksum::Make(algorithm).value());
+  }
+  std::unique_ptr<s3::AwsChunkedDecoder> decoder;
+  if (aws_chunked) decoder = std::make_unique<s3::AwsChunkedDecoder>(*r.auth.streaming, hs.Get("x-amz-trailer"));
+  std::string raw(1 << 20, '\0'), decoded;
+  uint64_t total = 0;
+  for (;;) {
+    auto n = r.ex.ReadBody(raw.data(), raw.size());
+    if (!n.ok()) {
+      SendError(r, BodyError(n.status()));
+      return false;
+    }
+    if (*n == 0) break;
+    std::string_view data(raw.data(), *n);
+    if (decoder) {
+      decoded.clear();
+      if (!decoder->Feed(data, &decoded).ok()) {
+        SendError(r, decoder->error());
+        return false;
+      }
+      data = decoded;
+    }
+    total += data.size();
+    if (total > o_.max_object_bytes || (expected && total > *expected)) {
+      SendError(r, {400, expected && total > *expected ? "IncompleteBody" : "EntityTooLarge",
+                    fmt::format("the body holds more than {} bytes",
+                                expected ? std::min(*expected, o_.max_object_bytes) : o_.max_object_bytes)});
+      return false;
+    }
+    if (md5) md5->Update(data);
+    if (sha256) sha256->Update(data);
+    for (auto& [v, c] : checksums) c->Update(data);
+    if (Status s = w.Write(data); !s.ok()) {
+      SendStatus(r, s, Subject::kObject);
+      return false;
+    }
+  }
+  if (decoder && !decoder->done()) {
+    SendError(r, {400, "IncompleteBody", "the aws-chunked body ended before its final chunk"});
+    return false;
+  }
+  if (expected && total != *expected) {
+    SendError(r, {400, "IncompleteBody",
+                  fmt::format("You did not provide the number of bytes specified: {} of {}", total, *expected)});
+    return false;
+  }
+  if (sha256) {
+    auto digest = s3::Base64Decode(sha256->Base64());
+    const std::string hex = s3::HexEncode(reinterpret_cast<const unsigned char*>(digest->data()), digest->size());
+    if (hex != hash) {
+      SendError(r, {400, "XAmzContentSHA256Mismatch",
+                    "The provided 'x-amz-content-sha256' header does not match what was computed."});
+      return false;
+    }
+  }
+  if (md5 && md5->Base64() != md5_expected) {
+    SendError(r, {400, "BadDigest", "The Content-MD5 you specified did not match what we received."});
+    return false;
+  }
+  for (auto& [v, c] : checksums) {
+    if (c->Base64() != v) {
+      SendError(r, {400, "BadDigest", "The checksum you specified (x-amz-checksum-*) did not match what we received."});
+      return false;
+    }
+  }
+  return true;
+}
+
+void S3Handler::PutObject(S3Request& r) {
+  if (Status s = store::CheckObjectKey(r.key); !s.ok()) return SendError(r, KeyError(s));
+  store::ObjectAttrs attrs;
+  if (!StoredHeaders(r, &attrs.headers)) return;
+  auto writer = objects_.Put(r.bucket, r.key, std::move(attrs));
+  if (!writer.ok()) return SendStatus(r, writer.status(), Subject::kBucket);
+  if (!ReceiveBody(r, **writer)) return;  // the writer's blocks go with it
+  auto meta = (*writer)->Commit();
+  if (!meta.ok()) return SendStatus(r, meta.status(), Subject::kObject);
+  http::Headers h;
+  h.Add("ETag", meta->etag);
+  for (const auto& [name, value] : r.req.headers.fields()) {
+    if (!s3::ChecksumAlgorithmOfHeader(name).empty()) h.Add(name, value);
+  }
+  SendEmpty(r, 200, std::move(h));
+}
+
+bool S3Handler::CopySource(S3Request& r, store::ObjectMeta* source) {
+  std::string spec = r.req.headers.Get("x-amz-copy-source");
+  std::string version;
+  if (size_t q = spec.find('?'); q != std::string::npos) {
+    for (const auto& [k, v] : s3::ParseQuery(spec.substr(q + 1))) {
+      if (k == "versionId") version = v;
+    }
+    spec.erase(q);
+  }
+  if (!version.empty() && version != "null") {
+    SendError(r, {400, "InvalidArgument", "Invalid version id specified in x-amz-copy-source"});
+    return false;
+  }
+  std::string path = s3::UriDecode(spec);
+  if (!path.empty() && path[0] == '/') path.erase(0, 1);
+  const size_t slash = path.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == path.size()) {
+    SendError(r, {400, "InvalidArgument", "x-amz-copy-source must be BUCKET/KEY"});
+    return false;
+  }
+  auto meta = objects_.Head(path.substr(0, slash), path.substr(slash + 1));
+  if (!meta.ok()) {
+    SendStatus(r, meta.status(), Subject::kObject);
+    return false;
+  }
+  const auto& hs = r.req.headers;
+  const int pre =
+      Preconditions(hs.Get("x-amz-copy-source-if-match"), hs.Get("x-amz-copy-source-if-unmodified-since"),
+                    hs.Get("x-amz-copy-source-if-none-match"), hs.Get("x-amz-copy-source-if-modified-since"),
+                    meta->etag, meta->mtime_ns / 1000000000, false);
+  if (pre != 0) {
+    SendError(r, {412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold"});
+    return false;
+  }
+  *source = std::move(*meta);
+  return true;
+}
+
+void S3Handler::CopyObject(S3Request& r) {
+  if (Status s = store::CheckObjectKey(r.key); !s.ok()) return SendError(r, KeyError(s));
+  if (r.req.headers.Has("x-amz-copy-source-range")) {
+    return SendError(r, {400, "InvalidArgument", "x-amz-copy-source-range is only for UploadPartCopy"});
+  }
+  const std::string directive = r.req.headers.Has("x-amz-metadata-directive")
+                                    ? r.req.headers.Get("x-amz-metadata-directive")
+                                    : std::string("COPY");
+  if (directive != "COPY" && directive != "REPLACE") {
+    return SendError(r, {400, "InvalidArgument", "x-amz-metadata-directive must be COPY or REPLACE"});
+  }
+  store::ObjectMeta source;
+  if (!CopySource(r, &source)) return;
+  if (source.bucket == r.bucket && source.key == r.key && directive == "COPY") {
+    return SendError(r, {400, "InvalidRequest",
+                         "This copy request is illegal because it is trying to copy an object to itself without "
+                         "changing the object's metadata, storage class, website redirect location or encryption "
+                         "attributes."});
+  }
+  store::ObjectAttrs attrs;
+  if (directive == "COPY") {
+    attrs.headers = source.attrs.headers;
+  } else if (!StoredHeaders(r, &attrs.headers)) {
+    return;
+  }
+  auto writer = objects_.Put(r.bucket, r.key, std::move(attrs));
+  if (!writer.ok()) return SendStatus(r, writer.status(), Subject::kBucket);
+  if (Status s = objects_.CopyInto(source, 0, source.size, **writer); !s.ok()) {
+    return SendStatus(r, s, Subject::kObject);
+  }
+  auto meta = (*writer)->Commit();
+  if (!meta.ok()) return SendStatus(r, meta.status(), Subject::kObject);
+  SendXml(r, fmt::format("<CopyObjectResult xmlns=\"{}\"><LastModified>{}</LastModified><ETag>{}</ETag>"
+                         "</CopyObjectResult>",
+                         kXmlns, IsoTime(meta->mtime_ns), s3::XmlText(meta->etag)));
+}
+
+void S3Handler::DeleteObject(S3Request& r) {
+  if (r.Has("versionId") && r.Param("versionId") != "null") {
+    return SendError(r, {400, "InvalidArgument", "Invalid version id specified (the bucket is not versioned)"});
+  }
+  Status s = objects_.Delete(r.bucket, r.key);
+  // S3 answers 204 whether or not the key existed; a missing bucket is an error.
+  if (!s.ok() && !(s.code() == StatusCode::kNotFound && s.subject() != Subject::kBucket)) {
+    return SendStatus(r, s, Subject::kObject);
+  }
+  SendEmpty(r, 204);
+}
+
+}  // namespace aq::server

@@ -1,0 +1,149 @@
+// The node's S3 API: every request an S3 client sends, from its head to its
+// response, over an http::Exchange. What is implemented is listed, with the
+// exact behaviour, in docs/s3.md; everything else — an unknown method, a
+// sub-resource such as ?tagging or ?acl, a header that asks for a feature
+// the node lacks (server-side encryption, object lock, tagging) — is refused
+// with 501 NotImplemented before any byte of the request is stored.
+//
+// Parts, one file each: s3_handler.cc (authentication, routing, responses),
+// object_ops.cc (GET, HEAD, PUT, copy, DELETE), bucket_ops.cc (buckets,
+// listings, DeleteObjects), multipart_ops.cc, internal_ops.cc (the
+// node-to-node API under /_aquifer/, which only the cluster's own key may
+// change).
+//
+// Thread safety: Handle() is called concurrently from the server's worker
+// threads; the handler's state is the store's (thread-safe) and counters.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "http/server.h"
+#include "s3/auth.h"
+#include "s3/errors.h"
+#include "server/node_stats.h"
+#include "server/rate_limit.h"
+#include "store/object_store.h"
+
+namespace aq::server {
+
+struct S3HandlerOptions {
+  std::vector<s3::Credential> credentials;  // users' keys
+  bool anonymous = false;                   // accept unsigned requests
+  uint64_t max_object_bytes = 5ull << 30;   // S3's single-PUT limit
+  int max_clock_skew_seconds = 15 * 60;
+  uint64_t min_part_bytes = store::kMinPartSize;  // every multipart part but the last
+  NodeStats* stats = nullptr;                     // requests recorded here when set (must outlive the handler)
+  // In a cluster: this node's own blocks, served to other nodes at
+  // /_aquifer/blocks/<id>. Reads need any valid key; writes and deletes only
+  // the cluster's node key (never a user's).
+  store::LocalBlockService* node_blocks = nullptr;
+  s3::Credential node_credential;
+  // /_aquifer/cluster: the cluster map as JSON.
+  std::function<std::string()> cluster_json;
+  // /_aquifer/layout/<bucket>/<key>: an object's blocks with their holders'
+  // addresses (s3::Layout), so clients read blocks from the nodes holding them.
+  std::function<std::string(const store::ObjectMeta&)> layout_json;
+  uint64_t max_block_bytes = 1ull << 30;
+  // Outgoing bytes per second (object and block bodies), 0 = unlimited:
+  // emulates the node's link.
+  double send_bytes_per_second = 0;
+};
+
+// One request as the operations see it.
+struct S3Request {
+  http::Exchange& ex;
+  const http::Request& req;
+  std::string bucket, key;                                 // decoded from the path
+  std::vector<std::pair<std::string, std::string>> query;  // decoded parameters
+  std::string request_id;
+  s3::AuthResult auth;
+  bool Has(std::string_view name) const;
+  std::string Param(std::string_view name) const;
+  const std::string& resource() const { return req.path; }
+};
+
+class S3Handler {
+ public:
+  S3Handler(store::ObjectStore& objects, S3HandlerOptions options);
+  void Handle(http::Exchange& ex);
+  const S3HandlerOptions& options() const { return o_; }
+
+ private:
+  // ---- s3_handler.cc ----
+  void Route(S3Request& r);
+  // 501 for a query parameter or header naming what the node does not do.
+  bool RefuseUnsupported(S3Request& r);
+  bool Authenticate(S3Request& r);
+
+  // ---- object_ops.cc ----
+  void GetObject(S3Request& r);
+  void PutObject(S3Request& r);
+  void CopyObject(S3Request& r);
+  void DeleteObject(S3Request& r);
+  // The headers a PUT, copy (REPLACE) or CreateMultipartUpload stores with
+  // an object; false (and a response sent) when they break S3's limits.
+  bool StoredHeaders(S3Request& r, std::map<std::string, std::string>* out);
+  // Streams the request body into `writer`, checking every digest the client
+  // sent (payload SHA-256, Content-MD5, x-amz-checksum-*, aws-chunked
+  // signatures). False (and a response sent) on any failure.
+  bool ReceiveBody(S3Request& r, store::ObjectWriter& writer);
+  // x-amz-copy-source: the source object, checked against the copy's
+  // conditions. False (and a response sent) when it cannot be copied.
+  bool CopySource(S3Request& r, store::ObjectMeta* source);
+
+  // ---- bucket_ops.cc ----
+  void ListBuckets(S3Request& r);
+  void CreateBucket(S3Request& r);
+  void DeleteBucket(S3Request& r);
+  void HeadBucket(S3Request& r);
+  void BucketLocation(S3Request& r);
+  void BucketVersioning(S3Request& r);
+  void ListObjects(S3Request& r);
+  void ListObjectVersions(S3Request& r);
+  void DeleteObjects(S3Request& r, const std::string& body);
+
+  // ---- multipart_ops.cc ----
+  void CreateUpload(S3Request& r);
+  void UploadPart(S3Request& r);
+  void CompleteUpload(S3Request& r, const std::string& body);
+  void AbortUpload(S3Request& r);
+  void ListParts(S3Request& r);
+  void ListUploads(S3Request& r);
+
+  // ---- internal_ops.cc ----
+  void Internal(S3Request& r);
+
+  store::ObjectStore& objects_;
+  S3HandlerOptions o_;
+  RateLimiter link_;
+  std::map<std::string, const s3::Credential*> keys_;  // access key -> credential (users' and the node's)
+};
+
+// ---- responses (s3_handler.cc), for every operation ----
+
+// An S3 error document with the request id (x-amz-request-id header too).
+// 5xx details are logged, not sent.
+void SendError(S3Request& r, const s3::Error& e);
+// The S3 error a failed store operation means; `subject` says what a bare
+// NotFound is about.
+void SendStatus(S3Request& r, const Status& s, Subject subject);
+// 200 (or `status`) with an XML body.
+void SendXml(S3Request& r, std::string body, int status = 200, http::Headers headers = {});
+// A response without a body (204, or 200 with headers only).
+void SendEmpty(S3Request& r, int status, http::Headers headers = {});
+// Reads a small request body (XML documents), at most `limit` bytes, and
+// checks it against the signed payload hash and Content-MD5. False (and a
+// response sent) when it cannot be read or does not match.
+bool ReadSmallBody(S3Request& r, std::string* body, size_t limit = 1 << 20);
+
+// S3's ISO 8601 time for listings ("2024-01-31T12:00:00.000Z").
+std::string IsoTime(int64_t ns);
+inline constexpr const char* kXmlns = "http://s3.amazonaws.com/doc/2006-03-01/";
+
+}  // namespace aq::server

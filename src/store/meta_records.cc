@@ -1,0 +1,167 @@
+// The records of the metadata, as both engines store them: block lists and
+// object attributes as JSON, and the naming rules for buckets and keys.
+//   blocks: [{"id": "...", "size": N, "crc32c": N, "pool": "...", "nodes": [...]}, ...]
+//   attrs:  {"headers": {...}, "parts": [N, ...], "upload": "...", "write": "..."}
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "store/meta_store.h"
+
+namespace aq::store {
+
+std::string BlocksToJson(const std::vector<BlockRef>& blocks) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& b : blocks) {
+    nlohmann::json j = {{"id", b.id}, {"size", b.size}, {"crc32c", b.crc32c}, {"pool", b.pool}};
+    if (!b.nodes.empty()) j["nodes"] = b.nodes;
+    a.push_back(std::move(j));
+  }
+  return a.dump();
+}
+
+Result<std::vector<BlockRef>> BlocksFromJson(const std::string& text) {
+  auto a = nlohmann::json::parse(text, nullptr, false);
+  if (a.is_discarded() || !a.is_array())
+    return Corruption(fmt::format("block list is not a JSON array: {}", text.substr(0, 80)));
+  std::vector<BlockRef> out;
+  try {
+    for (const auto& j : a) {
+      BlockRef b;
+      b.id = j.at("id").get<std::string>();
+      b.size = j.at("size").get<uint64_t>();
+      b.crc32c = j.at("crc32c").get<uint32_t>();
+      b.pool = j.at("pool").get<std::string>();
+      if (j.contains("nodes")) b.nodes = j["nodes"].get<std::vector<std::string>>();
+      out.push_back(std::move(b));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Corruption(fmt::format("malformed block list: {}", e.what()));
+  }
+  return out;
+}
+
+std::string AttrsToJson(const ObjectAttrs& a) {
+  nlohmann::json j = nlohmann::json::object();
+  if (!a.headers.empty()) j["headers"] = a.headers;
+  if (!a.part_sizes.empty()) j["parts"] = a.part_sizes;
+  if (!a.upload_id.empty()) j["upload"] = a.upload_id;
+  if (!a.write_id.empty()) j["write"] = a.write_id;
+  return j.dump();
+}
+
+Result<ObjectAttrs> AttrsFromJson(const std::string& text) {
+  ObjectAttrs a;
+  if (text.empty()) return a;
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Corruption(fmt::format("object attributes are not a JSON object: {}", text.substr(0, 80)));
+  }
+  try {
+    if (j.contains("headers")) a.headers = j["headers"].get<std::map<std::string, std::string>>();
+    if (j.contains("parts")) a.part_sizes = j["parts"].get<std::vector<uint64_t>>();
+    a.upload_id = j.value("upload", "");
+    a.write_id = j.value("write", "");
+  } catch (const nlohmann::json::exception& e) {
+    return Corruption(fmt::format("malformed object attributes: {}", e.what()));
+  }
+  return a;
+}
+
+Status CheckBucketName(const std::string& n) {
+  auto bad = [&](const char* why) {
+    return Status(StatusCode::kInvalidArgument, Subject::kBucket, fmt::format("bucket name '{}': {}", n, why));
+  };
+  if (n.size() < 3 || n.size() > 63) return bad("must be 3 to 63 characters");
+  for (char c : n) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-')) {
+      return bad("only lowercase letters, digits, '.' and '-'");
+    }
+  }
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!alnum(n.front()) || !alnum(n.back())) return bad("must start and end with a letter or digit");
+  if (n.find("..") != std::string::npos) return bad("no two adjacent periods");
+  // Four dot-separated numbers read as an IP address (S3 refuses them).
+  int parts = 0;
+  bool numeric = true;
+  for (size_t start = 0; start <= n.size();) {
+    size_t dot = n.find('.', start);
+    if (dot == std::string::npos) dot = n.size();
+    const std::string_view p(n.data() + start, dot - start);
+    numeric = numeric && !p.empty() && p.size() <= 3 &&
+              std::all_of(p.begin(), p.end(), [](char c) { return c >= '0' && c <= '9'; });
+    ++parts;
+    start = dot + 1;
+  }
+  if (numeric && parts == 4) return bad("must not be formatted as an IP address");
+  if (n.rfind("xn--", 0) == 0) return bad("must not start with 'xn--'");
+  if (n.size() >= 8 && n.compare(n.size() - 8, 8, "-s3alias") == 0) return bad("must not end with '-s3alias'");
+  return Status::Ok();
+}
+
+namespace {
+
+// The length of the UTF-8 sequence at s[i], or 0 when it is not valid
+// (overlong forms, surrogates, beyond U+10FFFF, U+FFFE/U+FFFF all refused).
+size_t Utf8Sequence(const std::string& s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  if (c < 0x80) return 1;
+  size_t n;
+  uint32_t cp;
+  if ((c & 0xE0) == 0xC0) {
+    n = 2;
+    cp = c & 0x1F;
+  } else if ((c & 0xF0) == 0xE0) {
+    n = 3;
+    cp = c & 0x0F;
+  } else if ((c & 0xF8) == 0xF0) {
+    n = 4;
+    cp = c & 0x07;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(i + k) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (b(i + k) & 0x3F);
+  }
+  static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF) || cp == 0xFFFE || cp == 0xFFFF) return 0;
+  return n;
+}
+
+}  // namespace
+
+Status CheckObjectKey(const std::string& key) {
+  auto bad = [&](StatusCode code, std::string why) { return Status(code, Subject::kObject, std::move(why)); };
+  if (key.empty()) return bad(StatusCode::kInvalidArgument, "an object key must not be empty");
+  if (key.size() > 1024) {
+    return bad(StatusCode::kUnsupported, fmt::format("an object key of {} bytes; the limit is 1024", key.size()));
+  }
+  for (size_t i = 0; i < key.size();) {
+    const unsigned char c = static_cast<unsigned char>(key[i]);
+    if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
+      return bad(
+          StatusCode::kInvalidArgument,
+          fmt::format("object key has control character 0x{:02x} at byte {} (not representable in XML 1.0)", c, i));
+    }
+    const size_t n = Utf8Sequence(key, i);
+    if (n == 0) return bad(StatusCode::kInvalidArgument, fmt::format("object key is not valid UTF-8 at byte {}", i));
+    i += n;
+  }
+  size_t start = 0;
+  while (start <= key.size()) {
+    size_t slash = key.find('/', start);
+    if (slash == std::string::npos) slash = key.size();
+    std::string_view seg(key.data() + start, slash - start);
+    if (seg == "." || seg == "..") {
+      return bad(StatusCode::kInvalidArgument, fmt::format("object key '{}': no '.' or '..' path segments", key));
+    }
+    start = slash + 1;
+  }
+  return Status::Ok();
+}
+
+}  // namespace aq::store

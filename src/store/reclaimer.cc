@@ -1,0 +1,127 @@
+#include "store/reclaimer.h"
+
+namespace aq::store {
+
+Reclaimer::Pin& Reclaimer::Pin::operator=(Pin&& o) noexcept {
+  if (this != &o) {
+    if (r_ != nullptr) r_->Unpin(ids_);
+    r_ = o.r_;
+    ids_ = std::move(o.ids_);
+    o.r_ = nullptr;
+  }
+  return *this;
+}
+
+Reclaimer::Pin::~Pin() {
+  if (r_ != nullptr) r_->Unpin(ids_);
+}
+
+Reclaimer::Reclaimer(BlockService& blocks, ReclaimerOptions options) : blocks_(blocks), options_(options) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+Reclaimer::~Reclaimer() {
+  {
+    MutexLock lock(mu_);
+    stop_ = true;
+    cv_.SignalAll();
+  }
+  thread_.join();
+}
+
+Reclaimer::Pin Reclaimer::Hold(const std::vector<BlockRef>& blocks) {
+  Pin pin;
+  pin.r_ = this;
+  pin.ids_.reserve(blocks.size());
+  MutexLock lock(mu_);
+  for (const auto& b : blocks) {
+    ++pins_[b.id];
+    pin.ids_.push_back(b.id);
+  }
+  ++pin_count_;
+  return pin;
+}
+
+void Reclaimer::Unpin(const std::vector<std::string>& ids) {
+  bool wake = false;
+  MutexLock lock(mu_);
+  for (const auto& id : ids) {
+    auto it = pins_.find(id);
+    if (it == pins_.end()) continue;
+    if (--it->second == 0) {
+      pins_.erase(it);
+      wake = wake || !pending_.empty();
+    }
+  }
+  --pin_count_;
+  if (wake) cv_.Signal();
+}
+
+void Reclaimer::Release(const std::vector<BlockRef>& blocks) {
+  std::vector<BlockRef> now;
+  {
+    MutexLock lock(mu_);
+    const auto t = Clock::now();
+    const auto due =
+        t + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.min_delay_s));
+    const auto deadline =
+        t + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.max_hold_s));
+    for (const auto& b : blocks) {
+      ++stats_.freed;
+      if (options_.min_delay_s <= 0 && pins_.count(b.id) == 0) {
+        now.push_back(b);
+      } else {
+        ++stats_.deferred;
+        pending_.push_back({b, due, deadline});
+      }
+    }
+    stats_.removed += now.size();
+  }
+  for (const auto& b : now) (void)blocks_.Remove(b);
+}
+
+void Reclaimer::RemoveDue(bool all) {
+  std::vector<BlockRef> due;
+  {
+    MutexLock lock(mu_);
+    const auto t = Clock::now();
+    std::vector<Pending> keep;
+    for (auto& p : pending_) {
+      const bool pinned = pins_.count(p.ref.id) > 0;
+      if (all || t >= p.deadline || (!pinned && t >= p.due)) {
+        if (pinned) ++stats_.forced;
+        due.push_back(std::move(p.ref));
+      } else {
+        keep.push_back(std::move(p));
+      }
+    }
+    pending_.swap(keep);
+    stats_.removed += due.size();
+  }
+  for (const auto& b : due) (void)blocks_.Remove(b);
+}
+
+void Reclaimer::Run() {
+  for (;;) {
+    {
+      MutexLock lock(mu_);
+      if (stop_) return;
+      cv_.WaitFor(std::chrono::duration<double>(options_.tick_s));
+      if (stop_) return;
+      if (pending_.empty()) continue;
+    }
+    RemoveDue(false);
+  }
+}
+
+void Reclaimer::Drain() { RemoveDue(true); }
+
+ReclaimerStats Reclaimer::Stats() const {
+  MutexLock lock(mu_);
+  ReclaimerStats s = stats_;
+  s.pending = pending_.size();
+  s.pins = pin_count_;
+  return s;
+}
+
+}  // namespace aq::store

@@ -1,0 +1,98 @@
+// Deferred removal of the blocks a layout switch (overwrite, delete,
+// completion) left unreferenced. Blocks are immutable, so a reader that
+// resolved an object's layout must be able to read it to the end even when
+// the key is overwritten or deleted meanwhile: readers hold a Pin on the
+// layout, and a freed block is removed only when no pin holds it — or after
+// max_hold, the bound on how long a slow or stalled reader can keep garbage.
+// min_delay keeps every freed block at least that long, for readers this
+// node cannot see (other nodes of a cluster, clients reading blocks
+// directly from their holders).
+//
+// Removal is best effort: a block not removed (node stopped, holder down)
+// is an orphan that garbage collection finds later; it is never referenced.
+//
+// Thread safety: all methods may be called from any thread; a background
+// thread removes what is due.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/mutex.h"
+#include "store/block_service.h"
+
+namespace aq::store {
+
+struct ReclaimerOptions {
+  double min_delay_s = 0;   // every freed block waits at least this long
+  double max_hold_s = 600;  // ... and at most this long, pinned or not
+  double tick_s = 0.5;      // how often due blocks are looked for
+};
+
+struct ReclaimerStats {
+  uint64_t freed = 0;     // blocks handed to Release
+  uint64_t removed = 0;   // ... removed
+  uint64_t deferred = 0;  // ... that had to wait for a reader or the delay
+  uint64_t forced = 0;    // ... removed at max_hold while still pinned
+  uint64_t pending = 0;   // waiting now
+  uint64_t pins = 0;      // layouts held by readers now
+};
+
+class Reclaimer {
+ public:
+  Reclaimer(BlockService& blocks, ReclaimerOptions options = {});
+  ~Reclaimer();  // stops; blocks still pending stay (orphans for garbage collection)
+  Reclaimer(const Reclaimer&) = delete;
+  Reclaimer& operator=(const Reclaimer&) = delete;
+
+  // Holds an object's blocks for a reader until the Pin is destroyed.
+  class Pin {
+   public:
+    Pin() = default;
+    Pin(Pin&& o) noexcept : r_(o.r_), ids_(std::move(o.ids_)) { o.r_ = nullptr; }
+    Pin& operator=(Pin&& o) noexcept;
+    ~Pin();
+
+   private:
+    friend class Reclaimer;
+    Reclaimer* r_ = nullptr;
+    std::vector<std::string> ids_;
+  };
+  Pin Hold(const std::vector<BlockRef>& blocks);
+
+  // The blocks are no longer referenced by any layout: remove them now if no
+  // reader holds them and no delay applies, else when that ends.
+  void Release(const std::vector<BlockRef>& blocks);
+
+  // Removes everything pending now, pinned or not (tests, shutdown).
+  void Drain();
+  ReclaimerStats Stats() const;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Pending {
+    BlockRef ref;
+    Clock::time_point due, deadline;
+  };
+  void Unpin(const std::vector<std::string>& ids);
+  void Run();
+  void RemoveDue(bool all);
+
+  BlockService& blocks_;
+  const ReclaimerOptions options_;
+  mutable Mutex mu_;
+  CondVar cv_{mu_};
+  std::map<std::string, int> pins_ AQ_GUARDED_BY(mu_);  // block id -> readers holding it
+  std::vector<Pending> pending_ AQ_GUARDED_BY(mu_);
+  bool stop_ AQ_GUARDED_BY(mu_) = false;
+  uint64_t pin_count_ AQ_GUARDED_BY(mu_) = 0;
+  ReclaimerStats stats_ AQ_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+}  // namespace aq::store
