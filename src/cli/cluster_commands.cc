@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <set>
 
 #include "cli/cli.h"
+#include "cluster/cluster_blocks.h"
 #include "cluster/etcd_client.h"
 #include "cluster/etcd_meta_store.h"
 #include "cluster/membership.h"
@@ -27,11 +29,25 @@ const char* kPrefix = "/aquifer/";
 Status Status_(Globals& g, const ClusterFlags& f) {
   auto etcd = std::shared_ptr<cluster::EtcdClient>(AQ_TRY(cluster::EtcdClient::Connect(f.meta)));
   const auto nodes = AQ_TRY(cluster::ReadClusterMap(*etcd, kPrefix));
-  const size_t replicas = AQ_TRY(cluster::ClusterReplicas(*etcd, kPrefix));
+  const auto config = AQ_TRY(cluster::ReadClusterConfig(*etcd, kPrefix));
+  const size_t replicas = config.replicas;
   auto meta = cluster::NewEtcdMetaStore(etcd, kPrefix);
   const auto bucket_replicas = AQ_TRY(cluster::BucketReplicas(*etcd, kPrefix));
+  // What each live node really holds: a layout can name a replica that is
+  // gone (a disk replaced, a write whose outcome was lost).
+  cluster::BlockClient client({cluster::kNodeAccessKey, config.node_secret});
+  std::map<std::string, std::set<std::string>> inventory;
+  std::map<std::string, bool> up_by_id;
+  for (const auto& n : nodes) {
+    up_by_id[n.id] = n.up;
+    if (!n.up) continue;
+    auto ids = client.Inventory(n.address);
+    if (ids.ok()) inventory[n.id] = std::set<std::string>(ids->begin(), ids->end());
+  }
   std::map<std::string, uint64_t> held, bytes;
   uint64_t objects = 0, blocks = 0, protected_ = 0, under = 0, misplaced = 0, lost = 0;
+  uint64_t missing = 0, replicas_gone = 0;
+  std::vector<std::string> damaged;  // objects with a block that no node holds
   for (const auto& b : AQ_TRY(meta->ListBuckets())) {
     std::string after;
     while (true) {
@@ -41,8 +57,25 @@ Status Status_(Globals& g, const ClusterFlags& f) {
         auto o = meta->GetObject(b.name, listed.key);
         if (!o.ok()) continue;
         ++objects;
+        bool object_damaged = false;
         for (const auto& blk : o->blocks) {
           ++blocks;
+          // Checked against the inventories of the live holders.
+          size_t found = 0, unknown = 0;
+          for (const auto& h : blk.nodes) {
+            auto inv = inventory.find(h);
+            if (inv == inventory.end()) {
+              ++unknown;  // down, or it did not answer: cannot tell
+            } else if (inv->second.count(blk.id)) {
+              ++found;
+            } else {
+              ++replicas_gone;
+            }
+          }
+          if (found == 0 && unknown == 0) {
+            ++missing;
+            object_damaged = true;
+          }
           for (const auto& n : blk.nodes) {
             held[n]++;
             bytes[n] += blk.size;
@@ -55,6 +88,7 @@ Status Status_(Globals& g, const ClusterFlags& f) {
           if (!p.placed) ++misplaced;
           if (p.live >= want && p.placed) ++protected_;
         }
+        if (object_damaged && damaged.size() < 20) damaged.push_back(b.name + "/" + listed.key);
       }
       if (!page.truncated) break;
     }
@@ -71,7 +105,7 @@ Status Status_(Globals& g, const ClusterFlags& f) {
     load[n.id] = j;
   }
   const double hit_ratio = hits + misses > 0 ? hits / (hits + misses) : 0;
-  const bool full = under == 0 && misplaced == 0;
+  const bool full = under == 0 && misplaced == 0 && missing == 0 && replicas_gone == 0;
   if (g.json) {
     nlohmann::json j = {{"meta", f.meta},
                         {"replicas", replicas},
@@ -82,6 +116,9 @@ Status Status_(Globals& g, const ClusterFlags& f) {
                         {"under_protected_blocks", under},
                         {"misplaced_blocks", misplaced},
                         {"unavailable_blocks", lost},
+                        {"missing_blocks", missing},
+                        {"missing_replicas", replicas_gone},
+                        {"damaged_objects", damaged},
                         {"cache_hit_ratio", hit_ratio},
                         {"bucket_replicas", bucket_replicas},
                         {"nodes", nlohmann::json::array()}};
@@ -97,6 +134,9 @@ Status Status_(Globals& g, const ClusterFlags& f) {
                             {"status", load[n.id]}});
     }
     std::printf("%s\n", j.dump(1).c_str());
+    if (missing > 0) {
+      return Status(StatusCode::kCorruption, fmt::format("{} objects have blocks no node holds", damaged.size()));
+    }
     return Status::Ok();
   }
   std::printf("cluster %s: %zu nodes (%zu up), %zu replicas per block\n", f.meta.c_str(), nodes.size(), up, replicas);
@@ -123,6 +163,14 @@ Status Status_(Globals& g, const ClusterFlags& f) {
       full ? "FULL" : "repairing", static_cast<unsigned long long>(objects), static_cast<unsigned long long>(blocks),
       static_cast<unsigned long long>(protected_), replicas, static_cast<unsigned long long>(under),
       static_cast<unsigned long long>(misplaced), static_cast<unsigned long long>(lost));
+  if (missing > 0 || replicas_gone > 0) {
+    std::printf("  DAMAGE: %llu blocks held by no node that a layout names, %llu replicas missing on live nodes\n",
+                static_cast<unsigned long long>(missing), static_cast<unsigned long long>(replicas_gone));
+    for (const auto& o : damaged) std::printf("    %s: a block is gone from every holder\n", o.c_str());
+  }
+  if (missing > 0) {
+    return Status(StatusCode::kCorruption, fmt::format("{} objects have blocks no node holds", damaged.size()));
+  }
   return Status::Ok();
 }
 

@@ -441,6 +441,9 @@ void RegisterServeCommands(CLI::App& app, Globals& g) {
   cmd->add_option(
       "--meta", f->o.etcd,
       "Metadata store: etcd://HOST:PORT[,HOST:PORT] joins a cluster (default: SQLite under --data, one node)");
+  cmd->add_option("--meta-timeout", f->o.etcd_timeout_s,
+                  "In a cluster: seconds an etcd request may take (an unanswered commit is then read back)")
+      ->capture_default_str();
   cmd->add_option("--replicas", f->o.replicas, "In a cluster: replicas of every block, on distinct nodes")
       ->capture_default_str();
   cmd->add_option("--advertise", f->o.advertise,

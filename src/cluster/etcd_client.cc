@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "s3/checksum.h"
@@ -117,7 +118,7 @@ std::string EtcdClient::PrefixEnd(const std::string& prefix) {
   return std::string(1, '\0');  // every key
 }
 
-Result<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const std::string& url) {
+Result<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const std::string& url, double timeout_s) {
   std::string rest = url;
   for (const char* scheme : {"etcd://", "http://"}) {
     if (rest.rfind(scheme, 0) == 0) rest = rest.substr(std::strlen(scheme));
@@ -135,15 +136,15 @@ Result<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const std::string& url) 
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
-  std::unique_ptr<EtcdClient> c(new EtcdClient(std::move(endpoints)));
+  std::unique_ptr<EtcdClient> c(new EtcdClient(std::move(endpoints), timeout_s));
   AQ_TRY(c->Revision());
   return c;
 }
 
-EtcdClient::EtcdClient(std::vector<std::string> endpoints) : endpoints_(std::move(endpoints)) {
+EtcdClient::EtcdClient(std::vector<std::string> endpoints, double timeout_s) : endpoints_(std::move(endpoints)) {
   http::ClientOptions o;
-  o.connect_timeout_s = 2;
-  o.io_timeout_s = 10;
+  o.connect_timeout_s = std::min(2.0, timeout_s);
+  o.io_timeout_s = timeout_s;
   o.max_idle_per_host = 16;
   pool_ = std::make_unique<http::Pool>(o);
 }

@@ -57,7 +57,8 @@ class EtcdClient {
  public:
   // "etcd://HOST:PORT[,HOST:PORT...]" (or http://...). Checks that one
   // endpoint answers.
-  static Result<std::unique_ptr<EtcdClient>> Connect(const std::string& url);
+  // `timeout_s` bounds each request (a stalled etcd fails it after that).
+  static Result<std::unique_ptr<EtcdClient>> Connect(const std::string& url, double timeout_s = 10);
   ~EtcdClient();
 
   Result<std::optional<KeyValue>> Get(const std::string& key);
@@ -87,7 +88,7 @@ class EtcdClient {
   static std::string PrefixEnd(const std::string& prefix);
 
  private:
-  explicit EtcdClient(std::vector<std::string> endpoints);
+  EtcdClient(std::vector<std::string> endpoints, double timeout_s);
   // POSTs `body` (JSON) to `path` and returns the answer. When no endpoint
   // answers: kUnavailable or kTimedOut (a request that changes keys may or
   // may not have been applied).

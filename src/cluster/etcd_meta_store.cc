@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/log.h"
+
 namespace aq::cluster {
 namespace {
 
@@ -273,12 +275,13 @@ class EtcdMetaStore final : public store::MetaStore {
 
  private:
   // A commit etcd did not answer: read back whether it happened, for up to
-  // ~10 s. OK when `ours` holds for the stored object; kConflict when it
+  // 20 s (plus one read's timeout). OK when `ours` holds for the stored object; kConflict when it
   // definitely did not commit; kUnavailable (outcome still unknown) when
   // etcd cannot be read either.
   Status Resolve(const ObjectMeta& o, const Status& why, const std::function<bool(const ObjectMeta&)>& ours) {
     Status last = why;
-    for (int attempt = 0; attempt < 20; ++attempt) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    for (int attempt = 0; std::chrono::steady_clock::now() < deadline; ++attempt) {
       if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));  // etcd recovering
       auto kv = etcd_->Get(ObjectKey(o.bucket, o.key));
       if (!kv.ok()) {
@@ -287,7 +290,11 @@ class EtcdMetaStore final : public store::MetaStore {
       }
       if (!*kv) return Conflict(fmt::format("'{}/{}' was not committed ({})", o.bucket, o.key, why.message()));
       auto m = ParseObject(o.bucket, o.key, **kv);
-      if (m.ok() && ours(*m)) return Status::Ok();
+      if (m.ok() && ours(*m)) {
+        log::warn("etcd did not answer the commit of '{}/{}' ({}); read back: it was committed", o.bucket, o.key,
+                  why.message());
+        return Status::Ok();
+      }
       return Conflict(fmt::format("'{}/{}' was not committed ({})", o.bucket, o.key, why.message()));
     }
     return Unavailable(fmt::format("'{}/{}': the commit's outcome is unknown; etcd does not answer ({})", o.bucket,

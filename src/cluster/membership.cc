@@ -66,6 +66,17 @@ Result<ClusterConfig> EnsureClusterConfig(EtcdClient& etcd, const std::string& p
   return Unavailable("the cluster's configuration in etcd keeps changing; retry");
 }
 
+Result<ClusterConfig> ReadClusterConfig(EtcdClient& etcd, const std::string& prefix) {
+  auto kv = AQ_TRY(etcd.Get(prefix + "config"));
+  if (!kv) return NotFound("no cluster here yet (no node has joined)");
+  json v = json::parse(kv->value, nullptr, false);
+  if (!v.is_object() || !v.contains("replicas")) return Corruption("etcd record 'config' is malformed");
+  ClusterConfig c;
+  c.replicas = v["replicas"].get<size_t>();
+  c.node_secret = v.value("node_secret", "");
+  return c;
+}
+
 Result<size_t> ClusterReplicas(EtcdClient& etcd, const std::string& prefix) {
   auto kv = AQ_TRY(etcd.Get(prefix + "config"));
   if (!kv) return NotFound("no cluster here yet (no node has joined)");

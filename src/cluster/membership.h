@@ -53,6 +53,8 @@ inline constexpr const char* kNodeAccessKey = "aquifer-node";
 // secret), or reads it and checks that `replicas` agrees. etcd holds the
 // secret: it must be reachable by the cluster's nodes only.
 Result<ClusterConfig> EnsureClusterConfig(EtcdClient& etcd, const std::string& prefix, size_t replicas);
+// The configuration as it is (NotFound before any node joined).
+Result<ClusterConfig> ReadClusterConfig(EtcdClient& etcd, const std::string& prefix);
 Result<size_t> ClusterReplicas(EtcdClient& etcd, const std::string& prefix);
 // Buckets with their own replica count (PREFIX buckets/<name> "replicas").
 Result<std::map<std::string, size_t>> BucketReplicas(EtcdClient& etcd, const std::string& prefix);

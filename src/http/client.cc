@@ -193,8 +193,9 @@ Result<ClientResponse> Pool::Exchange(const std::string& address, const ClientRe
       head_len = *h;
     }
     if (!failed.ok()) {
-      // A pooled connection the server had closed: nothing was answered, send again.
-      if (reused && attempt == 0 && !got_any) {
+      // A pooled connection the server had closed: nothing was answered, send
+      // again. (Not after a timeout: the request may be in progress there.)
+      if (reused && attempt == 0 && !got_any && failed.code() != StatusCode::kTimedOut) {
         ::close(fd);
         continue;
       }

@@ -335,6 +335,8 @@ struct Server::Loop {
     std::string buf;
     double deadline = 0;
     bool head_started = false;
+    bool closing = false;  // answered and shut for writing: what the client still sends is read away
+    uint64_t discarded = 0;
   };
 
   ServerOptions options;
@@ -379,11 +381,24 @@ struct Server::Loop {
     cv.Signal();
   }
 
-  // Sends a short answer without blocking (best effort) and closes.
+  // Sends a short answer without blocking (best effort), then closes gracefully.
   void Refuse(std::unique_ptr<Conn> c, int status, const std::string& message) {
     const std::string r = ErrorResponse(options, status, message);
     (void)!::send(c->fd, r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    Close(std::move(c));
+    Linger(std::move(c));
+  }
+
+  // A close after an answer the client may still be sending to: closing a
+  // socket with unread input resets the connection, and the reset can
+  // destroy the answer before the client reads it. So: shut for writing,
+  // read and discard for a moment (bounded in time and bytes), then close.
+  void Linger(std::unique_ptr<Conn> c) {
+    ::shutdown(c->fd, SHUT_WR);
+    c->closing = true;
+    c->buf.clear();
+    c->buf.shrink_to_fit();
+    c->deadline = Now() + 2;
+    Watch(std::move(c));
   }
 
   // After reading: dispatches a complete head, refuses an oversized one.
@@ -445,6 +460,15 @@ struct Server::Loop {
     waiting.erase(it);
     ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
     char chunk[16 << 10];
+    if (c->closing) {
+      for (;;) {
+        ssize_t r = ::recv(fd, chunk, sizeof chunk, 0);
+        if (r > 0 && (c->discarded += static_cast<uint64_t>(r)) < (8u << 20)) continue;
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Watch(std::move(c));
+        return Close(std::move(c));
+      }
+    }
     for (;;) {
       ssize_t r = ::recv(fd, chunk, sizeof chunk, 0);
       if (r > 0) {
@@ -466,6 +490,11 @@ struct Server::Loop {
       back.swap(returned);
     }
     for (auto& c : back) {
+      if (c->closing) {
+        c->closing = false;
+        Linger(std::move(c));
+        continue;
+      }
       c->head_started = !c->buf.empty();
       c->deadline = Now() + (c->head_started ? options.header_timeout_s : options.idle_timeout_s);
       Examine(std::move(c));
@@ -482,7 +511,9 @@ struct Server::Loop {
       auto c = std::move(waiting[fd]);
       waiting.erase(fd);
       ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
-      if (c->head_started) {
+      if (c->closing) {
+        Close(std::move(c));
+      } else if (c->head_started) {
         counters.header_timeouts++;
         Refuse(std::move(c), 408,
                fmt::format("the request head did not arrive within {:.0f} s", options.header_timeout_s));
@@ -549,11 +580,12 @@ struct Server::Loop {
       ::fcntl(c->fd, F_SETFL, flags | O_NONBLOCK);
       MutexLock lock(mu);
       active.erase(c->fd);
-      if (keep && !stopping) {
+      if (stopping) {
+        Close(std::move(c));
+      } else {
+        c->closing = !keep;  // the loop closes it gracefully
         returned.push_back(std::move(c));
         Wake();
-      } else {
-        Close(std::move(c));
       }
     }
   }

@@ -43,6 +43,7 @@ Status NodeOptions::Validate() const {
     }
     if (replicas < 1 || replicas > 16) return InvalidArgument("a cluster keeps 1 to 16 replicas per block");
     if (lease_ttl_s < 1) return InvalidArgument("a membership lease lasts at least 1 s");
+    if (etcd_timeout_s <= 0) return InvalidArgument("the etcd request timeout must be > 0 s");
     if (!advertise.empty()) AQ_TRY(s3::ParseHostPort(advertise, false));
   }
   if (reclaim_max_s <= 0) return InvalidArgument("the bound on holding freed blocks must be > 0 s");
@@ -93,7 +94,7 @@ Status Node::StartImpl(io::FileSystem& fs) {
   if (pools.empty()) pools.push_back({"default", io::JoinPath(o_.data_dir, "pool-default"), store::Media::kSsd});
   AQ_TRY(fs.MakeDirs(o_.data_dir));
   if (cluster) {
-    etcd_ = AQ_TRY(cluster::EtcdClient::Connect(o_.etcd));
+    etcd_ = AQ_TRY(cluster::EtcdClient::Connect(o_.etcd, o_.etcd_timeout_s));
     meta_ = cluster::NewEtcdMetaStore(etcd_);
     node_id_ = AQ_TRY(NodeId(fs, o_.data_dir, o_.node_id));
   } else {

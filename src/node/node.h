@@ -82,6 +82,7 @@ struct NodeOptions {
 
   // A cluster: etcd endpoints ("etcd://HOST:PORT[,...]"); empty = single node.
   std::string etcd;
+  double etcd_timeout_s = 10;  // each etcd request; a commit it leaves unanswered is read back
   size_t replicas = 2;
   std::string advertise;  // HOST:PORT others reach this node at (default: the listen address)
   int lease_ttl_s = 5;

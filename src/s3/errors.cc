@@ -9,8 +9,9 @@
 #include "s3/xml.h"
 
 namespace aq::s3 {
+namespace {
 
-Error ErrorFor(const Status& s, Subject subject) {
+Error ErrorForCode(const Status& s, Subject subject) {
   const std::string& m = s.message();
   const Subject what = s.subject() != Subject::kNone ? s.subject() : subject;
   switch (s.code()) {
@@ -43,6 +44,14 @@ Error ErrorFor(const Status& s, Subject subject) {
     case StatusCode::kInternal: return {500, "InternalError", m};
   }
   return {500, "InternalError", m};
+}
+
+}  // namespace
+
+Error ErrorFor(const Status& s, Subject subject) {
+  Error e = ErrorForCode(s, subject);
+  e.detail = s.message();
+  return e;
 }
 
 bool ShowsMessage(const Error& e) { return e.status < 500 || e.status == 501 || e.status == 503 || e.status == 507; }

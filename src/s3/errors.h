@@ -21,6 +21,7 @@ struct Error {
   int status = 500;
   std::string code;     // "NoSuchKey"
   std::string message;  // for people
+  std::string detail;   // what the node logs for a 5xx (the store's own message); never sent
 };
 
 // The S3 error for a failed store operation. `subject` says what a bare

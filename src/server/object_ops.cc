@@ -301,7 +301,12 @@ void S3Handler::GetObject(S3Request& r) {
       stream.get());
   if (prefetch != nullptr && stream) prefetch->End(std::move(stream), sent_to);
   if (s.ok()) return;
-  if (!began) return SendStatus(r, s, Subject::kObject);  // nothing sent yet: a clean error
+  if (!began) {                               // nothing sent yet: a clean error
+    if (s.code() == StatusCode::kNotFound) {  // the object exists; a block of it does not
+      return SendError(r, {500, "InternalError", s.message()});
+    }
+    return SendStatus(r, s, Subject::kObject);
+  }
   // The head is out: the connection closes short, which every client detects.
   log::warn("request {} GET {}/{}: response cut at byte {} of {}: {}", r.request_id, r.bucket, r.key, sent_to,
             start + length, s.message());
@@ -514,6 +519,55 @@ void S3Handler::CopyObject(S3Request& r) {
   SendXml(r, fmt::format("<CopyObjectResult xmlns=\"{}\"><LastModified>{}</LastModified><ETag>{}</ETag>"
                          "</CopyObjectResult>",
                          kXmlns, IsoTime(meta->mtime_ns), s3::XmlText(meta->etag)));
+}
+
+void S3Handler::ObjectTagging(S3Request& r) {
+  auto meta = objects_.Head(r.bucket, r.key);
+  if (!meta.ok()) return SendStatus(r, meta.status(), Subject::kObject);
+  if (r.req.method == "GET") {
+    return SendXml(r, fmt::format("<Tagging xmlns=\"{}\"><TagSet></TagSet></Tagging>", kXmlns));
+  }
+  if (r.req.method == "DELETE") return SendEmpty(r, 204);
+  std::string body;
+  if (!ReadSmallBody(r, &body, 64 << 10)) return;
+  size_t tags = 0;
+  Status s = s3::WalkXml(body, "Tagging", [&](const std::string& path, const std::string&) {
+    if (path == "Tagging/TagSet/Tag") ++tags;
+    return Status::Ok();
+  });
+  if (!s.ok()) return SendError(r, {400, "MalformedXML", s.message()});
+  if (tags > 0) {
+    return SendError(r, {501, "NotImplemented",
+                         "object tags are not kept by this node; nothing was changed (an empty tag set is accepted)"});
+  }
+  SendEmpty(r, 200);
+}
+
+void S3Handler::Acl(S3Request& r) {
+  if (!r.key.empty()) {
+    auto meta = objects_.Head(r.bucket, r.key);
+    if (!meta.ok()) return SendStatus(r, meta.status(), Subject::kObject);
+  } else if (auto page = objects_.meta().ListObjects({r.bucket, "", "", 0}); !page.ok()) {
+    return SendStatus(r, page.status(), Subject::kBucket);
+  }
+  if (r.req.method == "GET") {
+    return SendXml(
+        r, fmt::format("<AccessControlPolicy xmlns=\"{}\"><Owner><ID>aquifer</ID><DisplayName>aquifer</DisplayName>"
+                       "</Owner><AccessControlList><Grant><Grantee "
+                       "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" xsi:type=\"CanonicalUser\">"
+                       "<ID>aquifer</ID><DisplayName>aquifer</DisplayName></Grantee>"
+                       "<Permission>FULL_CONTROL</Permission></Grant></AccessControlList></AccessControlPolicy>",
+                       kXmlns));
+  }
+  std::string body;
+  if (!ReadSmallBody(r, &body, 64 << 10)) return;
+  const std::string canned = r.req.headers.Get("x-amz-acl");
+  if (!body.empty() || (!canned.empty() && canned != "private")) {
+    return SendError(r, {501, "NotImplemented",
+                         "access control lists are not kept by this node (every key has full control of "
+                         "everything); only the 'private' canned ACL is accepted; nothing was changed"});
+  }
+  SendEmpty(r, 200);
 }
 
 void S3Handler::DeleteObject(S3Request& r) {

@@ -38,6 +38,7 @@ std::set<std::string, std::less<>> Allowed(const S3Request& r) {
     if (m == "GET") {
       if (r.Has("location")) return {"location"};
       if (r.Has("versioning")) return {"versioning"};
+      if (r.Has("acl")) return {"acl"};
       if (r.Has("uploads")) {
         return {"uploads", "prefix", "delimiter", "max-uploads", "key-marker", "upload-id-marker", "encoding-type"};
       }
@@ -51,6 +52,9 @@ std::set<std::string, std::less<>> Allowed(const S3Request& r) {
     return {};
   }
   if (m == "GET" && r.Has("uploadId")) return {"uploadId", "max-parts", "part-number-marker", "encoding-type"};
+  // Objects carry no tags and one access policy: these are answered truthfully (tools copy them).
+  if (r.Has("tagging") && (m == "GET" || m == "PUT" || m == "DELETE")) return {"tagging", "versionId"};
+  if (r.Has("acl") && (m == "GET" || m == "PUT")) return {"acl", "versionId"};
   if (m == "GET" || m == "HEAD") {
     auto s = kResponseOverrides;
     s.insert({"partNumber", "versionId"});
@@ -139,8 +143,13 @@ std::string IsoTime(int64_t ns) {
 }
 
 void SendError(S3Request& r, const s3::Error& e) {
-  if (e.status >= 500 && e.status != 501 && e.status != 503) {
-    log::error("request {} {} {}: {} {}: {}", r.request_id, r.req.method, r.req.path, e.status, e.code, e.message);
+  if (e.status >= 500 && e.status != 501) {
+    const std::string& why = e.detail.empty() ? e.message : e.detail;
+    if (e.status == 503) {
+      log::warn("request {} {} {}: {} {}: {}", r.request_id, r.req.method, r.req.path, e.status, e.code, why);
+    } else {
+      log::error("request {} {} {}: {} {}: {}", r.request_id, r.req.method, r.req.path, e.status, e.code, why);
+    }
   }
   http::Headers h;
   h.Add("Content-Type", "application/xml");
@@ -273,6 +282,7 @@ void S3Handler::Route(S3Request& r) {
     if (m == "GET") {
       if (r.Has("location")) return BucketLocation(r);
       if (r.Has("versioning")) return BucketVersioning(r);
+      if (r.Has("acl")) return Acl(r);
       if (r.Has("uploads")) return ListUploads(r);
       if (r.Has("versions")) return ListObjectVersions(r);
       return ListObjects(r);
@@ -288,6 +298,8 @@ void S3Handler::Route(S3Request& r) {
     return SendError(r, {405, "MethodNotAllowed", "POST on a bucket needs ?delete"});
   }
   if (m == "GET" && r.Has("uploadId")) return ListParts(r);
+  if (r.Has("tagging")) return ObjectTagging(r);
+  if (r.Has("acl")) return Acl(r);
   if (m == "GET" || m == "HEAD") return GetObject(r);
   if (m == "PUT") {
     if (r.Has("uploadId") || r.Has("partNumber")) return UploadPart(r);

@@ -86,6 +86,11 @@ class S3Handler {
   void PutObject(S3Request& r);
   void CopyObject(S3Request& r);
   void DeleteObject(S3Request& r);
+  // Tags and ACLs are not kept: GET answers the truth (no tags; the owner
+  // has full control), PUT accepts only what changes nothing (an empty tag
+  // set, the "private" ACL) and refuses the rest with 501.
+  void ObjectTagging(S3Request& r);
+  void Acl(S3Request& r);
   // The headers a PUT, copy (REPLACE) or CreateMultipartUpload stores with
   // an object; false (and a response sent) when they break S3's limits.
   bool StoredHeaders(S3Request& r, std::map<std::string, std::string>* out);

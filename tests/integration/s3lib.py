@@ -1,0 +1,181 @@
+"""Shared pieces of the S3 integration tests: start and stop a real node,
+boto3 clients, an independent SigV4 signer for requests boto3 cannot make
+(Date-only, aws-chunked streaming), and check counting."""
+import datetime
+import hashlib
+import hmac
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.parse
+
+KEY, SECRET = "AQTESTKEY", "aq-test-secret-0123456789"
+# Real S3 clients must not inherit an environment's CA bundle or keys.
+for var in ("AWS_CA_BUNDLE", "AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+            "AWS_DEFAULT_REGION", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
+    os.environ.pop(var, None)
+
+
+class Checks:
+    def __init__(self):
+        self.passed = self.failed = 0
+
+    def __call__(self, cond, what):
+        if cond:
+            self.passed += 1
+        else:
+            self.failed += 1
+            print("FAIL:", what, file=sys.stderr, flush=True)
+        return cond
+
+    def finish(self):
+        print(f"{self.passed} passed, {self.failed} failed")
+        sys.exit(1 if self.failed else 0)
+
+
+class Node:
+    """aquifer serve on 127.0.0.1 (a free port), stopped with SIGTERM."""
+
+    def __init__(self, aq, data, *extra, credentials=None):
+        args = [aq, "serve", "--data", data, "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", *extra]
+        if credentials:
+            args += ["--credentials", credentials]
+        self.p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline()
+        if "http://" not in line:
+            self.p.kill()
+            raise SystemExit("serve did not start: " + line + self.p.stderr.read())
+        self.port = int(line.split("http://127.0.0.1:")[1].split()[0])
+        self.metrics = None
+        for _ in range(20):
+            more = self.p.stdout.readline()
+            if "metrics: http://127.0.0.1:" in more:
+                self.metrics = int(more.split("metrics: http://127.0.0.1:")[1].split("/")[0])
+            if "auth:" in more or not more:
+                break
+
+    def stats(self):
+        import json
+        import urllib.request
+        return json.loads(urllib.request.urlopen(f"http://127.0.0.1:{self.metrics}/stats", timeout=10).read())
+
+    def stop(self):
+        self.p.send_signal(signal.SIGTERM)
+        try:
+            self.p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+        return self.p.returncode
+
+
+def write_credentials(path):
+    with open(path, "w") as f:
+        f.write(f"# test key\n{KEY} {SECRET}\n")
+    return path
+
+
+def boto(port, secret=SECRET, **config):
+    import boto3
+    from botocore.config import Config
+    return boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", aws_access_key_id=KEY,
+                        aws_secret_access_key=secret, region_name="us-east-1",
+                        config=Config(signature_version="s3v4", s3={"addressing_style": "path"},
+                                      retries={"max_attempts": 1}, **config))
+
+
+def error_code(fn):
+    import botocore
+    try:
+        fn()
+    except botocore.exceptions.ClientError as e:
+        return e.response["Error"]["Code"]
+    return None
+
+
+# ---- an independent SigV4 signer (the spec, written again in Python) ----
+
+def _hmac(key, msg):
+    return hmac.new(key, msg.encode(), hashlib.sha256).digest()
+
+
+def signing_key(secret, day, region="us-east-1", service="s3"):
+    k = _hmac(("AWS4" + secret).encode(), day)
+    k = _hmac(k, region)
+    k = _hmac(k, service)
+    return _hmac(k, "aws4_request")
+
+
+def canonical_query(query):
+    pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
+    enc = lambda s: urllib.parse.quote(s, safe="-_.~")
+    return "&".join(f"{enc(k)}={enc(v)}" for k, v in sorted(pairs))
+
+
+def sign(method, path, query, headers, payload_hash, now=None, date_header=False, secret=SECRET, key=KEY,
+         signed=None):
+    """Adds Authorization (and x-amz-date or Date) to `headers`; returns the signature and scope."""
+    now = now or datetime.datetime.utcnow()
+    amz = now.strftime("%Y%m%dT%H%M%SZ")
+    day = now.strftime("%Y%m%d")
+    if date_header:
+        headers["Date"] = now.strftime("%a, %d %b %Y %H:%M:%S GMT")
+    else:
+        headers["x-amz-date"] = amz
+    headers["x-amz-content-sha256"] = payload_hash
+    names = signed or sorted(k.lower() for k in headers)
+    lower = {k.lower(): str(v).strip() for k, v in headers.items()}
+    canon = "\n".join([method, urllib.parse.quote(urllib.parse.unquote_to_bytes(path), safe="/-_.~"),
+                       canonical_query(query),
+                       "".join(f"{n}:{lower[n]}\n" for n in names), ";".join(names), payload_hash])
+    scope = f"{day}/us-east-1/s3/aws4_request"
+    sts = "\n".join(["AWS4-HMAC-SHA256", amz, scope, hashlib.sha256(canon.encode()).hexdigest()])
+    sk = signing_key(secret, day)
+    sig = hmac.new(sk, sts.encode(), hashlib.sha256).hexdigest()
+    headers["Authorization"] = (f"AWS4-HMAC-SHA256 Credential={key}/{scope}, SignedHeaders={';'.join(names)}, "
+                                f"Signature={sig}")
+    return sig, sk, amz, scope
+
+
+def raw(port, data, timeout=10):
+    """Sends raw bytes, returns everything the node answers until it closes or goes quiet."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    out = b""
+    try:
+        s.sendall(data)
+    except OSError:
+        pass  # the node may answer and close before taking all of it
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+    except (socket.timeout, OSError):
+        pass
+    s.close()
+    return out
+
+
+def request(port, method, path, query="", body=b"", headers=None, sign_it=True, timeout=10, **kw):
+    """One HTTP request signed by the independent signer; returns (status, headers, body)."""
+    import http.client
+    headers = dict(headers or {})
+    headers.setdefault("host", f"127.0.0.1:{port}")
+    if sign_it:
+        sign(method, path, query, headers, kw.pop("payload_hash", hashlib.sha256(body).hexdigest()), **kw)
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    c.putrequest(method, path + ("?" + query if query else ""), skip_host=True, skip_accept_encoding=True)
+    for k, v in headers.items():
+        c.putheader(k, v)
+    if body or method in ("PUT", "POST"):
+        c.putheader("Content-Length", str(len(body)))
+    c.endheaders()
+    if body:
+        c.send(body)
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, {k.lower(): v for k, v in r.getheaders()}, data
