@@ -9,7 +9,7 @@ JOBS        ?= $(shell nproc)
 AQ          := $(BUILD)/aquifer
 DEMO_DIR    ?= demo-data
 
-.PHONY: all deps build demo check test fuzz sanitize format format-check bench clean
+.PHONY: all deps build demo check test fuzz sanitize format format-check layers bench clean
 
 all: build
 
@@ -48,11 +48,12 @@ demo: build
 	@$(AQ) report $(DEMO_RESULTS) -o $(DEMO_DIR)/report.html --title "aquifer demo"
 
 # Every test: unit and integration tests under CTest, then the fuzz targets
-# for a short while, then the format check.
+# for a short while, then the format check and the layer check.
 check: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(MAKE) --no-print-directory fuzz
 	$(MAKE) --no-print-directory format-check
+	$(MAKE) --no-print-directory layers
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -64,7 +65,7 @@ $(FUZZ_BUILD)/build.ninja:
 fuzz: deps $(FUZZ_BUILD)/build.ninja
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
 	@rm -rf $(FUZZ_BUILD)/seeds && /usr/bin/python3 fuzz/make_seeds.py $(FUZZ_BUILD)/seeds
-	@set -e; for t in fuzz_tfrecord fuzz_example fuzz_recordio fuzz_jpeg fuzz_region_decode fuzz_index fuzz_report fuzz_s3_xml; do \
+	@set -e; for t in fuzz_tfrecord fuzz_example fuzz_recordio fuzz_jpeg fuzz_region_decode fuzz_index fuzz_report fuzz_s3_xml fuzz_s3_request; do \
 	  mkdir -p $(FUZZ_BUILD)/corpus/$$t; \
 	  echo "fuzz: $$t for $(FUZZ_SECONDS)s"; \
 	  $(FUZZ_BUILD)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 -print_final_stats=0 -artifact_prefix=$(FUZZ_BUILD)/ \
@@ -75,17 +76,19 @@ fuzz: deps $(FUZZ_BUILD)/build.ninja
 
 # The whole suite again under AddressSanitizer, UndefinedBehaviorSanitizer
 # and LeakSanitizer (a Debug build in build-asan), then the threaded code
-# (pipeline, thread pool) under ThreadSanitizer. TSan uses clang: GCC 12's
-# TSan runtime crashes at startup on kernels with 28+ bits of mmap ASLR.
+# (pipeline, thread pool, HTTP server, store, S3 handler, in-process nodes
+# and cluster) under ThreadSanitizer. TSan uses clang, which also checks the
+# lock annotations (-Wthread-safety); GCC 12's TSan runtime crashes at
+# startup on kernels with 28+ bits of mmap ASLR.
 sanitize: deps
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DAQ_SANITIZE=address,undefined -DAQ_BUILD_BENCH=OFF
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 	CC=clang CXX=clang++ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAQ_SANITIZE=thread \
 	  -DAQ_BUILD_BENCH=OFF
-	cmake --build build-tsan -j $(JOBS) --target pipeline_test common_test
-	TSAN_OPTIONS=halt_on_error=1 build-tsan/pipeline_test
-	TSAN_OPTIONS=halt_on_error=1 build-tsan/common_test
+	cmake --build build-tsan -j $(JOBS) --target pipeline_test common_test http_test store_test server_test node_test
+	@set -e; for t in pipeline_test common_test http_test store_test server_test node_test; do \
+	  echo "tsan: $$t"; TSAN_OPTIONS=halt_on_error=1 build-tsan/$$t --gtest_brief=1; done
 
 FORMAT_FILES = $(shell git ls-files '*.cc' '*.h')
 
@@ -95,8 +98,12 @@ format:
 format-check:
 	@clang-format --dry-run --Werror $(FORMAT_FILES) && echo "format: clean"
 
+# Every #include between src/ layers against the graph in docs/architecture.md.
+layers:
+	@/usr/bin/python3 scripts/check-layers.py
+
 bench: build
 	$(BUILD)/crc32c_bench
 
 clean:
-	rm -rf $(BUILD) $(FUZZ_BUILD) build-asan build-tsan $(DEMO_DIR)
+	rm -rf $(BUILD) $(FUZZ_BUILD) build-asan build-tsan build-tsa $(DEMO_DIR)

@@ -79,3 +79,25 @@ put("fuzz_s3_xml", "complete",
 put("fuzz_s3_xml", "delete",
     b'<Delete><Quiet>true</Quiet><Object><Key>a/b.tfrecord</Key></Object><Object><Key>x&amp;y</Key></Object></Delete>')
 put("fuzz_s3_xml", "doctype", b'<!DOCTYPE d [<!ENTITY a "aaaa">]><Delete><Object><Key>&a;</Key></Object></Delete>')
+
+# Raw requests to the node, as S3 clients send them (anonymous), and broken ones.
+reqs = {
+    "get": b"GET /bkt/obj HTTP/1.1\r\nHost: n\r\nRange: bytes=10-200\r\n\r\n",
+    "list": b"GET /bkt?list-type=2&prefix=o&delimiter=%2F&encoding-type=url HTTP/1.1\r\nHost: n\r\n\r\n",
+    "put": b"PUT /bkt/new HTTP/1.1\r\nHost: n\r\nContent-Length: 5\r\nx-amz-meta-a: b\r\n\r\nhello",
+    "chunked": b"PUT /bkt/c HTTP/1.1\r\nHost: n\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+    "awschunked": b"PUT /bkt/a HTTP/1.1\r\nHost: n\r\nContent-Encoding: aws-chunked\r\n"
+                  b"x-amz-content-sha256: STREAMING-UNSIGNED-PAYLOAD-TRAILER\r\nx-amz-decoded-content-length: 3\r\n"
+                  b"x-amz-trailer: x-amz-checksum-crc32\r\nContent-Length: 47\r\n\r\n"
+                  b"3\r\nabc\r\n0\r\nx-amz-checksum-crc32:NSRBwg==\r\n\r\n",
+    "copy": b"PUT /bkt/copy HTTP/1.1\r\nHost: n\r\nx-amz-copy-source: /bkt/obj\r\n"
+            b"x-amz-metadata-directive: REPLACE\r\nContent-Length: 0\r\n\r\n",
+    "multipart": b"POST /bkt/mp?uploads HTTP/1.1\r\nHost: n\r\nContent-Length: 0\r\n\r\n",
+    "delete": b"POST /bkt?delete HTTP/1.1\r\nHost: n\r\nContent-Length: 61\r\n\r\n"
+              b"<Delete><Object><Key>obj</Key></Object><Quiet>true</Quiet></Delete>",
+    "tagging": b"PUT /bkt/obj?tagging HTTP/1.1\r\nHost: n\r\nContent-Length: 19\r\n\r\n<Tagging></Tagging>",
+    "pipelined": b"HEAD /bkt/obj HTTP/1.1\r\n\r\nGET /bkt/obj?partNumber=1 HTTP/1.1\r\nIf-None-Match: *\r\n\r\n",
+    "garbage": b"GET /\x00\xff HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n",
+}
+for name, data in reqs.items():
+    put("fuzz_s3_request", name, data)

@@ -15,6 +15,7 @@
 #include "bench/train_bench.h"
 #include "common/latency.h"
 #include "dataset/commands.h"
+#include "monitor/latency_json.h"
 
 namespace aq::bench {
 namespace {
@@ -34,7 +35,7 @@ TEST(LatencyTest, QuantilesWithinBucketError) {
   h.Merge(small);
   EXPECT_EQ(h.count(), 1010u);
   EXPECT_EQ(LatencyHistogram().Quantile(0.5), 0);
-  auto j = h.ToJson();
+  auto j = monitor::LatencyJson(h);
   EXPECT_EQ(j["count"], 1010);
   EXPECT_NEAR(j["max_us"].get<double>(), 1000, 1e-9);
 }
@@ -297,7 +298,7 @@ TEST_F(StorageBenchTest, BadOptionsAndInputs) {
   o.iodepth = 8;  // io_uring needs a local file descriptor
   r = RunStorageBench(*fs_, o);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().ToString().find("--iodepth"), std::string::npos);
+  EXPECT_NE(r.status().ToString().find("iodepth 8"), std::string::npos);
 }
 
 TEST(StorageBenchPosixTest, IoUringQueueOnLocalFiles) {

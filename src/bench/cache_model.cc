@@ -7,7 +7,7 @@
 namespace aq::bench {
 
 Result<CacheModel> ModelCache(const CacheModelInput& in) {
-  if (!(in.dataset_bytes > 0)) return InvalidArgument("--dataset must be a positive size");
+  if (!(in.dataset_bytes > 0)) return InvalidArgument("the dataset size must be positive");
   if (in.client_cache_bytes < 0 || in.storage_cache_bytes < 0) return InvalidArgument("cache sizes must be >= 0");
   CacheModel m;
   m.client_hit = std::min(1.0, in.client_cache_bytes / in.dataset_bytes);

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "common/progress.h"
+#include "dataset/commands.h"
 
 namespace aq::bench {
 namespace {

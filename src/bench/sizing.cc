@@ -73,13 +73,13 @@ Result<NodeProfile> FindNode(const std::string& name) {
 }
 
 Result<SizeAnswer> Size(const SizeRequest& r) {
-  if (!(r.gpus > 0)) return InvalidArgument("--gpus must be positive");
-  if (r.headroom < 0) return InvalidArgument("--headroom must be >= 0");
-  if (r.spare_nodes < 0) return InvalidArgument("--spare-nodes must be >= 0");
+  if (!(r.gpus > 0)) return InvalidArgument("the GPU count must be positive");
+  if (r.headroom < 0) return InvalidArgument("headroom must be >= 0");
+  if (r.spare_nodes < 0) return InvalidArgument("spare nodes must be >= 0");
   if (r.mb_per_second_per_gpu && !(*r.mb_per_second_per_gpu > 0)) {
-    return InvalidArgument("--mbps-per-gpu must be positive");
+    return InvalidArgument("the MB/s per GPU must be positive");
   }
-  if (r.node_mb_per_second && !(*r.node_mb_per_second > 0)) return InvalidArgument("--node-mbps must be positive");
+  if (r.node_mb_per_second && !(*r.node_mb_per_second > 0)) return InvalidArgument("a node's MB/s must be positive");
   auto w = AQ_TRY(FindWorkload(r.workload));
   auto n = AQ_TRY(FindNode(r.node));
   SizeAnswer a;
@@ -108,7 +108,8 @@ Result<SizeAnswer> Size(const SizeRequest& r) {
                     "per GPU, as benchmarked ({})",
                     n.name, a.node_mb_per_second, a.gpus_per_node, *w.mb_per_second_per_gpu, n.source));
   } else if (a.gpus_per_node == 0) {
-    return NotFound(fmt::format("node profile {} has no figure for workload {}; pass --node-mbps", n.name, w.name));
+    return NotFound(
+        fmt::format("node profile {} has no figure for workload {}; give a node MB/s figure", n.name, w.name));
   }
 
   if (per_gpu) a.demand_mb_per_second = r.gpus * *per_gpu;
@@ -126,7 +127,7 @@ Result<SizeAnswer> Size(const SizeRequest& r) {
   } else {
     as.push_back(
         "no headroom: node failures, drive failures, administrative jobs and other tenants are not in "
-        "these figures (--headroom, --spare-nodes)");
+        "these figures (add headroom or spare nodes for them)");
   }
   // Rounding up tolerates floating-point noise (8.0000000001 nodes is 8).
   a.nodes = static_cast<int>(std::ceil(a.nodes_exact * (1 + r.headroom) - 1e-9)) + r.spare_nodes;

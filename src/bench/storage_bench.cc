@@ -1,7 +1,6 @@
 #include "bench/storage_bench.h"
 
 #include <fmt/format.h>
-#include <liburing.h>
 
 #include <atomic>
 #include <barrier>
@@ -12,10 +11,12 @@
 #include <thread>
 #include <utility>
 
+#include "bench/storage_readers.h"
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/progress.h"
-#include "common/random.h"
 #include "dataset/dataset.h"
+#include "monitor/latency_json.h"
 #include "monitor/page_cache.h"
 #include "monitor/prometheus.h"
 
@@ -23,11 +24,6 @@ namespace aq::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-struct FileEntry {
-  std::string path;
-  uint64_t size = 0;
-};
 
 Status ListAll(io::FileSystem& fs, const std::string& dir, std::vector<FileEntry>& out, int depth) {
   if (depth > 16) return Status::Ok();
@@ -62,28 +58,6 @@ Result<std::vector<FileEntry>> ListFiles(io::FileSystem& fs, const std::string& 
   return out;
 }
 
-struct Shared {
-  std::atomic<bool> stop{false};
-  std::atomic<bool> measuring{false};
-  std::atomic<uint64_t> bytes{0}, requests{0}, files{0};
-  std::mutex mu;
-  Status error;  // GUARDED_BY(mu): the first failure
-};
-
-struct ReaderResult {
-  LatencyHistogram latency;
-  double sync_wait = 0;
-  uint64_t steps = 0;
-};
-
-// An aligned buffer for O_DIRECT (and harmless otherwise).
-struct AlignedBuffer {
-  explicit AlignedBuffer(size_t n) : size(n) { p = static_cast<char*>(std::aligned_alloc(io::kDirectAlignment, n)); }
-  ~AlignedBuffer() { std::free(p); }
-  char* p;
-  size_t size;
-};
-
 }  // namespace
 
 Result<std::string> DropStorageCaches(io::FileSystem& base, const std::string& data) {
@@ -103,14 +77,14 @@ Result<std::string> DropStorageCaches(io::FileSystem& base, const std::string& d
 }
 
 Result<StorageBenchReport> RunStorageBench(io::FileSystem& base, const StorageBenchOptions& o) {
-  if (o.readers == 0) return InvalidArgument("--readers must be at least 1");
-  if (o.request_bytes == 0) return InvalidArgument("--request-size must be at least 1 byte");
-  if (o.iodepth == 0 || o.iodepth > 4096) return InvalidArgument("--iodepth must be between 1 and 4096");
-  if (o.request_bytes > (1u << 30)) return InvalidArgument("--request-size must be at most 1 GiB");
-  if (o.duration_seconds <= 0) return InvalidArgument("--duration must be positive");
+  if (o.readers == 0) return InvalidArgument("a storage bench needs at least 1 reader");
+  if (o.request_bytes == 0) return InvalidArgument("the request size must be at least 1 byte");
+  if (o.iodepth == 0 || o.iodepth > 4096) return InvalidArgument("the io_uring depth must be between 1 and 4096");
+  if (o.request_bytes > (1u << 30)) return InvalidArgument("the request size must be at most 1 GiB");
+  if (o.duration_seconds <= 0) return InvalidArgument("the duration must be positive");
   if (o.ramp_seconds < 0 || o.ramp_seconds >= o.duration_seconds) {
     return InvalidArgument(
-        fmt::format("--ramp {}s must be shorter than --duration {}s", o.ramp_seconds, o.duration_seconds));
+        fmt::format("the ramp ({} s) must be shorter than the duration ({} s)", o.ramp_seconds, o.duration_seconds));
   }
   if (o.world == 0 || o.rank >= o.world) return InvalidArgument(fmt::format("rank {} of {} ranks", o.rank, o.world));
   const uint64_t request =
@@ -138,198 +112,10 @@ Result<StorageBenchReport> RunStorageBench(io::FileSystem& base, const StorageBe
   for (const auto& f : files) paths.push_back(f.path);
   rep.page_cache_before = monitor::PageCacheResidency(paths).fraction();
 
-  Shared sh;
+  ReaderShared sh;
   std::vector<ReaderResult> results(o.readers);
-  auto on_step = []() noexcept {};
-  std::barrier step_barrier(static_cast<std::ptrdiff_t>(o.readers), on_step);
-
-  auto reader = [&](size_t i) {
-    ReaderResult& res = results[i];
-    io::FileSystem& fs = *views[i];
-    Rng rng = Rng::Derive(o.seed, o.rank * o.readers + i);
-    AlignedBuffer buf(request);
-    const uint64_t global = o.rank * o.readers + i;
-    uint64_t rr = global;  // round-robin cursor over the file list
-    uint64_t step_read = 0;
-    auto next_request = Clock::now();
-    const auto gap = o.rate_iops > 0
-                         ? std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1.0 / o.rate_iops))
-                         : Clock::duration::zero();
-    auto fail = [&](Status s) {
-      std::lock_guard<std::mutex> lock(sh.mu);
-      if (sh.error.ok()) sh.error = std::move(s);
-      sh.stop = true;
-    };
-    while (!sh.stop.load(std::memory_order_relaxed)) {
-      const FileEntry* f;
-      if (o.selection == FileSelection::kRandom) {
-        f = &files[rng.Below(files.size())];
-      } else {
-        f = &files[rr % files.size()];
-        rr += global_readers;
-      }
-      auto file = fs.OpenRead(f->path, o.direct ? io::AccessHint::kDirect : io::AccessHint::kSequential);
-      if (!file.ok()) return fail(file.status());
-      uint64_t off = 0;
-      bool complete = false;
-      while (!sh.stop.load(std::memory_order_relaxed)) {
-        if (o.rate_iops > 0) {
-          next_request += gap;
-          std::this_thread::sleep_until(next_request);
-        }
-        auto t0 = Clock::now();
-        auto n = (*file)->ReadAt(off, request, buf.p);
-        auto t1 = Clock::now();
-        if (!n.ok()) return fail(n.status());
-        if (*n > 0) {
-          if (sh.measuring.load(std::memory_order_relaxed)) {
-            res.latency.Record(
-                static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
-          }
-          sh.bytes.fetch_add(*n, std::memory_order_relaxed);
-          sh.requests.fetch_add(1, std::memory_order_relaxed);
-          off += *n;
-          step_read += *n;
-        }
-        if (o.mode == StorageMode::kSync && step_read >= o.step_bytes) {
-          auto w0 = Clock::now();
-          step_barrier.arrive_and_wait();
-          res.sync_wait += std::chrono::duration<double>(Clock::now() - w0).count();
-          ++res.steps;
-          step_read = 0;
-        }
-        if (*n < request || off >= (*file)->size()) {
-          complete = true;
-          break;
-        }
-      }
-      if (complete) sh.files.fetch_add(1, std::memory_order_relaxed);
-    }
-  };
-
-  // The same loop with `iodepth` requests in flight through io_uring.
-  auto uring_reader = [&](size_t i) {
-    ReaderResult& res = results[i];
-    io::FileSystem& fs = *views[i];
-    Rng rng = Rng::Derive(o.seed, o.rank * o.readers + i);
-    const uint64_t global = o.rank * o.readers + i;
-    uint64_t rr = global;
-    auto fail = [&](Status s) {
-      std::lock_guard<std::mutex> lock(sh.mu);
-      if (sh.error.ok()) sh.error = std::move(s);
-      sh.stop = true;
-    };
-    io_uring ring{};
-    if (int rc = io_uring_queue_init(o.iodepth, &ring, 0); rc < 0) {
-      return fail(ErrnoStatus(-rc, fmt::format("set up io_uring (depth {}) for", o.iodepth), "--iodepth"));
-    }
-    struct OpenFile {
-      std::unique_ptr<io::RandomAccessFile> file;
-      uint64_t next = 0;
-      uint32_t outstanding = 0;
-    };
-    struct Slot {
-      std::shared_ptr<OpenFile> file;
-      uint64_t offset = 0;
-      Clock::time_point t0;
-    };
-    AlignedBuffer bufs(request * o.iodepth);
-    std::vector<Slot> slots(o.iodepth);
-    std::vector<uint32_t> free_slots;
-    for (uint32_t k = o.iodepth; k > 0; --k) free_slots.push_back(k - 1);
-    std::shared_ptr<OpenFile> cur;
-    uint64_t step_submitted = 0;
-    auto next_request = Clock::now();
-    const auto gap = o.rate_iops > 0
-                         ? std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1.0 / o.rate_iops))
-                         : Clock::duration::zero();
-    bool failed = false;
-    for (;;) {
-      const bool stopping = sh.stop.load(std::memory_order_relaxed) || failed;
-      bool step_full = o.mode == StorageMode::kSync && step_submitted >= o.step_bytes;
-      while (!stopping && !step_full && !free_slots.empty()) {
-        if (!cur || cur->next >= cur->file->size()) {
-          const FileEntry* f = o.selection == FileSelection::kRandom
-                                   ? &files[rng.Below(files.size())]
-                                   : &files[std::exchange(rr, rr + global_readers) % files.size()];
-          auto opened = fs.OpenRead(f->path, o.direct ? io::AccessHint::kDirect : io::AccessHint::kSequential);
-          if (!opened.ok()) {
-            fail(opened.status());
-            failed = true;
-            break;
-          }
-          if ((*opened)->native_fd() < 0) {
-            fail(InvalidArgument(
-                fmt::format("--iodepth {} needs a local file ('{}' has no file descriptor)", o.iodepth, f->path)));
-            failed = true;
-            break;
-          }
-          cur = std::make_shared<OpenFile>();
-          cur->file = std::move(*opened);
-        }
-        if (o.rate_iops > 0) {
-          next_request += gap;
-          std::this_thread::sleep_until(next_request);
-        }
-        uint32_t k = free_slots.back();
-        free_slots.pop_back();
-        io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-        io_uring_prep_read(sqe, cur->file->native_fd(), bufs.p + k * request, static_cast<unsigned>(request),
-                           cur->next);
-        io_uring_sqe_set_data(sqe, reinterpret_cast<void*>(static_cast<uintptr_t>(k)));
-        slots[k] = {cur, cur->next, Clock::now()};
-        cur->next += request;
-        ++cur->outstanding;
-        step_submitted += request;
-        step_full = o.mode == StorageMode::kSync && step_submitted >= o.step_bytes;
-      }
-      io_uring_submit(&ring);
-      const size_t inflight = o.iodepth - free_slots.size();
-      if (inflight == 0) {
-        if (stopping || failed) break;
-        if (step_full) {
-          auto w0 = Clock::now();
-          step_barrier.arrive_and_wait();
-          res.sync_wait += std::chrono::duration<double>(Clock::now() - w0).count();
-          ++res.steps;
-          step_submitted = 0;
-        }
-        continue;
-      }
-      io_uring_cqe* cqe = nullptr;
-      int rc = io_uring_wait_cqe(&ring, &cqe);
-      if (rc == -EINTR) continue;
-      if (rc < 0) {
-        fail(ErrnoStatus(-rc, "wait for io_uring completions in", "--iodepth"));
-        failed = true;
-        break;  // the ring is torn down below; in-flight reads are cancelled with it
-      }
-      do {
-        const uint32_t k = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(io_uring_cqe_get_data(cqe)));
-        const int n = cqe->res;
-        auto t1 = Clock::now();
-        Slot& s = slots[k];
-        if (n < 0) {
-          fail(ErrnoStatus(-n, fmt::format("read at offset {} of", s.offset), s.file->file->path()));
-          failed = true;
-        } else if (n > 0) {
-          if (sh.measuring.load(std::memory_order_relaxed)) {
-            res.latency.Record(
-                static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - s.t0).count()));
-          }
-          sh.bytes.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
-          sh.requests.fetch_add(1, std::memory_order_relaxed);
-        }
-        if (--s.file->outstanding == 0 && s.file->next >= s.file->file->size() && n >= 0) {
-          sh.files.fetch_add(1, std::memory_order_relaxed);
-        }
-        s.file.reset();
-        free_slots.push_back(k);
-        io_uring_cqe_seen(&ring, cqe);
-      } while (io_uring_peek_cqe(&ring, &cqe) == 0);
-    }
-    io_uring_queue_exit(&ring);
-  };
+  std::barrier<> step_barrier(static_cast<std::ptrdiff_t>(o.readers));
+  const ReaderContext context{o, files, global_readers, request, sh, step_barrier};
 
   monitor::Sampler sampler(o.sampler);
   sampler.AddCounter(
@@ -345,9 +131,9 @@ Result<StorageBenchReport> RunStorageBench(io::FileSystem& base, const StorageBe
   for (size_t i = 0; i < o.readers; ++i) {
     threads.emplace_back([&, i] {
       if (o.iodepth > 1) {
-        uring_reader(i);
+        RunUringReader(context, i, *views[i], results[i]);
       } else {
-        reader(i);
+        RunBlockingReader(context, i, *views[i], results[i]);
       }
       // A reader that leaves must not hold the others at the barrier.
       if (o.mode == StorageMode::kSync) step_barrier.arrive_and_drop();
@@ -385,7 +171,7 @@ Result<StorageBenchReport> RunStorageBench(io::FileSystem& base, const StorageBe
   progress.Finish();
   sampler.Stop();
   {
-    std::lock_guard<std::mutex> lock(sh.mu);
+    MutexLock lock(sh.mu);
     if (!sh.error.ok()) return sh.error;
   }
 
@@ -443,7 +229,7 @@ nlohmann::json SummaryJson(const StorageBenchReport& r) {
           {"dataset_bytes", r.dataset_bytes},
           {"sync_wait_seconds", r.sync_wait_seconds},
           {"sync_steps", r.sync_steps},
-          {"latency", r.latency.ToJson()},
+          {"latency", monitor::LatencyJson(r.latency)},
           {"cache_drop", r.cache_drop},
           {"page_cache_before", r.page_cache_before},
           {"page_cache_after", r.page_cache_after}};

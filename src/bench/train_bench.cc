@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/mutex.h"
 #include "common/progress.h"
 #include "common/thread_pool.h"
 #include "io/multi_root.h"
@@ -25,7 +26,7 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 }  // namespace
 
 Result<TrainBenchReport> RunTrainBench(io::FileSystem& base, const TrainBenchOptions& o) {
-  if (o.gpus == 0) return InvalidArgument("--gpus must be at least 1");
+  if (o.gpus == 0) return InvalidArgument("a training bench needs at least 1 GPU");
   if (o.nodes == 0 || o.node >= o.nodes) return InvalidArgument(fmt::format("node {} of {}", o.node, o.nodes));
   TrainBenchReport rep;
   rep.model = AQ_TRY(FindModel(o.model, o.gpu, o.precision));
@@ -75,8 +76,8 @@ Result<TrainBenchReport> RunTrainBench(io::FileSystem& base, const TrainBenchOpt
   auto ns_since_start = [&](Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t - start).count();
   };
-  std::mutex mu;
-  Status error;  // GUARDED_BY(mu)
+  Mutex mu;
+  Status error AQ_GUARDED_BY(mu);
   rep.gpus.resize(o.gpus);
   auto out_of_time = [&] { return o.max_seconds > 0 && Seconds(Clock::now() - start) >= o.max_seconds; };
   auto on_sync = [&]() noexcept {
@@ -94,7 +95,7 @@ Result<TrainBenchReport> RunTrainBench(io::FileSystem& base, const TrainBenchOpt
       auto t0 = Clock::now();
       auto batch = pipes[g]->Next();
       if (!batch.ok() || *batch == nullptr) {
-        std::lock_guard<std::mutex> lock(mu);
+        MutexLock lock(mu);
         if (!batch.ok() && error.ok()) error = batch.status();
         stop = true;
         break;
@@ -156,7 +157,7 @@ Result<TrainBenchReport> RunTrainBench(io::FileSystem& base, const TrainBenchOpt
   sampler.Stop();
   rep.seconds = Seconds(Clock::now() - start);
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     if (!error.ok()) return error;
   }
 
@@ -240,7 +241,7 @@ nlohmann::json ConfigJson(const TrainBenchOptions& o, const TrainBenchReport& r)
           {"gpu", o.gpu},
           {"precision", o.precision},
           {"model_images_per_second_per_gpu", r.model.train_images_per_second * (o.inference ? kInferenceSpeedup : 1)},
-          {"model_source", o.step_seconds > 0 ? std::string("--step-time") : r.model.source},
+          {"model_source", o.step_seconds > 0 ? std::string("the step time given") : r.model.source},
           {"model_measured", o.step_seconds > 0 ? false : r.model.measured},
           {"step_seconds", r.step_seconds},
           {"batch_size", p.batch_size},

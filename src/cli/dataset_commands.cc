@@ -11,6 +11,12 @@
 namespace aq::cli {
 namespace {
 
+// What the library refuses to replace, a flag allows: say which.
+Status OverwriteHint(const Status& s) {
+  if (s.code() != StatusCode::kAlreadyExists) return s;
+  return Status(s.code(), s.subject(), s.message() + "; pass --overwrite to replace it");
+}
+
 using dataset::Format;
 
 void PrintJson(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
@@ -57,7 +63,7 @@ void AddSynth(CLI::App* group, Globals& g) {
   cmd->callback([o, &g] {
     o->common = {g.threads, !g.no_progress};
     auto r = dataset::Synthesize(*g.fs, *o);
-    if (!r.ok()) return Fail(g, r.status());
+    if (!r.ok()) return Fail(g, OverwriteHint(r.status()));
     if (g.json) return PrintJson(dataset::ToJson(*r));
     std::printf("synth: %llu images in %u classes -> %s\n", static_cast<unsigned long long>(r->images), r->classes,
                 r->out.c_str());
@@ -89,7 +95,7 @@ void AddPack(CLI::App* group, Globals& g) {
   cmd->callback([o, &g] {
     o->common = {g.threads, !g.no_progress};
     auto r = dataset::Pack(*g.fs, *o);
-    if (!r.ok()) return Fail(g, r.status());
+    if (!r.ok()) return Fail(g, OverwriteHint(r.status()));
     if (g.json) return PrintJson(dataset::ToJson(*r));
     std::printf("pack: %llu images, %llu classes -> %zu %s file(s) in %s\n", static_cast<unsigned long long>(r->images),
                 static_cast<unsigned long long>(r->classes), r->files.size(),
@@ -138,7 +144,7 @@ void AddResize(CLI::App* group, Globals& g) {
   cmd->callback([o, &g] {
     o->common = {g.threads, !g.no_progress};
     auto r = dataset::Resize(*g.fs, *o);
-    if (!r.ok()) return Fail(g, r.status());
+    if (!r.ok()) return Fail(g, OverwriteHint(r.status()));
     if (g.json) return PrintJson(dataset::ToJson(*r));
     std::printf("resize: %llu images in %llu files, x%.2f\n", static_cast<unsigned long long>(r->images),
                 static_cast<unsigned long long>(r->files), o->scale);

@@ -76,7 +76,7 @@ Result<node::NodeOptions> NodeOptionsFrom(const ServeFlags& f) {
   return o;
 }
 
-Status Serve(Globals& g, const ServeFlags& f) {
+Status Serve(const ServeFlags& f) {
   node::NodeOptions o = AQ_TRY(NodeOptionsFrom(f));
   // Signals are taken by sigwait below; block them before any thread starts.
   sigset_t set;
@@ -84,7 +84,7 @@ Status Serve(Globals& g, const ServeFlags& f) {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  auto n = AQ_TRY(node::Node::Start(*g.fs, std::move(o)));
+  auto n = AQ_TRY(node::Node::Start(std::move(o)));
   std::fputs(n->Describe().c_str(), stdout);
   std::fflush(stdout);
   int sig = 0;
@@ -468,7 +468,7 @@ void RegisterServeCommands(CLI::App& app, Globals& g) {
   cmd->add_option("--metrics", f->metrics,
                   "HOST:PORT serving /metrics (Prometheus) and /stats (JSON for aquifer stats); port 0 = any");
   cmd->callback([f, &g] {
-    Status s = Serve(g, *f);
+    Status s = Serve(*f);
     if (!s.ok()) {
       Fail(g, s);
       if (s.code() == StatusCode::kInvalidArgument) g.exit_code = 2;

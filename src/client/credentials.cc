@@ -72,10 +72,10 @@ Result<ClientCredentials> ParseAwsCredentials(const std::string& text, const std
 
 Result<ClientCredentials> FindCredentials(const CredentialOptions& o) {
   const std::string aws_file = AwsCredentialsPath();
-  if (!o.file.empty()) return FromNodeFile(o.file, fmt::format("--credentials {}", o.file));
+  if (!o.file.empty()) return FromNodeFile(o.file, fmt::format("credentials file {}", o.file));
   if (!o.profile.empty()) {
     auto text = ReadAll(aws_file);
-    if (!text.ok()) return text.status().WithContext(fmt::format("--profile {}", o.profile));
+    if (!text.ok()) return text.status().WithContext(fmt::format("profile {}", o.profile));
     return ParseAwsCredentials(*text, o.profile, aws_file);
   }
   const char* key = std::getenv("AWS_ACCESS_KEY_ID");
@@ -99,8 +99,8 @@ Result<ClientCredentials> FindCredentials(const CredentialOptions& o) {
 
 std::string CredentialsHint(const ClientCredentials& c) {
   return fmt::format(
-      "keys from {}{}; give keys with --credentials FILE, --profile NAME, AWS_ACCESS_KEY_ID and "
-      "AWS_SECRET_ACCESS_KEY, AQUIFER_CREDENTIALS=FILE or ~/.aws/credentials",
+      "keys from {}{}; keys are found in a credentials file or profile given to the client, then "
+      "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, then AQUIFER_CREDENTIALS=FILE, then ~/.aws/credentials",
       c.source, c.access_key.empty() ? "" : fmt::format(", access key {}", c.access_key));
 }
 

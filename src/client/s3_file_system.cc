@@ -158,7 +158,8 @@ std::vector<std::string> StoreFs::RankHolders(const std::vector<std::string>& ad
     std::rotate(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(rr_++ % order.size()), order.end());
   } else if (options_.balance != "off") {
     std::stable_sort(order.begin(), order.end(),
-                     [&](const std::string& a, const std::string& b) { return in_flight_[a] < in_flight_[b]; });
+                     [&](const std::string& a, const std::string& b)
+                         AQ_REQUIRES(balance_mu_) { return in_flight_[a] < in_flight_[b]; });
   }
   return order;
 }

@@ -9,6 +9,7 @@
 
 #include "cluster/placement.h"
 #include "common/crc32c.h"
+#include "common/mutex.h"
 #include "s3/sigv4.h"
 #include "s3/xml.h"
 
@@ -145,18 +146,18 @@ size_t ClusterBlockService::ReplicasFor(const std::string& bucket) {
   if (Membership* m = membership_.load()) {
     // One refresh at a time, and callers wait for it: nobody answers from
     // a map that a refresh in flight is about to replace.
-    std::lock_guard<std::mutex> refreshing(refresh_mu_);
+    MutexLock refreshing(refresh_mu_);
     const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
     if (buckets_read_at_ < 0 || now - buckets_read_at_ > 2) {
       auto r = BucketReplicas(m->etcd(), m->prefix());
       if (r.ok()) {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         bucket_replicas_ = std::move(*r);
         buckets_read_at_ = now;
       }
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = bucket_replicas_.find(bucket);
   return it != bucket_replicas_.end() && it->second > 0 ? it->second : replicas_;
 }
@@ -250,9 +251,9 @@ Result<std::shared_ptr<const std::string>> ClusterBlockService::Read(const store
     if (n != owner) order.push_back(n);
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     const uint64_t rr = round_robin_++;
-    std::stable_sort(order.begin(), order.end(), [&](const std::string& a, const std::string& b) {
+    std::stable_sort(order.begin(), order.end(), [&](const std::string& a, const std::string& b) AQ_REQUIRES(mu_) {
       auto up = [&](const std::string& id) {
         auto it = map.find(id);
         return it != map.end() && it->second.up;
@@ -287,12 +288,12 @@ Result<std::shared_ptr<const std::string>> ClusterBlockService::Read(const store
     auto it = map.find(node);
     if (it == map.end()) continue;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       outstanding_[node]++;
     }
     auto r = client_.Get(it->second.address, ref);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       outstanding_[node]--;
     }
     if (!r.ok()) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cluster/membership.h"
+#include "common/mutex.h"
 #include "http/client.h"
 #include "s3/auth.h"
 #include "store/block_service.h"
@@ -86,16 +87,16 @@ class ClusterBlockService final : public store::BlockService {
   std::vector<NodeInfo> Nodes() const;
 
   const std::string self_;
-  std::mutex refresh_mu_;                          // one read of the bucket settings at a time
-  std::map<std::string, size_t> bucket_replicas_;  // GUARDED_BY(mu_)
-  double buckets_read_at_ = -1;                    // GUARDED_BY(refresh_mu_, written under mu_ too)
+  Mutex refresh_mu_;  // one read of the bucket settings at a time
+  std::map<std::string, size_t> bucket_replicas_ AQ_GUARDED_BY(mu_);
+  double buckets_read_at_ = -1;  // GUARDED_BY(refresh_mu_, written under mu_ too)
   std::atomic<Membership*> membership_{nullptr};
   store::LocalBlockService& local_;
   BlockClient& client_;
   const size_t replicas_;
-  mutable std::mutex mu_;
-  std::map<std::string, int> outstanding_;  // GUARDED_BY(mu_): requests in flight per node
-  uint64_t round_robin_ = 0;                // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<std::string, int> outstanding_ AQ_GUARDED_BY(mu_);  // requests in flight per node
+  uint64_t round_robin_ AQ_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> local_reads_{0}, remote_reads_{0}, failovers_{0}, repaired_{0}, written_{0}, remote_writes_{0};
 };
 

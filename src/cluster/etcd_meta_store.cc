@@ -158,10 +158,11 @@ class EtcdMetaStore final : public store::MetaStore {
     AQ_TRY(store::CheckObjectKey(u.key));
     json v = {{"bucket", u.bucket}, {"key", u.key}, {"created_ns", u.created_ns != 0 ? u.created_ns : NowNs()}};
     if (!u.headers.empty()) v["headers"] = u.headers;
-    auto t = AQ_TRY(etcd_->Txn({{BucketKey(u.bucket), "", Target::kCreateRevision, Op::kGreater, 0, ""},
-                                {UploadKey(u.id), "", Target::kCreateRevision, Op::kEqual, 0, ""}},
-                               {{TxnOp::Kind::kPut, UploadKey(u.id), "", v.dump(), 0}},
-                               {{TxnOp::Kind::kGet, BucketKey(u.bucket), "", "", 0}}));
+    auto t = AQ_TRY(etcd_->Txn(
+        {{BucketKey(u.bucket), "", Target::kCreateRevision, Op::kGreater, 0, ""},
+         {UploadKey(u.id), "", Target::kCreateRevision, Op::kEqual, 0, ""}},
+        {{TxnOp::Kind::kPut, UploadKey(u.id), "", v.dump(-1, ' ', false, json::error_handler_t::replace), 0}},
+        {{TxnOp::Kind::kGet, BucketKey(u.bucket), "", "", 0}}));
     if (!t.succeeded) {
       if (t.ranges.empty() || t.ranges[0].empty())
         return NotFound(Subject::kBucket, fmt::format("no bucket '{}'", u.bucket));
@@ -327,7 +328,7 @@ class EtcdMetaStore final : public store::MetaStore {
               {"block_size", o.block_size},
               {"blocks", json::parse(store::BlocksToJson(o.blocks))},
               {"attrs", json::parse(store::AttrsToJson(o.attrs))}};
-    return v.dump();
+    return v.dump(-1, ' ', false, json::error_handler_t::replace);
   }
 
   static Result<ObjectMeta> ParseObject(const std::string& bucket, const std::string& key, const KeyValue& kv) {

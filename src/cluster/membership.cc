@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "store/block_store.h"
 
 namespace aq::cluster {
@@ -192,7 +193,7 @@ Status Membership::PublishAlive() {
   json v = {{"address", self_.address}, {"started_ns", started_ns_}};
   std::function<std::string()> status;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     status = status_;
   }
   if (status) {
@@ -203,13 +204,13 @@ Status Membership::PublishAlive() {
 }
 
 void Membership::SetStatusProvider(std::function<std::string()> provider) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   status_ = std::move(provider);
 }
 
 Status Membership::Refresh() {
   auto nodes = AQ_TRY(ReadClusterMap(*etcd_, prefix_));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   nodes_ = std::move(nodes);
   for (const auto& n : nodes_) {
     if (n.id == self_.id) self_.state = n.state;  // smartfail is set from outside
@@ -218,7 +219,7 @@ Status Membership::Refresh() {
 }
 
 std::vector<NodeInfo> Membership::Nodes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return nodes_;
 }
 
@@ -229,8 +230,8 @@ void Membership::Loop() {
   const auto renew_every = milliseconds(ttl_ * 1000 / 3);
   while (true) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (cv_.wait_for(lock, seconds(1), [&] { return stop_; })) return;
+      MutexLock lock(mu_);
+      if (cv_.WaitFor(seconds(1), [&]() AQ_REQUIRES(mu_) { return stop_; })) return;
     }
     if (steady_clock::now() - last_renew >= renew_every) {
       auto ttl = etcd_->LeaseKeepAlive(lease_);
@@ -256,10 +257,10 @@ void Membership::Loop() {
 
 Membership::~Membership() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
   (void)etcd_->LeaseRevoke(lease_);
 }

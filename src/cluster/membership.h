@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cluster/etcd_client.h"
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace aq::cluster {
@@ -105,11 +106,11 @@ class Membership {
   int64_t lease_ = 0;  // used by the loop thread only (and the destructor after it stops)
   int64_t started_ns_ = 0;
   std::atomic<uint64_t> rejoins_{0};
-  std::function<std::string()> status_;  // GUARDED_BY(mu_)
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;            // GUARDED_BY(mu_)
-  std::vector<NodeInfo> nodes_;  // GUARDED_BY(mu_)
+  std::function<std::string()> status_ AQ_GUARDED_BY(mu_);
+  mutable Mutex mu_;
+  CondVar cv_{mu_};
+  bool stop_ AQ_GUARDED_BY(mu_) = false;
+  std::vector<NodeInfo> nodes_ AQ_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

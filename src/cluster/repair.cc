@@ -9,6 +9,7 @@
 
 #include "cluster/placement.h"
 #include "common/log.h"
+#include "common/mutex.h"
 
 namespace aq::cluster {
 namespace {
@@ -83,31 +84,39 @@ Repairer::Repairer(Membership& membership, store::MetaStore& meta, ClusterBlockS
 
 Repairer::~Repairer() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 RepairStats Repairer::Stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return stats_;
 }
 
 void Repairer::Loop() {
   while (true) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (cv_.wait_for(lock, std::chrono::duration<double>(options_.interval_seconds), [&] { return stop_; })) return;
+      MutexLock lock(mu_);
+      if (cv_.WaitFor(std::chrono::duration<double>(options_.interval_seconds),
+                      [&]() AQ_REQUIRES(mu_) { return stop_; }))
+        return;
     }
-    Status s = Pass();
-    if (!s.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      stats_.errors++;
-      stats_.last_error = std::string(s.message());
-    }
+    (void)RunPass();
   }
+}
+
+Status Repairer::RunPass() {
+  MutexLock one(pass_mu_);
+  Status s = Pass();
+  if (!s.ok()) {
+    MutexLock lock(mu_);
+    stats_.errors++;
+    stats_.last_error = std::string(s.message());
+  }
+  return s;
 }
 
 void Repairer::Throttle(uint64_t bytes) {
@@ -119,8 +128,8 @@ void Repairer::Throttle(uint64_t bytes) {
   budget_bytes_ += bytes;
   const double ahead = static_cast<double>(budget_bytes_) / options_.bytes_per_second - (now - budget_start_);
   if (ahead > 0) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::duration<double>(ahead), [&] { return stop_; });
+    MutexLock lock(mu_);
+    cv_.WaitFor(std::chrono::duration<double>(ahead), [&]() AQ_REQUIRES(mu_) { return stop_; });
   }
 }
 
@@ -143,7 +152,7 @@ Status Repairer::Pass() {
       for (const auto& listed : page.objects) {
         after = listed.key;
         {
-          std::lock_guard<std::mutex> lock(mu_);
+          MutexLock lock(mu_);
           if (stop_) return Status::Ok();
         }
         auto got = meta_.GetObject(bucket.name, listed.key);
@@ -173,7 +182,7 @@ Status Repairer::Pass() {
             if (std::find(now.begin(), now.end(), w) != now.end()) continue;
             Throttle(b.size);
             Status s = blocks_.Replicate(b, w);
-            std::lock_guard<std::mutex> lock(mu_);
+            MutexLock lock(mu_);
             if (s.ok()) {
               now.push_back(w);
               stats_.copied++;
@@ -203,7 +212,7 @@ Status Repairer::Pass() {
         }
         if (!changed) continue;
         auto committed = meta_.UpdateLayout(o);
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         if (!committed.ok()) {
           stats_.errors++;
           stats_.last_error = std::string(committed.status().message());
@@ -234,7 +243,7 @@ Status Repairer::Pass() {
       }
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   stats_.passes++;
   stats_.objects = objects;
   stats_.blocks = nblocks;

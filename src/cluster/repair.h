@@ -23,6 +23,7 @@
 
 #include "cluster/cluster_blocks.h"
 #include "cluster/membership.h"
+#include "common/mutex.h"
 #include "store/meta_store.h"
 
 namespace aq::cluster {
@@ -64,6 +65,9 @@ class Repairer {
            RepairOptions options);
   ~Repairer();  // stops after the current block
   RepairStats Stats() const;
+  // One pass now, on the caller's thread (tests drive repair this way with
+  // a long interval); passes never overlap.
+  Status RunPass();
 
  private:
   void Loop();
@@ -75,10 +79,11 @@ class Repairer {
   ClusterBlockService& blocks_;
   BlockClient& client_;
   const RepairOptions options_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // GUARDED_BY(mu_)
-  RepairStats stats_;  // GUARDED_BY(mu_)
+  Mutex pass_mu_;  // one pass at a time
+  mutable Mutex mu_;
+  CondVar cv_{mu_};
+  bool stop_ AQ_GUARDED_BY(mu_) = false;
+  RepairStats stats_ AQ_GUARDED_BY(mu_);
   double budget_start_ = 0;
   uint64_t budget_bytes_ = 0;
   std::thread thread_;

@@ -51,14 +51,4 @@ double LatencyHistogram::Quantile(double q) const {
   return static_cast<double>(max_);
 }
 
-nlohmann::json LatencyHistogram::ToJson() const {
-  return {{"count", count_},
-          {"mean_us", mean_ns() / 1e3},
-          {"p50_us", Quantile(0.50) / 1e3},
-          {"p90_us", Quantile(0.90) / 1e3},
-          {"p99_us", Quantile(0.99) / 1e3},
-          {"p999_us", Quantile(0.999) / 1e3},
-          {"max_us", static_cast<double>(max_) / 1e3}};
-}
-
 }  // namespace aq

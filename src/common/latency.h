@@ -8,7 +8,6 @@
 
 #include <array>
 #include <cstdint>
-#include <nlohmann/json.hpp>
 
 namespace aq {
 
@@ -22,8 +21,6 @@ class LatencyHistogram {
   // The value below which fraction q (0..1) of the recordings fall: the
   // midpoint of the bucket holding that rank (the max for q = 1).
   double Quantile(double q) const;
-  // {"count", "mean_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us"}
-  nlohmann::json ToJson() const;
 
  private:
   static constexpr int kSub = 16;

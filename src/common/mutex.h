@@ -66,6 +66,28 @@ class CondVar {
     lock.release();
     return woke;
   }
+  // Waits until pred() holds (checked with the mutex held).
+  template <typename Pred>
+  void Wait(Pred pred) AQ_NO_THREAD_SAFETY_ANALYSIS {
+    std::unique_lock<std::mutex> lock(mu_.native(), std::adopt_lock);
+    cv_.wait(lock, pred);
+    lock.release();
+  }
+  // Returns pred() at the end: false when the time ran out first.
+  template <typename Rep, typename Period, typename Pred>
+  bool WaitFor(std::chrono::duration<Rep, Period> d, Pred pred) AQ_NO_THREAD_SAFETY_ANALYSIS {
+    std::unique_lock<std::mutex> lock(mu_.native(), std::adopt_lock);
+    const bool r = cv_.wait_for(lock, d, pred);
+    lock.release();
+    return r;
+  }
+  template <typename Clock, typename Duration, typename Pred>
+  bool WaitUntil(std::chrono::time_point<Clock, Duration> t, Pred pred) AQ_NO_THREAD_SAFETY_ANALYSIS {
+    std::unique_lock<std::mutex> lock(mu_.native(), std::adopt_lock);
+    const bool r = cv_.wait_until(lock, t, pred);
+    lock.release();
+    return r;
+  }
   void Signal() { cv_.notify_one(); }
   void SignalAll() { cv_.notify_all(); }
 

@@ -5,6 +5,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
+
 namespace aq {
 
 size_t HardwareThreads() {
@@ -17,15 +19,15 @@ Status ParallelFor(size_t n, size_t threads, const std::function<Status(size_t)>
   if (threads > n) threads = n;
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
-  std::mutex mu;
-  Status first;  // GUARDED_BY(mu)
+  Mutex mu;
+  Status first AQ_GUARDED_BY(mu);
   auto worker = [&] {
     while (!failed.load(std::memory_order_relaxed)) {
       size_t i = next.fetch_add(1);
       if (i >= n) return;
       Status s = fn(i);
       if (!s.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
+        MutexLock lock(mu);
         if (first.ok()) first = std::move(s);
         failed = true;
       }

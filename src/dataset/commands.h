@@ -121,12 +121,6 @@ struct VerifyOptions {
   size_t max_problems = 100;  // listed in the report (all are counted)
   CommonOptions common;
 };
-struct Problem {
-  std::string file;
-  uint64_t record = 0;
-  uint64_t offset = 0;
-  std::string message;
-};
 struct VerifyReport {
   std::string path;
   Format format = Format::kAuto;

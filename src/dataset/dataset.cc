@@ -58,7 +58,7 @@ Status PrepareOutputDir(io::FileSystem& fs, const std::string& out, bool overwri
     auto list = AQ_TRY(fs.List(out));
     if (!list.empty()) {
       return Status(StatusCode::kAlreadyExists,
-                    fmt::format("output directory '{}' is not empty (pass --overwrite to write into it anyway)", out));
+                    fmt::format("output directory '{}' is not empty (overwriting was not asked for)", out));
     }
   }
   return fs.MakeDirs(out);
@@ -163,20 +163,41 @@ void FillFromRecordIO(Sample& s) {
   s.has_label = true;
 }
 
+// The records of one file through its format's reader, from the options'
+// first record, at most `limit`; `fill` reads the format's fields.
+template <typename Reader>
+Status WalkRecords(Reader& r, const std::string& file, const WalkOptions& opt, void (*fill)(Sample&), WalkResult& res,
+                   const std::function<Status(const Sample&)>& fn) {
+  std::string payload;
+  uint64_t seen = 0;
+  while (opt.limit == 0 || seen < opt.start_record + opt.limit) {
+    if (!AQ_TRY(r.Next(&payload))) break;
+    if (seen++ < opt.start_record) continue;
+    Sample s;
+    s.file = &file;
+    s.record = r.index();
+    s.offset = r.offset();
+    s.framed_size = r.framed_size();
+    s.payload = payload;
+    fill(s);
+    ++res.records;
+    res.bytes += r.framed_size();
+    AQ_TRY(fn(s));
+  }
+  res.skipped = r.skipped();
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<WalkResult> WalkFile(io::FileSystem& fs, Format format, const std::string& file, const WalkOptions& opt,
                             const std::function<Status(const Sample&)>& fn) {
   WalkResult res;
   auto f = AQ_TRY(fs.OpenRead(file, io::AccessHint::kSequential));
-  std::string payload;
-  Sample s;
-  s.file = &file;
-  uint64_t seen = 0;
-  auto want = [&]() { return opt.limit == 0 || seen < opt.start_record + opt.limit; };
-
   if (format == Format::kFolder) {
-    payload.resize(f->size());
+    std::string payload(f->size(), '\0');
+    Sample s;
+    s.file = &file;
     size_t got = AQ_TRY(f->ReadAt(0, payload.size(), payload.data()));
     if (got != payload.size()) return Truncated(fmt::format("{}: file shrank while being read", file));
     s.payload = s.image = payload;
@@ -195,44 +216,13 @@ Result<WalkResult> WalkFile(io::FileSystem& fs, Format format, const std::string
     ro.policy = opt.policy;
     ro.verify_crc = opt.verify_crc;
     format::TFRecordReader r(*f, ro);
-    while (want()) {
-      bool more = AQ_TRY(r.Next(&payload));
-      if (!more) break;
-      if (seen++ < opt.start_record) continue;
-      s = Sample{};
-      s.file = &file;
-      s.record = r.index();
-      s.offset = r.offset();
-      s.framed_size = r.framed_size();
-      s.payload = payload;
-      FillFromExample(s);
-      ++res.records;
-      res.bytes += r.framed_size();
-      AQ_TRY(fn(s));
-    }
-    res.skipped = r.skipped();
+    AQ_TRY(WalkRecords(r, file, opt, FillFromExample, res, fn));
     return res;
   }
-
   format::RecordIOReaderOptions ro;
   ro.policy = opt.policy;
   format::RecordIOReader r(*f, ro);
-  while (want()) {
-    bool more = AQ_TRY(r.Next(&payload));
-    if (!more) break;
-    if (seen++ < opt.start_record) continue;
-    s = Sample{};
-    s.file = &file;
-    s.record = r.index();
-    s.offset = r.offset();
-    s.framed_size = r.framed_size();
-    s.payload = payload;
-    FillFromRecordIO(s);
-    ++res.records;
-    res.bytes += r.framed_size();
-    AQ_TRY(fn(s));
-  }
-  res.skipped = r.skipped();
+  AQ_TRY(WalkRecords(r, file, opt, FillFromRecordIO, res, fn));
   return res;
 }
 

@@ -18,6 +18,15 @@
 
 namespace aq::dataset {
 
+// Damage found in a sample: which file, record and byte offset, and why
+// (verify and the input pipeline report these).
+struct Problem {
+  std::string file;
+  uint64_t record = 0;
+  uint64_t offset = 0;
+  std::string message;
+};
+
 enum class Format { kAuto, kTFRecord, kRecordIO, kFolder };
 std::string_view FormatName(Format f);
 Result<Format> ParseFormat(std::string_view s);  // auto | tfrecord | recordio | folder

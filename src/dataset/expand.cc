@@ -26,7 +26,7 @@ std::string CopyName(std::string_view name, uint32_t copy) {
 }
 
 Result<ExpandReport> Expand(io::FileSystem& fs, const ExpandOptions& o) {
-  if (o.copies == 0) return InvalidArgument("expand: --copies must be at least 1");
+  if (o.copies == 0) return InvalidArgument("expand: at least 1 copy");
   const auto t0 = std::chrono::steady_clock::now();
   DatasetFiles ds = AQ_TRY(FindDataset(fs, o.input));
   if (ds.format == Format::kFolder) {

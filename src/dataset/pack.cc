@@ -48,7 +48,7 @@ struct ShardPlan {
 Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& o) {
   if (o.input.empty()) return InvalidArgument("pack: an input image folder is required");
   if (o.format != Format::kTFRecord && o.format != Format::kRecordIO) {
-    return InvalidArgument("pack: --format must be tfrecord or recordio");
+    return InvalidArgument("pack: the output format must be tfrecord or recordio");
   }
   if (o.prefix.empty() || o.prefix.find('/') != std::string::npos) {
     return InvalidArgument(fmt::format("pack: bad shard prefix '{}'", o.prefix));
@@ -78,7 +78,7 @@ Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& o) {
     plan[s] = {io::JoinPath(o.out, name), s * n / shards, (s + 1) * n / shards};
     if (!o.overwrite && fs.Exists(plan[s].final_path)) {
       return Status(StatusCode::kAlreadyExists,
-                    fmt::format("pack: '{}' exists (pass --overwrite to replace it)", plan[s].final_path));
+                    fmt::format("pack: '{}' exists (overwriting was not asked for)", plan[s].final_path));
     }
   }
 

@@ -33,9 +33,8 @@ Result<std::string> Rescale(std::string_view jpeg, double scale, int quality) {
 }  // namespace
 
 Result<ResizeReport> Resize(io::FileSystem& fs, const ResizeOptions& o) {
-  if (!(o.scale > 0 && o.scale <= 16))
-    return InvalidArgument(fmt::format("resize: --scale {} not in (0, 16]", o.scale));
-  if (o.quality < 1 || o.quality > 100) return InvalidArgument("resize: --quality must be in 1..100");
+  if (!(o.scale > 0 && o.scale <= 16)) return InvalidArgument(fmt::format("resize: scale {} not in (0, 16]", o.scale));
+  if (o.quality < 1 || o.quality > 100) return InvalidArgument("resize: JPEG quality must be in 1..100");
   if (o.out.empty()) return InvalidArgument("resize: an output directory is required");
   const auto t0 = std::chrono::steady_clock::now();
   DatasetFiles ds = AQ_TRY(FindDataset(fs, o.input, o.format));

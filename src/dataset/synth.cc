@@ -40,9 +40,9 @@ std::string SynsetName(uint32_t c) { return fmt::format("n{:08d}", 1000000 + c *
 
 Result<SynthReport> Synthesize(io::FileSystem& fs, const SynthOptions& o) {
   if (o.out.empty()) return InvalidArgument("synth: an output directory is required");
-  if (o.classes == 0) return InvalidArgument("synth: --classes must be at least 1");
-  if (o.images == 0) return InvalidArgument("synth: --images must be at least 1");
-  if (o.quality < 0 || o.quality > 100) return InvalidArgument("synth: --quality must be in 1..100");
+  if (o.classes == 0) return InvalidArgument("synth: at least 1 class");
+  if (o.images == 0) return InvalidArgument("synth: at least 1 image");
+  if (o.quality < 0 || o.quality > 100) return InvalidArgument("synth: JPEG quality must be in 1..100");
   const Profile prof = o.profile == SizeProfile::kSmall ? kSmall : kLarge;
   const int quality = o.quality > 0 ? o.quality : prof.quality;
   AQ_TRY(PrepareOutputDir(fs, o.out, o.overwrite));

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 
+#include "common/mutex.h"
 #include "common/progress.h"
 #include "common/thread_pool.h"
 #include "dataset/commands.h"
@@ -24,25 +25,25 @@ class Collector {
  public:
   Collector(VerifyReport* rep, size_t max) : rep_(rep), max_(max) {}
   void Add(Problem p) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ++rep_->problem_count;
     if (rep_->problems.size() < max_) rep_->problems.push_back(std::move(p));
   }
   void Merge(uint64_t records, uint64_t bytes, uint64_t image_bytes, const std::map<int64_t, uint64_t>& labels) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     rep_->records += records;
     rep_->bytes += bytes;
     rep_->image_bytes += image_bytes;
     for (const auto& [l, c] : labels) rep_->labels[l] += c;
   }
   uint64_t count() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return rep_->problem_count;
   }
 
  private:
-  std::mutex mu_;
-  VerifyReport* rep_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  VerifyReport* rep_ AQ_GUARDED_BY(mu_);
   size_t max_;
 };
 

@@ -5,6 +5,8 @@
 #include <charconv>
 #include <cstring>
 
+#include "format/index_text.h"
+
 namespace aq::format {
 namespace {
 
@@ -241,29 +243,13 @@ std::string FormatRecordIOIndex(const std::vector<RecordIOIndexEntry>& entries) 
 
 Result<std::vector<RecordIOIndexEntry>> ParseRecordIOIndex(std::string_view text, std::string_view name) {
   std::vector<RecordIOIndexEntry> out;
-  size_t line_no = 0;
-  while (!text.empty()) {
-    ++line_no;
-    size_t nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
-    if (line.empty()) continue;
-    RecordIOIndexEntry e;
-    const char* end = line.data() + line.size();
-    auto r1 = std::from_chars(line.data(), end, e.key);
-    const char* p = r1.ptr;
-    while (p < end && (*p == '\t' || *p == ' ')) ++p;
-    auto r2 = std::from_chars(p, end, e.offset);
-    if (r1.ec != std::errc() || p == r1.ptr || r2.ec != std::errc() || r2.ptr != end) {
-      return Corruption(
-          fmt::format("{}: line {}: expected 'key<TAB>offset', got '{}'", name, line_no, line.substr(0, 80)));
+  AQ_TRY(ForEachIndexLine(text, name, "key<TAB>offset", [&](size_t line_no, uint64_t key, uint64_t offset) -> Status {
+    if (offset % 4 != 0) {
+      return Corruption(fmt::format("{}: line {}: offset {} is not 4-byte aligned", name, line_no, offset));
     }
-    if (e.offset % 4 != 0) {
-      return Corruption(fmt::format("{}: line {}: offset {} is not 4-byte aligned", name, line_no, e.offset));
-    }
-    out.push_back(e);
-  }
+    out.push_back({key, offset});
+    return Status::Ok();
+  }));
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/crc32c.h"
+#include "format/index_text.h"
 
 namespace aq::format {
 namespace {
@@ -209,33 +210,17 @@ std::string FormatTFRecordIndex(const std::vector<IndexEntry>& entries) {
 
 Result<std::vector<IndexEntry>> ParseTFRecordIndex(std::string_view text, std::string_view name) {
   std::vector<IndexEntry> out;
-  size_t line_no = 0;
-  while (!text.empty()) {
-    ++line_no;
-    size_t nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
-    if (line.empty()) continue;
-    IndexEntry e;
-    const char* end = line.data() + line.size();
-    auto r1 = std::from_chars(line.data(), end, e.offset);
-    const char* p = r1.ptr;
-    while (p < end && (*p == ' ' || *p == '\t')) ++p;
-    auto r2 = std::from_chars(p, end, e.size);
-    if (r1.ec != std::errc() || p == r1.ptr || r2.ec != std::errc() || r2.ptr != end) {
+  AQ_TRY(ForEachIndexLine(text, name, "offset size", [&](size_t line_no, uint64_t offset, uint64_t size) -> Status {
+    if (!out.empty() && offset < out.back().offset + out.back().size) {
       return Corruption(
-          fmt::format("{}: line {}: expected 'offset size', got '{}'", name, line_no, line.substr(0, 80)));
+          fmt::format("{}: line {}: entry at offset {} overlaps the previous one", name, line_no, offset));
     }
-    if (!out.empty() && e.offset < out.back().offset + out.back().size) {
-      return Corruption(
-          fmt::format("{}: line {}: entry at offset {} overlaps the previous one", name, line_no, e.offset));
+    if (size < kTFRecordOverhead) {
+      return Corruption(fmt::format("{}: line {}: size {} is smaller than a record's framing", name, line_no, size));
     }
-    if (e.size < kTFRecordOverhead) {
-      return Corruption(fmt::format("{}: line {}: size {} is smaller than a record's framing", name, line_no, e.size));
-    }
-    out.push_back(e);
-  }
+    out.push_back({offset, size});
+    return Status::Ok();
+  }));
   return out;
 }
 

@@ -20,6 +20,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "common/log.h"
 #include "common/mutex.h"
 
 namespace aq::http {
@@ -132,7 +133,16 @@ bool ServeConnection(Stream& stream, std::string& buf, const ServerOptions& opti
     const Request request = parser.request();
     buf.erase(0, *head);
     Exchange exchange(stream, request, buf, options, peer, &parser);
-    handler(exchange);
+    try {
+      handler(exchange);
+    } catch (const std::exception& e) {
+      // The edge of the request: a bug in a handler answers 500 and closes
+      // this connection; it never takes the server down.
+      log::error("{} {} from {}: unexpected exception: {}", request.method, request.path, peer, e.what());
+      exchange.CloseAfter();
+      if (!exchange.responded()) (void)exchange.Respond(500, {}, "internal error\n");
+      return false;
+    }
     counters.requests++;
     if (!exchange.Finish()) return false;
     SkipBlankLines(buf);

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <set>
 
+#include "common/mutex.h"
 #include "io/file_system.h"
 
 namespace aq::io {
@@ -60,7 +61,7 @@ class MemWriteFile final : public WritableFile {
 class MemFileSystem final : public FileSystem {
  public:
   Result<std::unique_ptr<RandomAccessFile>> OpenRead(const std::string& path, AccessHint) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = files_.find(path);
     if (it == files_.end()) {
       if (IsDirLocked(path)) return InvalidArgument(fmt::format("'{}' is a directory, not a file", path));
@@ -70,20 +71,20 @@ class MemFileSystem final : public FileSystem {
   }
   Result<std::unique_ptr<WritableFile>> OpenWrite(const std::string& path) override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       files_[path] = std::make_shared<const std::string>();
     }
     return std::unique_ptr<WritableFile>(std::make_unique<MemWriteFile>(this, path));
   }
   Result<FileInfo> Stat(const std::string& path) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = files_.find(path);
     if (it != files_.end()) return FileInfo{path, it->second->size(), false};
     if (IsDirLocked(path)) return FileInfo{path, 0, true};
     return NotFound(fmt::format("stat '{}': No such file or directory", path));
   }
   Result<std::vector<FileInfo>> List(const std::string& dir) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!IsDirLocked(dir)) return NotFound(fmt::format("list directory '{}': No such file or directory", dir));
     std::string prefix = dir.empty() || dir.back() == '/' ? dir : dir + "/";
     std::map<std::string, FileInfo> out;
@@ -107,7 +108,7 @@ class MemFileSystem final : public FileSystem {
     return v;
   }
   Status MakeDirs(const std::string& path) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (files_.count(path))
       return Status(StatusCode::kAlreadyExists, fmt::format("'{}' exists and is not a directory", path));
     std::string p = path;
@@ -116,14 +117,14 @@ class MemFileSystem final : public FileSystem {
     return Status::Ok();
   }
   Status Remove(const std::string& path) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (files_.erase(path) == 0 && dirs_.erase(path) == 0) {
       return NotFound(fmt::format("remove '{}': No such file or directory", path));
     }
     return Status::Ok();
   }
   Status Rename(const std::string& from, const std::string& to) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = files_.find(from);
     if (it == files_.end()) return NotFound(fmt::format("rename '{}': No such file or directory", from));
     files_[to] = it->second;
@@ -132,12 +133,12 @@ class MemFileSystem final : public FileSystem {
   }
 
   void Store(const std::string& path, std::string data) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     files_[path] = std::make_shared<const std::string>(std::move(data));
   }
 
  private:
-  bool IsDirLocked(const std::string& path) const {
+  bool IsDirLocked(const std::string& path) const AQ_REQUIRES(mu_) {
     std::string p = path;
     while (p.size() > 1 && p.back() == '/') p.pop_back();
     if (p.empty() || p == "/" || p == "." || dirs_.count(p)) return true;
@@ -148,9 +149,9 @@ class MemFileSystem final : public FileSystem {
     return d != dirs_.end() && d->compare(0, prefix.size(), prefix) == 0;
   }
 
-  std::mutex mu_;
-  std::map<std::string, Bytes> files_;  // GUARDED_BY(mu_)
-  std::set<std::string> dirs_;          // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::map<std::string, Bytes> files_ AQ_GUARDED_BY(mu_);
+  std::set<std::string> dirs_ AQ_GUARDED_BY(mu_);
 };
 
 Status MemWriteFile::Sync() {

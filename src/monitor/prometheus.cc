@@ -86,10 +86,10 @@ Result<std::unique_ptr<PrometheusExporter>> PrometheusExporter::Start(const Samp
   });
   if (port == 0) {
     e->port_ = e->server_->bind_to_any_port(host);
-    if (e->port_ <= 0) return IoError(fmt::format("--prometheus: cannot listen on {}", host));
+    if (e->port_ <= 0) return IoError(fmt::format("Prometheus exporter: cannot listen on {}", host));
   } else {
     if (!e->server_->bind_to_port(host, port)) {
-      return IoError(fmt::format("--prometheus: cannot listen on {}:{} (in use?)", host, port));
+      return IoError(fmt::format("Prometheus exporter: cannot listen on {}:{} (in use?)", host, port));
     }
     e->port_ = port;
   }

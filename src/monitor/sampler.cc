@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/mutex.h"
 #include "monitor/proc.h"
 
 namespace aq::monitor {
@@ -175,13 +176,14 @@ void Sampler::Start() {
         gpu_note = "GPU: NVML present but not initialised (no driver or no device)";
       }
     }
+    MutexLock lock(mu_);
     series_.notes.push_back(gpu_note);
   }
   for (auto& p : probes_) {
     if (p.counter) p.last = p.read();
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& p : probes_) series_.columns.push_back({p.name, p.unit, {}});
     stop_ = false;
   }
@@ -198,17 +200,17 @@ void Sampler::SampleNow() {
   double t = Elapsed();
   SampleOnce(t - last_t_);
   last_t_ = t;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   series_.t.push_back(t);
 }
 
 void Sampler::Stop() {
   if (thread_.joinable()) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       stop_ = true;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     thread_.join();
   }
   if (nvml_ != nullptr) {
@@ -224,8 +226,8 @@ void Sampler::Run() {
                              std::chrono::duration<double>(options_.interval_seconds * static_cast<double>(tick)));
     bool stopping;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      stopping = cv_.wait_until(lock, next, [this] { return stop_; });
+      MutexLock lock(mu_);
+      stopping = cv_.WaitUntil(next, [this]() AQ_REQUIRES(mu_) { return stop_; });
     }
     if (stopping && Elapsed() - last_t_ < options_.interval_seconds / 2) return;
     SampleNow();
@@ -245,19 +247,19 @@ void Sampler::SampleOnce(double dt) {
       row[i] = v;
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (size_t i = 0; i < row.size(); ++i) series_.columns[i].values.push_back(row[i]);
 }
 
 std::vector<std::pair<std::string, double>> Sampler::Latest() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::pair<std::string, double>> out;
   for (const auto& c : series_.columns) out.emplace_back(c.name, c.values.empty() ? 0.0 : c.values.back());
   return out;
 }
 
 Series Sampler::Take() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return series_;
 }
 

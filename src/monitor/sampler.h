@@ -1,3 +1,4 @@
+#include "common/mutex.h"
 // The monitor: while a bench runs, a thread samples the machine once a
 // second, as the documents' dashboards did: CPU (user, system, iowait),
 // memory and page cache, read/write MB/s and IOPS per disk, receive/transmit
@@ -83,10 +84,10 @@ class Sampler {
   std::vector<Probe> probes_;  // fixed after Start(); touched by the thread only
   void* nvml_ = nullptr;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // GUARDED_BY(mu_)
-  Series series_;      // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar cv_{mu_};
+  bool stop_ AQ_GUARDED_BY(mu_) = false;
+  Series series_ AQ_GUARDED_BY(mu_);
   std::thread thread_;
   std::chrono::steady_clock::time_point start_;
   double last_t_ = 0;  // time of the last sample; touched by the sampling thread only

@@ -75,11 +75,12 @@ Node::Node() = default;
 
 Node::~Node() { Stop(); }
 
-Result<std::unique_ptr<Node>> Node::Start(io::FileSystem& fs, NodeOptions options) {
+Result<std::unique_ptr<Node>> Node::Start(NodeOptions options, std::unique_ptr<io::FileSystem> fs) {
   AQ_TRY(options.Validate());
   std::unique_ptr<Node> n(new Node());
   n->o_ = std::move(options);
-  Status s = n->StartImpl(fs);
+  n->fs_ = fs ? std::move(fs) : io::NewPosixFileSystem();
+  Status s = n->StartImpl();
   if (!s.ok()) {
     n->Stop();
     return s;
@@ -87,7 +88,8 @@ Result<std::unique_ptr<Node>> Node::Start(io::FileSystem& fs, NodeOptions option
   return n;
 }
 
-Status Node::StartImpl(io::FileSystem& fs) {
+Status Node::StartImpl() {
+  io::FileSystem& fs = *fs_;
   const bool cluster = !o_.etcd.empty();
   http::RaiseOpenFileLimit();
   std::vector<store::PoolConfig> pools = o_.pools;
@@ -232,6 +234,7 @@ Status Node::JoinCluster() {
   });
   cluster::RepairOptions ro;
   ro.bytes_per_second = o_.repair_bytes_per_second;
+  ro.interval_seconds = o_.repair_interval_s;
   repairer_ = std::make_unique<cluster::Repairer>(*membership_, *meta_, *cluster_blocks_, *block_client_, ro);
   return Status::Ok();
 }

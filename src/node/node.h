@@ -87,7 +87,8 @@ struct NodeOptions {
   std::string advertise;  // HOST:PORT others reach this node at (default: the listen address)
   int lease_ttl_s = 5;
   double repair_bytes_per_second = 200e6;
-  std::string node_id;  // default: generated once, kept in data_dir/node-id
+  double repair_interval_s = 2;  // between repair passes
+  std::string node_id;           // default: generated once, kept in data_dir/node-id
 
   // What is wrong with the options, in words that name no command-line flag.
   Status Validate() const;
@@ -95,7 +96,8 @@ struct NodeOptions {
 
 class Node {
  public:
-  static Result<std::unique_ptr<Node>> Start(io::FileSystem& fs, NodeOptions options);
+  // The node's files go through `fs` (default: the local POSIX file system).
+  static Result<std::unique_ptr<Node>> Start(NodeOptions options, std::unique_ptr<io::FileSystem> fs = nullptr);
   ~Node();
   void Stop();
 
@@ -122,10 +124,11 @@ class Node {
 
  private:
   Node();
-  Status StartImpl(io::FileSystem& fs);
+  Status StartImpl();
   Status JoinCluster();
 
   NodeOptions o_;
+  std::unique_ptr<io::FileSystem> fs_;
   std::string node_id_;
   store::GcReport gc_;
   bool stopped_ = false;

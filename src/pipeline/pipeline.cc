@@ -502,8 +502,8 @@ Result<std::unique_ptr<Pipeline>> Pipeline::Create(io::FileSystem& fs, const Pip
     return InvalidArgument(fmt::format(
         "pipeline needs up to {:.0f} MiB but the memory limit is {:.0f} MiB: {} batch buffers of {:.1f} MiB, {} "
         "payload "
-        "slots of up to {:.2f} MiB (shuffle buffer {} + lookahead), decode scratch {:.0f} MiB. Lower --batch, "
-        "--prefetch or --shuffle-buffer, or raise --memory-limit",
+        "slots of up to {:.2f} MiB (shuffle buffer {} + lookahead), decode scratch {:.0f} MiB. Lower the batch "
+        "size, the prefetch depth or the shuffle buffer, or raise the memory limit",
         impl->memory_bound / 1048576.0, o.memory_limit / 1048576.0, impl->depth,
         o.batch_size * impl->sample_bytes / 1048576.0, impl->capacity, max_payload / 1048576.0, o.shuffle_buffer,
         scratch_mem / 1048576.0));

@@ -32,7 +32,6 @@
 #include <vector>
 
 #include "common/status.h"
-#include "dataset/commands.h"
 #include "dataset/dataset.h"
 #include "format/error_policy.h"
 #include "image/augment.h"

@@ -94,8 +94,7 @@ Result<EpochPlan> MakeEpochPlan(const std::vector<uint32_t>& files_of_sample, ui
   plan.steps = o.remainder == Remainder::kDrop ? share / o.batch_size : (share + o.batch_size - 1) / o.batch_size;
   if (plan.steps == 0) {
     return InvalidArgument(
-        fmt::format("plan: {} samples per rank make no full batch of {} (use a smaller batch or "
-                    "--remainder pad)",
+        fmt::format("plan: {} samples per rank make no full batch of {} (use a smaller batch, or pad the remainder)",
                     share, o.batch_size));
   }
   const uint64_t out_n = plan.steps * o.batch_size;

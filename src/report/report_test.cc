@@ -2,10 +2,24 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "report/svg.h"
 
 namespace aq::report {
 namespace {
+
+// Found by fuzz_report: a huge or non-finite axis range left the tick list
+// empty (a read past its end) or looped forever.
+TEST(SvgTest, NiceTicksOfDegenerateRangesEndWithTheirEnds) {
+  for (auto [lo, hi] : {std::pair{1e300, 1.0000001e300}, std::pair{-1e308, 1e308}, std::pair{1e20, 1e20 + 1},
+                        std::pair{0.0, std::numeric_limits<double>::infinity()},
+                        std::pair{std::numeric_limits<double>::quiet_NaN(), 5.0}}) {
+    auto t = NiceTicks(lo, hi);
+    EXPECT_GE(t.size(), 2u) << lo << " " << hi;
+    EXPECT_LE(t.size(), 101u);
+  }
+}
 
 TEST(SvgTest, NiceTicks) {
   EXPECT_EQ(NiceTicks(0, 97), (std::vector<double>{0, 20, 40, 60, 80, 100}));

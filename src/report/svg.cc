@@ -36,6 +36,8 @@ std::string EscapeXml(const std::string& s) {
 }
 
 std::vector<double> NiceTicks(double lo, double hi, int target) {
+  if (!std::isfinite(lo)) lo = 0;
+  if (!std::isfinite(hi)) hi = lo + 1;
   if (!(hi > lo)) hi = lo + 1;
   double raw = (hi - lo) / std::max(1, target);
   double mag = std::pow(10, std::floor(std::log10(raw)));
@@ -45,7 +47,11 @@ std::vector<double> NiceTicks(double lo, double hi, int target) {
     if (step >= raw) break;
   }
   std::vector<double> t;
-  for (double v = std::floor(lo / step) * step; v <= hi + step * 1e-9; v += step) t.push_back(v);
+  // Values so large (or a range so narrow) that steps vanish in rounding get
+  // just their ends.
+  if (!std::isfinite(step) || step <= 0 || lo + step == lo || hi + step == hi) return {lo, hi};
+  for (double v = std::floor(lo / step) * step; v <= hi + step * 1e-9 && t.size() < 100; v += step) t.push_back(v);
+  if (t.empty()) return {lo, hi};
   if (t.back() < hi) t.push_back(t.back() + step);
   return t;
 }

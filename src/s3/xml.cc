@@ -92,9 +92,9 @@ class Walker {
 
 }  // namespace
 
-Result<std::vector<store::CompletedPart>> ParseCompleteMultipartUpload(std::string_view xml) {
-  std::vector<store::CompletedPart> parts;
-  store::CompletedPart cur;
+Result<std::vector<CompletedPart>> ParseCompleteMultipartUpload(std::string_view xml) {
+  std::vector<CompletedPart> parts;
+  CompletedPart cur;
   bool has_number = false, has_etag = false;
   bool root_ok = false;
   AQ_TRY(Walker::Run(xml, "CompleteMultipartUpload", [&](const std::string& path, const std::string& text) -> Status {
@@ -155,8 +155,7 @@ Result<DeleteObjectsRequest> ParseDeleteObjects(std::string_view xml) {
 }
 
 Status WalkXml(std::string_view xml, const char* what,
-               const std::function<Status(const std::string& path, const std::string& text)>& on_end,
-               size_t max_text) {
+               const std::function<Status(const std::string& path, const std::string& text)>& on_end, size_t max_text) {
   return Walker::Run(xml, what, on_end, max_text);
 }
 

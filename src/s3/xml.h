@@ -12,13 +12,16 @@
 #include <vector>
 
 #include "common/status.h"
-#include "store/meta_store.h"
 
 namespace aq::s3 {
 
 // <CompleteMultipartUpload><Part><PartNumber>N</PartNumber><ETag>"…"</ETag></Part>…
 // Part numbers must be integers in 1..10000; order is kept as sent.
-Result<std::vector<store::CompletedPart>> ParseCompleteMultipartUpload(std::string_view xml);
+struct CompletedPart {
+  uint32_t number = 0;
+  std::string etag;
+};
+Result<std::vector<CompletedPart>> ParseCompleteMultipartUpload(std::string_view xml);
 
 struct DeleteObjectsRequest {
   std::vector<std::string> keys;
@@ -37,7 +40,7 @@ Status WalkXml(std::string_view xml, const char* what,
 // Text for an XML element or attribute: &<>"' escaped, and TAB, LF and CR as
 // character references so that they survive a parser's normalisation. The
 // node only stores keys that are valid UTF-8 without other control
-// characters (store::CheckObjectKey), so the result is always valid XML 1.0.
+// characters (the store checks keys), so the result is always valid XML 1.0.
 std::string XmlText(std::string_view s);
 
 // ListBucketResult (V1 or V2), as a client reads it.

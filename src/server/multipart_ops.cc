@@ -91,8 +91,10 @@ void S3Handler::CompleteUpload(S3Request& r, const std::string& body) {
                            kXmlns, s3::XmlText(r.req.headers.Get("Host")), s3::XmlText(r.req.path),
                            s3::XmlText(r.bucket), s3::XmlText(r.key), s3::XmlText(etag)));
   };
-  auto parts = s3::ParseCompleteMultipartUpload(body);
-  if (!parts.ok()) return SendError(r, {400, "MalformedXML", parts.status().message()});
+  auto listed = s3::ParseCompleteMultipartUpload(body);
+  if (!listed.ok()) return SendError(r, {400, "MalformedXML", listed.status().message()});
+  std::vector<store::CompletedPart> parts;
+  for (const auto& p : *listed) parts.push_back({p.number, p.etag});
   auto upload = objects_.GetUpload(id, r.bucket, r.key);
   if (!upload.ok()) {
     // Completed already (a client retrying after a lost answer): the object
@@ -104,10 +106,10 @@ void S3Handler::CompleteUpload(S3Request& r, const std::string& body) {
     return SendStatus(r, upload.status(), Subject::kUpload);
   }
   std::string code, message;
-  if (!store::CheckCompletion(*upload, *parts, o_.min_part_bytes, &code, &message)) {
+  if (!store::CheckCompletion(*upload, parts, o_.min_part_bytes, &code, &message)) {
     return SendError(r, {400, code, message});
   }
-  auto meta = objects_.CompleteUpload(id, r.bucket, r.key, *parts);
+  auto meta = objects_.CompleteUpload(id, r.bucket, r.key, parts);
   if (!meta.ok()) {
     if (meta.status().code() == StatusCode::kInvalidArgument) {
       // A part was replaced between the check and the commit.

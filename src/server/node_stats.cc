@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "monitor/latency_json.h"
 #include "monitor/prometheus.h"
 
 namespace aq::server {
@@ -13,9 +14,10 @@ const char* OpName(Op op) {
   return kNames[static_cast<size_t>(op)];
 }
 
-void NodeStats::Record(Op op, double seconds, uint64_t in, uint64_t out, int status) {
+void NodeStats::Begin(Op op) { ops_[static_cast<size_t>(op)].count.fetch_add(1, std::memory_order_relaxed); }
+
+void NodeStats::Finish(Op op, double seconds, uint64_t in, uint64_t out, int status) {
   auto& s = ops_[static_cast<size_t>(op)];
-  s.count.fetch_add(1, std::memory_order_relaxed);
   if (status >= 400 && status < 500) {
     s.client_errors.fetch_add(1, std::memory_order_relaxed);
     client_errors_.fetch_add(1, std::memory_order_relaxed);
@@ -42,7 +44,7 @@ nlohmann::json NodeStats::ToJson() const {
     nlohmann::json lat;
     {
       MutexLock lock(s.mu);
-      lat = s.latency.ToJson();
+      lat = monitor::LatencyJson(s.latency);
     }
     ops[OpName(static_cast<Op>(i))] = {{"requests", s.count.load()},
                                        {"client_errors", s.client_errors.load()},

@@ -33,9 +33,17 @@ const char* OpName(Op op);
 
 class NodeStats {
  public:
+  // A request starts: counted now, so a client that has its answer sees it
+  // counted. Its outcome follows with Finish.
+  void Begin(Op op);
   // `status` is the HTTP status answered: 4xx counts as a client error, 5xx
   // as a server error.
-  void Record(Op op, double seconds, uint64_t bytes_in, uint64_t bytes_out, int status);
+  void Finish(Op op, double seconds, uint64_t bytes_in, uint64_t bytes_out, int status);
+  // Begin and Finish at once.
+  void Record(Op op, double seconds, uint64_t bytes_in, uint64_t bytes_out, int status) {
+    Begin(op);
+    Finish(op, seconds, bytes_in, bytes_out, status);
+  }
   uint64_t requests(Op op) const { return ops_[static_cast<size_t>(op)].count.load(); }
   uint64_t client_errors() const { return client_errors_.load(); }
   uint64_t server_errors() const { return server_errors_.load(); }

@@ -3,6 +3,7 @@
 // the body streams), CopyObject and DeleteObject.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <memory>
 #include <optional>
@@ -144,6 +145,19 @@ bool S3Handler::StoredHeaders(S3Request& r, std::map<std::string, std::string>* 
   uint64_t user = 0;
   for (const auto& [name, value] : r.req.headers.fields()) {
     const std::string lower = http::ToLower(name);
+    const bool stored =
+        lower.rfind("x-amz-meta-", 0) == 0 ||
+        std::any_of(std::begin(kStored), std::end(kStored), [&](const auto& k) { return lower == k.first; });
+    // S3 keeps metadata as US-ASCII (REST); anything else is refused, not mangled.
+    if (stored && std::any_of(value.begin(), value.end(), [](char c) {
+          const auto u = static_cast<unsigned char>(c);
+          return (u < 0x20 && u != '\t') || u > 0x7e;
+        })) {
+      SendError(r,
+                {400, "InvalidArgument",
+                 fmt::format("the header {} holds bytes that are not printable US-ASCII; S3 metadata must be", name)});
+      return false;
+    }
     if (lower.rfind("x-amz-meta-", 0) == 0) {
       user += lower.size() - 11 + value.size();
       (*out)[lower] = value;

@@ -1,3 +1,4 @@
+#include "common/mutex.h"
 // A token bucket for a node's outgoing bytes (serve --net-limit): emulates a
 // node's network link at a set rate, so a cluster on one machine shows how
 // throughput grows with nodes when each node's link is the limit.
@@ -24,7 +25,7 @@ class RateLimiter {
     if (rate_ <= 0) return;
     double wait = 0;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       const auto now = std::chrono::steady_clock::now();
       const double dt = std::chrono::duration<double>(now - last_).count();
       last_ = now;
@@ -38,8 +39,8 @@ class RateLimiter {
 
  private:
   const double rate_, burst_;
-  std::mutex mu_;
-  double tokens_ = 0;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  double tokens_ AQ_GUARDED_BY(mu_) = 0;
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
 };
 

@@ -259,10 +259,12 @@ void S3Handler::Handle(http::Exchange& ex) {
   r.bucket = path.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
   if (slash != std::string::npos) r.key = path.substr(slash + 1);
   r.query = s3::ParseQuery(r.req.query);
+  const Op op = Classify(r);
+  if (o_.stats != nullptr) o_.stats->Begin(op);
   Route(r);
   if (o_.stats != nullptr) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    o_.stats->Record(Classify(r), seconds, ex.body_received(), ex.bytes_sent(), ex.status());
+    o_.stats->Finish(op, seconds, ex.body_received(), ex.bytes_sent(), ex.status());
   }
 }
 

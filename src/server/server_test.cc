@@ -1,6 +1,13 @@
+#include "http/server.h"
+
 #include <gtest/gtest.h>
 
+#include "io/file_system.h"
 #include "server/node_stats.h"
+#include "server/s3_handler.h"
+#include "store/block_store.h"
+#include "store/meta_store.h"
+#include "store/object_store.h"
 
 namespace aq::server {
 namespace {
@@ -24,6 +31,60 @@ TEST(NodeStatsTest, CountsPerOperationAndErrorClass) {
   EXPECT_EQ(j["ops"]["put"]["bytes_in"], 4096);
   EXPECT_GT(j["ops"]["get"]["latency"]["p99_us"].get<double>(), 1000);
   EXPECT_EQ(j["ops"]["delete"]["requests"], 0);
+}
+
+// A node's S3 handler over an in-memory store, driven by raw requests.
+class InProcess {
+ public:
+  InProcess() {
+    fs_ = io::NewMemFileSystem();
+    meta_ = store::OpenSqliteMetaStore(":memory:").value();
+    blocks_ = store::BlockStore::Open(*fs_, {{"default", "/pool", store::Media::kSsd}}).value();
+    objects_ = std::make_unique<store::ObjectStore>(*meta_, *blocks_, store::ObjectStoreOptions{});
+    EXPECT_TRUE(meta_->CreateBucket("bkt").ok());
+    S3HandlerOptions o;
+    o.anonymous = true;
+    handler_ = std::make_unique<S3Handler>(*objects_, o);
+  }
+  std::string Send(std::string_view raw) {
+    return http::ServeBytes(
+        http::ServerOptions(), [this](http::Exchange& ex) { handler_->Handle(ex); }, raw);
+  }
+  store::ObjectStore& objects() { return *objects_; }
+
+ private:
+  std::unique_ptr<io::FileSystem> fs_;
+  std::unique_ptr<store::MetaStore> meta_;
+  std::unique_ptr<store::BlockStore> blocks_;
+  std::unique_ptr<store::ObjectStore> objects_;
+  std::unique_ptr<S3Handler> handler_;
+};
+
+// Found by fuzz_s3_request: a stored header with bytes that are not UTF-8
+// made the metadata record's JSON serializer throw and ended the process.
+TEST(S3HandlerTest, NonAsciiMetadataIsRefusedNotACrash) {
+  InProcess node;
+  const std::string reply = node.Send(
+      "PUT /bkt/a HTTP/1.1\r\nContent-Encoding: x\xff\xfe\xb1y\r\nx-amz-meta-n: caf\xc3\xa9\r\n"
+      "Content-Length: 3\r\n\r\nabc");
+  EXPECT_EQ(reply.rfind("HTTP/1.1 400", 0), 0u) << reply;
+  EXPECT_NE(reply.find("US-ASCII"), std::string::npos) << reply;
+  EXPECT_EQ(node.objects().Head("bkt", "a").status().code(), StatusCode::kNotFound);
+  const std::string ok = node.Send("PUT /bkt/a HTTP/1.1\r\nx-amz-meta-n: plain\r\nContent-Length: 3\r\n\r\nabc");
+  EXPECT_EQ(ok.rfind("HTTP/1.1 200", 0), 0u) << ok;
+  EXPECT_EQ(node.objects().Head("bkt", "a")->attrs.headers.at("x-amz-meta-n"), "plain");
+}
+
+TEST(S3HandlerTest, RefusesUnimplementedSubresourcesBeforeTheBody) {
+  InProcess node;
+  ASSERT_EQ(node.Send("PUT /bkt/k HTTP/1.1\r\nContent-Length: 4\r\n\r\ndata").rfind("HTTP/1.1 200", 0), 0u);
+  for (const char* sub : {"retention", "legal-hold", "torrent", "select&select-type=2", "restore", "policy=1"}) {
+    const std::string reply =
+        node.Send(std::string("PUT /bkt/k?") + sub + " HTTP/1.1\r\nContent-Length: 9\r\n\r\nnew bytes");
+    EXPECT_EQ(reply.rfind("HTTP/1.1 501", 0), 0u) << sub << ": " << reply;
+  }
+  auto meta = node.objects().Head("bkt", "k").value();
+  EXPECT_EQ(meta.size, 4u);
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <functional>
 
+#include "common/mutex.h"
+
 namespace aq::store {
 namespace {
 
@@ -50,7 +52,7 @@ void BlockCache::Touch(const std::string& id) {
 }
 
 std::shared_ptr<const std::string> BlockCache::Get(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (policy_ == CachePolicy::kTinyLfu) Touch(id);
   auto it = index_.find(id);
   if (it == index_.end()) {
@@ -63,13 +65,13 @@ std::shared_ptr<const std::string> BlockCache::Get(const std::string& id) {
 }
 
 bool BlockCache::Contains(const std::string& id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return index_.count(id) > 0;
 }
 
 void BlockCache::Put(const std::string& id, std::shared_ptr<const std::string> data) {
   const uint64_t size = data->size();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (size > capacity_ || index_.count(id)) return;
   if (policy_ == CachePolicy::kTinyLfu && stats_.bytes + size > capacity_) {
     // Admission: the candidate must have been asked for more often than
@@ -100,7 +102,7 @@ void BlockCache::Put(const std::string& id, std::shared_ptr<const std::string> d
 }
 
 void BlockCache::Erase(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = index_.find(id);
   if (it == index_.end()) return;
   stats_.bytes -= it->second->data->size();
@@ -109,7 +111,7 @@ void BlockCache::Erase(const std::string& id) {
 }
 
 CacheStats BlockCache::Stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   CacheStats s = stats_;
   s.entries = index_.size();
   return s;

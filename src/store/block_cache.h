@@ -1,3 +1,4 @@
+#include "common/mutex.h"
 // The node's RAM block cache (the reference architecture's L2): verified
 // blocks by id, under a byte budget. Blocks are immutable and never reused
 // under another id, so an entry never goes stale.
@@ -64,7 +65,7 @@ class BlockCache {
 
   const uint64_t capacity_;
   const CachePolicy policy_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::list<Entry> lru_;  // front = most recent; GUARDED_BY(mu_)
   std::unordered_map<std::string, std::list<Entry>::iterator> index_;
   // Count-min sketch: 4 rows of 4-bit-like counters (uint8 capped at 15).

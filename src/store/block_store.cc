@@ -81,13 +81,13 @@ Result<PoolConfig> ParsePool(std::string_view spec) {
   PoolConfig p;
   size_t eq = spec.find('=');
   if (eq == std::string_view::npos || eq == 0) {
-    return InvalidArgument(fmt::format("--pool '{}': expected NAME=PATH[,media=ssd|hdd]", spec));
+    return InvalidArgument(fmt::format("pool '{}': expected NAME=PATH[,media=ssd|hdd]", spec));
   }
   p.name = std::string(spec.substr(0, eq));
   std::string_view rest = spec.substr(eq + 1);
   size_t comma = rest.find(',');
   p.path = std::string(rest.substr(0, comma));
-  if (p.path.empty()) return InvalidArgument(fmt::format("--pool '{}': no path", spec));
+  if (p.path.empty()) return InvalidArgument(fmt::format("pool '{}': no path", spec));
   while (comma != std::string_view::npos) {
     rest = rest.substr(comma + 1);
     comma = rest.find(',');
@@ -102,12 +102,12 @@ Result<PoolConfig> ParsePool(std::string_view spec) {
       auto d = ParseLatency(opt.substr(8));
       if (!d) {
         return InvalidArgument(
-            fmt::format("--pool '{}': latency '{}' is not a duration (8ms, 500us, 0.01s)", spec, opt.substr(8)));
+            fmt::format("pool '{}': latency '{}' is not a duration (8ms, 500us, 0.01s)", spec, opt.substr(8)));
       }
       p.read_latency_s = *d;
     } else {
       return InvalidArgument(
-          fmt::format("--pool '{}': unknown option '{}' (media=ssd|hdd, direct, latency=DURATION)", spec, opt));
+          fmt::format("pool '{}': unknown option '{}' (media=ssd|hdd, direct, latency=DURATION)", spec, opt));
     }
   }
   return p;

@@ -48,7 +48,9 @@ std::string AttrsToJson(const ObjectAttrs& a) {
   if (!a.part_sizes.empty()) j["parts"] = a.part_sizes;
   if (!a.upload_id.empty()) j["upload"] = a.upload_id;
   if (!a.write_id.empty()) j["write"] = a.write_id;
-  return j.dump();
+  // Never throws: bytes that are not UTF-8 (refused by the protocol layers
+  // before they get here) would be replaced, not end the process.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 Result<ObjectAttrs> AttrsFromJson(const std::string& text) {

@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 
 #include <cctype>
+#include <charconv>
 #include <chrono>
 
 namespace aq::store {
@@ -249,7 +250,9 @@ std::string MultipartEtag(const std::vector<CompletedPart>& parts) {
     std::string hex = p.etag;
     if (hex.size() >= 2 && hex.front() == '"' && hex.back() == '"') hex = hex.substr(1, hex.size() - 2);
     for (size_t i = 0; i + 1 < hex.size(); i += 2) {
-      digests += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+      unsigned v = 0;
+      std::from_chars(hex.data() + i, hex.data() + i + 2, v, 16);  // checked hex (IsMd5Etag)
+      digests += static_cast<char>(v);
     }
   }
   unsigned char d[EVP_MAX_MD_SIZE];

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <chrono>
 
+#include "common/mutex.h"
+
 namespace aq::store {
 
 struct ReadStream::Slot {
@@ -17,10 +19,10 @@ struct ReadStream::Slot {
   Prefetcher& owner;
   const uint64_t bytes;
   std::atomic<bool> cancelled{false};
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;      // GUARDED_BY(mu)
-  bool consumed = false;  // GUARDED_BY(mu)
+  Mutex mu;
+  CondVar cv{mu};
+  bool done AQ_GUARDED_BY(mu) = false;
+  bool consumed AQ_GUARDED_BY(mu) = false;
   Status status;
   std::shared_ptr<const std::string> data;
 };
@@ -69,9 +71,9 @@ Result<std::shared_ptr<const std::string>> ReadStream::Block(size_t i) {
     pending_.erase(it);
     bool waited;
     {
-      std::unique_lock<std::mutex> lock(slot->mu);
+      MutexLock lock(slot->mu);
       waited = !slot->done;
-      slot->cv.wait(lock, [&] { return slot->done; });
+      slot->cv.Wait([&]() AQ_REQUIRES(slot->mu) { return slot->done; });
       slot->consumed = true;
     }
     owner_.Count(waited ? &PrefetchStats::late_hits : &PrefetchStats::hits);
@@ -114,11 +116,11 @@ void ReadStream::Issue(size_t from, size_t to) {
           st = r.status();
         }
       }
-      std::lock_guard<std::mutex> lock(slot->mu);
+      MutexLock lock(slot->mu);
       slot->status = std::move(st);
       slot->data = std::move(data);
       slot->done = true;
-      slot->cv.notify_all();
+      slot->cv.SignalAll();
     });
   }
 }
@@ -132,14 +134,14 @@ Prefetcher::~Prefetcher() {
   std::deque<std::function<void()>> dropped;
   std::multimap<std::string, std::shared_ptr<ReadStream>> idle;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
     dropped.swap(tasks_);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   for (auto& t : threads_) t.join();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     idle.swap(idle_);
   }
   // `dropped` and `idle` release their slots here, outside the lock.
@@ -150,7 +152,7 @@ double Prefetcher::Now() {
 }
 
 void Prefetcher::Count(uint64_t PrefetchStats::*field) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ++(stats_.*field);
 }
 
@@ -158,7 +160,7 @@ bool Prefetcher::Reserve(uint64_t bytes) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::vector<std::shared_ptr<ReadStream>> victims;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (held_ + bytes <= options_.memory_bytes) {
         held_ += bytes;
         stats_.bytes_held = held_;
@@ -173,7 +175,7 @@ bool Prefetcher::Reserve(uint64_t bytes) {
 }
 
 void Prefetcher::Unreserve(uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   held_ -= std::min(held_, bytes);
   stats_.bytes_held = held_;
 }
@@ -208,7 +210,7 @@ std::shared_ptr<ReadStream> Prefetcher::Begin(std::shared_ptr<const ObjectMeta> 
   std::shared_ptr<ReadStream> stream;
   std::vector<std::shared_ptr<ReadStream>> victims;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     victims = Evict(options_.max_idle_streams);
     auto [first, last] = idle_.equal_range(StreamKey(*object));
     for (auto it = first; it != last; ++it) {
@@ -243,19 +245,19 @@ void Prefetcher::End(std::shared_ptr<ReadStream> stream, uint64_t end) {
   if (!stream || end >= stream->object_->size) return;  // read to the end: nothing to continue
   stream->next_offset_ = end;
   stream->idle_since_ = Now();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!stopping_) idle_.emplace(StreamKey(*stream->object_), std::move(stream));
   // (when stopping, the stream is released by the caller's reference, after the lock)
 }
 
 PrefetchStats Prefetcher::Stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return stats_;
 }
 
 void Prefetcher::Submit(std::function<void()> task) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!stopping_) {
       tasks_.push_back(std::move(task));
       task = nullptr;
@@ -265,15 +267,15 @@ void Prefetcher::Submit(std::function<void()> task) {
     task();  // shutting down: no worker will run it, and a reader may wait on it
     return;
   }
-  cv_.notify_one();
+  cv_.Signal();
 }
 
 void Prefetcher::Worker() {
   while (true) {
     std::function<void()> task;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+      MutexLock lock(mu_);
+      cv_.Wait([&] { return stopping_ || !tasks_.empty(); });
       if (stopping_) return;
       task = std::move(tasks_.front());
       tasks_.pop_front();

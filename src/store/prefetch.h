@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "store/block_service.h"
 #include "store/meta_store.h"
@@ -127,8 +128,8 @@ class Prefetcher {
   BlockService& blocks_;
   const PrefetchOptions options_;
 
-  mutable std::mutex mu_;  // guards the fields below
-  std::condition_variable cv_;
+  mutable Mutex mu_;  // guards the fields below
+  CondVar cv_{mu_};
   std::deque<std::function<void()>> tasks_;
   bool stopping_ = false;
   // Idle streams by object ("bucket/key#version"), oldest first.

@@ -43,18 +43,21 @@ Reclaimer::Pin Reclaimer::Hold(const std::vector<BlockRef>& blocks) {
 }
 
 void Reclaimer::Unpin(const std::vector<std::string>& ids) {
-  bool wake = false;
-  MutexLock lock(mu_);
-  for (const auto& id : ids) {
-    auto it = pins_.find(id);
-    if (it == pins_.end()) continue;
-    if (--it->second == 0) {
-      pins_.erase(it);
-      wake = wake || !pending_.empty();
+  bool released = false;
+  {
+    MutexLock lock(mu_);
+    for (const auto& id : ids) {
+      auto it = pins_.find(id);
+      if (it == pins_.end()) continue;
+      if (--it->second == 0) {
+        pins_.erase(it);
+        released = released || !pending_.empty();
+      }
     }
+    --pin_count_;
   }
-  --pin_count_;
-  if (wake) cv_.Signal();
+  // The last reader of a freed block removes it, when its delay is over.
+  if (released) RemoveDue(false);
 }
 
 void Reclaimer::Release(const std::vector<BlockRef>& blocks) {
@@ -115,6 +118,8 @@ void Reclaimer::Run() {
 }
 
 void Reclaimer::Drain() { RemoveDue(true); }
+
+void Reclaimer::RemoveDueNow() { RemoveDue(false); }
 
 ReclaimerStats Reclaimer::Stats() const {
   MutexLock lock(mu_);

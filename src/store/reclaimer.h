@@ -71,6 +71,8 @@ class Reclaimer {
 
   // Removes everything pending now, pinned or not (tests, shutdown).
   void Drain();
+  // Removes what is due now (the background thread does this every tick).
+  void RemoveDueNow();
   ReclaimerStats Stats() const;
 
  private:

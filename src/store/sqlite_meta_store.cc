@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "common/mutex.h"
 #include "store/meta_store.h"
 
 namespace aq::store {
@@ -126,7 +127,7 @@ class SqliteMetaStore final : public MetaStore {
 
   Status CreateBucket(const std::string& name) override {
     AQ_TRY(CheckBucketName(name));
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     Stmt s(db_, "INSERT INTO buckets(name, created_ns) VALUES(?, ?)");
     s.Bind(1, name).Bind(2, NowNs());
     int rc = s.Step();
@@ -136,7 +137,7 @@ class SqliteMetaStore final : public MetaStore {
   }
 
   Result<std::vector<BucketInfo>> ListBuckets() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     Stmt s(db_, "SELECT name, created_ns FROM buckets ORDER BY name");
     std::vector<BucketInfo> out;
     int rc;
@@ -146,9 +147,9 @@ class SqliteMetaStore final : public MetaStore {
   }
 
   Status DeleteBucket(const std::string& name) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     AQ_TRY(Exec("BEGIN IMMEDIATE"));
-    Status st = [&]() -> Status {
+    Status st = [&]() AQ_REQUIRES(mu_) -> Status {
       AQ_TRY(RequireBucket(name));
       Stmt count(db_, "SELECT COUNT(*) FROM objects WHERE bucket = ?");
       count.Bind(1, name);
@@ -175,10 +176,10 @@ class SqliteMetaStore final : public MetaStore {
   }
 
   Result<ObjectMeta> GetObject(const std::string& bucket, const std::string& key) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     // One read transaction: the object row and its blocks from one snapshot.
     AQ_TRY(Exec("BEGIN"));
-    Result<ObjectMeta> r = [&]() -> Result<ObjectMeta> {
+    Result<ObjectMeta> r = [&]() AQ_REQUIRES(mu_) -> Result<ObjectMeta> {
       Stmt s(db_, "SELECT size, mtime_ns, etag, block_size, version, attrs FROM objects WHERE bucket = ? AND key = ?");
       s.Bind(1, bucket).Bind(2, key);
       int rc = s.Step();
@@ -206,7 +207,7 @@ class SqliteMetaStore final : public MetaStore {
   Result<std::vector<BlockRef>> PutObject(const ObjectMeta& o) override {
     AQ_TRY(CheckObjectKey(o.key));
     AQ_TRY(CheckSize(o));
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     AQ_TRY(Exec("BEGIN IMMEDIATE"));
     std::vector<BlockRef> old;
     AQ_TRY(Finish(WriteObject(o, &old)));
@@ -215,9 +216,9 @@ class SqliteMetaStore final : public MetaStore {
 
   Status CreateUpload(const UploadInfo& u) override {
     AQ_TRY(CheckObjectKey(u.key));
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     AQ_TRY(Exec("BEGIN IMMEDIATE"));
-    Status st = [&]() -> Status {
+    Status st = [&]() AQ_REQUIRES(mu_) -> Status {
       AQ_TRY(RequireBucket(u.bucket));
       Stmt s(db_, "INSERT INTO uploads(id, bucket, key, created_ns, attrs) VALUES(?, ?, ?, ?, ?)");
       ObjectAttrs attrs;
@@ -236,9 +237,9 @@ class SqliteMetaStore final : public MetaStore {
   }
 
   Result<UploadInfo> GetUpload(const std::string& id) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     AQ_TRY(Exec("BEGIN"));
-    Result<UploadInfo> r = [&]() -> Result<UploadInfo> {
+    Result<UploadInfo> r = [&]() AQ_REQUIRES(mu_) -> Result<UploadInfo> {
       UploadInfo u = AQ_TRY(Upload(id));
       Stmt s(db_, "SELECT number, size, etag, mtime_ns FROM parts WHERE upload_id = ? ORDER BY number");
       s.Bind(1, id);
@@ -260,7 +261,7 @@ class SqliteMetaStore final : public MetaStore {
   }
 
   Result<std::vector<UploadInfo>> ListUploads(const std::string& bucket) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     AQ_TRY(RequireBucket(bucket));
     Stmt s(db_, "SELECT id, key, created_ns FROM uploads WHERE bucket = ? ORDER BY key, created_ns");
     s.Bind(1, bucket);
@@ -284,10 +285,10 @@ class SqliteMetaStore final : public MetaStore {
     if (sum != p.size) {
       return InvalidArgument(fmt::format("part {}: blocks hold {} bytes, size says {}", p.number, sum, p.size));
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     AQ_TRY(Exec("BEGIN IMMEDIATE"));
     std::vector<BlockRef> old;
-    Status st = [&]() -> Status {
+    Status st = [&]() AQ_REQUIRES(mu_) -> Status {
       AQ_TRY(Upload(id));
       old = AQ_TRY(PartBlocks(id, p.number));
       Stmt del(db_, "DELETE FROM part_blocks WHERE upload_id = ? AND number = ?");
@@ -323,10 +324,10 @@ class SqliteMetaStore final : public MetaStore {
 
   Result<std::vector<BlockRef>> CompleteUpload(const std::string& id, const std::vector<CompletedPart>& named,
                                                const ObjectMeta& object) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     AQ_TRY(Exec("BEGIN IMMEDIATE"));
     std::vector<BlockRef> freed;
-    Status st = [&]() -> Status {
+    Status st = [&]() AQ_REQUIRES(mu_) -> Status {
       UploadInfo u = AQ_TRY(Upload(id));
       if (u.bucket != object.bucket || u.key != object.key) {
         return InvalidArgument(
@@ -375,10 +376,10 @@ class SqliteMetaStore final : public MetaStore {
   }
 
   Result<std::vector<BlockRef>> AbortUpload(const std::string& id) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     AQ_TRY(Exec("BEGIN IMMEDIATE"));
     std::vector<BlockRef> freed;
-    Status st = [&]() -> Status {
+    Status st = [&]() AQ_REQUIRES(mu_) -> Status {
       AQ_TRY(Upload(id));
       Stmt s(db_, "SELECT id, size, crc, pool, nodes FROM part_blocks WHERE upload_id = ?");
       s.Bind(1, id);
@@ -395,10 +396,10 @@ class SqliteMetaStore final : public MetaStore {
   }
 
   Result<std::vector<BlockRef>> DeleteObject(const std::string& bucket, const std::string& key) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     AQ_TRY(Exec("BEGIN IMMEDIATE"));
     std::vector<BlockRef> old;
-    Status st = [&]() -> Status {
+    Status st = [&]() AQ_REQUIRES(mu_) -> Status {
       AQ_TRY(RequireBucket(bucket));
       Stmt obj(db_, "DELETE FROM objects WHERE bucket = ? AND key = ?");
       obj.Bind(1, bucket).Bind(2, key);
@@ -416,7 +417,7 @@ class SqliteMetaStore final : public MetaStore {
   }
 
   Result<ListPage> ListObjects(const ListRequest& r) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     AQ_TRY(RequireBucket(r.bucket));
     // Keys with the prefix sort in [prefix, prefix + U+10FFFF...); compare
     // with substr instead of LIKE so '%' and '_' in keys need no escaping.
@@ -450,10 +451,10 @@ class SqliteMetaStore final : public MetaStore {
   }
 
   Result<bool> UpdateLayout(const ObjectMeta& o) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     AQ_TRY(Exec("BEGIN IMMEDIATE"));
     bool updated = false;
-    Status st = [&]() -> Status {
+    Status st = [&]() AQ_REQUIRES(mu_) -> Status {
       Stmt cur(db_, "SELECT version, size FROM objects WHERE bucket = ? AND key = ?");
       cur.Bind(1, o.bucket).Bind(2, o.key);
       int rc = cur.Step();
@@ -471,7 +472,7 @@ class SqliteMetaStore final : public MetaStore {
   }
 
   Result<std::vector<std::string>> ReferencedBlocks() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     Stmt s(db_, "SELECT id FROM blocks UNION SELECT id FROM part_blocks");
     std::vector<std::string> out;
     int rc;
@@ -481,14 +482,14 @@ class SqliteMetaStore final : public MetaStore {
   }
 
  private:
-  Status Error(const std::string& what) {
+  Status Error(const std::string& what) AQ_REQUIRES(mu_) {
     int code = sqlite3_errcode(db_);
     if (code == SQLITE_FULL) {
       return Status(StatusCode::kNoSpace, fmt::format("{}: {}: the disk is full", path_, what));
     }
     return IoError(fmt::format("{}: {}: {}", path_, what, sqlite3_errmsg(db_)));
   }
-  Status Exec(const char* sql) {
+  Status Exec(const char* sql) AQ_REQUIRES(mu_) {
     char* err = nullptr;
     if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
       std::string msg = err ? err : "?";
@@ -498,7 +499,7 @@ class SqliteMetaStore final : public MetaStore {
     return Status::Ok();
   }
   // Commits when st is OK, else rolls back and returns st.
-  Status Finish(const Status& st) {
+  Status Finish(const Status& st) AQ_REQUIRES(mu_) {
     if (!st.ok()) {
       (void)Exec("ROLLBACK");
       return st;
@@ -507,7 +508,7 @@ class SqliteMetaStore final : public MetaStore {
     if (!c.ok()) (void)Exec("ROLLBACK");
     return c;
   }
-  Status RequireBucket(const std::string& name) {
+  Status RequireBucket(const std::string& name) AQ_REQUIRES(mu_) {
     Stmt s(db_, "SELECT 1 FROM buckets WHERE name = ?");
     s.Bind(1, name);
     int rc = s.Step();
@@ -526,7 +527,7 @@ class SqliteMetaStore final : public MetaStore {
 
   // Inside a write transaction: replaces the object's row and block list;
   // the blocks of the layout it replaced go to *old.
-  Status WriteObject(const ObjectMeta& o, std::vector<BlockRef>* old) {
+  Status WriteObject(const ObjectMeta& o, std::vector<BlockRef>* old) AQ_REQUIRES(mu_) {
     AQ_TRY(RequireBucket(o.bucket));
     *old = AQ_TRY(Blocks(o.bucket, o.key));
     Stmt del(db_, "DELETE FROM blocks WHERE bucket = ? AND key = ?");
@@ -566,7 +567,7 @@ class SqliteMetaStore final : public MetaStore {
     return Status::Ok();
   }
 
-  Result<UploadInfo> Upload(const std::string& id) {
+  Result<UploadInfo> Upload(const std::string& id) AQ_REQUIRES(mu_) {
     Stmt s(db_, "SELECT bucket, key, created_ns, attrs FROM uploads WHERE id = ?");
     s.Bind(1, id);
     int rc = s.Step();
@@ -581,7 +582,7 @@ class SqliteMetaStore final : public MetaStore {
     return u;
   }
 
-  Result<std::vector<BlockRef>> PartBlocks(const std::string& id, uint32_t number) {
+  Result<std::vector<BlockRef>> PartBlocks(const std::string& id, uint32_t number) AQ_REQUIRES(mu_) {
     Stmt s(db_, "SELECT id, size, crc, pool, nodes FROM part_blocks WHERE upload_id = ? AND number = ? ORDER BY idx");
     s.Bind(1, id).Bind(2, static_cast<int64_t>(number));
     std::vector<BlockRef> out;
@@ -594,7 +595,7 @@ class SqliteMetaStore final : public MetaStore {
     return out;
   }
 
-  Status DropUpload(const std::string& id) {
+  Status DropUpload(const std::string& id) AQ_REQUIRES(mu_) {
     for (const char* sql : {"DELETE FROM part_blocks WHERE upload_id = ?", "DELETE FROM parts WHERE upload_id = ?",
                             "DELETE FROM uploads WHERE id = ?"}) {
       Stmt s(db_, sql);
@@ -604,7 +605,7 @@ class SqliteMetaStore final : public MetaStore {
     return Status::Ok();
   }
 
-  Result<std::vector<BlockRef>> Blocks(const std::string& bucket, const std::string& key) {
+  Result<std::vector<BlockRef>> Blocks(const std::string& bucket, const std::string& key) AQ_REQUIRES(mu_) {
     Stmt s(db_, "SELECT id, size, crc, pool, nodes FROM blocks WHERE bucket = ? AND key = ? ORDER BY idx");
     s.Bind(1, bucket).Bind(2, key);
     std::vector<BlockRef> out;
@@ -617,8 +618,8 @@ class SqliteMetaStore final : public MetaStore {
     return out;
   }
 
-  std::mutex mu_;
-  sqlite3* db_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  sqlite3* db_ AQ_GUARDED_BY(mu_);
   std::string path_;
 };
 

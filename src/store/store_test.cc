@@ -12,6 +12,7 @@
 #include "store/block_store.h"
 #include "store/meta_store.h"
 #include "store/object_store.h"
+#include "store/reclaimer.h"
 
 namespace aq::store {
 namespace {
@@ -776,6 +777,75 @@ TEST(BlockCacheTest, TinyLfuIsNotFlushedByAScan) {
   int still = 0;
   for (const auto& id : hot) still += c.Get(id) != nullptr;
   EXPECT_GE(still, 95);
+}
+
+// Records removals: the Reclaimer's effect, observed.
+class RecordingBlocks final : public BlockService {
+ public:
+  Result<BlockRef> Write(const std::string&, std::string_view, const std::string&) override {
+    return Internal("unused");
+  }
+  Result<std::shared_ptr<const std::string>> Read(const BlockRef&) override { return Internal("unused"); }
+  Status Remove(const BlockRef& ref) override {
+    std::lock_guard<std::mutex> lock(mu);
+    removed.push_back(ref.id);
+    return Status::Ok();
+  }
+  std::vector<std::string> Removed() {
+    std::lock_guard<std::mutex> lock(mu);
+    return removed;
+  }
+  std::mutex mu;
+  std::vector<std::string> removed;
+};
+
+TEST(ReclaimerTest, ABlockOutlivesItsLayoutWhileAReaderHoldsIt) {
+  RecordingBlocks blocks;
+  ReclaimerOptions o;
+  o.min_delay_s = 0;
+  o.tick_s = 3600;  // only what the test does removes
+  Reclaimer r(blocks, o);
+  const std::vector<BlockRef> layout = {Ref("a", 1), Ref("b", 1)};
+  r.Release({Ref("free", 1)});
+  EXPECT_EQ(blocks.Removed(), std::vector<std::string>{"free"});  // no reader: at once
+  {
+    auto pin = r.Hold(layout);
+    auto second = r.Hold({Ref("a", 1)});
+    r.Release(layout);  // overwritten while read
+    EXPECT_EQ(blocks.Removed().size(), 1u);
+    EXPECT_EQ(r.Stats().pending, 2u);
+    pin = Reclaimer::Pin();  // the first reader finishes: "b" goes, "a" is still held
+    EXPECT_EQ(blocks.Removed(), (std::vector<std::string>{"free", "b"}));
+  }
+  EXPECT_EQ(blocks.Removed(), (std::vector<std::string>{"free", "b", "a"}));
+  EXPECT_EQ(r.Stats().pending, 0u);
+  EXPECT_EQ(r.Stats().deferred, 2u);
+}
+
+TEST(ReclaimerTest, DelayAndBound) {
+  RecordingBlocks blocks;
+  ReclaimerOptions o;
+  o.min_delay_s = 3600;  // readers elsewhere: nothing goes before the delay
+  o.max_hold_s = 7200;
+  o.tick_s = 3600;
+  Reclaimer r(blocks, o);
+  r.Release({Ref("x", 1)});
+  r.RemoveDueNow();
+  EXPECT_TRUE(blocks.Removed().empty());
+  r.Drain();
+  EXPECT_EQ(blocks.Removed(), std::vector<std::string>{"x"});
+  // A reader cannot hold garbage past the bound.
+  ReclaimerOptions b;
+  b.min_delay_s = 0;
+  b.max_hold_s = 0;
+  b.tick_s = 3600;
+  RecordingBlocks more;
+  Reclaimer bounded(more, b);
+  auto pin = bounded.Hold({Ref("y", 1)});
+  bounded.Release({Ref("y", 1)});
+  bounded.RemoveDueNow();
+  EXPECT_EQ(more.Removed(), std::vector<std::string>{"y"});
+  EXPECT_EQ(bounded.Stats().forced, 1u);
 }
 
 }  // namespace

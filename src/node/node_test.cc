@@ -1,0 +1,239 @@
+// Nodes built in-process, read and written through the aquifer:// client
+// over loopback: the round trips a client makes (one request for a small
+// file, no HEAD after open, nothing past the end, listings instead of a HEAD
+// per file), a read that an overwrite interrupts, and a three-node cluster
+// on a real etcd through membership, failover and repair.
+#include "node/node.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <random>
+
+#include "client/s3_file_system.h"
+#include "cluster/membership.h"
+#include "cluster/repair.h"
+#include "cluster/test_etcd.h"
+#include "server/node_stats.h"
+#include "store/object_store.h"
+
+namespace aq::node {
+namespace {
+
+namespace fs = std::filesystem;
+using server::Op;
+
+std::string Bytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+class TempDir {
+ public:
+  TempDir()
+      : path_(fs::temp_directory_path() /
+              ("aq_node_test_" + std::to_string(getpid()) + "_" + store::NewBlockId().substr(0, 8))) {
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string operator/(const std::string& n) const { return (path_ / n).string(); }
+
+ private:
+  fs::path path_;
+};
+
+const s3::Credential kKey{"NODETESTKEY", "node-test-secret"};
+
+NodeOptions Options(const TempDir& dir, const std::string& name) {
+  NodeOptions o;
+  o.data_dir = dir / name;
+  o.port = 0;
+  o.credentials = {kKey};
+  o.block_size = 256 << 10;
+  o.cache_bytes = 16 << 20;
+  o.threads = 8;
+  return o;
+}
+
+std::unique_ptr<io::FileSystem> Client() {
+  return client::NewStoreFileSystem(client::ClientCredentials{kKey.access_key, kKey.secret, "test"});
+}
+
+Status Write(io::FileSystem& fs, const std::string& path, const std::string& data) {
+  auto f = AQ_TRY(fs.OpenWrite(path));
+  AQ_TRY(f->Append(data));
+  return f->Close();
+}
+
+std::string ReadWhole(io::FileSystem& fs, const std::string& path, size_t piece) {
+  auto f = fs.OpenRead(path, io::AccessHint::kSequential);
+  EXPECT_TRUE(f.ok()) << f.status().ToString();
+  if (!f.ok()) return "";
+  std::string out((*f)->size(), '\0');
+  for (uint64_t off = 0; off < out.size();) {
+    auto n = (*f)->ReadAt(off, std::min<size_t>(piece, out.size() - off), out.data() + off);
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    if (!n.ok() || *n == 0) break;
+    off += *n;
+  }
+  return out;
+}
+
+struct Counts {
+  uint64_t get, head, list, client_errors, server_errors;
+};
+Counts Snapshot(Node& n) {
+  auto& s = n.stats();
+  return {s.requests(Op::kGet), s.requests(Op::kHead), s.requests(Op::kList), s.client_errors(), s.server_errors()};
+}
+
+TEST(NodeTest, OptionsAreCheckedWithoutNamingFlags) {
+  NodeOptions o;
+  o.credentials = {};
+  Status s = o.Validate();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message().find("--"), std::string::npos) << s.message();
+  o.anonymous = true;
+  o.block_size = 100;
+  EXPECT_EQ(o.Validate().code(), StatusCode::kInvalidArgument);
+  o.block_size = 4096;
+  o.etcd = "http://x";
+  EXPECT_EQ(o.Validate().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(NodeTest, ClientRoundTripsCostOneRequestPerSmallFile) {
+  TempDir dir;
+  auto node = Node::Start(Options(dir, "n"));
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  Node& n = **node;
+  auto fs = Client();
+  const std::string base = "aquifer://" + n.address() + "/data";
+  ASSERT_TRUE(fs->MakeDirs(base).ok());
+  const std::string small = Bytes(100'000, 1), big = Bytes(20'000'000, 2);
+  ASSERT_TRUE(Write(*fs, base + "/small.jpg", small).ok());
+  ASSERT_TRUE(Write(*fs, base + "/big.rec", big).ok());
+  ASSERT_TRUE(Write(*fs, base + "/empty", "").ok());
+
+  // A whole-file read of a small object: exactly one request, a GET.
+  Counts c0 = Snapshot(n);
+  EXPECT_EQ(ReadWhole(*fs, base + "/small.jpg", 1 << 20), small);
+  Counts c1 = Snapshot(n);
+  EXPECT_EQ(c1.get - c0.get, 1u);
+  EXPECT_EQ(c1.head - c0.head, 0u);
+  // An empty object: one GET, no error.
+  EXPECT_EQ(ReadWhole(*fs, base + "/empty", 1 << 20), "");
+  Counts c2 = Snapshot(n);
+  EXPECT_EQ(c2.get - c1.get, 1u);
+  // 20 MB in 1 MiB reads: the open brings the first MiB, then one ranged GET
+  // per read; no HEAD, nothing asked past the end.
+  EXPECT_EQ(ReadWhole(*fs, base + "/big.rec", 1 << 20), big);
+  Counts c3 = Snapshot(n);
+  EXPECT_EQ(c3.get - c2.get, (big.size() + (1 << 20) - 1) / (1 << 20));
+  EXPECT_EQ(c3.head - c2.head, 0u);
+  // A folder walk of 1,000 objects: list pages only; Stat answers from them.
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(Write(*fs, base + "/walk/img-" + std::to_string(i), std::to_string(i)).ok());
+  }
+  Counts c4 = Snapshot(n);
+  auto entries = fs->List(base + "/walk");
+  ASSERT_TRUE(entries.ok());
+  EXPECT_EQ(entries->size(), 1000u);
+  for (const auto& e : *entries) {
+    auto st = fs->Stat(base + "/walk/" + e.name);
+    ASSERT_TRUE(st.ok());
+    EXPECT_EQ(st->size, e.size);
+  }
+  Counts c5 = Snapshot(n);
+  EXPECT_EQ(c5.list - c4.list, 1u);
+  EXPECT_EQ(c5.get - c4.get, 0u);
+  EXPECT_EQ(c5.head - c4.head, 0u);
+  // A directory's Stat is a listing, not a failing HEAD.
+  auto st = fs->Stat(base + "/walk");
+  ASSERT_TRUE(st.ok());
+  EXPECT_TRUE(st->is_dir);
+  EXPECT_EQ(fs->Stat(base + "/nothing-here").status().code(), StatusCode::kNotFound);
+  Counts c6 = Snapshot(n);
+  EXPECT_EQ(c6.client_errors, 0u) << "a clean run counts no client error";
+  EXPECT_EQ(c6.server_errors, 0u);
+}
+
+TEST(NodeTest, AFileOverwrittenWhileReadIsAConflictNotAMix) {
+  TempDir dir;
+  auto node = Node::Start(Options(dir, "n"));
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  auto fs = Client();
+  const std::string path = "aquifer://" + (*node)->address() + "/data/f";
+  ASSERT_TRUE(fs->MakeDirs(path).ok());
+  ASSERT_TRUE(Write(*fs, path, Bytes(3 << 20, 3)).ok());
+  auto f = fs->OpenRead(path, io::AccessHint::kSequential).value();
+  ASSERT_TRUE(Write(*fs, path, Bytes(3 << 20, 4)).ok());
+  std::string buf(1 << 20, '\0');
+  auto r = f->ReadAt(2 << 20, buf.size(), buf.data());
+  EXPECT_EQ(r.status().code(), StatusCode::kConflict) << r.status().ToString();
+}
+
+TEST(NodeTest, StopsCleanlyAndRestartsWithItsData) {
+  TempDir dir;
+  const std::string data = Bytes(700'000, 5);
+  std::string address;
+  {
+    auto node = Node::Start(Options(dir, "n"));
+    ASSERT_TRUE(node.ok()) << node.status().ToString();
+    auto fs = Client();
+    const std::string path = "aquifer://" + (*node)->address() + "/data/keep";
+    ASSERT_TRUE(fs->MakeDirs(path).ok());
+    ASSERT_TRUE(Write(*fs, path, data).ok());
+    (*node)->Stop();
+  }
+  auto node = Node::Start(Options(dir, "n"));
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  auto fs = Client();
+  EXPECT_EQ(ReadWhole(*fs, "aquifer://" + (*node)->address() + "/data/keep", 1 << 20), data);
+}
+
+TEST(NodeTest, ThreeNodeClusterFailsOverAndRepairs) {
+  auto& etcd = cluster::Etcd::Get();
+  if (!etcd.ok()) GTEST_SKIP() << etcd.why();
+  TempDir dir;
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (const char* name : {"c1", "c2", "c3"}) {
+    NodeOptions o = Options(dir, name);
+    o.etcd = etcd.url();
+    o.replicas = 2;
+    o.node_id = std::string("inproc-") + name;
+    o.repair_interval_s = 3600;  // repair runs when the test says
+    auto n = Node::Start(o);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    nodes.push_back(std::move(*n));
+  }
+  for (auto& n : nodes) ASSERT_TRUE(n->membership()->Refresh().ok());
+  auto fs = Client();
+  const std::string data = Bytes(2'000'000, 6);
+  const std::string via0 = "aquifer://" + nodes[0]->address() + "/inproc/obj";
+  ASSERT_TRUE(fs->MakeDirs(via0).ok());
+  ASSERT_TRUE(Write(*fs, via0, data).ok());
+  for (auto& n : nodes) {
+    EXPECT_EQ(ReadWhole(*fs, "aquifer://" + n->address() + "/inproc/obj", 1 << 20), data) << n->node_id();
+  }
+  // The third node leaves (its lease revoked): reads go on from the replicas left.
+  nodes[2]->Stop();
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(nodes[i]->membership()->Refresh().ok());
+  EXPECT_EQ(ReadWhole(*fs, via0, 1 << 20), data);
+  // Repair restores two live replicas of every block on the two nodes left.
+  for (int pass = 0; pass < 4; ++pass) {
+    for (int i = 0; i < 2; ++i) (void)nodes[i]->repairer()->RunPass();
+  }
+  auto meta = nodes[0]->meta().GetObject("inproc", "obj");
+  ASSERT_TRUE(meta.ok());
+  for (const auto& b : meta->blocks) {
+    EXPECT_EQ(b.nodes.size(), 2u);
+    for (const auto& holder : b.nodes) EXPECT_NE(holder, "inproc-c3") << b.id;
+  }
+  EXPECT_EQ(ReadWhole(*fs, "aquifer://" + nodes[1]->address() + "/inproc/obj", 1 << 20), data);
+}
+
+}  // namespace
+}  // namespace aq::node
