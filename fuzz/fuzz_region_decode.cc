@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static aq::image::Resampler resampler;
   static aq::image::Image out;
   std::string_view jpeg(reinterpret_cast<const char*>(data + 4), size - 4);
-  auto header = decoder.ReadHeader(jpeg);
+  auto header = decoder.ReadInfo(jpeg);
   if (!header.ok()) return 0;
   if (static_cast<uint64_t>(header->width) * header->height > (1u << 22)) return 0;
   aq::image::RegionRequest req;

@@ -32,6 +32,28 @@ put("fuzz_jpeg", "cmyk", jpeg(8, 8, "CMYK"))
 put("fuzz_region_decode", "rgb", bytes([40, 60, 200, 180]) + jpeg(64, 48))
 put("fuzz_region_decode", "gray", bytes([0, 0, 255, 255]) + jpeg(40, 40, "L"))
 put("fuzz_region_decode", "cmyk", bytes([10, 200, 100, 30]) + jpeg(32, 24, "CMYK"))
+
+
+def encoded(img, fmt, **kw):
+    b = io.BytesIO()
+    img.save(b, format=fmt, **kw)
+    return b.getvalue()
+
+
+pixels = Image.new("RGB", (12, 7), (10, 200, 30))
+pixels.putpixel((3, 2), (250, 0, 90))
+put("fuzz_image_decode", "png_rgb", encoded(pixels, "PNG"))
+put("fuzz_image_decode", "png_rgba", encoded(pixels.convert("RGBA"), "PNG"))
+put("fuzz_image_decode", "png_palette", encoded(pixels.quantize(4), "PNG", transparency=1))
+gray16 = Image.new("I;16", (5, 3))
+gray16.putpixel((1, 1), 40000)
+put("fuzz_image_decode", "png_gray16", encoded(gray16, "PNG"))
+put("fuzz_image_decode", "gif", encoded(pixels.quantize(4), "GIF"))
+put("fuzz_image_decode", "gif_interlaced", encoded(pixels.quantize(4), "GIF", interlace=True))
+put("fuzz_image_decode", "bmp", encoded(pixels, "BMP"))
+put("fuzz_image_decode", "bmp_palette", encoded(pixels.quantize(4), "BMP"))
+put("fuzz_image_decode", "bmp_1bit", encoded(pixels.convert("1"), "BMP"))
+put("fuzz_image_decode", "jpeg", jpeg(8, 8))
 ex = spec.imagenet_example(small, 3, 8, 16, "a.JPEG", "n00000001", "thing", [(0.1, 0.2, 0.3, 0.4)])
 ser = ex.SerializeToString(deterministic=True)
 put("fuzz_example", "imagenet", ser)

@@ -12,6 +12,8 @@ PACKAGES=(
   # libraries
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libturbojpeg0-dev libjpeg62-turbo-dev
+  # PNG, GIF and BMP images found in JPEG datasets (converted by pack)
+  libpng-dev libgif-dev libstb-dev
   # the monitor's Prometheus endpoint; the storage bench's io_uring queue
   libcpp-httplib-dev liburing-dev
   # the storage node's metadata and ETags; HTTP parsing (Boost.Beast); checksums (zlib)
@@ -26,6 +28,8 @@ PACKAGES=(
   clang libclang-rt-14-dev
   # compatibility tests: independent Python implementations of the formats
   python3 python3-protobuf python3-crcmod python3-pil
+  # the image-variant fixtures: libjpeg-turbo's own cjpeg/jpegtran/djpeg
+  libjpeg-turbo-progs
   # the peer the pipeline is compared with: PyTorch's DataLoader + torchvision
   python3-numpy python3-torch python3-torchvision
   # the peer the storage bench is compared with; the browser that checks the HTML report

@@ -34,6 +34,13 @@ Status Dump(const std::string& path, const pipeline::Batch& b, const pipeline::P
   j["labels"] = std::vector<int32_t>(b.labels, b.labels + b.size);
   j["samples"] = std::vector<uint32_t>(b.samples, b.samples + b.size);
   j["files"] = p.files();
+  // Each sample's file (index into files) and record number in it.
+  nlohmann::json where = nlohmann::json::array();
+  for (uint32_t i = 0; i < b.size; ++i) {
+    const auto w = p.where(b.samples[i]);
+    where.push_back({w.file, w.record});
+  }
+  j["where"] = std::move(where);
   std::ofstream meta(path + ".json");
   meta << j.dump(1);
   if (!meta) return IoError(fmt::format("cannot write '{}.json'", path));

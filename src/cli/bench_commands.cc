@@ -98,6 +98,10 @@ void PrintReport(const bench::PipelineBenchReport& r) {
   if (s.bad_samples > 0) {
     std::printf("  bad samples %llu (replaced in their batch):\n", static_cast<unsigned long long>(s.bad_samples));
     for (size_t i = 0; i < s.problems.size() && i < 10; ++i) std::printf("    %s\n", s.problems[i].message.c_str());
+    if (s.bad_samples > 10) {
+      std::printf("    ... and %llu more (--json lists the first %zu)\n",
+                  static_cast<unsigned long long>(s.bad_samples - 10), s.problems.size());
+    }
   }
 }
 
@@ -139,6 +143,9 @@ void AddPipelineFlags(CLI::App* cmd, BenchFlags* f) {
   cmd->add_flag("--fast-idct", p.fast_idct, "libjpeg's fast integer IDCT (slightly less accurate)");
   cmd->add_flag("--no-dct-scaling", f->no_dct, "Never decode at 1/2, 1/4, 1/8 scale");
   cmd->add_flag("--decode-only", p.decode_only, "Only decode every JPEG fully (the decoder's bound)");
+  cmd->add_flag(
+      "--no-damage-check", [pp = &p](int64_t) { pp->damage_check = false; },
+      "Stop reading a JPEG below its crop: faster, but damage there goes unreported");
   cmd->add_flag("--raw-labels", f->raw_labels, "Keep TFRecord's 1-based labels");
 }
 

@@ -21,14 +21,29 @@ using dataset::Format;
 
 void PrintJson(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
 
-void PrintSkipped(const std::vector<format::SkippedRecord>& skipped) {
+// Records or images left out, the first 20 of them, and how many more.
+void PrintSkipped(const std::vector<format::SkippedRecord>& skipped, bool images, std::string_view label = "skipped") {
   if (skipped.empty()) return;
-  std::printf("  skipped    %zu\n", skipped.size());
-  for (size_t i = 0; i < skipped.size() && i < 20; ++i) {
+  std::printf("  %-10s %zu\n", std::string(label).c_str(), skipped.size());
+  constexpr size_t kListed = 20;
+  for (size_t i = 0; i < skipped.size() && i < kListed; ++i) {
     const auto& s = skipped[i];
-    std::printf("    %s: record %llu at offset %llu: %s\n", s.file.c_str(), static_cast<unsigned long long>(s.record),
-                static_cast<unsigned long long>(s.offset), s.reason.c_str());
+    if (images) {
+      std::printf("    %s: %s\n", s.file.c_str(), s.reason.c_str());
+    } else {
+      std::printf("    %s: record %llu at offset %llu: %s\n", s.file.c_str(), static_cast<unsigned long long>(s.record),
+                  static_cast<unsigned long long>(s.offset), s.reason.c_str());
+    }
   }
+  if (skipped.size() > kListed) std::printf("    ... and %zu more (--json lists all)\n", skipped.size() - kListed);
+}
+
+// A damaged image stopped the run: say how to go on without it.
+Status OnErrorHint(const Status& s, format::ErrorPolicy policy, std::string_view what) {
+  if (policy != format::ErrorPolicy::kFail) return s;
+  const StatusCode c = s.code();
+  if (c != StatusCode::kCorruption && c != StatusCode::kTruncated && c != StatusCode::kUnsupported) return s;
+  return Status(c, s.subject(), fmt::format("{}; pass --on-error skip to {}", s.message(), what));
 }
 
 // An option that parses its text into an enum, with a clear usage error
@@ -89,22 +104,46 @@ void AddPack(CLI::App* group, Globals& g) {
   cmd->add_flag(
       "--no-index", [o](int64_t) { o->write_index = false; }, "Do not write idx/<shard>.idx (TFRecord)");
   AddEnum(cmd, "--on-error", &o->policy, &format::ParseErrorPolicy, "fail",
-          "What to do with non-JPEG files: fail or skip");
+          "Images that cannot be packed (damaged, not an image): fail, or skip and list them");
+  cmd->add_flag(
+      "--no-decode-check", [o](int64_t) { o->decode_check = false; },
+      "Read JPEG headers only instead of decoding every image (faster; damage in the image data goes unnoticed)");
+  cmd->add_flag(
+      "--no-convert", [o](int64_t) { o->convert = false; },
+      "Do not re-encode PNG, GIF and BMP files as JPEG (quality 100); they then count as images that cannot be packed");
   cmd->add_flag("--overwrite", o->overwrite, "Replace existing shards");
   AddOutputFlags(cmd, g);
   cmd->callback([o, &g] {
     o->common = {g.threads, !g.no_progress};
     auto r = dataset::Pack(*g.fs, *o);
-    if (!r.ok()) return Fail(g, OverwriteHint(r.status()));
+    if (!r.ok()) {
+      return Fail(g, OnErrorHint(OverwriteHint(r.status()), o->policy, "pack the other images and list this one"));
+    }
     if (g.json) return PrintJson(dataset::ToJson(*r));
-    std::printf("pack: %llu images, %llu classes -> %zu %s file(s) in %s\n", static_cast<unsigned long long>(r->images),
+    std::printf("pack: %llu of %llu images, %llu classes -> %zu %s file(s) in %s\n",
+                static_cast<unsigned long long>(r->images), static_cast<unsigned long long>(r->found),
                 static_cast<unsigned long long>(r->classes), r->files.size(),
                 std::string(dataset::FormatName(r->format)).c_str(), r->out.c_str());
     std::printf("  bytes      %s in, %s out\n", units::Bytes(static_cast<double>(r->bytes_in)).c_str(),
                 units::Bytes(static_cast<double>(r->bytes_out)).c_str());
     std::printf("  time       %s (%s)\n", units::Duration(r->seconds).c_str(),
                 units::Rate(static_cast<double>(r->bytes_in) / r->seconds).c_str());
-    PrintSkipped(r->skipped);
+    if (!r->converted.empty()) {
+      std::printf("  converted  %zu to JPEG (quality 100, 4:4:4)\n", r->converted.size());
+      for (size_t i = 0; i < r->converted.size() && i < 20; ++i) {
+        const auto& c = r->converted[i];
+        std::printf("    %s: %s, %s -> %s\n", c.file.c_str(), c.from.c_str(),
+                    units::Bytes(static_cast<double>(c.bytes_in)).c_str(),
+                    units::Bytes(static_cast<double>(c.bytes_out)).c_str());
+      }
+      if (r->converted.size() > 20) std::printf("    ... and %zu more (--json lists all)\n", r->converted.size() - 20);
+    }
+    PrintSkipped(r->skipped, true, "left out");
+    if (r->ignored_files > 0) {
+      std::printf("  ignored    %llu file(s) not named as images (.jpg .jpeg .png .gif .bmp), e.g.\n",
+                  static_cast<unsigned long long>(r->ignored_files));
+      for (size_t i = 0; i < r->ignored_some.size() && i < 5; ++i) std::printf("    %s\n", r->ignored_some[i].c_str());
+    }
   });
 }
 
@@ -144,7 +183,9 @@ void AddResize(CLI::App* group, Globals& g) {
   cmd->callback([o, &g] {
     o->common = {g.threads, !g.no_progress};
     auto r = dataset::Resize(*g.fs, *o);
-    if (!r.ok()) return Fail(g, OverwriteHint(r.status()));
+    if (!r.ok()) {
+      return Fail(g, OnErrorHint(OverwriteHint(r.status()), o->policy, "resize the other images and list this one"));
+    }
     if (g.json) return PrintJson(dataset::ToJson(*r));
     std::printf("resize: %llu images in %llu files, x%.2f\n", static_cast<unsigned long long>(r->images),
                 static_cast<unsigned long long>(r->files), o->scale);
@@ -154,7 +195,7 @@ void AddResize(CLI::App* group, Globals& g) {
         units::Bytes(r->images ? static_cast<double>(r->bytes_out) / static_cast<double>(r->images) : 0).c_str());
     std::printf("  time       %s (%.1f images/s)\n", units::Duration(r->seconds).c_str(),
                 static_cast<double>(r->images) / r->seconds);
-    PrintSkipped(r->skipped);
+    PrintSkipped(r->skipped, o->format == Format::kFolder);
   });
 }
 
@@ -200,7 +241,8 @@ void AddVerify(CLI::App* group, Globals& g) {
                   static_cast<unsigned long long>(p.offset), p.message.c_str());
     }
     if (r->problem_count > r->problems.size()) {
-      std::printf("    ... and %llu more\n", static_cast<unsigned long long>(r->problem_count - r->problems.size()));
+      std::printf("    ... and %llu more (--max-problems raises the number listed)\n",
+                  static_cast<unsigned long long>(r->problem_count - r->problems.size()));
     }
     std::printf("%s\n", r->ok() ? "OK" : "DAMAGED");
   });
@@ -218,15 +260,18 @@ void AddInspect(CLI::App* group, Globals& g) {
     auto r = dataset::Inspect(*g.fs, *o);
     if (!r.ok()) return Fail(g, r.status());
     if (g.json) return PrintJson(dataset::ToJson(*r));
-    std::printf("%-40s %7s %10s %9s %6s %9s %11s  %s\n", "file", "record", "offset", "size", "label", "image",
-                "dimensions", "key");
+    std::printf("%-40s %7s %10s %9s %6s %9s %11s %-18s %s\n", "file", "record", "offset", "size", "label", "image",
+                "dimensions", "encoding", "key");
     for (const auto& row : *r) {
       std::string dims = row.width ? fmt::format("{}x{}x{}", row.width, row.height, row.components) : "-";
+      if (row.width && row.components == 0) dims = fmt::format("{}x{}", row.width, row.height);
+      std::string enc = row.image_format.empty() ? "-" : row.image_format;
+      if (!row.subsampling.empty()) enc += " " + row.subsampling + (row.progressive ? " prog" : "");
       std::string file(io::BaseName(row.file));
-      std::printf("%-40s %7llu %10llu %9llu %6lld %9llu %11s  %s%s%s\n", file.c_str(),
+      std::printf("%-40s %7llu %10llu %9llu %6lld %9llu %11s %-18s %s%s%s\n", file.c_str(),
                   static_cast<unsigned long long>(row.record), static_cast<unsigned long long>(row.offset),
                   static_cast<unsigned long long>(row.size), static_cast<long long>(row.label),
-                  static_cast<unsigned long long>(row.image_bytes), dims.c_str(), row.key.c_str(),
+                  static_cast<unsigned long long>(row.image_bytes), dims.c_str(), enc.c_str(), row.key.c_str(),
                   row.error.empty() ? "" : "  ERROR: ", row.error.c_str());
     }
   });

@@ -56,20 +56,38 @@ struct PackOptions {
   uint64_t seed = 1;
   bool write_index = true;
   std::string labels_file;  // "synset<space>text" lines; default <input>/synset_labels.txt if present
-  format::ErrorPolicy policy = format::ErrorPolicy::kFail;  // for non-JPEG files
+  // Decode every JPEG fully (damage anywhere in a file is found, as
+  // TensorFlow's converter decodes every image); false: headers only.
+  bool decode_check = true;
+  // Re-encode PNG, GIF and BMP files as JPEG (quality 100, 4:4:4), as
+  // TensorFlow's converter does; false: they are images that cannot be packed.
+  bool convert = true;
+  // For images that cannot be packed (damaged, not an image, a format that
+  // is not converted): stop (kFail) or leave them out and list them (kSkip).
+  format::ErrorPolicy policy = format::ErrorPolicy::kFail;
   bool overwrite = false;
   CommonOptions common;
+};
+// An image packed after conversion to JPEG.
+struct ConvertedImage {
+  std::string file;
+  std::string from;  // "PNG", "GIF", "BMP"
+  uint64_t bytes_in = 0, bytes_out = 0;
 };
 struct PackReport {
   std::string out;
   Format format = Format::kTFRecord;
   std::vector<std::string> files;
-  uint64_t images = 0;
+  uint64_t found = 0;   // image files in the folder
+  uint64_t images = 0;  // packed
   uint64_t classes = 0;
   uint64_t bytes_in = 0;
   uint64_t bytes_out = 0;
   double seconds = 0;
-  std::vector<format::SkippedRecord> skipped;
+  std::vector<ConvertedImage> converted;       // sorted by file
+  std::vector<format::SkippedRecord> skipped;  // left out, sorted by file
+  uint64_t ignored_files = 0;                  // not image files by name
+  std::vector<std::string> ignored_some;       // the first few
 };
 Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& options);
 
@@ -152,6 +170,9 @@ struct InspectRow {
   uint64_t image_bytes = 0;
   uint32_t image_crc32c = 0;
   int width = 0, height = 0, components = 0;
+  std::string image_format;  // "JPEG", "PNG", ... (empty when unreadable)
+  std::string subsampling;   // JPEG chroma subsampling
+  bool progressive = false;
   std::string error;
 };
 Result<std::vector<InspectRow>> Inspect(io::FileSystem& fs, const InspectOptions& options);

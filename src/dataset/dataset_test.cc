@@ -1,6 +1,7 @@
 // The dataset commands end to end on the in-memory file system.
 #include "dataset/dataset.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <set>
@@ -161,6 +162,143 @@ TEST_F(DatasetTest, PackRejectsNonJpegOrSkipsIt) {
   EXPECT_EQ(skip->images, 24u);
   ASSERT_EQ(skip->skipped.size(), 1u);
   EXPECT_NE(skip->skipped[0].file.find("bad.jpg"), std::string::npos);
+}
+
+// Files that once made pack lose the valid images packed after them on the
+// same thread, and damaged files that once passed.
+class DamagedFolderTest : public DatasetTest {
+ protected:
+  void Put(const std::string& name, const std::string& data) {
+    auto f = fs_->OpenWrite("/raw/" + cls_ + "/" + name);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE((*f)->Append(data).ok());
+    ASSERT_TRUE((*f)->Close().ok());
+  }
+  void SetUp() override {
+    DatasetTest::SetUp();
+    cls_ = format::ScanImageFolder(*fs_, "/raw")->classes[1];
+    const auto folder = format::ScanImageFolder(*fs_, "/raw");
+    const std::string good = *io::ReadFileToString(*fs_, folder->images[0].path);
+    std::string twelve_bit = good;
+    for (size_t i = 2; i + 4 < twelve_bit.size(); ++i) {
+      if (static_cast<uint8_t>(twelve_bit[i]) == 0xff && (static_cast<uint8_t>(twelve_bit[i + 1]) & 0xfe) == 0xc0) {
+        twelve_bit[i + 4] = 12;
+        break;
+      }
+    }
+    std::string png_as_jpeg("\x89PNG\r\n\x1a\n", 8);
+    Put("a0_12bit.JPEG", twelve_bit);
+    Put("a1_cut_header.JPEG", good.substr(0, 150));
+    Put("a2_garbage_after_soi.JPEG", "\xff\xd8\xff\x13 garbage garbage");
+    Put("a3_cut_60.JPEG", good.substr(0, good.size() * 6 / 10));
+    Put("a4_not_an_image.JPEG", "<html>404</html>");
+    Put("a5_truncated_png.JPEG", png_as_jpeg + "\0\0\0\rIHDR");
+    bad_ = 6;
+  }
+  std::string cls_;
+  size_t bad_ = 0;
+};
+
+TEST_F(DamagedFolderTest, PackKeepsEveryValidImageAndListsEveryBadOne) {
+  for (size_t threads : {1u, 2u}) {
+    PackOptions p = PackTo(fmt::format("/tf{}", threads), Format::kTFRecord, 3);
+    p.policy = format::ErrorPolicy::kSkip;
+    p.common.threads = threads;
+    auto r = Pack(*fs_, p);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->images, 24u) << threads << " thread(s): every valid image is packed";
+    EXPECT_EQ(r->found, 24u + bad_);
+    ASSERT_EQ(r->skipped.size(), bad_);
+    EXPECT_NE(r->skipped[0].file.find("a0_12bit"), std::string::npos) << "sorted by file";
+    EXPECT_NE(r->skipped[0].reason.find("12-bit"), std::string::npos) << r->skipped[0].reason;
+    EXPECT_NE(r->skipped[3].reason.find("cut short"), std::string::npos) << r->skipped[3].reason;
+  }
+  // Identical shards whatever the thread count.
+  for (int s = 0; s < 3; ++s) {
+    const std::string name = ShardName("train", s, 3);
+    EXPECT_EQ(*io::ReadFileToString(*fs_, "/tf1/" + name), *io::ReadFileToString(*fs_, "/tf2/" + name));
+  }
+  // Under the default policy the first bad image stops the run and is named.
+  auto fail = Pack(*fs_, PackTo("/tf3", Format::kTFRecord, 3));
+  ASSERT_FALSE(fail.ok());
+  EXPECT_NE(fail.status().message().find(cls_), std::string::npos) << fail.status().ToString();
+}
+
+TEST_F(DamagedFolderTest, VerifyAndInspectReportOnlyTheDamagedFiles) {
+  for (bool decode : {false, true}) {
+    for (size_t threads : {1u, 2u}) {
+      VerifyOptions v;
+      v.path = "/raw";
+      v.decode = decode;
+      v.common.threads = threads;
+      v.common.progress = false;
+      auto r = Verify(*fs_, v);
+      ASSERT_TRUE(r.ok());
+      EXPECT_EQ(r->problem_count, bad_) << "decode " << decode << ", " << threads << " thread(s)";
+      for (const auto& p : r->problems) EXPECT_NE(p.file.find("/a"), std::string::npos) << p.file << ": " << p.message;
+    }
+  }
+  InspectOptions io;
+  io.path = "/raw";
+  io.limit = 0;
+  auto rows = Inspect(*fs_, io);
+  ASSERT_TRUE(rows.ok());
+  size_t errors = 0;
+  for (const auto& r : *rows) {
+    if (!r.error.empty()) {
+      ++errors;
+      EXPECT_NE(r.file.find("/a"), std::string::npos) << r.file << ": " << r.error;
+    } else {
+      EXPECT_GT(r.width, 0) << r.file;
+    }
+  }
+  EXPECT_EQ(errors, bad_);
+}
+
+TEST_F(DatasetTest, PackConvertsPngGifAndBmpAndSaysSo) {
+  // A PNG named .JPEG (as in ImageNet) and a real .png file: a 4x3 RGB PNG
+  // written by PIL (tests/fixtures/small_images.py).
+  static const unsigned char kPng[] = {
+      137, 80, 78,  71,  13,  10,  26,  10, 0,   0,   0,   13, 73,  72,  68,  82,  0,   0,   0,   4,   0,   0,
+      0,   3,  8,   2,   0,   0,   0,   59, 150, 57,  145, 0,  0,   0,   50,  73,  68,  65,  84,  120, 156, 1,
+      39,  0,  216, 255, 0,   255, 228, 34, 121, 243, 189, 6,  131, 102, 168, 82,  193, 0,   187, 150, 81,  243,
+      205, 24, 236, 8,   246, 164, 231, 36, 4,   23,  217, 91, 223, 24,  95,  8,   234, 179, 206, 219, 27,  146,
+      96,  19, 250, 21,  62,  12,  198, 0,  0,   0,   0,   73, 69,  78,  68,  174, 66,  96,  130};
+  const std::string png(reinterpret_cast<const char*>(kPng), sizeof(kPng));
+  const std::string cls = format::ScanImageFolder(*fs_, "/raw")->classes[0];
+  ASSERT_TRUE(io::WriteFileAtomic(*fs_, "/raw/" + cls + "/imagenet_png.JPEG", png).ok());
+  ASSERT_TRUE(io::WriteFileAtomic(*fs_, "/raw/" + cls + "/real.png", png).ok());
+  auto r = Pack(*fs_, PackTo("/tf", Format::kTFRecord, 2));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->images, 26u);
+  ASSERT_EQ(r->converted.size(), 2u);
+  EXPECT_EQ(r->converted[0].from, "PNG");
+  VerifyOptions v;
+  v.path = "/tf";
+  v.decode = true;
+  v.common.progress = false;
+  EXPECT_TRUE(Verify(*fs_, v)->ok()) << "converted images are JPEGs in the records";
+  // Without conversion they are images that cannot be packed.
+  PackOptions no = PackTo("/tf2", Format::kTFRecord, 2);
+  no.convert = false;
+  no.policy = format::ErrorPolicy::kSkip;
+  auto n = Pack(*fs_, no);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(n->images, 24u);
+  EXPECT_EQ(n->skipped.size(), 2u);
+}
+
+TEST_F(DatasetTest, PackingNothingIsAnError) {
+  ASSERT_TRUE(fs_->MakeDirs("/junk/c").ok());
+  ASSERT_TRUE(io::WriteFileAtomic(*fs_, "/junk/c/a.jpg", "not a jpeg").ok());
+  ASSERT_TRUE(io::WriteFileAtomic(*fs_, "/junk/c/b.jpg", "").ok());
+  PackOptions p = PackTo("/out", Format::kTFRecord, 2);
+  p.input = "/junk";
+  p.policy = format::ErrorPolicy::kSkip;
+  auto r = Pack(*fs_, p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("none of the 2 images"), std::string::npos) << r.status().ToString();
+  EXPECT_FALSE(fs_->Exists("/out/train-00000-of-00002"));
 }
 
 TEST_F(DatasetTest, ExpandMakesNamedCopies) {

@@ -4,6 +4,7 @@
 
 #include "common/crc32c.h"
 #include "dataset/commands.h"
+#include "image/decode.h"
 #include "image/jpeg.h"
 
 namespace aq::dataset {
@@ -35,6 +36,13 @@ Result<std::vector<InspectRow>> Inspect(io::FileSystem& fs, const InspectOptions
                  r.width = info->width;
                  r.height = info->height;
                  r.components = info->components;
+                 r.image_format = "JPEG";
+                 r.subsampling = info->subsampling;
+                 r.progressive = info->progressive;
+               } else if (auto other = image::CheckImage(s.image, false); other.ok()) {
+                 r.width = other->width;
+                 r.height = other->height;
+                 r.image_format = std::string(image::ImageFormatName(other->format));
                } else if (r.error.empty()) {
                  r.error = info.status().message();
                }

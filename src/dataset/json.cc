@@ -29,16 +29,24 @@ json ToJson(const SynthReport& r) {
 }
 
 json ToJson(const PackReport& r) {
+  json converted = json::array();
+  for (const auto& c : r.converted) {
+    converted.push_back({{"file", c.file}, {"from", c.from}, {"bytes_in", c.bytes_in}, {"bytes_out", c.bytes_out}});
+  }
   return {{"command", "dataset pack"},
           {"out", r.out},
           {"format", FormatName(r.format)},
           {"files", r.files},
+          {"found", r.found},
           {"images", r.images},
           {"classes", r.classes},
           {"bytes_in", r.bytes_in},
           {"bytes_out", r.bytes_out},
           {"seconds", r.seconds},
-          {"skipped", ToJson(r.skipped)}};
+          {"converted", converted},
+          {"skipped", ToJson(r.skipped)},
+          {"ignored_files", r.ignored_files},
+          {"ignored_some", r.ignored_some}};
 }
 
 json ToJson(const ExpandReport& r) {
@@ -82,6 +90,11 @@ json ToJson(const std::vector<InspectRow>& rows) {
         {"file", r.file},   {"record", r.record}, {"offset", r.offset},           {"size", r.size},
         {"key", r.key},     {"label", r.label},   {"image_bytes", r.image_bytes}, {"image_crc32c", r.image_crc32c},
         {"width", r.width}, {"height", r.height}, {"components", r.components}};
+    if (!r.image_format.empty()) j["image_format"] = r.image_format;
+    if (!r.subsampling.empty()) {
+      j["subsampling"] = r.subsampling;
+      j["progressive"] = r.progressive;
+    }
     if (!r.error.empty()) j["error"] = r.error;
     a.push_back(std::move(j));
   }

@@ -3,11 +3,19 @@
 // im2rec). Images are spread over shards in a seeded shuffled order. Each
 // shard is written under a temporary name, synced and renamed, so a crash or
 // a full disk never leaves a shard that looks complete but is not.
+//
+// No image is lost without a word: every JPEG is decoded (damage found
+// anywhere in it), PNG/GIF/BMP files are converted to JPEG and listed, and
+// what cannot be packed stops the run or is listed as left out. Packing
+// nothing is an error. The output depends only on the input and the seed,
+// never on the thread count.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <tuple>
 
 #include "common/progress.h"
 #include "common/random.h"
@@ -16,6 +24,7 @@
 #include "format/example.h"
 #include "format/recordio.h"
 #include "format/tfrecord.h"
+#include "image/decode.h"
 #include "image/jpeg.h"
 
 namespace aq::dataset {
@@ -38,6 +47,32 @@ Result<std::map<std::string, std::string>> LoadLabels(io::FileSystem& fs, const 
   return m;
 }
 
+// One image made ready for a record: JPEG bytes (as read, or converted)
+// and the pixel size.
+struct Prepared {
+  int width = 0, height = 0;
+  image::ImageFormat converted_from = image::ImageFormat::kJpeg;
+};
+
+Result<Prepared> PrepareImage(std::string* bytes, const PackOptions& o) {
+  const image::ImageFormat f = image::SniffImageFormat(*bytes);
+  if (image::IsConvertible(f)) {
+    if (!o.convert) {
+      return Unsupported(
+          fmt::format("a {} image, not a JPEG (converting was not asked for)", image::ImageFormatName(f)));
+    }
+    image::Image img = AQ_TRY(image::DecodeImage(*bytes));
+    image::EncodeOptions eo;
+    eo.quality = 100;
+    eo.subsample_420 = false;
+    *bytes = AQ_TRY(image::EncodeJpeg(img, eo));
+    return Prepared{img.width, img.height, f};
+  }
+  image::JpegInfo info = AQ_TRY(image::ReadJpegInfo(*bytes));  // names what non-JPEG bytes look like
+  if (o.decode_check) AQ_TRY(image::CheckJpeg(*bytes));
+  return Prepared{info.width, info.height, image::ImageFormat::kJpeg};
+}
+
 struct ShardPlan {
   std::string final_path;  // .rec for RecordIO
   size_t begin, end;       // range in the shuffled order
@@ -55,7 +90,10 @@ Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& o) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   format::ImageFolder folder = AQ_TRY(format::ScanImageFolder(fs, o.input, o.policy));
-  if (folder.images.empty()) return InvalidArgument(fmt::format("pack: no JPEG images under '{}'", o.input));
+  if (folder.images.empty()) {
+    return InvalidArgument(
+        fmt::format("pack: no images under '{}' (.jpg, .jpeg, .png, .gif or .bmp in class folders)", o.input));
+  }
   std::map<std::string, std::string> texts;
   std::string labels_file = o.labels_file.empty() ? io::JoinPath(o.input, "synset_labels.txt") : o.labels_file;
   if (!o.labels_file.empty() || fs.Exists(labels_file)) texts = AQ_TRY(LoadLabels(fs, labels_file));
@@ -86,8 +124,11 @@ Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& o) {
   rep.out = o.out;
   rep.format = o.format;
   rep.classes = folder.classes.size();
+  rep.found = n;
   rep.skipped = folder.skipped;
-  std::mutex mu;  // guards rep.skipped
+  rep.ignored_files = folder.ignored_files;
+  rep.ignored_some = folder.ignored_some;
+  std::mutex mu;  // guards rep.skipped, rep.converted
   std::atomic<uint64_t> images{0}, bytes_in{0}, bytes_out{0};
   Progress progress({"pack", n, folder.total_bytes, "images", o.common.progress});
 
@@ -110,12 +151,17 @@ Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& o) {
       jpeg.resize(got);
       progress.Add(1, got);
       bytes_in += got;
-      auto info = image::ReadJpegInfo(jpeg);
+      auto info = PrepareImage(&jpeg, o);
       if (!info.ok()) {
         if (o.policy == format::ErrorPolicy::kFail) return info.status().WithContext(img.path);
         std::lock_guard<std::mutex> lock(mu);
         rep.skipped.push_back({img.path, 0, id, got, info.status().message()});
         continue;
+      }
+      if (info->converted_from != image::ImageFormat::kJpeg) {
+        std::lock_guard<std::mutex> lock(mu);
+        rep.converted.push_back(
+            {img.path, std::string(image::ImageFormatName(info->converted_from)), got, jpeg.size()});
       }
       const std::string& synset = folder.classes[img.class_index];
       if (tf) {
@@ -163,6 +209,23 @@ Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& o) {
     return st;
   }
   for (const auto& sp : plan) rep.files.push_back(sp.final_path);
+  // Reports in file order, whatever order the threads finished in.
+  std::sort(rep.skipped.begin(), rep.skipped.end(),
+            [](const auto& a, const auto& b) { return std::tie(a.file, a.record) < std::tie(b.file, b.record); });
+  std::sort(rep.converted.begin(), rep.converted.end(), [](const auto& a, const auto& b) { return a.file < b.file; });
+  if (images == 0) {
+    for (const auto& sp : plan) {
+      (void)fs.Remove(sp.final_path);
+      if (tf && o.write_index) (void)fs.Remove(TFRecordIndexPath(sp.final_path));
+      if (!tf) {
+        (void)fs.Remove(RecordIOIndexPath(sp.final_path));
+        (void)fs.Remove(sp.final_path.substr(0, sp.final_path.size() - 4) + ".lst");
+      }
+    }
+    return Corruption(fmt::format("pack: none of the {} images under '{}' could be packed; the first, {}: {}", n,
+                                  o.input, rep.skipped.empty() ? "?" : rep.skipped.front().file,
+                                  rep.skipped.empty() ? "?" : rep.skipped.front().reason));
+  }
   rep.images = images;
   rep.bytes_in = bytes_in;
   rep.bytes_out = bytes_out;

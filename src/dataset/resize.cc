@@ -6,10 +6,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <mutex>
+#include <tuple>
 
 #include "common/progress.h"
 #include "common/thread_pool.h"
@@ -17,13 +20,17 @@
 #include "format/example.h"
 #include "format/recordio.h"
 #include "format/tfrecord.h"
+#include "image/decode.h"
 #include "image/jpeg.h"
 
 namespace aq::dataset {
 namespace {
 
-Result<std::string> Rescale(std::string_view jpeg, double scale, int quality) {
-  image::Image img = AQ_TRY(image::DecodeJpeg(jpeg));
+// Any image aquifer decodes (JPEG, PNG, GIF, BMP) in, JPEG out.
+Result<std::string> Rescale(std::string_view encoded, double scale, int quality) {
+  image::Image img = image::IsConvertible(image::SniffImageFormat(encoded))
+                         ? image::ToRgb(AQ_TRY(image::DecodeImage(encoded)))
+                         : AQ_TRY(image::DecodeJpeg(encoded));
   int w = std::max(1, static_cast<int>(std::lround(img.width * scale)));
   int h = std::max(1, static_cast<int>(std::lround(img.height * scale)));
   image::Image out = AQ_TRY(image::Resize(img, w, h));
@@ -56,6 +63,12 @@ Result<ResizeReport> Resize(io::FileSystem& fs, const ResizeOptions& o) {
     const std::string& in_path = ds.files[i];
     std::string rel =
         ds.format == Format::kFolder ? in_path.substr(ds.root.size() + 1) : std::string(io::BaseName(in_path));
+    // A folder's PNG/GIF/BMP files come out as JPEG: name them so.
+    if (ds.format == Format::kFolder && rel.size() > 4) {
+      std::string ext = rel.substr(rel.size() - 4);
+      for (auto& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      if (ext == ".png" || ext == ".gif" || ext == ".bmp") rel = rel.substr(0, rel.size() - 4) + ".jpg";
+    }
     std::string out_path = io::JoinPath(o.out, rel);
     if (ds.format == Format::kFolder) AQ_TRY(fs.MakeDirs(std::string(io::DirName(out_path))));
     const std::string tmp = out_path + ".partial";
@@ -115,6 +128,8 @@ Result<ResizeReport> Resize(io::FileSystem& fs, const ResizeOptions& o) {
   });
   progress.Finish();
   if (!st.ok()) return st;
+  std::sort(rep.skipped.begin(), rep.skipped.end(),
+            [](const auto& a, const auto& b) { return std::tie(a.file, a.record) < std::tie(b.file, b.record); });
   rep.files = ds.files.size();
   rep.images = images;
   rep.bytes_in = bytes_in;

@@ -5,6 +5,7 @@
 // and offset.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -16,18 +17,23 @@
 #include "dataset/commands.h"
 #include "format/recordio.h"
 #include "format/tfrecord.h"
-#include "image/jpeg.h"
+#include "image/decode.h"
 
 namespace aq::dataset {
 namespace {
 
+// All problems are counted; the first max (in file order, then in the
+// order they were found) are kept, so the report is the same whatever order the threads
+// finish in.
 class Collector {
  public:
   Collector(VerifyReport* rep, size_t max) : rep_(rep), max_(max) {}
-  void Add(Problem p) {
+  void Add(size_t file_index, Problem p) {
     MutexLock lock(mu_);
     ++rep_->problem_count;
-    if (rep_->problems.size() < max_) rep_->problems.push_back(std::move(p));
+    if (max_ == 0) return;
+    kept_.push_back({file_index, std::move(p)});
+    if (kept_.size() >= 2 * max_) Trim();
   }
   void Merge(uint64_t records, uint64_t bytes, uint64_t image_bytes, const std::map<int64_t, uint64_t>& labels) {
     MutexLock lock(mu_);
@@ -40,16 +46,43 @@ class Collector {
     MutexLock lock(mu_);
     return rep_->problem_count;
   }
+  void Finish() {
+    MutexLock lock(mu_);
+    Trim();
+    for (auto& k : kept_) rep_->problems.push_back(std::move(k.problem));
+    kept_.clear();
+  }
 
  private:
+  struct Kept {
+    size_t file_index;
+    Problem problem;
+  };
+  void Trim() AQ_REQUIRES(mu_) {
+    // One thread checks one file, so a file's problems arrive in a fixed
+    // order: a stable sort by file gives the same list on every run.
+    std::stable_sort(kept_.begin(), kept_.end(),
+                     [](const Kept& a, const Kept& b) { return a.file_index < b.file_index; });
+    if (kept_.size() > max_) kept_.resize(max_);
+  }
+
   Mutex mu_;
   VerifyReport* rep_ AQ_GUARDED_BY(mu_);
+  std::vector<Kept> kept_ AQ_GUARDED_BY(mu_);
   size_t max_;
 };
 
+// Problems of one file, in the collector's order.
+struct ProblemsOf {
+  Collector& c;
+  size_t index;
+  void Add(Problem p) const { c.Add(index, std::move(p)); }
+};
+
 // Checks an index file against the record offsets found by the scan.
-void CheckIndex(io::FileSystem& fs, Format format, const std::string& file, const std::vector<uint64_t>& offsets,
-                const std::vector<uint64_t>& sizes, Collector& out) {
+void CheckIndex(io::FileSystem& fs, Format format, size_t file_index, const std::string& file,
+                const std::vector<uint64_t>& offsets, const std::vector<uint64_t>& sizes, Collector& collector) {
+  auto out = ProblemsOf(collector, file_index);
   const std::string idx = format == Format::kTFRecord ? TFRecordIndexPath(file) : RecordIOIndexPath(file);
   if (!fs.Exists(idx)) return;
   auto text = io::ReadFileToString(fs, idx);
@@ -104,7 +137,7 @@ Result<VerifyReport> Verify(io::FileSystem& fs, const VerifyOptions& o) {
   rep.format = ds.format;
   rep.files = ds.files.size();
   Collector out(&rep, o.max_problems);
-  for (const auto& sk : ds.folder.skipped) out.Add({sk.file, sk.record, sk.offset, sk.reason});
+  for (const auto& sk : ds.folder.skipped) out.Add(0, {sk.file, sk.record, sk.offset, sk.reason});
   Progress progress({"verify", ds.files.size(), ds.total_bytes, ds.format == Format::kFolder ? "images" : "files",
                      o.common.progress});
   const bool folder = ds.format == Format::kFolder;
@@ -126,7 +159,7 @@ Result<VerifyReport> Verify(io::FileSystem& fs, const VerifyOptions& o) {
     auto walked = WalkFile(fs, ds.format, file, wo, [&](const Sample& s) -> Status {
       offsets.push_back(s.offset);
       sizes.push_back(s.framed_size);
-      auto problem = [&](const std::string& m) { out.Add({file, s.record, s.offset, m}); };
+      auto problem = [&](const std::string& m) { out.Add(i, {file, s.record, s.offset, m}); };
       if (!s.parse_error.ok()) {
         problem(s.parse_error.message());
         if (s.image.empty()) return Status::Ok();
@@ -142,29 +175,27 @@ Result<VerifyReport> Verify(io::FileSystem& fs, const VerifyOptions& o) {
         }
       }
       image_bytes += s.image.size();
-      if (o.decode) {
-        auto img = image::DecodeJpeg(s.image);
-        if (!img.ok()) problem(img.status().message());
-      } else {
-        auto info = image::ReadJpegInfo(s.image);
-        if (!info.ok()) problem(info.status().message());
-      }
+      // A JPEG's headers and end marker (with --decode: every pixel), any
+      // other image by decoding it.
+      auto checked = image::CheckImage(s.image, o.decode);
+      if (!checked.ok()) problem(checked.status().message());
       return Status::Ok();
     });
     if (!walked.ok()) {
-      out.Add({file, 0, 0, walked.status().message()});
+      out.Add(i, {file, 0, 0, walked.status().message()});
       progress.Add(1, 0);
       return Status::Ok();
     }
     for (const auto& sk : walked->skipped) {
-      out.Add({sk.file, sk.record, sk.offset, fmt::format("{} ({} bytes skipped)", sk.reason, sk.bytes)});
+      out.Add(i, {sk.file, sk.record, sk.offset, fmt::format("{} ({} bytes skipped)", sk.reason, sk.bytes)});
     }
-    if (!folder) CheckIndex(fs, ds.format, file, offsets, sizes, out);
+    if (!folder) CheckIndex(fs, ds.format, i, file, offsets, sizes, out);
     out.Merge(walked->records, walked->bytes, image_bytes, labels);
     progress.Add(1, walked->bytes);
     return Status::Ok();
   });
   progress.Finish();
+  out.Finish();
   AQ_TRY(std::move(st));
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;

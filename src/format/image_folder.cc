@@ -6,12 +6,12 @@
 
 namespace aq::format {
 
-bool IsJpegFileName(std::string_view name) {
+bool IsImageFileName(std::string_view name) {
   auto dot = name.rfind('.');
   if (dot == std::string_view::npos) return false;
   std::string ext(name.substr(dot + 1));
   for (auto& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return ext == "jpg" || ext == "jpeg";
+  return ext == "jpg" || ext == "jpeg" || ext == "png" || ext == "gif" || ext == "bmp";
 }
 
 Result<ImageFolder> ScanImageFolder(io::FileSystem& fs, const std::string& root, ErrorPolicy policy) {
@@ -23,9 +23,9 @@ Result<ImageFolder> ScanImageFolder(io::FileSystem& fs, const std::string& root,
     if (e.is_dir) {
       if (e.name.empty() || e.name[0] == '.') continue;  // hidden, like torchvision's scandir
       out.classes.push_back(e.name);
-    } else {
-      ++out.ignored_files;
     }
+    // Files beside the class directories (labels, READMEs) are not images
+    // of any class and are not counted.
   }
   if (out.classes.empty()) {
     return InvalidArgument(fmt::format("'{}' has no class subdirectories: expected root/<class>/<image>.jpg", root));
@@ -40,8 +40,9 @@ Result<ImageFolder> ScanImageFolder(io::FileSystem& fs, const std::string& root,
       continue;
     }
     for (const auto& f : *files) {
-      if (f.is_dir || !IsJpegFileName(f.name)) {
+      if (f.is_dir || !IsImageFileName(f.name)) {
         ++out.ignored_files;
+        if (out.ignored_some.size() < 10) out.ignored_some.push_back(io::JoinPath(dir, f.name));
         continue;
       }
       out.images.push_back({io::JoinPath(dir, f.name), c, f.size});

@@ -1,7 +1,8 @@
 // Image folders: root/<class>/<image>.jpg, the layout of ImageNet's raw
 // training set and of torchvision's ImageFolder. Classes are the
 // subdirectories sorted by name (class index = position, 0-based); images are
-// JPEG files (.jpg/.jpeg, any case) sorted by name within their class.
+// the files named .jpg/.jpeg (any case; what the bytes are is decided when
+// they are read) or .png/.gif/.bmp, sorted by name within their class.
 //
 // Thread safety: pure functions over a FileSystem.
 #pragma once
@@ -26,11 +27,13 @@ struct ImageFolder {
   std::vector<std::string> classes;
   std::vector<ImageFolderEntry> images;
   uint64_t total_bytes = 0;
-  uint64_t ignored_files = 0;          // non-JPEG files (and files directly under root)
-  std::vector<SkippedRecord> skipped;  // unreadable class directories (kSkip)
+  uint64_t ignored_files = 0;             // files in class directories with other names
+  std::vector<std::string> ignored_some;  // the first few of them, to name in reports
+  std::vector<SkippedRecord> skipped;     // unreadable class directories (kSkip)
 };
 
-bool IsJpegFileName(std::string_view name);
+// .jpg, .jpeg, .png, .gif or .bmp, in any case.
+bool IsImageFileName(std::string_view name);
 
 // Scans root. An unreadable class directory fails the scan (kFail) or is
 // skipped and reported (kSkip). A root with no class directory is an error.

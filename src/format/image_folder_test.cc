@@ -28,7 +28,7 @@ TEST(ImageFolder, ClassesSortedImagesSortedOthersIgnored) {
   EXPECT_EQ(f->images[0].class_index, 0u);
   EXPECT_EQ(f->images[1].path, "/d/zebra/a.JPEG");
   EXPECT_EQ(f->images[2].class_index, 2u);
-  EXPECT_EQ(f->ignored_files, 2u);
+  EXPECT_EQ(f->ignored_files, 1u);  // notes.txt; files beside the classes are not counted
   EXPECT_EQ(f->total_bytes, 7u);
 }
 
@@ -41,11 +41,26 @@ TEST(ImageFolder, NoClassesOrMissingRootIsAClearError) {
   EXPECT_EQ(ScanImageFolder(*fs, "/missing").status().code(), StatusCode::kNotFound);
 }
 
-TEST(ImageFolder, JpegNames) {
-  EXPECT_TRUE(IsJpegFileName("a.jpg"));
-  EXPECT_TRUE(IsJpegFileName("n01440764_10026.JPEG"));
-  EXPECT_FALSE(IsJpegFileName("a.png"));
-  EXPECT_FALSE(IsJpegFileName("jpg"));
+TEST(ImageFolder, ImageNames) {
+  EXPECT_TRUE(IsImageFileName("a.jpg"));
+  EXPECT_TRUE(IsImageFileName("n01440764_10026.JPEG"));
+  EXPECT_TRUE(IsImageFileName("a.png"));
+  EXPECT_TRUE(IsImageFileName("b.GIF"));
+  EXPECT_TRUE(IsImageFileName("c.bmp"));
+  EXPECT_FALSE(IsImageFileName("a.webp"));
+  EXPECT_FALSE(IsImageFileName("notes.txt"));
+  EXPECT_FALSE(IsImageFileName("jpg"));
+}
+
+TEST(ImageFolder, IgnoredFilesAreNamed) {
+  auto fs = io::NewMemFileSystem();
+  Put(*fs, "/d/c/a.jpg");
+  Put(*fs, "/d/c/a.xml");
+  Put(*fs, "/d/c/b.webp");
+  auto f = ScanImageFolder(*fs, "/d");
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->ignored_files, 2u);
+  EXPECT_EQ(f->ignored_some, (std::vector<std::string>{"/d/c/a.xml", "/d/c/b.webp"}));
 }
 
 }  // namespace

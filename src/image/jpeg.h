@@ -1,8 +1,8 @@
-// JPEG through libjpeg-turbo: header inspection and encoding (TurboJPEG
-// API), full decode (libjpeg API, shared with the region decoder).
+// JPEG through libjpeg-turbo: header inspection and full decode (libjpeg
+// API, shared with the region decoder), encoding (TurboJPEG API).
 //
 // Thread safety: all functions may be called concurrently; each thread keeps
-// its own TurboJPEG handles.
+// its own decoder and TurboJPEG handle.
 #pragma once
 
 #include <cstdint>
@@ -22,19 +22,30 @@ struct JpegInfo {
   int height = 0;
   int components = 0;  // 1, 3 or 4
   JpegColorspace colorspace = JpegColorspace::kUnknown;
-  std::string_view subsampling;  // "4:4:4", "4:2:0", ...
+  // "4:4:4", "4:2:2", "4:2:0", "4:4:0", "4:1:1", "4:1:0", "gray", or the
+  // sampling factors when they fit no name ("2x2,2x1,1x1").
+  std::string subsampling;
+  bool progressive = false;
+  bool arithmetic = false;
 };
 
 // True if data starts with a JPEG SOI marker (FF D8 FF).
 bool LooksLikeJpeg(std::string_view data);
 
-// Parses the headers up to the frame header. kCorruption if the bytes are
-// not a JPEG or the header is damaged; the message says why.
+// Parses the headers up to the first scan. kCorruption if the bytes are not
+// a JPEG or the header is damaged, kTruncated if the file ends without an
+// end-of-image marker after its scan data, kUnsupported for what libjpeg
+// cannot decode (12-bit samples, lossless); the message says why.
 Result<JpegInfo> ReadJpegInfo(std::string_view data);
 
 // Decodes the whole image to RGB (3 channels); gray and CMYK/YCCK images
-// are converted. (Through RegionDecoder: see jpeg_region.h.)
+// are converted. Any damage libjpeg notices on the way (a warning about the
+// data) is an error. (Through RegionDecoder: see jpeg_region.h.)
 Result<Image> DecodeJpeg(std::string_view data);
+
+// Decodes the whole image and discards the pixels: ok when libjpeg reads
+// every row and the end-of-image marker without an error or damage warning.
+Status CheckJpeg(std::string_view data);
 
 struct EncodeOptions {
   int quality = 90;           // 1..100

@@ -7,9 +7,12 @@
 #include <csetjmp>
 #include <cstdio>
 
+#include "image/decode.h"
 #include "image/jpeg.h"
 // jpeglib.h needs FILE and size_t declared first.
 #include <jpeglib.h>
+// The warning codes (JWRN_*).
+#include <jerror.h>
 
 namespace aq::image {
 
@@ -18,24 +21,90 @@ struct RegionDecoder::State {
     jpeg_error_mgr pub;
     jmp_buf jump;
     char message[JMSG_LENGTH_MAX];
+    // Warnings that mean the data is damaged: how many, the first one.
+    int damage;
+    int damage_code;
+    char warning[JMSG_LENGTH_MAX];
   };
   jpeg_decompress_struct cinfo{};
   ErrorManager err{};
-  Image out;   // reused across images
-  Image cmyk;  // scratch for CMYK/YCCK conversion
-  std::vector<JSAMPROW> rows;
+  bool created = false;
+  Image out;                  // reused across images
+  Image cmyk;                 // scratch for CMYK/YCCK conversion
+  std::vector<uint8_t> tail;  // the last row, read to reach the end of the data
 
-  State() {
+  // A fresh libjpeg object per image: after an error libjpeg's state is not
+  // guaranteed to be reusable, and Huffman/quantisation tables persist in a
+  // decompressor across images (for abbreviated streams), so an image
+  // without its own tables would silently decode with the previous image's.
+  // Creating one costs microseconds against milliseconds of decoding.
+  void Reset() {
+    if (created) jpeg_destroy_decompress(&cinfo);
+    cinfo = jpeg_decompress_struct{};
     cinfo.err = jpeg_std_error(&err.pub);
     err.pub.error_exit = [](j_common_ptr c) {
       auto* e = reinterpret_cast<ErrorManager*>(c->err);
       (*c->err->format_message)(c, e->message);
       longjmp(e->jump, 1);
     };
-    err.pub.output_message = [](j_common_ptr) {};  // warnings: counted, not printed
+    err.pub.emit_message = [](j_common_ptr c, int level) {
+      if (level >= 0) return;  // trace messages
+      auto* e = reinterpret_cast<ErrorManager*>(c->err);
+      ++c->err->num_warnings;
+      if (!IsDamage(c->err->msg_code)) return;
+      if (e->damage++ == 0) {
+        e->damage_code = c->err->msg_code;
+        (*c->err->format_message)(c, e->warning);
+      }
+    };
+    err.damage = 0;
+    err.damage_code = 0;
     jpeg_create_decompress(&cinfo);
+    created = true;
   }
-  ~State() { jpeg_destroy_decompress(&cinfo); }
+
+  // libjpeg warns and carries on (filling grey) where the entropy-coded
+  // data is damaged; those warnings are errors here. The others are about
+  // metadata (an unknown JFIF revision or Adobe transform code, a bad ICC
+  // marker) and leave the pixels as the encoder meant them.
+  static bool IsDamage(int code) {
+    switch (code) {
+      case JWRN_JPEG_EOF:
+      case JWRN_HIT_MARKER:
+      case JWRN_HUFF_BAD_CODE:
+      case JWRN_ARITH_BAD_CODE:
+      case JWRN_MUST_RESYNC:
+      case JWRN_EXTRANEOUS_DATA:
+      case JWRN_BOGUS_PROGRESSION:
+      case JWRN_NOT_SEQUENTIAL: return true;
+      default: return false;
+    }
+  }
+
+  Status DamageStatus() const {
+    if (err.damage_code == JWRN_JPEG_EOF) return Truncated(fmt::format("JPEG data ends early ({})", err.warning));
+    return Corruption(fmt::format("damaged JPEG data ({}{})", err.warning,
+                                  err.damage > 1 ? fmt::format("; {} warnings in all", err.damage) : ""));
+  }
+
+  // The error that longjmp'ed out of libjpeg, with the cause named where
+  // libjpeg's own words are terse.
+  Status ErrorStatus(std::string_view what) const {
+    if (cinfo.data_precision != 0 && cinfo.data_precision != 8) {
+      return Unsupported(
+          fmt::format("{}-bit JPEG samples: only 8-bit JPEGs are decoded ({})", cinfo.data_precision, err.message));
+    }
+    std::string_view m(err.message);
+    if (m.find("Unsupported") != std::string_view::npos) return Unsupported(fmt::format("{}: {}", what, m));
+    if (m.find("Premature end") != std::string_view::npos) {
+      return Truncated(fmt::format("{}: the file ends inside the JPEG headers ({})", what, m));
+    }
+    return Corruption(fmt::format("{}: {}", what, m));
+  }
+
+  ~State() {
+    if (created) jpeg_destroy_decompress(&cinfo);
+  }
 };
 
 RegionDecoder::RegionDecoder() : s_(std::make_unique<State>()) {}
@@ -43,8 +112,20 @@ RegionDecoder::~RegionDecoder() = default;
 
 namespace {
 
-// The not-a-JPEG error with its hints (PNG? WebP?) comes from ReadJpegInfo.
-Status NotJpeg(std::string_view d) { return ReadJpegInfo(d).status(); }
+// The not-a-JPEG error with its hints (PNG? WebP?).
+Status NotJpeg(std::string_view d) {
+  std::string first;
+  for (size_t i = 0; i < d.size() && i < 4; ++i)
+    first += fmt::format("{}{:02x}", i ? " " : "", static_cast<uint8_t>(d[i]));
+  if (first.empty()) return Corruption("not a JPEG: the file is empty");
+  const ImageFormat f = SniffImageFormat(d);
+  if (f == ImageFormat::kJpeg) {
+    return Corruption(
+        fmt::format("damaged JPEG: {} bytes starting with {}, no marker after start-of-image", d.size(), first));
+  }
+  std::string hint = f == ImageFormat::kUnknown ? "" : fmt::format(" (a {} image)", ImageFormatName(f));
+  return Corruption(fmt::format("not a JPEG: {} bytes starting with {}{}, expected ff d8 ff", d.size(), first, hint));
+}
 
 // Adobe CMYK JPEGs store inverted values: R = C * K / 255.
 void CmykRowToRgb(const uint8_t* in, uint8_t* out, int n) {
@@ -56,22 +137,78 @@ void CmykRowToRgb(const uint8_t* in, uint8_t* out, int n) {
   }
 }
 
+// A complete JPEG has an end-of-image marker (FF D9) after its scan data.
+// Entropy-coded data cannot contain FF D9 (an FF data byte is stuffed as
+// FF 00), so its absence after the first scan means the file was cut.
+// Searched from the end: the marker is usually the last two bytes.
+bool HasEndMarker(std::string_view jpeg, size_t scan_start) {
+  for (size_t i = jpeg.size(); i >= scan_start + 2; --i) {
+    if (static_cast<uint8_t>(jpeg[i - 1]) == 0xd9 && static_cast<uint8_t>(jpeg[i - 2]) == 0xff) return true;
+  }
+  return false;
+}
+
+std::string SubsamplingName(const jpeg_decompress_struct& c) {
+  if (c.num_components == 1) return "gray";
+  const jpeg_component_info* ci = c.comp_info;
+  const int h0 = ci[0].h_samp_factor, v0 = ci[0].v_samp_factor;
+  const int h1 = ci[1].h_samp_factor, v1 = ci[1].v_samp_factor;
+  bool named =
+      c.num_components >= 3 && ci[2].h_samp_factor == h1 && ci[2].v_samp_factor == v1 && h0 % h1 == 0 && v0 % v1 == 0;
+  // A fourth component (K of CMYK/YCCK) must sample like the first.
+  for (int i = 3; i < c.num_components; ++i) named &= ci[i].h_samp_factor == h0 && ci[i].v_samp_factor == v0;
+  if (named) {
+    const int hr = h0 / h1, vr = v0 / v1;
+    if (hr == 1 && vr == 1) return "4:4:4";
+    if (hr == 2 && vr == 1) return "4:2:2";
+    if (hr == 2 && vr == 2) return "4:2:0";
+    if (hr == 1 && vr == 2) return "4:4:0";
+    if (hr == 4 && vr == 1) return "4:1:1";
+    if (hr == 4 && vr == 2) return "4:1:0";
+  }
+  std::string s;
+  for (int i = 0; i < c.num_components; ++i) {
+    s += fmt::format("{}{}x{}", i ? "," : "", ci[i].h_samp_factor, ci[i].v_samp_factor);
+  }
+  return s;
+}
+
+JpegColorspace FromLibjpeg(J_COLOR_SPACE cs) {
+  switch (cs) {
+    case JCS_RGB: return JpegColorspace::kRGB;
+    case JCS_YCbCr: return JpegColorspace::kYCbCr;
+    case JCS_GRAYSCALE: return JpegColorspace::kGray;
+    case JCS_CMYK: return JpegColorspace::kCMYK;
+    case JCS_YCCK: return JpegColorspace::kYCCK;
+    default: return JpegColorspace::kUnknown;
+  }
+}
+
 }  // namespace
 
 // setjmp/longjmp: no C++ objects with destructors may be created between
 // the setjmp and a libjpeg call that can jump, in these functions.
-Result<JpegHeader> RegionDecoder::ReadHeader(std::string_view jpeg) {
+Result<JpegInfo> RegionDecoder::ReadInfo(std::string_view jpeg) {
   if (!LooksLikeJpeg(jpeg)) return NotJpeg(jpeg);
+  s_->Reset();
   auto& c = s_->cinfo;
-  if (setjmp(s_->err.jump)) {
-    jpeg_abort_decompress(&c);
-    return Corruption(fmt::format("bad JPEG header: {}", s_->err.message));
-  }
+  if (setjmp(s_->err.jump)) return s_->ErrorStatus("bad JPEG header");
   jpeg_mem_src(&c, reinterpret_cast<const unsigned char*>(jpeg.data()), jpeg.size());
   jpeg_read_header(&c, TRUE);
-  JpegHeader h{static_cast<int>(c.image_width), static_cast<int>(c.image_height), c.num_components};
-  jpeg_abort_decompress(&c);
-  return h;
+  if (s_->err.damage > 0) return s_->DamageStatus();
+  if (!HasEndMarker(jpeg, jpeg.size() - c.src->bytes_in_buffer)) {
+    return Truncated(
+        fmt::format("JPEG is cut short: no end-of-image marker after the scan data ({} bytes)", jpeg.size()));
+  }
+  JpegInfo info;
+  info.width = static_cast<int>(c.image_width);
+  info.height = static_cast<int>(c.image_height);
+  info.components = c.num_components;
+  info.colorspace = FromLibjpeg(c.jpeg_color_space);
+  info.subsampling = SubsamplingName(c);
+  info.progressive = c.progressive_mode != 0;
+  info.arithmetic = c.arith_code != 0;
+  return info;
 }
 
 Result<DecodedRegion> RegionDecoder::Decode(std::string_view jpeg, const RegionRequest& request) {
@@ -81,18 +218,19 @@ Result<DecodedRegion> RegionDecoder::Decode(std::string_view jpeg, const RegionR
 
 Result<DecodedRegion> RegionDecoder::Decode(std::string_view jpeg, RegionChooser choose, void* context) {
   if (!LooksLikeJpeg(jpeg)) return NotJpeg(jpeg);
+  s_->Reset();
   auto& c = s_->cinfo;
   Image& out = s_->out;
   DecodedRegion r;
-  if (setjmp(s_->err.jump)) {
-    jpeg_abort_decompress(&c);
-    return Corruption(fmt::format("JPEG decode failed: {}", s_->err.message));
-  }
+  if (setjmp(s_->err.jump)) return s_->ErrorStatus("JPEG decode failed");
   jpeg_mem_src(&c, reinterpret_cast<const unsigned char*>(jpeg.data()), jpeg.size());
   jpeg_read_header(&c, TRUE);
+  if (!HasEndMarker(jpeg, jpeg.size() - c.src->bytes_in_buffer)) {
+    return Truncated(
+        fmt::format("JPEG is cut short: no end-of-image marker after the scan data ({} bytes)", jpeg.size()));
+  }
   const int W = static_cast<int>(c.image_width), H = static_cast<int>(c.image_height);
   if (static_cast<uint64_t>(W) * static_cast<uint64_t>(H) > (1ull << 28)) {
-    jpeg_abort_decompress(&c);
     return Unsupported(fmt::format("JPEG of {}x{} pixels is larger than the 2^28 pixel limit", W, H));
   }
   const RegionRequest req = choose(JpegHeader{W, H, c.num_components}, context);
@@ -110,7 +248,8 @@ Result<DecodedRegion> RegionDecoder::Decode(std::string_view jpeg, RegionChooser
   c.dct_method = req.fast_idct ? JDCT_IFAST : JDCT_ISLOW;
   const bool cmyk = c.jpeg_color_space == JCS_CMYK || c.jpeg_color_space == JCS_YCCK;
   c.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
-  jpeg_start_decompress(&c);
+  jpeg_start_decompress(&c);  // reads every scan of a progressive JPEG
+  if (s_->err.damage > 0) return s_->DamageStatus();
   const int ow = static_cast<int>(c.output_width), oh = static_cast<int>(c.output_height);
   // Region in scaled coordinates, widened to whole pixels.
   const double sx = rx / denom, sy = ry / denom, sw = rw / denom, sh = rh / denom;
@@ -134,13 +273,25 @@ Result<DecodedRegion> RegionDecoder::Decode(std::string_view jpeg, RegionChooser
   for (int y = 0; y < rows; ++y) {
     JSAMPROW row = cmyk ? s_->cmyk.pixels.data() : out.row(y);
     if (jpeg_read_scanlines(&c, &row, 1) != 1) {
-      jpeg_abort_decompress(&c);
       return Truncated(fmt::format("JPEG ends early: row {} of {} missing", y0 + y, oh));
     }
     if (cmyk) CmykRowToRgb(s_->cmyk.pixels.data(), out.row(y), width);
   }
-  // Rows below the region are never decoded.
-  jpeg_abort_decompress(&c);
+  // Rows below the region are not decoded, unless asked for: then their
+  // coefficients are entropy-decoded and dropped (jpeg_skip_scanlines) up
+  // to the last row, which is read, since skipping to the very end would
+  // stop reading. A progressive JPEG's data was all read at the start.
+  if (y1 < oh && req.read_to_end && !jpeg_has_multiple_scans(&c)) {
+    if (y1 < oh - 1) jpeg_skip_scanlines(&c, static_cast<JDIMENSION>(oh - 1 - y1));
+    s_->tail.resize(static_cast<size_t>(width) * 4);
+    JSAMPROW row = s_->tail.data();
+    if (jpeg_read_scanlines(&c, &row, 1) != 1) return Truncated(fmt::format("JPEG ends early: last row missing"));
+    y1 = oh;
+  }
+  // When every row was read, read on to the end-of-image marker so damage
+  // after the last row (extraneous bytes, a missing marker) is seen too.
+  if (y1 == oh) jpeg_finish_decompress(&c);
+  if (s_->err.damage > 0) return s_->DamageStatus();
   r.pixels = &out;
   r.scale_denom = denom;
   r.x = sx - static_cast<double>(xoff);
@@ -151,10 +302,11 @@ Result<DecodedRegion> RegionDecoder::Decode(std::string_view jpeg, RegionChooser
 }
 
 Result<const Image*> RegionDecoder::DecodeFull(std::string_view jpeg, bool fast_idct) {
-  auto h = AQ_TRY(ReadHeader(jpeg));
   RegionRequest req;
-  req.w = h.width;
-  req.h = h.height;
+  req.x = 0;
+  req.y = 0;
+  req.w = 1e9;  // clamped to the image
+  req.h = 1e9;
   req.allow_dct_scaling = false;
   req.fast_idct = fast_idct;
   auto r = AQ_TRY(Decode(jpeg, req));

@@ -8,9 +8,15 @@
 // in both directions, decodes at 1/2, 1/4 or 1/8 scale (the IDCT then
 // produces fewer pixels directly).
 //
+// Damage is an error, never grey pixels: libjpeg's warnings about the data
+// (premature end, bad Huffman codes, lost restart markers, extraneous bytes)
+// fail the decode, and so does a file with no end-of-image marker after its
+// scan data (cut short), even where the rows that were decoded are intact.
+// Each image starts from a fresh libjpeg object, so nothing one image left
+// behind (an error state, Huffman tables) can touch the next.
+//
 // Thread safety: a RegionDecoder belongs to one thread; keep one per worker
-// so its libjpeg state and buffers are reused (no allocation per image in
-// aquifer's code; libjpeg allocates its per-image pools internally).
+// so its buffers are reused.
 #pragma once
 
 #include <memory>
@@ -19,6 +25,7 @@
 
 #include "common/status.h"
 #include "image/image.h"
+#include "image/jpeg.h"
 
 namespace aq::image {
 
@@ -30,6 +37,10 @@ struct RegionRequest {
   int out_w = 0, out_h = 0;
   bool allow_dct_scaling = true;
   bool fast_idct = false;  // JDCT_IFAST: faster, slightly less accurate
+  // Entropy-decode the rows below the region too and read to the end
+  // marker, so damage anywhere in the file fails the decode (a progressive
+  // JPEG is read whole anyway). Costs Huffman decoding of those rows.
+  bool read_to_end = false;
 };
 
 struct DecodedRegion {
@@ -50,8 +61,9 @@ class RegionDecoder {
   RegionDecoder(const RegionDecoder&) = delete;
   RegionDecoder& operator=(const RegionDecoder&) = delete;
 
-  // Reads the header only.
-  Result<JpegHeader> ReadHeader(std::string_view jpeg);
+  // Reads the headers up to the first scan and checks that the file is not
+  // cut short (an end-of-image marker follows the scan data).
+  Result<JpegInfo> ReadInfo(std::string_view jpeg);
   // Decodes the requested region (clamped to the image). The result points
   // into this decoder and is valid until the next call.
   Result<DecodedRegion> Decode(std::string_view jpeg, const RegionRequest& request);
@@ -59,7 +71,9 @@ class RegionDecoder {
   // random crop needs the image size); the header is parsed only once.
   using RegionChooser = RegionRequest (*)(const JpegHeader& header, void* context);
   Result<DecodedRegion> Decode(std::string_view jpeg, RegionChooser choose, void* context);
-  // Decodes the whole image at full size (the decode-only bound).
+  // Decodes the whole image at full size, to the end-of-image marker, so
+  // damage anywhere in the file is found (verify, pack, the decode-only
+  // bound).
   Result<const Image*> DecodeFull(std::string_view jpeg, bool fast_idct = false);
 
  private:

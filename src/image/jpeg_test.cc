@@ -4,8 +4,15 @@
 #include <turbojpeg.h>
 
 #include <cmath>
+#include <csetjmp>
+#include <cstdio>
+#include <utility>
+#include <vector>
 
+#include "image/jpeg_region.h"
 #include "image/synth.h"
+// jpeglib.h needs FILE and size_t declared first.
+#include <jpeglib.h>
 
 namespace aq::image {
 namespace {
@@ -85,13 +92,258 @@ TEST(Jpeg, NonJpegBytesAreAClearError) {
   EXPECT_FALSE(DecodeJpeg("hello world").ok());
 }
 
-TEST(Jpeg, TruncatedHeaderIsCorruption) {
+TEST(Jpeg, TruncatedHeaderIsAnError) {
   auto jpeg = EncodeJpeg(TestPhoto(), {90});
   ASSERT_TRUE(jpeg.ok());
   for (size_t cut : {3, 20, 100}) {
     auto info = ReadJpegInfo(std::string_view(*jpeg).substr(0, cut));
     EXPECT_FALSE(info.ok()) << "cut at " << cut;
   }
+}
+
+// ---- JPEGs written through libjpeg's own API, with what TurboJPEG cannot
+// make: any sampling factors, restart markers, optimised Huffman tables.
+struct LibjpegOptions {
+  std::vector<std::pair<int, int>> sampling = {{2, 2}, {1, 1}, {1, 1}};
+  bool progressive = false;
+  bool optimize = false;
+  int restart_rows = 0;
+  int quality = 90;
+};
+
+std::string EncodeWithLibjpeg(const Image& img, const LibjpegOptions& o) {
+  jpeg_compress_struct c{};
+  jpeg_error_mgr err{};
+  c.err = jpeg_std_error(&err);
+  jpeg_create_compress(&c);
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&c, &buf, &size);
+  c.image_width = static_cast<JDIMENSION>(img.width);
+  c.image_height = static_cast<JDIMENSION>(img.height);
+  c.input_components = 3;
+  c.in_color_space = JCS_RGB;
+  jpeg_set_defaults(&c);
+  jpeg_set_quality(&c, o.quality, TRUE);
+  for (size_t i = 0; i < o.sampling.size(); ++i) {
+    c.comp_info[i].h_samp_factor = o.sampling[i].first;
+    c.comp_info[i].v_samp_factor = o.sampling[i].second;
+  }
+  if (o.progressive) jpeg_simple_progression(&c);
+  c.optimize_coding = o.optimize ? TRUE : FALSE;
+  c.restart_in_rows = o.restart_rows;
+  jpeg_start_compress(&c, TRUE);
+  for (int y = 0; y < img.height; ++y) {
+    JSAMPROW row = const_cast<uint8_t*>(img.row(y));
+    jpeg_write_scanlines(&c, &row, 1);
+  }
+  jpeg_finish_compress(&c);
+  jpeg_destroy_compress(&c);
+  std::string out(reinterpret_cast<char*>(buf), size);
+  free(buf);
+  return out;
+}
+
+// Removes every marker segment `marker` before the first scan.
+std::string WithoutSegments(const std::string& jpeg, uint8_t marker) {
+  std::string out = jpeg.substr(0, 2);
+  size_t pos = 2;
+  while (pos + 4 <= jpeg.size() && static_cast<uint8_t>(jpeg[pos + 1]) != 0xda) {
+    const size_t len = static_cast<uint8_t>(jpeg[pos + 2]) * 256u + static_cast<uint8_t>(jpeg[pos + 3]);
+    if (static_cast<uint8_t>(jpeg[pos + 1]) != marker) out += jpeg.substr(pos, 2 + len);
+    pos += 2 + len;
+  }
+  return out + jpeg.substr(pos);
+}
+
+// Patches the frame header (SOF0/SOF2): precision, height, width.
+std::string PatchFrame(std::string jpeg, int precision, int height, int width) {
+  for (size_t i = 2; i + 9 < jpeg.size(); ++i) {
+    const auto m = static_cast<uint8_t>(jpeg[i + 1]);
+    if (static_cast<uint8_t>(jpeg[i]) == 0xff && (m == 0xc0 || m == 0xc1 || m == 0xc2)) {
+      if (precision >= 0) jpeg[i + 4] = static_cast<char>(precision);
+      if (height >= 0) {
+        jpeg[i + 5] = static_cast<char>(height >> 8);
+        jpeg[i + 6] = static_cast<char>(height & 0xff);
+      }
+      if (width >= 0) {
+        jpeg[i + 7] = static_cast<char>(width >> 8);
+        jpeg[i + 8] = static_cast<char>(width & 0xff);
+      }
+      return jpeg;
+    }
+  }
+  ADD_FAILURE() << "no frame header";
+  return jpeg;
+}
+
+// Renumbers the n-th restart marker so the decoder must resynchronise.
+std::string BreakRestartMarker(std::string jpeg, int n) {
+  int seen = 0;
+  for (size_t i = 0; i + 1 < jpeg.size(); ++i) {
+    const auto m = static_cast<uint8_t>(jpeg[i + 1]);
+    if (static_cast<uint8_t>(jpeg[i]) == 0xff && m >= 0xd0 && m <= 0xd7 && ++seen == n) {
+      jpeg[i + 1] = static_cast<char>(0xd0 + (m - 0xd0 + 4) % 8);
+      return jpeg;
+    }
+  }
+  ADD_FAILURE() << "fewer than " << n << " restart markers";
+  return jpeg;
+}
+
+// The files that used to leave the per-thread decoder broken for the
+// images after them, and files that must be reported as damaged.
+std::vector<std::pair<std::string, std::string>> BadJpegs(const std::string& good) {
+  return {
+      {"12-bit precision", PatchFrame(good, 12, -1, -1)},
+      {"size 0x0", PatchFrame(good, -1, 0, 0)},
+      {"cut inside the header", good.substr(0, 100)},
+      {"start marker then garbage", std::string("\xff\xd8\xff\x01garbage garbage garbage", 26)},
+      {"start marker only", good.substr(0, 2)},
+      {"cut at 60%", good.substr(0, good.size() * 6 / 10)},
+      {"no end marker", good.substr(0, good.size() - 2)},
+      {"a PNG", std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16)},
+      {"empty", ""},
+  };
+}
+
+TEST(Jpeg, ABadFileLeavesNothingBehindForTheNextOnTheSameThread) {
+  const Image photo = TestPhoto();
+  const std::string good = EncodeWithLibjpeg(photo, {});
+  auto expected = DecodeJpeg(good);
+  ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+  RegionDecoder region;  // a pipeline worker's decoder, reused
+  for (const auto& [what, bad] : BadJpegs(good)) {
+    EXPECT_FALSE(ReadJpegInfo(bad).ok()) << what;
+    EXPECT_FALSE(CheckJpeg(bad).ok()) << what;
+    EXPECT_FALSE(region.DecodeFull(bad).ok()) << what;
+    // Then valid images, several times, on this thread and decoder.
+    for (int k = 0; k < 3; ++k) {
+      auto info = ReadJpegInfo(good);
+      ASSERT_TRUE(info.ok()) << "after " << what << ": " << info.status().ToString();
+      EXPECT_EQ(info->width, photo.width);
+      auto again = DecodeJpeg(good);
+      ASSERT_TRUE(again.ok()) << "after " << what << ": " << again.status().ToString();
+      EXPECT_EQ(again->pixels, expected->pixels) << "after " << what;
+      auto full = region.DecodeFull(good);
+      ASSERT_TRUE(full.ok()) << "after " << what << ": " << full.status().ToString();
+      EXPECT_EQ((*full)->pixels, expected->pixels) << "after " << what;
+    }
+  }
+}
+
+TEST(Jpeg, EveryDamagedFileIsNamedForWhatItIs) {
+  const std::string good = EncodeWithLibjpeg(TestPhoto(), {});
+  auto code = [](const Status& s) { return s.code(); };
+  EXPECT_EQ(code(ReadJpegInfo(PatchFrame(good, 12, -1, -1)).status()), StatusCode::kUnsupported);
+  EXPECT_NE(ReadJpegInfo(PatchFrame(good, 12, -1, -1)).status().message().find("12-bit"), std::string::npos);
+  EXPECT_EQ(code(ReadJpegInfo(good.substr(0, good.size() * 6 / 10)).status()), StatusCode::kTruncated);
+  EXPECT_EQ(code(CheckJpeg(good.substr(0, good.size() - 2)).status()), StatusCode::kTruncated);
+  EXPECT_EQ(code(ReadJpegInfo(PatchFrame(good, -1, 0, 0)).status()), StatusCode::kCorruption);
+}
+
+TEST(Jpeg, HeaderWithoutScanDataIsCutShort) {
+  for (bool progressive : {false, true}) {
+    LibjpegOptions o;
+    o.progressive = progressive;
+    const std::string good = EncodeWithLibjpeg(TestPhoto(), o);
+    // Cut right after the first scan's header.
+    size_t sos = good.find("\xff\xda");
+    ASSERT_NE(sos, std::string::npos);
+    const size_t len = static_cast<uint8_t>(good[sos + 2]) * 256u + static_cast<uint8_t>(good[sos + 3]);
+    const std::string cut = good.substr(0, sos + 2 + len);
+    auto info = ReadJpegInfo(cut);
+    ASSERT_FALSE(info.ok()) << "progressive " << progressive;
+    EXPECT_EQ(info.status().code(), StatusCode::kTruncated);
+    EXPECT_FALSE(CheckJpeg(cut).ok());
+  }
+}
+
+TEST(Jpeg, TruncatedImagesNeverComeOutGrey) {
+  for (bool progressive : {false, true}) {
+    LibjpegOptions o;
+    o.progressive = progressive;
+    const std::string good = EncodeWithLibjpeg(TestPhoto(), o);
+    for (size_t keep : {60u, 95u}) {
+      const std::string cut = good.substr(0, good.size() * keep / 100);
+      EXPECT_FALSE(DecodeJpeg(cut).ok()) << keep << "% progressive " << progressive;
+      // The pipeline's path: a crop at the top, above the cut.
+      RegionDecoder d;
+      RegionRequest top;
+      top.w = 40;
+      top.h = 10;
+      EXPECT_FALSE(d.Decode(cut, top).ok()) << keep << "% progressive " << progressive;
+    }
+  }
+}
+
+TEST(Jpeg, DamagedDataIsAnErrorNotAWarning) {
+  LibjpegOptions o;
+  o.restart_rows = 1;
+  const std::string broken = BreakRestartMarker(EncodeWithLibjpeg(TestPhoto(), o), 3);
+  auto full = CheckJpeg(broken);
+  ASSERT_FALSE(full.ok());
+  EXPECT_EQ(full.code(), StatusCode::kCorruption);
+  EXPECT_NE(full.message().find("Corrupt JPEG data"), std::string::npos) << full.message();
+  // A crop above the damage decodes, unless the whole file is read.
+  RegionDecoder d;
+  RegionRequest top;
+  top.w = 40;
+  top.h = 8;
+  EXPECT_TRUE(d.Decode(broken, top).ok());
+  top.read_to_end = true;
+  auto checked = d.Decode(broken, top);
+  ASSERT_FALSE(checked.ok());
+  EXPECT_EQ(checked.status().code(), StatusCode::kCorruption);
+}
+
+TEST(Jpeg, EverySamplingLibjpegDecodesIsAccepted) {
+  const Image photo = TestPhoto(161, 119);  // not a multiple of any MCU
+  struct Case {
+    std::vector<std::pair<int, int>> sampling;
+    std::string name;
+  };
+  const std::vector<Case> cases = {
+      {{{1, 1}, {1, 1}, {1, 1}}, "4:4:4"},       {{{2, 1}, {1, 1}, {1, 1}}, "4:2:2"},
+      {{{2, 2}, {1, 1}, {1, 1}}, "4:2:0"},       {{{1, 2}, {1, 1}, {1, 1}}, "4:4:0"},
+      {{{4, 1}, {1, 1}, {1, 1}}, "4:1:1"},       {{{4, 2}, {1, 1}, {1, 1}}, "4:1:0"},
+      {{{2, 2}, {2, 1}, {1, 1}}, "2x2,2x1,1x1"}, {{{2, 2}, {1, 2}, {1, 1}}, "2x2,1x2,1x1"},
+      {{{1, 1}, {2, 2}, {1, 1}}, "1x1,2x2,1x1"}, {{{3, 1}, {1, 1}, {1, 1}}, "3x1,1x1,1x1"},
+  };
+  for (const auto& c : cases) {
+    for (bool progressive : {false, true}) {
+      LibjpegOptions o;
+      o.sampling = c.sampling;
+      o.progressive = progressive;
+      const std::string jpeg = EncodeWithLibjpeg(photo, o);
+      auto info = ReadJpegInfo(jpeg);
+      ASSERT_TRUE(info.ok()) << c.name << ": " << info.status().ToString();
+      EXPECT_EQ(info->subsampling, c.name);
+      EXPECT_EQ(info->progressive, progressive);
+      auto img = DecodeJpeg(jpeg);
+      ASSERT_TRUE(img.ok()) << c.name << ": " << img.status().ToString();
+      EXPECT_LT(MeanAbsDiff(photo, *img), 8.0) << c.name;
+    }
+  }
+}
+
+// libjpeg keeps Huffman tables in a decompressor between images (for
+// abbreviated streams): an image without its own tables (MJPEG style) must
+// get the standard ones, not the previous image's.
+TEST(Jpeg, AnImageWithoutHuffmanTablesGetsTheStandardOnes) {
+  const Image photo = TestPhoto();
+  const std::string standard = EncodeWithLibjpeg(photo, {});  // libjpeg's default: the standard tables
+  const std::string no_tables = WithoutSegments(standard, 0xc4);
+  ASSERT_LT(no_tables.size(), standard.size());
+  LibjpegOptions optimized;
+  optimized.optimize = true;  // custom tables
+  const std::string custom = EncodeWithLibjpeg(photo, optimized);
+  auto expected = DecodeJpeg(standard);
+  ASSERT_TRUE(expected.ok());
+  ASSERT_TRUE(DecodeJpeg(custom).ok());
+  auto after_custom = DecodeJpeg(no_tables);
+  ASSERT_TRUE(after_custom.ok()) << after_custom.status().ToString();
+  EXPECT_EQ(after_custom->pixels, expected->pixels);
 }
 
 TEST(Jpeg, EncodeRejectsBadArguments) {

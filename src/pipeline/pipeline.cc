@@ -16,6 +16,7 @@
 #include "format/example.h"
 #include "format/recordio.h"
 #include "format/tfrecord.h"
+#include "image/decode.h"
 #include "image/jpeg_region.h"
 #include "image/resize.h"
 #include "io/sequential_reader.h"
@@ -88,6 +89,10 @@ struct Pipeline::Impl {
   Status fatal;
   bool stopping = false;
   PipelineStats st;  // problems, bad_samples (under mu)
+
+  // Samples whose JPEG was read to its end marker without damage once this
+  // run: later epochs need not read past their crops again (damage_check).
+  std::unique_ptr<std::atomic<bool>[]> checked_clean;
 
   // ---- counters ----
   std::atomic<size_t> next_run{0};
@@ -202,6 +207,7 @@ struct Pipeline::Impl {
     const Impl* impl;
     Rng* rng;
     const std::vector<image::NormBox>* boxes;
+    bool read_to_end = false;
     bool flip = false;
   };
 
@@ -226,12 +232,13 @@ struct Pipeline::Impl {
     req.out_w = req.out_h = o.image_size;
     req.allow_dct_scaling = o.dct_scaling;
     req.fast_idct = o.fast_idct;
+    req.read_to_end = c->read_to_end;
     return req;
   }
 
   // Parses, decodes and augments one sample into dst; sets *label.
-  Status Process(Worker& w, const SampleRef& ref, std::string_view framed, uint64_t out_index, void* dst,
-                 int32_t* label) {
+  Status Process(Worker& w, uint32_t sample_id, const SampleRef& ref, std::string_view framed, uint64_t out_index,
+                 void* dst, int32_t* label) {
     std::string_view jpeg;
     const std::string& file = cat.files[ref.file];
     w.boxes.clear();
@@ -260,7 +267,7 @@ struct Pipeline::Impl {
     }
     Rng rng = Rng::Derive(o.seed, out_index);
     auto t0 = Clock::now();
-    Status s = Decode(w, jpeg, rng, dst);
+    Status s = Decode(w, jpeg, rng, dst, sample_id);
     decode_ns += Nanos(t0, Clock::now());
     if (!s.ok()) {
       return s.WithContext(cat.format == dataset::Format::kFolder
@@ -285,13 +292,35 @@ struct Pipeline::Impl {
     return Status::Ok();
   }
 
-  Status Decode(Worker& w, std::string_view jpeg, Rng& rng, void* dst) {
+  // PNG, GIF and BMP samples (image folders and records may hold them):
+  // decoded whole, then the same crop, resampling and augmentation.
+  Status DecodeOther(Worker& w, std::string_view encoded, Rng& rng, void* dst) {
+    const image::Image img = image::ToRgb(AQ_TRY(image::DecodeImage(encoded)));
+    if (o.decode_only) return Status::Ok();
+    ChooseContext ctx{this, &rng, &w.boxes};
+    const image::RegionRequest req = Choose(image::JpegHeader{img.width, img.height, 3}, &ctx);
+    const double x = std::clamp(req.x, 0.0, img.width - 1.0), y = std::clamp(req.y, 0.0, img.height - 1.0);
+    const double bw = std::clamp(req.w, 1.0, img.width - x), bh = std::clamp(req.h, 1.0, img.height - y);
+    AQ_TRY(w.resampler.Run(img, x, y, bw, bh, o.image_size, o.image_size, &w.small));
+    if (o.jitter.enabled()) image::ApplyColorJitter(w.small, o.jitter, rng);
+    image::StoreSample(w.small, ctx.flip, o.store, dst);
+    return Status::Ok();
+  }
+
+  Status Decode(Worker& w, std::string_view jpeg, Rng& rng, void* dst, uint32_t sample_id) {
+    if (!image::LooksLikeJpeg(jpeg) && image::IsConvertible(image::SniffImageFormat(jpeg))) {
+      return DecodeOther(w, jpeg, rng, dst);
+    }
     if (o.decode_only) {
       AQ_TRY(w.decoder.DecodeFull(jpeg, o.fast_idct));
       return Status::Ok();
     }
     ChooseContext ctx{this, &rng, &w.boxes};
+    // A file's damage does not depend on its crop: read it to the end once
+    // per run, then only as far as each crop needs.
+    ctx.read_to_end = o.damage_check && !checked_clean[sample_id].load(std::memory_order_relaxed);
     image::DecodedRegion region = AQ_TRY(w.decoder.Decode(jpeg, &Choose, &ctx));
+    if (ctx.read_to_end) checked_clean[sample_id].store(true, std::memory_order_relaxed);
     if (region.scale_denom > 1) dct_scaled += 1;
     AQ_TRY(
         w.resampler.Run(*region.pixels, region.x, region.y, region.w, region.h, o.image_size, o.image_size, &w.small));
@@ -330,7 +359,9 @@ struct Pipeline::Impl {
       const SampleRef& ref = cat.samples[sample_id];
       int32_t label = -1;
       Status status = slots[s].error;
-      if (status.ok()) status = Process(w, ref, slots[s].data, j, buf.data.get() + i * sample_bytes, &label);
+      if (status.ok()) {
+        status = Process(w, sample_id, ref, slots[s].data, j, buf.data.get() + i * sample_bytes, &label);
+      }
       buf.labels[i] = label;
       buf.samples[i] = sample_id;
       buf.bad[i] = status.ok() ? 0 : 1;
@@ -514,6 +545,7 @@ Result<std::unique_ptr<Pipeline>> Pipeline::Create(io::FileSystem& fs, const Pip
   for (int64_t i = static_cast<int64_t>(impl->capacity) - 1; i >= 0; --i)
     impl->free_slots.push_back(static_cast<int32_t>(i));
   impl->slot_of.assign(impl->total, -1);
+  impl->checked_clean = std::make_unique<std::atomic<bool>[]>(cat.samples.size());
   impl->bufs.resize(impl->depth);
   for (auto& b : impl->bufs) {
     size_t bytes = (static_cast<size_t>(o.batch_size) * impl->sample_bytes + 63) & ~size_t{63};
@@ -540,6 +572,11 @@ Result<const Batch*> Pipeline::Next() { return impl_->Next(); }
 uint64_t Pipeline::steps_per_epoch() const { return impl_->per_epoch / impl_->o.batch_size; }
 size_t Pipeline::sample_bytes() const { return impl_->sample_bytes; }
 const std::vector<std::string>& Pipeline::files() const { return impl_->cat.files; }
+
+Pipeline::Where Pipeline::where(uint32_t id) const {
+  const SampleRef& r = impl_->cat.samples.at(id);
+  return {r.file, r.record};
+}
 
 PipelineStats Pipeline::Stats() const {
   Impl& m = *impl_;

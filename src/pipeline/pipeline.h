@@ -18,8 +18,9 @@
 // (Rng::Derive(seed, output index)), so the same seed yields the same
 // batches whatever the thread counts.
 //
-// A corrupt or non-JPEG sample is counted and reported with its file and
-// record number; under ErrorPolicy::kSkip its batch slot is filled with a
+// PNG, GIF and BMP samples are decoded too. A damaged or undecodable sample
+// (libjpeg's warnings about the data count as damage) is counted and
+// reported with its file and record number; under ErrorPolicy::kSkip its batch slot is filled with a
 // copy of another sample of the same batch, so every rank still produces the
 // same number of full batches; under kFail, Next() returns the error.
 //
@@ -64,6 +65,11 @@ struct PipelineOptions {
   bool dct_scaling = true;  // decode at 1/2, 1/4, 1/8 when the crop allows
   bool fast_idct = false;
   bool decode_only = false;  // full decode only (measures the decoder bound)
+  // Read each JPEG's coded data to its end marker, rows below the crop too
+  // (entropy decoding only), so a damaged file is reported whatever its
+  // random crop covers. Once per sample per run: a file read clean once is
+  // only read as far as its crop in later epochs. false skips even that.
+  bool damage_check = true;
 
   // Order and sharding.
   uint64_t seed = 1;
@@ -143,6 +149,13 @@ class Pipeline {
   uint64_t steps_per_epoch() const;
   size_t sample_bytes() const;
   const std::vector<std::string>& files() const;
+  // Where catalog sample `id` (Batch::samples) is stored: its file (index
+  // into files()) and record number.
+  struct Where {
+    uint32_t file = 0;
+    uint32_t record = 0;
+  };
+  Where where(uint32_t id) const;
 
  private:
   struct Impl;

@@ -9,6 +9,7 @@
 #include "dataset/commands.h"
 #include "format/example.h"
 #include "format/tfrecord.h"
+#include "image/jpeg.h"
 
 namespace aq::pipeline {
 namespace {
@@ -186,6 +187,53 @@ TEST_F(PipelineTest, BadSampleIsReportedAndReplacedWithinItsBatch) {
     if (*b == nullptr) break;
   }
   EXPECT_FALSE(s.ok()) << "fail policy must surface the bad sample";
+}
+
+// Damage does not depend on the random crop: a file damaged below every
+// crop, and one cut short, are reported in every epoch; a PNG among the
+// JPEGs is decoded.
+TEST_F(PipelineTest, DamageAnywhereInAFileIsReportedEveryEpoch) {
+  auto fs = io::NewMemFileSystem();
+  const std::string jpeg = *io::ReadFileToString(*fs_, "/raw/n01000000/n01000000_0.JPEG");
+  std::string damaged_tail = jpeg;  // scrambled just before the end marker
+  for (size_t i = damaged_tail.size() - 200; i < damaged_tail.size() - 100; ++i) {
+    damaged_tail[i] = static_cast<char>((i * 37 + 11) % 255);
+  }
+  ASSERT_FALSE(image::CheckJpeg(damaged_tail).ok()) << "libjpeg must see this damage";
+  const std::string cut = jpeg.substr(0, jpeg.size() * 6 / 10);
+  static const unsigned char kPng[] = {
+      // 4x3 RGB, written by PIL
+      137, 80, 78,  71,  13,  10,  26,  10, 0,   0,   0,   13, 73,  72,  68,  82,  0,   0,   0,   4,   0,   0,
+      0,   3,  8,   2,   0,   0,   0,   59, 150, 57,  145, 0,  0,   0,   50,  73,  68,  65,  84,  120, 156, 1,
+      39,  0,  216, 255, 0,   255, 228, 34, 121, 243, 189, 6,  131, 102, 168, 82,  193, 0,   187, 150, 81,  243,
+      205, 24, 236, 8,   246, 164, 231, 36, 4,   23,  217, 91, 223, 24,  95,  8,   234, 179, 206, 219, 27,  146,
+      96,  19, 250, 21,  62,  12,  198, 0,  0,   0,   0,   73, 69,  78,  68,  174, 66,  96,  130};
+  std::string shard;
+  for (int i = 0; i < 12; ++i) {
+    format::ImageRecord r;
+    r.encoded = i == 3   ? damaged_tail
+                : i == 5 ? cut
+                : i == 7 ? std::string(reinterpret_cast<const char*>(kPng), 107)
+                         : jpeg;
+    r.label = 1 + i % 3;
+    format::AppendTFRecord(format::SerializeExample(format::ToExample(r)), &shard);
+  }
+  ASSERT_TRUE(io::WriteFileAtomic(*fs, "/d/train-00000-of-00001", shard).ok());
+  PipelineOptions o = Options("/d");
+  o.batch_size = 6;
+  o.epochs = 3;
+  auto p = Pipeline::Create(*fs, o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  while (true) {
+    auto b = (*p)->Next();
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    if (*b == nullptr) break;
+  }
+  PipelineStats st = (*p)->Stats();
+  EXPECT_EQ(st.bad_samples, 6u) << "two damaged samples in each of three epochs";
+  std::set<uint64_t> records;
+  for (const auto& pr : st.problems) records.insert(pr.record);
+  EXPECT_EQ(records, (std::set<uint64_t>{3, 5}));
 }
 
 TEST_F(PipelineTest, MemoryLimitIsEnforcedUpFront) {

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "common/random.h"
 
@@ -86,11 +87,6 @@ Result<EpochPlan> MakeEpochPlan(const std::vector<uint32_t>& files_of_sample, ui
   // 3. Equal shares and equal steps on every rank.
   const uint64_t share = o.remainder == Remainder::kDrop ? n / o.world : (n + o.world - 1) / o.world;
   const uint64_t own = plan.read_order.size();
-  if (o.remainder == Remainder::kDrop) {
-    plan.read_order.resize(share);
-  } else {
-    for (uint64_t k = 0; plan.read_order.size() < share; ++k) plan.read_order.push_back(plan.read_order[k % own]);
-  }
   plan.steps = o.remainder == Remainder::kDrop ? share / o.batch_size : (share + o.batch_size - 1) / o.batch_size;
   if (plan.steps == 0) {
     return InvalidArgument(
@@ -98,10 +94,33 @@ Result<EpochPlan> MakeEpochPlan(const std::vector<uint32_t>& files_of_sample, ui
                     share, o.batch_size));
   }
   const uint64_t out_n = plan.steps * o.batch_size;
-  // A dropped partial batch is the tail of the read order; a padded one
-  // repeats the rank's first samples. Either way read order == output count.
-  if (plan.read_order.size() > out_n) plan.read_order.resize(out_n);
-  for (uint64_t k = 0; plan.read_order.size() < out_n; ++k) plan.read_order.push_back(plan.read_order[k]);
+  if (o.remainder == Remainder::kDrop) {
+    // The samples beyond full batches are dropped. When the epoch is
+    // shuffled they are chosen at random per epoch (and rank), so which
+    // samples sit out changes every epoch and all are trained on over
+    // epochs; dropping the tail of the read order would leave out the same
+    // records every epoch whenever the file order cannot change (one file).
+    // Unshuffled, the tail is dropped, as a sequential sampler does.
+    const uint64_t drop = own - out_n;
+    if (drop > 0 && (o.shuffle_files || o.shuffle_buffer > 1)) {
+      std::vector<bool> dropped(own, false);
+      Rng rng = Rng::Derive(o.seed, (static_cast<uint64_t>(o.epoch) << 32) | (0x40000000u + o.rank));
+      for (uint64_t j = own - drop; j < own; ++j) {  // Floyd's sampling: `drop` distinct positions
+        const uint64_t t = rng.Below(j + 1);
+        dropped[dropped[t] ? j : t] = true;
+      }
+      uint64_t kept = 0;
+      for (uint64_t k = 0; k < own; ++k) {
+        if (!dropped[k]) plan.read_order[kept++] = plan.read_order[k];
+      }
+    }
+    plan.read_order.resize(out_n);
+  } else {
+    // A padded share, then a padded last batch, repeat the rank's first samples.
+    for (uint64_t k = 0; plan.read_order.size() < share; ++k) plan.read_order.push_back(plan.read_order[k % own]);
+    for (uint64_t k = 0; plan.read_order.size() < out_n; ++k) plan.read_order.push_back(plan.read_order[k]);
+  }
+  // Read order == output count.
 
   // 4. Shuffle buffer simulated on positions.
   plan.emit.reserve(out_n);

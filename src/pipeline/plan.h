@@ -11,6 +11,9 @@
 //      kPad repeats a rank's first samples up to ceil(N/W), and the step
 //      count per rank is the same for all (synchronous training would hang
 //      otherwise). A last partial batch is dropped (kDrop) or padded (kPad).
+//      Dropped samples are chosen at random per epoch and rank when the
+//      epoch is shuffled (so every sample is trained on over epochs), the
+//      tail of the read order when it is not.
 //   4. A shuffle buffer of K samples is simulated over the rank's read
 //      sequence: the output order is a permutation in which sample j is
 //      emitted no earlier than K positions before it is read.

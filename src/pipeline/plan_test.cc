@@ -94,6 +94,52 @@ TEST(Plan, RanksAreDisjointCompleteAndTakeEqualSteps) {
   }
 }
 
+// One RecordIO file of 87 records, batches of 8: 7 records sit out each
+// epoch. Which ones must change from epoch to epoch so that every record is
+// trained on; before, records 80..86 were never read.
+TEST(Plan, DroppedSamplesDifferByEpochSoAllAreCovered) {
+  for (uint32_t world : {1u, 2u}) {
+    std::set<uint32_t> covered;
+    std::set<std::set<uint32_t>> dropped_sets;
+    for (uint32_t epoch = 0; epoch < 20; ++epoch) {
+      std::set<uint32_t> this_epoch;
+      for (uint32_t r = 0; r < world; ++r) {
+        PlanOptions o;
+        o.epoch = epoch;
+        o.rank = r;
+        o.world = world;
+        o.batch_size = 8;
+        o.remainder = Remainder::kDrop;
+        auto p = MakeEpochPlan(Files(87, 1), 1, o);
+        ASSERT_TRUE(p.ok()) << p.status().ToString();
+        for (uint32_t s : Emitted(*p)) {
+          EXPECT_TRUE(this_epoch.insert(s).second) << "sample " << s << " twice in epoch " << epoch;
+          covered.insert(s);
+        }
+      }
+      std::set<uint32_t> dropped;
+      for (uint32_t i = 0; i < 87; ++i) {
+        if (!this_epoch.count(i)) dropped.insert(i);
+      }
+      EXPECT_EQ(this_epoch.size(), world == 1 ? 80u : 80u);
+      dropped_sets.insert(dropped);
+    }
+    EXPECT_EQ(covered.size(), 87u) << "world " << world << ": every sample is read in 20 epochs";
+    EXPECT_GT(dropped_sets.size(), 15u) << "the dropped samples change from epoch to epoch";
+  }
+}
+
+TEST(Plan, NoShuffleDropsTheTail) {
+  PlanOptions o;
+  o.batch_size = 8;
+  o.shuffle_buffer = 1;
+  o.shuffle_files = false;
+  auto p = MakeEpochPlan(Files(87, 1), 1, o);
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(Emitted(*p).size(), 80u);
+  for (uint32_t j = 0; j < 80; ++j) EXPECT_EQ(Emitted(*p)[j], j);
+}
+
 TEST(Plan, NoShuffleKeepsReadOrder) {
   PlanOptions o;
   o.batch_size = 5;

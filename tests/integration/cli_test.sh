@@ -89,7 +89,7 @@ cp "$(find "$T/raw" -name '*.JPEG' | head -1)" "$T/withbad/cls/good.jpg"
 expect 1 "pack non-JPEG fails" -- "$AQ" dataset pack "$T/withbad" --out "$T/wb"
 contains "$T/err" "x.jpg" "non-JPEG named"
 expect 0 "pack non-JPEG skipped" -- "$AQ" dataset pack "$T/withbad" --out "$T/wb2" --on-error skip
-contains "$T/out" "skipped    1" "skip reported"
+contains "$T/out" "left out   1" "skip reported"
 if [ "$(id -u)" -ne 0 ]; then
   mkdir -p "$T/locked/a" && chmod 000 "$T/locked/a"
   expect 1 "unreadable class dir" -- "$AQ" dataset verify "$T/locked" -f folder

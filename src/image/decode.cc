@@ -1,0 +1,370 @@
+#include "image/decode.h"
+
+#include <fmt/format.h>
+#include <gif_lib.h>
+#include <png.h>
+
+#include <csetjmp>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "image/jpeg.h"
+
+// stb_image for BMP only: its other decoders are not used.
+#define STB_IMAGE_IMPLEMENTATION
+#define STB_IMAGE_STATIC
+#define STBI_ONLY_BMP
+#define STBI_NO_STDIO
+#define STBI_NO_LINEAR
+#define STBI_NO_HDR
+#define STBI_MAX_DIMENSIONS (1 << 16)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wimplicit-fallthrough"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wtype-limits"
+#include <stb_image.h>
+#pragma GCC diagnostic pop
+
+namespace aq::image {
+namespace {
+
+bool StartsWith(std::string_view d, std::string_view magic) { return d.substr(0, magic.size()) == magic; }
+
+Status TooLarge(std::string_view format, uint64_t w, uint64_t h, uint64_t max) {
+  return Unsupported(fmt::format("{} of {}x{} pixels is larger than the limit of {} pixels", format, w, h, max));
+}
+
+// ---------------------------------------------------------------- PNG
+struct PngJob {
+  std::string_view data;
+  size_t pos = 0;
+  std::string error;
+  bool too_large = false;
+  uint32_t width = 0, height = 0;
+  std::vector<png_bytep> rows;
+  Image* out = nullptr;
+  uint64_t max_pixels = kMaxImagePixels;
+};
+
+void PngRead(png_structp png, png_bytep dst, size_t n) {
+  auto* job = static_cast<PngJob*>(png_get_io_ptr(png));
+  if (n > job->data.size() - job->pos) png_error(png, "the file ends early");
+  std::memcpy(dst, job->data.data() + job->pos, n);
+  job->pos += n;
+}
+
+[[noreturn]] void PngError(png_structp png, png_const_charp message) {
+  static_cast<PngJob*>(png_get_error_ptr(png))->error = message;
+  png_longjmp(png, 1);
+}
+
+// Ancillary-chunk problems (a bad ICC profile, a CRC error in a text chunk)
+// leave the pixels intact; libpng discards the chunk and so do we.
+void PngWarning(png_structp, png_const_charp) {}
+
+// setjmp/longjmp: everything that outlives a jump lives in *job.
+bool RunPng(PngJob* job) {
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, job, PngError, PngWarning);
+  if (png == nullptr) {
+    job->error = "out of memory";
+    return false;
+  }
+  png_infop info = png_create_info_struct(png);
+  if (info == nullptr) {
+    png_destroy_read_struct(&png, nullptr, nullptr);
+    job->error = "out of memory";
+    return false;
+  }
+  if (setjmp(png_jmpbuf(png))) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    return false;
+  }
+  png_set_read_fn(png, job, PngRead);
+  png_set_user_limits(png, 1u << 20, 1u << 20);
+  png_read_info(png, info);
+  png_uint_32 w = 0, h = 0;
+  int depth = 0, color = 0;
+  png_get_IHDR(png, info, &w, &h, &depth, &color, nullptr, nullptr, nullptr);
+  job->width = w;
+  job->height = h;
+  if (static_cast<uint64_t>(w) * h > job->max_pixels) {
+    job->too_large = true;
+    png_destroy_read_struct(&png, &info, nullptr);
+    return false;
+  }
+  if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+  if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+  if (depth == 16) png_set_strip_16(png);  // the high byte, as PIL
+  // Alpha channels, and the alpha that expanding a tRNS chunk adds, are
+  // dropped (no-op without alpha).
+  png_set_strip_alpha(png);
+  png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  const int channels = png_get_channels(png, info);
+  if ((channels != 1 && channels != 3) || png_get_rowbytes(png, info) != static_cast<size_t>(w) * channels) {
+    png_error(png, "unexpected pixel layout after conversion");
+  }
+  Image& out = *job->out;
+  out.width = static_cast<int>(w);
+  out.height = static_cast<int>(h);
+  out.channels = channels;
+  out.pixels.resize(static_cast<size_t>(w) * h * channels);
+  job->rows.resize(h);
+  for (png_uint_32 y = 0; y < h; ++y) job->rows[y] = out.row(static_cast<int>(y));
+  png_read_image(png, job->rows.data());
+  png_destroy_read_struct(&png, &info, nullptr);
+  return true;
+}
+
+Result<Image> DecodePng(std::string_view data, uint64_t max_pixels) {
+  Image out;
+  PngJob job;
+  job.data = data;
+  job.out = &out;
+  job.max_pixels = max_pixels;
+  if (RunPng(&job)) return out;
+  if (job.too_large) return TooLarge("PNG", job.width, job.height, max_pixels);
+  if (job.error == "the file ends early") return Truncated("PNG data ends early (the file is cut short)");
+  return Corruption(fmt::format("damaged PNG: {}", job.error));
+}
+
+// ---------------------------------------------------------------- GIF
+struct GifSource {
+  std::string_view data;
+  size_t pos = 0;
+};
+
+int GifRead(GifFileType* gif, GifByteType* dst, int n) {
+  auto* src = static_cast<GifSource*>(gif->UserData);
+  const size_t k = std::min(static_cast<size_t>(n), src->data.size() - src->pos);
+  std::memcpy(dst, src->data.data() + src->pos, k);
+  src->pos += k;
+  return static_cast<int>(k);
+}
+
+struct GifCloser {
+  void operator()(GifFileType* gif) const {
+    int err = 0;
+    DGifCloseFile(gif, &err);
+  }
+};
+
+Status GifStatus(int code) {
+  const char* why = GifErrorString(code);
+  std::string m = why != nullptr ? why : fmt::format("giflib error {}", code);
+  if (code == D_GIF_ERR_READ_FAILED) return Truncated(fmt::format("GIF data ends early ({})", m));
+  return Corruption(fmt::format("damaged GIF: {}", m));
+}
+
+// The first frame on the logical screen, the rest of which takes the
+// background colour.
+Result<Image> DecodeGif(std::string_view data, uint64_t max_pixels) {
+  GifSource src{data, 0};
+  int err = 0;
+  std::unique_ptr<GifFileType, GifCloser> gif(DGifOpen(&src, GifRead, &err));
+  if (gif == nullptr) return GifStatus(err);
+  const int sw = gif->SWidth, sh = gif->SHeight;
+  while (true) {
+    GifRecordType type = UNDEFINED_RECORD_TYPE;
+    if (DGifGetRecordType(gif.get(), &type) == GIF_ERROR) return GifStatus(gif->Error);
+    if (type == TERMINATE_RECORD_TYPE) return Corruption("damaged GIF: it holds no image");
+    if (type == EXTENSION_RECORD_TYPE) {
+      int code = 0;
+      GifByteType* ext = nullptr;
+      if (DGifGetExtension(gif.get(), &code, &ext) == GIF_ERROR) return GifStatus(gif->Error);
+      while (ext != nullptr) {
+        if (DGifGetExtensionNext(gif.get(), &ext) == GIF_ERROR) return GifStatus(gif->Error);
+      }
+      continue;
+    }
+    if (type != IMAGE_DESC_RECORD_TYPE) continue;
+    if (DGifGetImageDesc(gif.get()) == GIF_ERROR) return GifStatus(gif->Error);
+    const GifImageDesc& d = gif->Image;
+    const ColorMapObject* map = d.ColorMap != nullptr ? d.ColorMap : gif->SColorMap;
+    if (map == nullptr) return Corruption("damaged GIF: the first image has no colour table");
+    const int w = sw > 0 ? sw : d.Width, h = sh > 0 ? sh : d.Height;
+    if (w <= 0 || h <= 0 || d.Width <= 0 || d.Height <= 0) {
+      return Corruption(fmt::format("damaged GIF: image of {}x{} pixels", d.Width, d.Height));
+    }
+    if (static_cast<uint64_t>(w) * static_cast<uint64_t>(h) > max_pixels) return TooLarge("GIF", w, h, max_pixels);
+    Image out(w, h, 3);
+    GifColorType bg{0, 0, 0};
+    if (gif->SColorMap != nullptr && gif->SBackGroundColor < gif->SColorMap->ColorCount) {
+      bg = gif->SColorMap->Colors[gif->SBackGroundColor];
+    }
+    for (size_t i = 0; i < out.pixels.size(); i += 3) {
+      out.pixels[i] = bg.Red;
+      out.pixels[i + 1] = bg.Green;
+      out.pixels[i + 2] = bg.Blue;
+    }
+    std::vector<GifPixelType> line(static_cast<size_t>(d.Width));
+    auto put = [&](int y) {
+      const int oy = d.Top + y;
+      if (oy < 0 || oy >= h) return;
+      uint8_t* row = out.row(oy);
+      for (int x = 0; x < d.Width; ++x) {
+        const int ox = d.Left + x;
+        if (ox < 0 || ox >= w) continue;
+        const GifPixelType idx = line[static_cast<size_t>(x)];
+        const GifColorType c = idx < map->ColorCount ? map->Colors[idx] : GifColorType{0, 0, 0};
+        row[3 * ox] = c.Red;
+        row[3 * ox + 1] = c.Green;
+        row[3 * ox + 2] = c.Blue;
+      }
+    };
+    if (d.Interlace) {
+      static constexpr int kStart[4] = {0, 4, 2, 1}, kStep[4] = {8, 8, 4, 2};
+      for (int pass = 0; pass < 4; ++pass) {
+        for (int y = kStart[pass]; y < d.Height; y += kStep[pass]) {
+          if (DGifGetLine(gif.get(), line.data(), d.Width) == GIF_ERROR) return GifStatus(gif->Error);
+          put(y);
+        }
+      }
+    } else {
+      for (int y = 0; y < d.Height; ++y) {
+        if (DGifGetLine(gif.get(), line.data(), d.Width) == GIF_ERROR) return GifStatus(gif->Error);
+        put(y);
+      }
+    }
+    return out;
+  }
+}
+
+// ---------------------------------------------------------------- BMP
+uint32_t Le32(std::string_view d, size_t at) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(d[at + static_cast<size_t>(i)]);
+  return v;
+}
+
+// stb_image reads missing bytes as zeros; the pixel array's extent is
+// checked here first so a cut file is an error, not a black band.
+Status CheckBmpExtent(std::string_view d) {
+  if (d.size() < 30) return Truncated(fmt::format("BMP data ends early: {} bytes, shorter than its headers", d.size()));
+  const uint32_t offset = Le32(d, 10), header = Le32(d, 14);
+  int64_t w = 0, h = 0;
+  uint32_t bits = 0, compression = 0;
+  if (header == 12) {  // OS/2 BITMAPCOREHEADER
+    w = static_cast<uint8_t>(d[18]) | static_cast<uint8_t>(d[19]) << 8;
+    h = static_cast<uint8_t>(d[20]) | static_cast<uint8_t>(d[21]) << 8;
+    bits = static_cast<uint8_t>(d[24]) | static_cast<uint8_t>(d[25]) << 8;
+  } else {
+    if (d.size() < 34) return Truncated("BMP data ends early, inside its headers");
+    w = static_cast<int32_t>(Le32(d, 18));
+    h = static_cast<int32_t>(Le32(d, 22));
+    bits = static_cast<uint8_t>(d[28]) | static_cast<uint8_t>(d[29]) << 8;
+    compression = Le32(d, 30);
+  }
+  if (compression != 0 && compression != 3 && compression != 6) {
+    return Unsupported(fmt::format("BMP compression {} (run-length or embedded) is not decoded", compression));
+  }
+  if (w <= 0 || h == 0 || bits == 0) return Corruption(fmt::format("damaged BMP: {}x{} at {} bits", w, h, bits));
+  const uint64_t row = (static_cast<uint64_t>(bits) * static_cast<uint64_t>(w) + 31) / 32 * 4;
+  const uint64_t need = offset + row * static_cast<uint64_t>(h < 0 ? -h : h);
+  if (need > d.size()) {
+    return Truncated(fmt::format("BMP data ends early: {} bytes, its pixels need {}", d.size(), need));
+  }
+  return Status::Ok();
+}
+
+Result<Image> DecodeBmp(std::string_view data, uint64_t max_pixels) {
+  AQ_TRY(CheckBmpExtent(data));
+  const auto* bytes = reinterpret_cast<const stbi_uc*>(data.data());
+  const int len = static_cast<int>(std::min<size_t>(data.size(), INT32_MAX));
+  int w = 0, h = 0, n = 0;
+  if (stbi_info_from_memory(bytes, len, &w, &h, &n) == 0) {
+    return Corruption(fmt::format("damaged BMP: {}", stbi_failure_reason()));
+  }
+  if (static_cast<uint64_t>(w) * static_cast<uint64_t>(h) > max_pixels) return TooLarge("BMP", w, h, max_pixels);
+  std::unique_ptr<stbi_uc, void (*)(void*)> px(stbi_load_from_memory(bytes, len, &w, &h, &n, 0), stbi_image_free);
+  if (px == nullptr) return Corruption(fmt::format("damaged BMP: {}", stbi_failure_reason()));
+  const int channels = n <= 2 ? 1 : 3;  // alpha dropped
+  Image out(w, h, channels);
+  const size_t count = static_cast<size_t>(w) * static_cast<size_t>(h);
+  for (size_t i = 0; i < count; ++i) {
+    for (int c = 0; c < channels; ++c) out.pixels[i * channels + c] = px.get()[i * n + c];
+  }
+  return out;
+}
+
+}  // namespace
+
+ImageFormat SniffImageFormat(std::string_view d) {
+  if (StartsWith(d, "\xff\xd8")) return ImageFormat::kJpeg;
+  if (StartsWith(d, "\x89PNG\r\n\x1a\n")) return ImageFormat::kPng;
+  if (StartsWith(d, "GIF87a") || StartsWith(d, "GIF89a")) return ImageFormat::kGif;
+  if (StartsWith(d, "BM") && d.size() >= 18) return ImageFormat::kBmp;
+  if (StartsWith(d, "RIFF") && d.size() >= 12 && d.substr(8, 4) == "WEBP") return ImageFormat::kWebp;
+  if (StartsWith(d, std::string_view("II*\0", 4)) || StartsWith(d, std::string_view("MM\0*", 4))) {
+    return ImageFormat::kTiff;
+  }
+  return ImageFormat::kUnknown;
+}
+
+std::string_view ImageFormatName(ImageFormat f) {
+  switch (f) {
+    case ImageFormat::kJpeg: return "JPEG";
+    case ImageFormat::kPng: return "PNG";
+    case ImageFormat::kGif: return "GIF";
+    case ImageFormat::kBmp: return "BMP";
+    case ImageFormat::kWebp: return "WebP";
+    case ImageFormat::kTiff: return "TIFF";
+    case ImageFormat::kUnknown: return "unknown";
+  }
+  return "unknown";
+}
+
+bool IsConvertible(ImageFormat f) {
+  return f == ImageFormat::kPng || f == ImageFormat::kGif || f == ImageFormat::kBmp;
+}
+
+Result<Image> DecodeImage(std::string_view data, uint64_t max_pixels) {
+  switch (SniffImageFormat(data)) {
+    case ImageFormat::kPng: return DecodePng(data, max_pixels);
+    case ImageFormat::kGif: return DecodeGif(data, max_pixels);
+    case ImageFormat::kBmp: return DecodeBmp(data, max_pixels);
+    case ImageFormat::kJpeg: return Unsupported("a JPEG: decode it with DecodeJpeg");
+    case ImageFormat::kWebp:
+    case ImageFormat::kTiff:
+      return Unsupported(fmt::format("{} images are not decoded (JPEG, PNG, GIF and BMP are)",
+                                     ImageFormatName(SniffImageFormat(data))));
+    case ImageFormat::kUnknown: break;
+  }
+  return Unsupported("not an image in a format aquifer decodes (JPEG, PNG, GIF, BMP)");
+}
+
+Result<ImageCheck> CheckImage(std::string_view data, bool full, uint64_t max_pixels) {
+  ImageCheck c;
+  c.format = SniffImageFormat(data);
+  if (IsConvertible(c.format)) {
+    Image img = AQ_TRY(DecodeImage(data, max_pixels));
+    c.width = img.width;
+    c.height = img.height;
+    return c;
+  }
+  // JPEG, or bytes that are not an image aquifer reads: the JPEG reader's
+  // error names what they look like.
+  JpegInfo info = AQ_TRY(ReadJpegInfo(data));
+  if (static_cast<uint64_t>(info.width) * static_cast<uint64_t>(info.height) > max_pixels) {
+    return TooLarge("JPEG", info.width, info.height, max_pixels);
+  }
+  if (full) AQ_TRY(CheckJpeg(data));
+  c.format = ImageFormat::kJpeg;
+  c.width = info.width;
+  c.height = info.height;
+  return c;
+}
+
+Image ToRgb(Image img) {
+  if (img.channels == 3) return img;
+  Image rgb(img.width, img.height, 3);
+  const size_t n = static_cast<size_t>(img.width) * static_cast<size_t>(img.height);
+  for (size_t i = 0; i < n; ++i) rgb.pixels[3 * i] = rgb.pixels[3 * i + 1] = rgb.pixels[3 * i + 2] = img.pixels[i];
+  return rgb;
+}
+
+}  // namespace aq::image

@@ -1,0 +1,107 @@
+#include "image/decode.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "image/jpeg.h"
+
+namespace aq::image {
+namespace {
+
+#include "image/testdata/small_images.inc"
+
+template <size_t N>
+std::string_view Bytes(const unsigned char (&a)[N]) {
+  return {reinterpret_cast<const char*>(a), N};
+}
+template <size_t N>
+std::vector<uint8_t> Pixels(const uint8_t (&a)[N]) {
+  return {a, a + N};
+}
+
+// PIL encoded these; DecodeImage must see what PIL's convert("RGB") sees.
+TEST(DecodeImage, MatchesPilOnPngGifAndBmp) {
+  struct Case {
+    const char* name;
+    std::string_view data;
+    std::vector<uint8_t> rgb;
+    ImageFormat format;
+  };
+  const std::vector<Case> cases = {
+      {"PNG RGB", Bytes(kPngRgb), Pixels(kPngRgbRgb), ImageFormat::kPng},
+      {"PNG RGBA (alpha dropped)", Bytes(kPngRgba), Pixels(kPngRgbaRgb), ImageFormat::kPng},
+      {"PNG palette with tRNS", Bytes(kPngPaletteTrns), Pixels(kPngPaletteTrnsRgb), ImageFormat::kPng},
+      {"PNG gray", Bytes(kPngGray), Pixels(kPngGrayRgb), ImageFormat::kPng},
+      {"GIF", Bytes(kGif), Pixels(kGifRgb), ImageFormat::kGif},
+      {"BMP", Bytes(kBmp), Pixels(kBmpRgb), ImageFormat::kBmp},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(SniffImageFormat(c.data), c.format) << c.name;
+    auto img = DecodeImage(c.data);
+    ASSERT_TRUE(img.ok()) << c.name << ": " << img.status().ToString();
+    EXPECT_EQ(img->width, 4) << c.name;
+    EXPECT_EQ(img->height, 3) << c.name;
+    EXPECT_EQ(ToRgb(*img).pixels, c.rgb) << c.name;
+    auto checked = CheckImage(c.data, true);
+    ASSERT_TRUE(checked.ok()) << c.name;
+    EXPECT_EQ(checked->format, c.format);
+  }
+  // Gray stays one channel until asked.
+  EXPECT_EQ(DecodeImage(Bytes(kPngGray))->channels, 1);
+}
+
+// Cut inside the pixel data. (A file missing only its end chunk or trailer
+// byte still holds every pixel; PIL reads those too.)
+TEST(DecodeImage, CutFilesAreErrorsNotBlackBands) {
+  EXPECT_FALSE(DecodeImage(Bytes(kBmp).substr(0, sizeof(kBmp) - 1)).ok());
+  for (std::string_view full : {Bytes(kPngRgb), Bytes(kGif), Bytes(kBmp)}) {
+    for (size_t keep : {full.size() * 6 / 10, size_t{20}, size_t{8}}) {
+      auto img = DecodeImage(full.substr(0, keep));
+      EXPECT_FALSE(img.ok()) << ImageFormatName(SniffImageFormat(full)) << " cut to " << keep << " of " << full.size();
+    }
+  }
+  auto png = DecodeImage(Bytes(kPngRgb).substr(0, 60));
+  EXPECT_EQ(png.status().code(), StatusCode::kTruncated) << png.status().ToString();
+  auto bmp = DecodeImage(Bytes(kBmp).substr(0, 70));
+  EXPECT_EQ(bmp.status().code(), StatusCode::kTruncated) << bmp.status().ToString();
+}
+
+TEST(DecodeImage, DamagedBytesAreCorruption) {
+  std::string png(Bytes(kPngRgb));
+  png[45] = static_cast<char>(png[45] ^ 0x55);  // inside IDAT: its CRC no longer matches
+  auto img = DecodeImage(png);
+  ASSERT_FALSE(img.ok());
+  EXPECT_NE(img.status().message().find("PNG"), std::string::npos) << img.status().ToString();
+}
+
+TEST(DecodeImage, OtherFormatsAreNamedAndRefused) {
+  auto webp = DecodeImage(std::string("RIFF\x10\0\0\0WEBPVP8 ", 16));
+  EXPECT_EQ(webp.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(webp.status().message().find("WebP"), std::string::npos);
+  EXPECT_EQ(DecodeImage("<html>404</html>").status().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(DecodeImage("").status().code(), StatusCode::kUnsupported);
+  // CheckImage names what non-images look like, through the JPEG reader.
+  auto html = CheckImage("<html>404</html>", false);
+  ASSERT_FALSE(html.ok());
+  EXPECT_NE(html.status().message().find("not a JPEG"), std::string::npos);
+  EXPECT_EQ(SniffImageFormat(std::string("II*\0", 4)), ImageFormat::kTiff);
+  // Found by fuzz_image_decode: a short "RIFF" prefix threw out_of_range.
+  EXPECT_EQ(SniffImageFormat("RIFFT`\xff"), ImageFormat::kUnknown);
+}
+
+TEST(DecodeImage, ConvertedImagesEncodeAsJpeg) {
+  auto img = DecodeImage(Bytes(kPngRgba));
+  ASSERT_TRUE(img.ok());
+  auto jpeg = EncodeJpeg(*img, {100, false});
+  ASSERT_TRUE(jpeg.ok());
+  auto back = DecodeJpeg(*jpeg);
+  ASSERT_TRUE(back.ok());
+  double mae = 0;
+  for (size_t i = 0; i < back->pixels.size(); ++i) mae += std::abs(back->pixels[i] - img->pixels[i]);
+  EXPECT_LT(mae / static_cast<double>(back->pixels.size()), 6.0);  // random pixels: the hardest case for JPEG
+}
+
+}  // namespace
+}  // namespace aq::image
