@@ -82,7 +82,7 @@ struct ProblemsOf {
 // Checks an index file against the record offsets found by the scan.
 void CheckIndex(io::FileSystem& fs, Format format, size_t file_index, const std::string& file,
                 const std::vector<uint64_t>& offsets, const std::vector<uint64_t>& sizes, Collector& collector) {
-  auto out = ProblemsOf(collector, file_index);
+  const ProblemsOf out{collector, file_index};
   const std::string idx = format == Format::kTFRecord ? TFRecordIndexPath(file) : RecordIOIndexPath(file);
   if (!fs.Exists(idx)) return;
   auto text = io::ReadFileToString(fs, idx);
