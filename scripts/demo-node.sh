@@ -5,6 +5,10 @@
 # stopped (also when a step fails).
 # usage: scripts/demo-node.sh AQUIFER DEMO_DIR RESULTS_DIR
 set -euo pipefail
+# The nodes started here accept unsigned requests: keys from the caller's
+# environment or ~/.aws would be refused by them, so the clients go unsigned.
+unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN AWS_PROFILE AQUIFER_CREDENTIALS
+export AWS_SHARED_CREDENTIALS_FILE=/dev/null
 AQ=$1 DIR=$2 RESULTS=$3
 rm -rf "$DIR/node"
 "$AQ" serve --data "$DIR/node" --listen 127.0.0.1:0 --metrics 127.0.0.1:0 --anonymous >"$DIR/node.log" 2>&1 &

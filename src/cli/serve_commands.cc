@@ -46,9 +46,17 @@ Result<node::NodeOptions> NodeOptionsFrom(const ServeFlags& f) {
     o.metrics_port = m->port;
   }
   if (!f.credentials.empty()) {
-    auto c = s3::LoadCredentials(f.credentials);
+    bool created = false;
+    auto c = s3::LoadOrCreateCredentials(f.credentials, &created);
     if (!c.ok()) return flag("--credentials")(c.status());
     o.credentials = std::move(*c);
+    if (created) {
+      std::fprintf(stderr,
+                   "aquifer serve: created credentials file '%s' with a new key (%s); clients read it with "
+                   "--credentials %s or AQUIFER_CREDENTIALS=%s\n",
+                   f.credentials.c_str(), o.credentials.front().access_key.c_str(), f.credentials.c_str(),
+                   f.credentials.c_str());
+    }
   }
   if (o.credentials.empty() && !o.anonymous) {
     return InvalidArgument("give --credentials FILE (AWS Signature V4) or --anonymous to accept unsigned requests");
@@ -308,6 +316,46 @@ void RegisterStats(CLI::App& app, Globals& g) {
   });
 }
 
+struct WaitFlags {
+  std::string address;
+  double timeout_s = 30;
+};
+
+// For scripts that start a node (or etcd) in the background: returns once
+// something answers HTTP at the address, whatever the status.
+void RegisterWait(CLI::App& app, Globals& g) {
+  auto* f = g.Own<WaitFlags>();
+  auto* cmd = app.add_subcommand(
+      "wait", "Wait until a node (or any HTTP server, such as etcd) answers at HOST:PORT; for scripts that start one");
+  cmd->add_option("address", f->address, "HOST:PORT")->required();
+  cmd->add_option("-t,--timeout", f->timeout_s, "Seconds to wait at most (exit 1 after)")->capture_default_str();
+  cmd->callback([f, &g] {
+    auto at = s3::ParseHostPort(f->address, false);
+    if (!at.ok()) return Fail(g, at.status().WithContext("wait"));
+    http::ClientOptions co;
+    co.connect_timeout_s = 1;
+    co.io_timeout_s = 2;
+    http::Pool pool(co);
+    const auto t0 = std::chrono::steady_clock::now();
+    Status last;
+    while (true) {
+      http::ClientRequest r;
+      auto res = pool.Send(at->ToString(), r);
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (res.ok()) {
+        if (!g.json) std::printf("%s answers (HTTP %d) after %.1f s\n", at->ToString().c_str(), res->status, waited);
+        return;
+      }
+      last = res.status();
+      if (waited >= f->timeout_s) {
+        return Fail(g, Status(StatusCode::kUnavailable, fmt::format("nothing answers at {} after {:.0f} s: {}",
+                                                                    at->ToString(), waited, last.message())));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+}
+
 struct StatFileFlags {
   std::string data = "aquifer-data";
   std::vector<std::string> pools;
@@ -409,6 +457,7 @@ void RegisterStatFile(CLI::App& app, Globals& g) {
 void RegisterServeCommands(CLI::App& app, Globals& g) {
   RegisterFileCommands(app, g);
   RegisterStats(app, g);
+  RegisterWait(app, g);
   RegisterStatFile(app, g);
   auto* f = g.Own<ServeFlags>();
   auto* cmd = app.add_subcommand(
@@ -421,7 +470,8 @@ void RegisterServeCommands(CLI::App& app, Globals& g) {
                   "A pool NAME=PATH[,media=ssd|hdd][,direct][,latency=8ms] (repeatable; the first is the default; "
                   "direct: O_DIRECT reads; latency: added per block read, to emulate a slower device)");
   cmd->add_option("--block-size", f->block_size, "Size of the blocks objects are cut into")->capture_default_str();
-  cmd->add_option("--credentials", f->credentials, "File of 'ACCESS_KEY_ID SECRET_ACCESS_KEY' lines (SigV4)");
+  cmd->add_option("--credentials", f->credentials,
+                  "File of 'ACCESS_KEY_ID SECRET_ACCESS_KEY' lines (SigV4); created with a new key if missing");
   cmd->add_flag("--anonymous", f->o.anonymous, "Accept unsigned requests");
   cmd->add_option("--threads", f->o.threads, "Requests served at once (idle connections hold no thread)")
       ->capture_default_str();

@@ -318,9 +318,7 @@ std::string_view ImageFormatName(ImageFormat f) {
   return "unknown";
 }
 
-bool IsConvertible(ImageFormat f) {
-  return f == ImageFormat::kPng || f == ImageFormat::kGif || f == ImageFormat::kBmp;
-}
+bool IsConvertible(ImageFormat f) { return f == ImageFormat::kPng || f == ImageFormat::kGif || f == ImageFormat::kBmp; }
 
 Result<Image> DecodeImage(std::string_view data, uint64_t max_pixels) {
   switch (SniffImageFormat(data)) {

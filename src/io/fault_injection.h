@@ -56,6 +56,9 @@ class FaultInjectionFileSystem final : public FileSystem {
   Status MakeDirs(const std::string& path) override;
   Status Remove(const std::string& path) override;
   Status Rename(const std::string& from, const std::string& to) override;
+  Result<std::unique_ptr<Lock>> TryLock(const std::string& path, std::string_view owner) override {
+    return target_.TryLock(path, owner);
+  }
 
  private:
   friend class FaultWritableFile;

@@ -30,6 +30,12 @@ Result<CopyMethod> FileSystem::Copy(const std::string& from, const std::string& 
   return CopyMethod::kReadWrite;
 }
 
+Result<std::unique_ptr<FileSystem::Lock>> FileSystem::TryLock(const std::string& path, std::string_view owner) {
+  (void)path;
+  (void)owner;
+  return std::make_unique<Lock>();
+}
+
 namespace {
 class SpanFile final : public RandomAccessFile {
  public:

@@ -91,6 +91,18 @@ class FileSystem {
     return Status::Ok();
   }
 
+  // An exclusive lock on the file `path` (created if missing), held until
+  // the returned object is destroyed, so two processes (or two nodes in one
+  // process) never share what the file guards. `owner` is written into the
+  // file for the next would-be holder to read: a lock already held is
+  // kConflict, and the message quotes its owner. File systems without locks
+  // grant every request.
+  class Lock {
+   public:
+    virtual ~Lock() = default;
+  };
+  virtual Result<std::unique_ptr<Lock>> TryLock(const std::string& path, std::string_view owner);
+
   bool Exists(const std::string& path) { return Stat(path).ok(); }
 };
 

@@ -60,6 +60,13 @@ class MemWriteFile final : public WritableFile {
 
 class MemFileSystem final : public FileSystem {
  public:
+  Result<std::unique_ptr<Lock>> TryLock(const std::string& path, std::string_view owner) override {
+    MutexLock lock(mu_);
+    auto [it, inserted] = locks_.emplace(path, std::string(owner));
+    if (!inserted) return Status(StatusCode::kConflict, fmt::format("'{}' is locked by {}", path, it->second));
+    return std::unique_ptr<Lock>(std::make_unique<MemLock>(this, path));
+  }
+
   Result<std::unique_ptr<RandomAccessFile>> OpenRead(const std::string& path, AccessHint) override {
     MutexLock lock(mu_);
     auto it = files_.find(path);
@@ -152,6 +159,20 @@ class MemFileSystem final : public FileSystem {
   Mutex mu_;
   std::map<std::string, Bytes> files_ AQ_GUARDED_BY(mu_);
   std::set<std::string> dirs_ AQ_GUARDED_BY(mu_);
+  std::map<std::string, std::string> locks_ AQ_GUARDED_BY(mu_);  // path -> owner
+
+  class MemLock final : public Lock {
+   public:
+    MemLock(MemFileSystem* fs, std::string path) : fs_(fs), path_(std::move(path)) {}
+    ~MemLock() override {
+      MutexLock lock(fs_->mu_);
+      fs_->locks_.erase(path_);
+    }
+
+   private:
+    MemFileSystem* fs_;
+    std::string path_;
+  };
 };
 
 Status MemWriteFile::Sync() {

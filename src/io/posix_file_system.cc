@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <linux/fs.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -116,8 +117,42 @@ class PosixWritableFile final : public WritableFile {
   uint64_t size_ = 0;
 };
 
+// flock(2) on an open descriptor: released when the descriptor closes,
+// which the kernel also does when the holder dies.
+class PosixLock final : public FileSystem::Lock {
+ public:
+  explicit PosixLock(int fd) : fd_(fd) {}
+  ~PosixLock() override { ::close(fd_); }
+
+ private:
+  int fd_;
+};
+
 class PosixFileSystem final : public FileSystem {
  public:
+  Result<std::unique_ptr<Lock>> TryLock(const std::string& path, std::string_view owner) override {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return ErrnoStatus(errno, "create the lock file", path);
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int e = errno;
+      std::string holder(256, '\0');
+      const ssize_t n = ::pread(fd, holder.data(), holder.size(), 0);
+      holder.resize(n > 0 ? static_cast<size_t>(n) : 0);
+      while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\0')) holder.pop_back();
+      ::close(fd);
+      if (e != EWOULDBLOCK) return ErrnoStatus(e, "lock", path);
+      return Status(StatusCode::kConflict,
+                    fmt::format("'{}' is locked by {}", path, holder.empty() ? "another process" : holder));
+    }
+    std::string text = std::string(owner) + "\n";
+    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
+      const int e = errno;
+      ::close(fd);
+      return ErrnoStatus(e, "write", path);
+    }
+    return std::unique_ptr<Lock>(std::make_unique<PosixLock>(fd));
+  }
+
   Result<std::unique_ptr<RandomAccessFile>> OpenRead(const std::string& path, AccessHint hint) override {
     const int flags = O_RDONLY | O_CLOEXEC | (hint == AccessHint::kDirect ? O_DIRECT : 0);
     int fd = ::open(path.c_str(), flags);

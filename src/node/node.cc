@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -95,6 +96,18 @@ Status Node::StartImpl() {
   std::vector<store::PoolConfig> pools = o_.pools;
   if (pools.empty()) pools.push_back({"default", io::JoinPath(o_.data_dir, "pool-default"), store::Media::kSsd});
   AQ_TRY(fs.MakeDirs(o_.data_dir));
+  const std::string lock_path = io::JoinPath(o_.data_dir, "LOCK");
+  auto lock =
+      fs.TryLock(lock_path, o_.port > 0 ? fmt::format("aquifer node pid {} serving {}:{}", ::getpid(), o_.host, o_.port)
+                                        : fmt::format("aquifer node pid {}", ::getpid()));
+  if (!lock.ok()) {
+    if (lock.status().code() != StatusCode::kConflict) return lock.status();
+    return Status(StatusCode::kConflict,
+                  fmt::format("data directory '{}' is in use by another node ({}): stop that node, or give this one "
+                              "a data directory of its own",
+                              o_.data_dir, lock.status().message()));
+  }
+  data_lock_ = std::move(*lock);
   if (cluster) {
     etcd_ = AQ_TRY(cluster::EtcdClient::Connect(o_.etcd, o_.etcd_timeout_s));
     meta_ = cluster::NewEtcdMetaStore(etcd_);

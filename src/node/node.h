@@ -129,6 +129,9 @@ class Node {
 
   NodeOptions o_;
   std::unique_ptr<io::FileSystem> fs_;
+  // DIR/LOCK, held while the node runs: two nodes on one data directory
+  // would collect each other's blocks as garbage. Released after all else.
+  std::unique_ptr<io::FileSystem::Lock> data_lock_;
   std::string node_id_;
   store::GcReport gc_;
   bool stopped_ = false;

@@ -194,6 +194,25 @@ TEST(NodeTest, StopsCleanlyAndRestartsWithItsData) {
   EXPECT_EQ(ReadWhole(*fs, "aquifer://" + (*node)->address() + "/data/keep", 1 << 20), data);
 }
 
+// Two nodes on one data directory would collect each other's blocks as
+// garbage at start-up: the second is refused, naming the first.
+TEST(NodeTest, ADataDirectoryServesOneNodeAtATime) {
+  TempDir dir;
+  auto first = Node::Start(Options(dir, "n"));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  NodeOptions o = Options(dir, "n");
+  o.port = 0;
+  auto second = Node::Start(o);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kConflict);
+  EXPECT_NE(second.status().message().find("in use by another node"), std::string::npos) << second.status().ToString();
+  EXPECT_NE(second.status().message().find(std::to_string(getpid())), std::string::npos) << "names the holder";
+  (*first)->Stop();
+  first->reset();
+  auto third = Node::Start(o);  // free again once the first is gone
+  EXPECT_TRUE(third.ok()) << third.status().ToString();
+}
+
 TEST(NodeTest, ThreeNodeClusterFailsOverAndRepairs) {
   auto& etcd = cluster::Etcd::Get();
   if (!etcd.ok()) GTEST_SKIP() << etcd.why();

@@ -1,9 +1,14 @@
 #include "s3/auth.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <sstream>
@@ -158,6 +163,43 @@ Result<std::vector<Credential>> LoadCredentials(const std::string& path) {
   }
   if (out.empty()) return InvalidArgument(fmt::format("credentials file '{}' holds no key", path));
   return out;
+}
+
+Result<std::vector<Credential>> LoadOrCreateCredentials(const std::string& path, bool* created) {
+  *created = false;
+  if (::access(path.c_str(), F_OK) == 0) return LoadCredentials(path);
+  // 20 and 40 characters, as AWS's key ids and secrets.
+  static constexpr char kId[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+  static constexpr char kSecret[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  unsigned char random[60];
+  if (::getrandom(random, sizeof(random), 0) != static_cast<ssize_t>(sizeof(random))) {
+    return IoError(fmt::format("no random bytes for a new key: {}", std::strerror(errno)));
+  }
+  std::string id = "AQ", secret;
+  for (int i = 0; i < 18; ++i) id += kId[random[i] % 32];
+  for (int i = 0; i < 40; ++i) secret += kSecret[random[20 + i] % 64];
+  const std::string text =
+      fmt::format("# aquifer node credentials: ACCESS_KEY_ID SECRET_ACCESS_KEY per line (created {})\n{} {}\n",
+                  static_cast<int64_t>(std::time(nullptr)), id, secret);
+  // Written under a private name, then linked into place: link() fails if
+  // the file appeared meanwhile, so a file is never seen half written.
+  const std::string tmp = fmt::format("{}.new.{}.{}", path, ::getpid(), id);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return IoError(fmt::format("cannot create credentials file '{}': {}", path, std::strerror(errno)));
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!written) {
+    ::unlink(tmp.c_str());
+    return IoError(fmt::format("cannot write credentials file '{}'", path));
+  }
+  const int linked = ::link(tmp.c_str(), path.c_str());
+  const int link_errno = errno;
+  ::unlink(tmp.c_str());
+  if (linked != 0 && link_errno != EEXIST) {
+    return IoError(fmt::format("cannot create credentials file '{}': {}", path, std::strerror(link_errno)));
+  }
+  *created = linked == 0;
+  return LoadCredentials(path);
 }
 
 AuthOutcome Authenticate(const http::Request& req, const AuthOptions& o) {

@@ -31,6 +31,11 @@ struct Credential {
 // One "ACCESS_KEY_ID SECRET_ACCESS_KEY" pair per line; '#' starts a comment.
 Result<std::vector<Credential>> LoadCredentials(const std::string& path);
 
+// As LoadCredentials, but a missing file is first created (mode 0600) with
+// one new random key pair; *created says so. Safe when several processes
+// start on one path at once: exactly one file appears, all read it.
+Result<std::vector<Credential>> LoadOrCreateCredentials(const std::string& path, bool* created);
+
 // What verifying an aws-chunked body's signatures needs.
 struct StreamingContext {
   bool signed_chunks = false;  // STREAMING-AWS4-HMAC-SHA256-PAYLOAD[-TRAILER]

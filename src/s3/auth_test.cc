@@ -4,6 +4,12 @@
 #include "s3/auth.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+#include <vector>
 
 #include "s3/checksum.h"
 #include "s3/chunked.h"
@@ -147,6 +153,40 @@ TEST(AuthTest, DateHeaderOnlyAndHostMustBeSigned) {
   std::string unsigned_host = raw;
   unsigned_host.replace(unsigned_host.find("date;host;"), 10, "date;");
   EXPECT_EQ(Authenticate(Parse(unsigned_host), Options(k20130524)).error.code, "AuthorizationHeaderMalformed");
+}
+
+// `serve --credentials FILE` on a new machine: the file is made once, even
+// when three nodes start on it at the same moment, and is private.
+TEST(AuthTest, MissingCredentialsFileIsCreatedOnceForEveryone) {
+  char tmpl[] = "/tmp/aq_keys_XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string path = std::string(tmpl) + "/keys";
+  std::vector<std::thread> threads;
+  std::vector<Result<std::vector<Credential>>> got(8, Status::Ok());
+  std::vector<bool> created(8, false);
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      bool c = false;
+      got[i] = LoadOrCreateCredentials(path, &c);
+      created[i] = c;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(std::count(created.begin(), created.end(), true), 1);
+  for (const auto& g : got) {
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    ASSERT_EQ(g->size(), 1u);
+    EXPECT_EQ((*g)[0].access_key, (*got[0])[0].access_key);
+    EXPECT_EQ((*g)[0].secret.size(), 40u);
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  bool again = true;
+  EXPECT_EQ((*LoadOrCreateCredentials(path, &again))[0].access_key, (*got[0])[0].access_key);
+  EXPECT_FALSE(again);
+  ::unlink(path.c_str());
+  ::rmdir(tmpl);
 }
 
 TEST(ChunkedTest, UnsignedWithTrailingChecksum) {

@@ -1,0 +1,199 @@
+#!/usr/bin/python3
+"""Runs the shell examples of README.md and docs/*.md as a reader would, so
+the documentation cannot drift from the code.
+
+usage: run_docs.py REPO_DIR BUILD_DIR [FILE.md ...]   (default: README.md, docs/*.md)
+
+Every fenced block opened with ```sh is run; other fences (```, ```json,
+```layers) are not shell. The blocks of one file run in order in one bash
+session (so `cd` and `export` carry over, as in a reader's terminal) with
+`set -euo pipefail`, in a fresh scratch directory that is also $HOME, with
+the build directory and bench/ first on PATH and no AWS_* variables. Jobs a
+block starts in the background (`aquifer serve ... &`, `etcd ... &`) are
+stopped when the block ends.
+
+A block that cannot run here starts with `# not run: REASON`; a line that
+cannot ends with `# not run: REASON` (or matches SKIPPED_LINES: `make check`,
+which runs this harness). All are reported, never skipped in silence. Sizes that would take hours are scaled down by SUBSTITUTIONS below
+(the same commands, smaller numbers); each substitution made is printed.
+"""
+import glob
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+# (pattern, replacement, why): applied to every runnable line, in order.
+SUBSTITUTIONS = [
+    (r"--images (\d{5,})", "--images 1200", "dataset size"),
+    (r"--shards (\d{3,})", "--shards 4", "dataset size"),
+    (r"--copies (\d{2,})", "--copies 2", "dataset size"),
+    (r"--duration (\d{2,})", "--duration 3", "run time"),
+    (r"(\s)-d (\d{2,})\b", r"\1-d 3", "run time"),
+    (r"^make demo\b", 'make -C "$AQ_REPO" --no-print-directory demo DEMO_DIR="$PWD/demo-data"',
+     "the demo runs in the checkout, its data here"),
+    (r"\bcompare_torchvision( .*)?$", r"compare_torchvision\1 --images 48 --batch 16 --repeats 1", "run time"),
+    (r"\bcompare_fio( .*)?$", r"compare_fio\1 --repeats 1 --runtime 2 --ramp 1 --size 32MiB --nrfiles 2",
+     "run time"),
+    (r"\bnode_vs_local( .*)?$", r"node_vs_local\1 --repeats 1 --images 24 --seconds 1", "run time"),
+    (r"\bcluster_scaling( .*)?$", r"cluster_scaling\1 --repeats 1 --images 64 --seconds 1 --nodes 2", "run time"),
+    (r"\bsmall_files( .*)?$", r"small_files\1 --repeats 1 --images 100 --seconds 1 --readers 2", "run time"),
+]
+
+# (pattern, reason): lines run elsewhere, reported as not run here.
+SKIPPED_LINES = [
+    (r"^make check\b", "make check runs this harness"),
+]
+
+NOT_RUN = re.compile(r"#\s*not run:\s*(\S.*)$")
+BLOCK_TIMEOUT_S = 900
+
+
+def blocks(path):
+    """[(first line number, [lines])] of the ```sh blocks of a markdown file."""
+    out, cur, start = [], None, 0
+    with open(path) as fh:
+        for n, line in enumerate(fh, 1):
+            stripped = line.rstrip("\n")
+            if cur is None:
+                if stripped.strip() == "```sh":
+                    cur, start = [], n + 1
+            elif stripped.strip() == "```":
+                out.append((start, cur))
+                cur = None
+            else:
+                cur.append(stripped)
+    if cur is not None:
+        raise SystemExit(f"{path}:{start - 1}: a ```sh block is never closed")
+    return out
+
+
+def split_comment(line):
+    """(code, comment): the comment starts at a '#' after whitespace, outside
+    quotes and not in $#."""
+    quote = None
+    for i, ch in enumerate(line):
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or line[i - 1] in " \t"):
+            return line[:i].rstrip(), line[i:]
+    return line, ""
+
+
+def substitute(line):
+    code, comment = split_comment(line)
+    notes = []
+    for pattern, repl, why in SUBSTITUTIONS:
+        new = re.sub(pattern, repl, code)
+        if new != code:
+            notes.append(why)
+            code = new
+    return (code + ("  " + comment if comment else "")) if notes else line, notes
+
+
+def script_for(doc, doc_blocks, report):
+    """The bash script for one document, and script line -> doc line."""
+    lines = [
+        "set -euo pipefail",
+        "__aq_where=''",
+        "trap 'echo \"__AQ_FAILED $__aq_where (exit $?)\" >&2' ERR",
+        "__aq_stop_jobs() { local j; j=$(jobs -p); if [ -n \"$j\" ]; then kill $j 2>/dev/null || true; "
+        "wait $j 2>/dev/null || true; fi; }",
+    ]
+    for start, body in doc_blocks:
+        first = next((b for b in body if b.strip()), "")
+        m = NOT_RUN.search(first) if first.strip().startswith("#") else None
+        if m:
+            report.append(f"{doc}:{start}: block not run: {m.group(1)}")
+            continue
+        if first.strip().startswith("#") and "not run" in first:
+            raise SystemExit(f"{doc}:{start}: '# not run' needs a reason: '# not run: REASON'")
+        lines.append(f"echo '== {doc}:{start}' >&2")
+        continued = False
+        for k, raw in enumerate(body):
+            n = start + k
+            m = NOT_RUN.search(raw)
+            why = m.group(1) if m and not raw.strip().startswith("#") else None
+            why = why or next((r for p, r in SKIPPED_LINES if re.search(p, raw)), None)
+            if why:
+                report.append(f"{doc}:{n}: line not run: {why}")
+                lines.append(":")
+                continued = raw.rstrip().endswith("\\")
+                continue
+            text, notes = substitute(raw)
+            for why in notes:
+                report.append(f"{doc}:{n}: scaled down ({why}): {text.strip()}")
+            if not continued and text.strip() and not text.strip().startswith("#"):
+                lines.append(f"__aq_where='{doc}:{n}'")
+            lines.append(text)
+            continued = text.rstrip().endswith("\\")
+        lines.append("__aq_stop_jobs")
+    return "\n".join(lines) + "\n"
+
+
+def run_doc(repo, build, doc):
+    doc_blocks = blocks(os.path.join(repo, doc))
+    report = []
+    script = script_for(doc, doc_blocks, report)
+    runnable = sum(1 for line in script.splitlines() if line.startswith("echo '== "))
+    for r in report:
+        print("  " + r)
+    if runnable == 0:
+        print(f"{doc}: no runnable block")
+        return True
+    scratch = tempfile.mkdtemp(prefix="aq_docs_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and not k.startswith("AQUIFER_")}
+    env.update({
+        "HOME": scratch,
+        "PATH": f"{os.path.abspath(build)}:{os.path.join(repo, 'bench')}:{env.get('PATH', '/usr/bin:/bin')}",
+        "AQ_REPO": repo,
+        "TERM": "dumb",
+    })
+    t0 = time.time()
+    proc = subprocess.Popen(["bash", "-c", script], cwd=scratch, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=BLOCK_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        out += f"\n__AQ_FAILED timed out after {BLOCK_TIMEOUT_S} s\n"
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # anything a block left running
+        except ProcessLookupError:
+            pass
+    ok = proc.returncode == 0 and "__AQ_FAILED" not in out
+    took = time.time() - t0
+    if ok:
+        print(f"{doc}: {runnable} block(s) ran in {took:.0f} s")
+        shutil.rmtree(scratch, ignore_errors=True)
+        return True
+    failed = re.findall(r"__AQ_FAILED (.*)", out)
+    print(f"{doc}: FAILED at {failed[-1] if failed else '?'} after {took:.0f} s (scratch kept: {scratch})")
+    tail = out.splitlines()[-60:]
+    print("\n".join("  | " + line for line in tail))
+    return False
+
+
+def main():
+    if len(sys.argv) < 3:
+        raise SystemExit(__doc__)
+    repo, build = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    docs = sys.argv[3:] or ["README.md"] + sorted(os.path.relpath(p, repo)
+                                                  for p in glob.glob(os.path.join(repo, "docs", "*.md")))
+    results = [run_doc(repo, build, d) for d in docs]
+    if not all(results):
+        sys.exit(1)
+    print(f"docs: every runnable block of {len(docs)} file(s) ran")
+
+
+if __name__ == "__main__":
+    main()
