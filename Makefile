@@ -8,7 +8,7 @@ FUZZ_SECONDS ?= 15
 JOBS        ?= $(shell nproc)
 DEMO_DIR    ?= demo-data
 
-.PHONY: all deps build demo check test docs-test fuzz sanitize format format-check layers bench clean
+.PHONY: all deps build demo check test docs-test install fuzz sanitize format format-check layers bench clean
 
 all: build
 
@@ -36,6 +36,12 @@ check: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The aquifer binary and the Python package under PREFIX (bin/, and
+# lib/python3.X/dist-packages/, which Debian's python3 searches for /usr/local).
+PREFIX ?= /usr/local
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 # The shell examples of README.md and docs/ as a reader runs them (also a
 # CTest test, so part of make check).

@@ -32,6 +32,8 @@ PACKAGES=(
   libjpeg-turbo-progs
   # the peer the pipeline is compared with: PyTorch's DataLoader + torchvision
   python3-numpy python3-torch python3-torchvision
+  # the Python package (pybind11 extension for /usr/bin/python3) and its tests
+  pybind11-dev python3-dev python3-pytest
   # the peer the storage bench is compared with; the browser that checks the HTML report
   fio chromium
   # formatting

@@ -70,7 +70,10 @@ void AddSynth(CLI::App* group, Globals& g) {
   cmd->add_option("--classes", o->classes, "Number of classes")->capture_default_str();
   cmd->add_option("--images", o->images, "Number of images in all")->capture_default_str();
   AddEnum(cmd, "--profile", &o->profile, &dataset::ParseSizeProfile, "small",
-          "Image size profile: small (~500x375, ~110 KB) or large (~1500x1125, q100, ~1.3 MB)");
+          "Image size profile: tiny (~160x120, q90), small (~500x375, ~110 KB) or large (~1500x1125, q100, ~1.3 MB)");
+  cmd->add_flag("--learnable", o->learnable,
+                "Images a small network can learn: a class-specific shape and colour on a random background "
+                "(for end-to-end training checks)");
   cmd->add_option("--seed", o->seed, "Random seed (same seed, same files)")->capture_default_str();
   cmd->add_option("--quality", o->quality, "JPEG quality (default: the profile's, 95 or 100)");
   cmd->add_flag("--overwrite", o->overwrite, "Write into a non-empty output directory");

@@ -24,7 +24,7 @@ struct CommonOptions {
 };
 
 // ---- synth ----
-enum class SizeProfile { kSmall, kLarge };
+enum class SizeProfile { kTiny, kSmall, kLarge };
 Result<SizeProfile> ParseSizeProfile(std::string_view s);
 
 struct SynthOptions {
@@ -33,7 +33,10 @@ struct SynthOptions {
   uint64_t images = 100;
   SizeProfile profile = SizeProfile::kSmall;
   uint64_t seed = 1;
-  int quality = 0;  // 0 = the profile's (95 small, 100 large)
+  int quality = 0;  // 0 = the profile's (90 tiny, 95 small, 100 large)
+  // Images a small network can learn (image::SynthesizeLearnable) instead
+  // of photograph-like ones.
+  bool learnable = false;
   bool overwrite = false;
   CommonOptions common;
 };

@@ -17,9 +17,10 @@
 namespace aq::dataset {
 
 Result<SizeProfile> ParseSizeProfile(std::string_view s) {
+  if (s == "tiny") return SizeProfile::kTiny;
   if (s == "small") return SizeProfile::kSmall;
   if (s == "large") return SizeProfile::kLarge;
-  return InvalidArgument(fmt::format("unknown size profile '{}' (expected small or large)", s));
+  return InvalidArgument(fmt::format("unknown size profile '{}' (expected tiny, small or large)", s));
 }
 
 namespace {
@@ -31,6 +32,7 @@ struct Profile {
   bool subsample_420;
   float grain, detail;
 };
+constexpr Profile kTiny{160, 120, 90, true, 8.f, 1.0f};  // quick tests and training checks
 constexpr Profile kSmall{500, 375, 95, true, 16.f, 2.6f};
 constexpr Profile kLarge{1500, 1125, 100, false, 4.0f, 0.6f};
 
@@ -43,7 +45,7 @@ Result<SynthReport> Synthesize(io::FileSystem& fs, const SynthOptions& o) {
   if (o.classes == 0) return InvalidArgument("synth: at least 1 class");
   if (o.images == 0) return InvalidArgument("synth: at least 1 image");
   if (o.quality < 0 || o.quality > 100) return InvalidArgument("synth: JPEG quality must be in 1..100");
-  const Profile prof = o.profile == SizeProfile::kSmall ? kSmall : kLarge;
+  const Profile prof = o.profile == SizeProfile::kTiny ? kTiny : o.profile == SizeProfile::kSmall ? kSmall : kLarge;
   const int quality = o.quality > 0 ? o.quality : prof.quality;
   AQ_TRY(PrepareOutputDir(fs, o.out, o.overwrite));
   const uint32_t classes = static_cast<uint32_t>(std::min<uint64_t>(o.classes, o.images));
@@ -72,7 +74,7 @@ Result<SynthReport> Synthesize(io::FileSystem& fs, const SynthOptions& o) {
     p.height = std::max(16, static_cast<int>(std::sqrt(area * aspect)));
     p.grain = prof.grain;
     p.detail = prof.detail;
-    image::Image img = image::SynthesizePhoto(p);
+    image::Image img = o.learnable ? image::SynthesizeLearnable(p) : image::SynthesizePhoto(p);
     std::string jpeg = AQ_TRY(image::EncodeJpeg(img, {quality, prof.subsample_420}));
     std::string name = fmt::format("{}_{}.JPEG", SynsetName(c), i);
     std::string path = io::JoinPath(io::JoinPath(o.out, SynsetName(c)), name);

@@ -96,7 +96,8 @@ struct RegionDecoder::State {
     }
     std::string_view m(err.message);
     if (m.find("Unsupported") != std::string_view::npos) return Unsupported(fmt::format("{}: {}", what, m));
-    if (m.find("Premature end") != std::string_view::npos) {
+    // libjpeg ran out of data (and said so in a warning) before the error.
+    if (m.find("Premature end") != std::string_view::npos || err.damage_code == JWRN_JPEG_EOF) {
       return Truncated(fmt::format("{}: the file ends inside the JPEG headers ({})", what, m));
     }
     return Corruption(fmt::format("{}: {}", what, m));

@@ -25,4 +25,13 @@ struct SynthParams {
 
 Image SynthesizePhoto(const SynthParams& params);
 
+// An image a small network can learn to classify, for end-to-end checks of
+// labels, crops and normalisation: one object per image whose shape family
+// (label % 10: disc, square, triangle, cross, ring, diamond, bars, checks,
+// star, crescent) and hue (classes spread around the colour wheel by the
+// golden ratio, jittered a little) identify the class, at a random position, scale and
+// rotation, over a background, texture and noise that carry no class
+// information.
+Image SynthesizeLearnable(const SynthParams& params);
+
 }  // namespace aq::image

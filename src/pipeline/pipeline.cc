@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -48,18 +49,63 @@ constexpr uint64_t kDecodeScratchBytes = 24ull << 20;  // per worker: decoded re
 
 }  // namespace
 
+struct BatchLease::Buffer {
+  std::unique_ptr<uint8_t, FreeDeleter> data;
+  std::vector<int32_t> labels;
+  std::vector<uint32_t> samples;
+  std::vector<uint8_t> bad;
+  uint32_t filled = 0;  // samples written (under the pipeline's mutex)
+};
+
+// Every batch buffer of a pipeline. Leases share it, so a batch can be held
+// after its pipeline is gone; a released buffer goes back to the free list.
+struct BatchLease::Buffers {
+  size_t bytes = 0;  // per buffer, 64-byte multiple
+  uint32_t batch_size = 0;
+  std::mutex mu;
+  std::vector<std::unique_ptr<Buffer>> all;  // guarded by mu
+  std::vector<Buffer*> free;                 // guarded by mu
+
+  Result<Buffer*> Take() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!free.empty()) {
+      Buffer* b = free.back();
+      free.pop_back();
+      return b;
+    }
+    auto b = std::make_unique<Buffer>();
+    b->data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
+    if (!b->data) return Status(StatusCode::kNoSpace, fmt::format("cannot allocate a batch buffer of {} bytes", bytes));
+    std::memset(b->data.get(), 0, bytes);  // touch the pages now, not while a batch is due
+    b->labels.assign(batch_size, -1);
+    b->samples.assign(batch_size, 0);
+    b->bad.assign(batch_size, 0);
+    all.push_back(std::move(b));
+    return all.back().get();
+  }
+  void Give(Buffer* b) {
+    std::lock_guard<std::mutex> lock(mu);
+    b->filled = 0;
+    free.push_back(b);
+  }
+};
+
+BatchLease::BatchLease(std::shared_ptr<Buffers> pool, Buffer* buffer) : pool_(std::move(pool)), buffer_(buffer) {}
+BatchLease::~BatchLease() { pool_->Give(buffer_); }
+
 struct Pipeline::Impl {
   std::unique_ptr<io::MultiRootFileSystem> multi;  // when data names several roots
   io::FileSystem& fs;
   PipelineOptions o;
-  Catalog cat;
+  std::shared_ptr<const Catalog> cat;
   std::vector<EpochPlan> plans;
   uint64_t per_epoch = 0;  // outputs (and read positions) per epoch
   uint64_t total = 0;      // outputs over all epochs
   uint64_t total_batches = 0;
   size_t sample_bytes = 0;
-  size_t depth = 0;       // batch buffers
-  uint64_t capacity = 0;  // payload slots
+  size_t depth = 0;              // batch buffers
+  uint64_t capacity = 0;         // payload slots
+  uint64_t typical_payload = 0;  // 99th percentile of record sizes
   uint64_t memory_bound = 0;
   std::vector<Run> runs;
 
@@ -68,15 +114,8 @@ struct Pipeline::Impl {
     Status error;
   };
   std::vector<Slot> slots;
-  struct BatchBuf {
-    std::unique_ptr<uint8_t, FreeDeleter> data;
-    std::vector<int32_t> labels;
-    std::vector<uint32_t> samples;
-    std::vector<uint8_t> bad;
-    uint32_t filled = 0;
-    Batch view;
-  };
-  std::vector<BatchBuf> bufs;
+  std::shared_ptr<BatchLease::Buffers> pool;
+  uint64_t window = 1;  // batches workers fill ahead of the next one delivered
 
   // ---- shared state, guarded by mu ----
   std::mutex mu;
@@ -84,7 +123,9 @@ struct Pipeline::Impl {
   std::vector<int32_t> free_slots;
   std::vector<int32_t> slot_of;  // global read position -> slot (-1: not read yet)
   uint64_t outputs_done = 0;
-  uint64_t released = 0;  // batches handed back by the consumer
+  uint64_t next_batch = 0;                            // the next batch to deliver
+  std::map<uint64_t, BatchLease::Buffer*> producing;  // batches being filled
+  uint64_t start_output = 0;                          // first output (start_step * batch)
   uint64_t held = 0, held_sum = 0, held_samples = 0;
   Status fatal;
   bool stopping = false;
@@ -100,8 +141,7 @@ struct Pipeline::Impl {
   std::atomic<int64_t> read_ns{0}, decode_ns{0}, wait_in_ns{0}, wait_out_ns{0}, consumer_ns{0};
   std::atomic<uint64_t> bytes_read{0}, records_read{0}, decoded{0}, dct_scaled{0};
 
-  uint64_t next_batch = 0;
-  bool holding = false;  // consumer holds batch next_batch - 1
+  std::unique_ptr<BatchLease> current;  // what Next() handed out last
   Clock::time_point start;
   Clock::time_point end;
   std::vector<std::thread> threads;
@@ -120,7 +160,7 @@ struct Pipeline::Impl {
     for (auto& t : threads) t.join();
   }
 
-  const SampleRef& SampleAt(uint32_t epoch, uint64_t pos) const { return cat.samples[plans[epoch].read_order[pos]]; }
+  const SampleRef& SampleAt(uint32_t epoch, uint64_t pos) const { return cat->samples[plans[epoch].read_order[pos]]; }
 
   // ---------------------------------------------------------------- readers
   void ReaderLoop() {
@@ -132,7 +172,7 @@ struct Pipeline::Impl {
       const Run run = runs[r];
       const SampleRef& first = SampleAt(run.epoch, run.first);
       if (open_file != first.file) {
-        auto f = fs.OpenRead(cat.files[first.file], io::AccessHint::kSequential);
+        auto f = fs.OpenRead(cat->files[first.file], io::AccessHint::kSequential);
         if (!f.ok()) {
           // Every sample of the run is bad; let the workers report each one.
           for (uint64_t k = 0; k < run.count; ++k) {
@@ -179,7 +219,7 @@ struct Pipeline::Impl {
       } else {
         if (*got != ref.size) {
           slot.error = Truncated(fmt::format("{}: record {} at offset {}: file ends after {} of {} bytes",
-                                             cat.files[ref.file], ref.record, ref.offset, *got, ref.size));
+                                             cat->files[ref.file], ref.record, ref.offset, *got, ref.size));
         }
         bytes_read += *got;
       }
@@ -240,9 +280,9 @@ struct Pipeline::Impl {
   Status Process(Worker& w, uint32_t sample_id, const SampleRef& ref, std::string_view framed, uint64_t out_index,
                  void* dst, int32_t* label) {
     std::string_view jpeg;
-    const std::string& file = cat.files[ref.file];
+    const std::string& file = cat->files[ref.file];
     w.boxes.clear();
-    switch (cat.format) {
+    switch (cat->format) {
       case dataset::Format::kTFRecord: {
         std::string where = fmt::format("{}: record {} at offset {}", file, ref.record, ref.offset);
         std::string_view data = AQ_TRY(format::UnframeTFRecord(framed, o.verify_crc, where));
@@ -270,7 +310,7 @@ struct Pipeline::Impl {
     Status s = Decode(w, jpeg, rng, dst, sample_id);
     decode_ns += Nanos(t0, Clock::now());
     if (!s.ok()) {
-      return s.WithContext(cat.format == dataset::Format::kFolder
+      return s.WithContext(cat->format == dataset::Format::kFolder
                                ? file
                                : fmt::format("{}: record {} at offset {}", file, ref.record, ref.offset));
     }
@@ -340,10 +380,11 @@ struct Pipeline::Impl {
       const uint64_t pos = plans[e].emit[j % per_epoch];
       const uint64_t gpos = e * per_epoch + pos;
       int32_t s;
+      BatchLease::Buffer* buf_ptr = nullptr;
       {
         std::unique_lock<std::mutex> lock(mu);
         auto t0 = Clock::now();
-        cv_buffer.wait(lock, [&] { return stopping || b < released + depth; });
+        cv_buffer.wait(lock, [&] { return stopping || b < next_batch + window; });
         auto t1 = Clock::now();
         cv_payload.wait(lock, [&] { return stopping || slot_of[gpos] >= 0; });
         wait_out_ns += Nanos(t0, t1);
@@ -352,11 +393,27 @@ struct Pipeline::Impl {
         s = slot_of[gpos];
         held_sum += held;
         ++held_samples;
+        auto it = producing.find(b);
+        if (it == producing.end()) {
+          auto taken = pool->Take();
+          if (!taken.ok()) {
+            if (fatal.ok()) fatal = taken.status();
+            stopping = true;
+            lock.unlock();
+            cv_read.notify_all();
+            cv_payload.notify_all();
+            cv_buffer.notify_all();
+            cv_batch.notify_all();
+            return;
+          }
+          it = producing.emplace(b, *taken).first;
+        }
+        buf_ptr = it->second;
       }
-      BatchBuf& buf = bufs[b % depth];
+      BatchLease::Buffer& buf = *buf_ptr;
       const uint32_t i = static_cast<uint32_t>(j % B);
       const uint32_t sample_id = plans[e].read_order[pos];
-      const SampleRef& ref = cat.samples[sample_id];
+      const SampleRef& ref = cat->samples[sample_id];
       int32_t label = -1;
       Status status = slots[s].error;
       if (status.ok()) {
@@ -370,13 +427,16 @@ struct Pipeline::Impl {
       {
         std::lock_guard<std::mutex> lock(mu);
         slot_of[gpos] = -2;
+        if (slots[s].data.capacity() > 4 * typical_payload) {
+          std::string().swap(slots[s].data);  // a rare large record: give its memory back
+        }
         free_slots.push_back(s);
         --held;
         ++outputs_done;
         if (!status.ok()) {
           ++st.bad_samples;
           if (st.problems.size() < 100) {
-            st.problems.push_back({cat.files[ref.file], ref.record, ref.offset, status.message()});
+            st.problems.push_back({cat->files[ref.file], ref.record, ref.offset, status.message()});
           }
           // Under kFail the error must be visible before the batch can be
           // seen complete, or the consumer could take it with the bad slot
@@ -401,33 +461,39 @@ struct Pipeline::Impl {
   }
 
   // ---------------------------------------------------------------- consumer
-  Result<const Batch*> Next() {
-    if (holding) {
-      BatchBuf& prev = bufs[(next_batch - 1) % depth];
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        prev.filled = 0;
-        ++released;
-      }
-      holding = false;
-      cv_buffer.notify_all();
-    }
+  Result<std::unique_ptr<BatchLease>> NextLease(double timeout_s) {
     if (next_batch >= total_batches) {
       end = Clock::now();
-      return static_cast<const Batch*>(nullptr);
+      return std::unique_ptr<BatchLease>();
     }
-    BatchBuf& buf = bufs[next_batch % depth];
+    BatchLease::Buffer* buf = nullptr;
     {
       std::unique_lock<std::mutex> lock(mu);
+      auto ready = [&] {
+        if (!fatal.ok()) return true;
+        auto it = producing.find(next_batch);
+        return it != producing.end() && it->second->filled == o.batch_size;
+      };
       auto t0 = Clock::now();
-      cv_batch.wait(lock, [&] { return !fatal.ok() || buf.filled == o.batch_size; });
+      if (timeout_s < 0) {
+        cv_batch.wait(lock, ready);
+      } else if (!cv_batch.wait_for(lock, std::chrono::duration<double>(timeout_s), ready)) {
+        consumer_ns += Nanos(t0, Clock::now());
+        return Status(StatusCode::kTimedOut, fmt::format("batch {} is not ready yet", next_batch));
+      }
       consumer_ns += Nanos(t0, Clock::now());
       if (!fatal.ok()) return fatal;
+      buf = producing[next_batch];
+      producing.erase(next_batch);
+      ++next_batch;
     }
+    cv_buffer.notify_all();  // the production window moved
+    const uint64_t b = next_batch - 1;
+    auto lease = std::unique_ptr<BatchLease>(new BatchLease(pool, buf));
     uint32_t replaced = 0;
     int64_t good = -1;
     for (uint32_t i = 0; i < o.batch_size; ++i) {
-      if (!buf.bad[i]) {
+      if (!buf->bad[i]) {
         good = i;
         break;
       }
@@ -438,28 +504,35 @@ struct Pipeline::Impl {
         std::lock_guard<std::mutex> lock(mu);  // workers append problems concurrently
         if (!st.problems.empty()) last = st.problems.back().message;
       }
-      return Corruption(fmt::format("every sample of batch {} is bad; last problem: {}", next_batch, last));
+      return Corruption(fmt::format("every sample of batch {} is bad; last problem: {}", b, last));
     }
     for (uint32_t i = 0; i < o.batch_size; ++i) {
-      if (!buf.bad[i]) continue;
-      std::memcpy(buf.data.get() + i * sample_bytes, buf.data.get() + good * sample_bytes, sample_bytes);
-      buf.labels[i] = buf.labels[good];
-      buf.samples[i] = buf.samples[good];
+      if (!buf->bad[i]) continue;
+      std::memcpy(buf->data.get() + i * sample_bytes, buf->data.get() + good * sample_bytes, sample_bytes);
+      buf->labels[i] = buf->labels[good];
+      buf->samples[i] = buf->samples[good];
       ++replaced;
     }
-    Batch& v = buf.view;
-    v.index = next_batch;
-    v.epoch = static_cast<uint32_t>(next_batch * o.batch_size / per_epoch);
+    Batch& v = lease->batch_;
+    const uint64_t steps = per_epoch / o.batch_size;
+    v.index = b;
+    v.epoch = o.first_epoch + static_cast<uint32_t>(b / steps);
+    v.step = b % steps;
     v.size = o.batch_size;
-    v.data = buf.data.get();
+    v.data = buf->data.get();
     v.sample_bytes = sample_bytes;
-    v.labels = buf.labels.data();
-    v.samples = buf.samples.data();
+    v.labels = buf->labels.data();
+    v.samples = buf->samples.data();
     v.replaced = replaced;
-    ++next_batch;
-    holding = true;
     end = Clock::now();
-    return &v;
+    return lease;
+  }
+
+  Result<const Batch*> Next() {
+    current.reset();  // the previous batch goes back to the pool
+    current = AQ_TRY(NextLease(-1));
+    if (current == nullptr) return static_cast<const Batch*>(nullptr);
+    return &current->batch();
   }
 };
 
@@ -483,14 +556,15 @@ Result<std::unique_ptr<Pipeline>> Pipeline::Create(io::FileSystem& fs, const Pip
   if (o.epochs == 0) return InvalidArgument("pipeline: at least one epoch");
   if (o.readers == 0) return InvalidArgument("pipeline: at least one reader thread");
   if (o.workers == 0) o.workers = HardwareThreads();
-  impl->cat = AQ_TRY(BuildCatalog(fs, o.data, o.format));
-  const Catalog& cat = impl->cat;
+  impl->cat = o.catalog ? o.catalog : std::make_shared<const Catalog>(AQ_TRY(BuildCatalog(fs, o.data, o.format)));
+  o.catalog.reset();
+  const Catalog& cat = *impl->cat;
   std::vector<uint32_t> files_of(cat.samples.size());
   for (size_t i = 0; i < cat.samples.size(); ++i) files_of[i] = cat.samples[i].file;
   for (uint32_t e = 0; e < o.epochs; ++e) {
     PlanOptions po;
     po.seed = o.seed;
-    po.epoch = e;
+    po.epoch = o.first_epoch + e;
     po.rank = o.rank;
     po.world = o.world;
     po.batch_size = o.batch_size;
@@ -504,16 +578,38 @@ Result<std::unique_ptr<Pipeline>> Pipeline::Create(io::FileSystem& fs, const Pip
   impl->total_batches = impl->total / o.batch_size;
   impl->sample_bytes = static_cast<size_t>(o.image_size) * o.image_size * 3 * image::DTypeSize(o.store.dtype);
   impl->depth = o.prefetch_batches + 1;
+  impl->window = std::max<uint64_t>(1, o.prefetch_batches);
+  const uint64_t steps = impl->per_epoch / o.batch_size;
+  if (o.start_step >= steps) {
+    return InvalidArgument(fmt::format("pipeline: resuming at step {} of an epoch of {} steps", o.start_step, steps));
+  }
+  impl->start_output = o.start_step * o.batch_size;
+  impl->next_output = impl->start_output;
+  impl->outputs_done = impl->start_output;
+  impl->next_batch = o.start_step;
 
   // Runs of consecutive records, per epoch, capped so several readers can
-  // share a large file.
+  // share a large file. Resuming, the first epoch reads only what the
+  // outputs still to come need.
   for (uint32_t e = 0; e < o.epochs; ++e) {
     const auto& ro = impl->plans[e].read_order;
+    std::vector<bool> needed;
+    if (e == 0 && impl->start_output > 0) {
+      needed.assign(ro.size(), false);
+      const auto& emit = impl->plans[0].emit;
+      for (uint64_t j = impl->start_output; j < emit.size(); ++j) needed[emit[j]] = true;
+    }
+    auto need = [&](uint64_t k) { return needed.empty() || needed[k]; };
     uint64_t k = 0;
     while (k < ro.size()) {
+      if (!need(k)) {
+        ++k;
+        continue;
+      }
       uint64_t n = 1, bytes = cat.samples[ro[k]].size;
-      while (k + n < ro.size() && cat.format != dataset::Format::kFolder && ro[k + n] == ro[k + n - 1] + 1 &&
-             cat.samples[ro[k + n]].file == cat.samples[ro[k]].file && bytes < kMaxRunBytes) {
+      while (k + n < ro.size() && need(k + n) && cat.format != dataset::Format::kFolder &&
+             ro[k + n] == ro[k + n - 1] + 1 && cat.samples[ro[k + n]].file == cat.samples[ro[k]].file &&
+             bytes < kMaxRunBytes) {
         bytes += cat.samples[ro[k + n]].size;
         ++n;
       }
@@ -522,39 +618,52 @@ Result<std::unique_ptr<Pipeline>> Pipeline::Create(io::FileSystem& fs, const Pip
     }
   }
 
-  // Memory: batch buffers + payload slots + per-worker decode scratch.
+  // Memory: batch buffers + payload slots + per-worker decode scratch. A
+  // slot holds one record; its size is planned at the 99th percentile of
+  // the dataset's records (a few records of many MB in ImageNet must not
+  // make every slot that large), and a slot that had to grow past four
+  // times that is shrunk again once its record is decoded.
   uint64_t max_payload = 0;
-  for (const auto& s : cat.samples) max_payload = std::max(max_payload, s.size);
+  std::vector<uint64_t> sizes;
+  sizes.reserve(cat.samples.size());
+  for (const auto& s : cat.samples) {
+    max_payload = std::max(max_payload, s.size);
+    sizes.push_back(s.size);
+  }
+  auto p99_at = sizes.begin() + static_cast<std::ptrdiff_t>(sizes.size() * 99 / 100);
+  std::nth_element(sizes.begin(), p99_at, sizes.end());
+  impl->typical_payload = std::max<uint64_t>(*p99_at, 4096);
   const uint64_t batch_mem = impl->depth * static_cast<uint64_t>(o.batch_size) * impl->sample_bytes;
   const uint64_t scratch_mem = o.workers * (kDecodeScratchBytes + 2 * max_payload);
   impl->capacity = std::max<uint64_t>(o.shuffle_buffer, 1) + impl->depth * o.batch_size + 2 * o.workers + 16;
-  impl->memory_bound = batch_mem + scratch_mem + impl->capacity * max_payload;
+  impl->capacity = std::min<uint64_t>(impl->capacity, std::max<uint64_t>(1, impl->total));  // a small dataset
+  const uint64_t payload_mem = impl->capacity * impl->typical_payload + (o.readers + o.workers) * max_payload;
+  impl->memory_bound = batch_mem + scratch_mem + payload_mem;
   if (impl->memory_bound > o.memory_limit) {
     return InvalidArgument(fmt::format(
-        "pipeline needs up to {:.0f} MiB but the memory limit is {:.0f} MiB: {} batch buffers of {:.1f} MiB, {} "
-        "payload "
-        "slots of up to {:.2f} MiB (shuffle buffer {} + lookahead), decode scratch {:.0f} MiB. Lower the batch "
-        "size, the prefetch depth or the shuffle buffer, or raise the memory limit",
+        "pipeline needs up to {:.0f} MiB but the memory limit is {:.0f} MiB: {} batch buffers of {:.1f} MiB, "
+        "{:.0f} MiB for {} records in flight (shuffle buffer {} + lookahead; 99% of records are at most {:.2f} MiB, "
+        "the largest {:.2f} MiB), decode scratch {:.0f} MiB. Lower the batch size, the prefetch depth or the "
+        "shuffle buffer, or raise the memory limit",
         impl->memory_bound / 1048576.0, o.memory_limit / 1048576.0, impl->depth,
-        o.batch_size * impl->sample_bytes / 1048576.0, impl->capacity, max_payload / 1048576.0, o.shuffle_buffer,
-        scratch_mem / 1048576.0));
+        o.batch_size * impl->sample_bytes / 1048576.0, payload_mem / 1048576.0, impl->capacity, o.shuffle_buffer,
+        impl->typical_payload / 1048576.0, max_payload / 1048576.0, scratch_mem / 1048576.0));
   }
   impl->slots.resize(impl->capacity);
-  for (auto& s : impl->slots) s.data.reserve(static_cast<size_t>(max_payload));
+  for (auto& s : impl->slots) s.data.reserve(static_cast<size_t>(impl->typical_payload));
   impl->free_slots.reserve(impl->capacity);
   for (int64_t i = static_cast<int64_t>(impl->capacity) - 1; i >= 0; --i)
     impl->free_slots.push_back(static_cast<int32_t>(i));
   impl->slot_of.assign(impl->total, -1);
   impl->checked_clean = std::make_unique<std::atomic<bool>[]>(cat.samples.size());
-  impl->bufs.resize(impl->depth);
-  for (auto& b : impl->bufs) {
-    size_t bytes = (static_cast<size_t>(o.batch_size) * impl->sample_bytes + 63) & ~size_t{63};
-    b.data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
-    if (!b.data) return Status(StatusCode::kNoSpace, fmt::format("cannot allocate a batch buffer of {} bytes", bytes));
-    std::memset(b.data.get(), 0, bytes);  // touch the pages now, not in the first batches
-    b.labels.assign(o.batch_size, -1);
-    b.samples.assign(o.batch_size, 0);
-    b.bad.assign(o.batch_size, 0);
+  impl->pool = std::make_shared<BatchLease::Buffers>();
+  impl->pool->bytes = (static_cast<size_t>(o.batch_size) * impl->sample_bytes + 63) & ~size_t{63};
+  impl->pool->batch_size = o.batch_size;
+  {
+    // The buffers the memory bound counts, allocated (and touched) now.
+    std::vector<BatchLease::Buffer*> first;
+    for (size_t i = 0; i < impl->depth; ++i) first.push_back(AQ_TRY(impl->pool->Take()));
+    for (auto* b : first) impl->pool->Give(b);
   }
   impl->st.rank = o.rank;
   impl->st.world = o.world;
@@ -568,13 +677,15 @@ Result<std::unique_ptr<Pipeline>> Pipeline::Create(io::FileSystem& fs, const Pip
 }
 
 Result<const Batch*> Pipeline::Next() { return impl_->Next(); }
+Result<std::unique_ptr<BatchLease>> Pipeline::NextLease(double timeout_s) { return impl_->NextLease(timeout_s); }
+std::shared_ptr<const Catalog> Pipeline::catalog() const { return impl_->cat; }
 
 uint64_t Pipeline::steps_per_epoch() const { return impl_->per_epoch / impl_->o.batch_size; }
 size_t Pipeline::sample_bytes() const { return impl_->sample_bytes; }
-const std::vector<std::string>& Pipeline::files() const { return impl_->cat.files; }
+const std::vector<std::string>& Pipeline::files() const { return impl_->cat->files; }
 
 Pipeline::Where Pipeline::where(uint32_t id) const {
-  const SampleRef& r = impl_->cat.samples.at(id);
+  const SampleRef& r = impl_->cat->samples.at(id);
   return {r.file, r.record};
 }
 
@@ -587,8 +698,11 @@ PipelineStats Pipeline::Stats() const {
     s.mean_payloads_held = m.held_samples ? static_cast<double>(m.held_sum) / static_cast<double>(m.held_samples) : 0;
   }
   s.elapsed_seconds = std::chrono::duration<double>(m.end - m.start).count();
-  s.batches = m.next_batch;
-  s.images = m.next_batch * m.o.batch_size;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    s.batches = m.next_batch - m.o.start_step;
+  }
+  s.images = s.batches * m.o.batch_size;
   s.bytes_read = m.bytes_read.load();
   s.payload_capacity = m.capacity;
   s.memory_bound_bytes = m.memory_bound;

@@ -9,9 +9,10 @@
 //   workers (T threads)      take output j in order, wait for its payload,
 //        |                   parse, decode the crop, augment, and write the
 //        |                   sample straight into its batch slot
-//   batch buffers (D)        aligned, reused; a worker waits for a free one
-//        |
-//   Next()                   delivers batches in order
+//   batch buffers            aligned, reused: workers fill the next
+//        |                   prefetch_batches batches; a batch handed out
+//        |                   stays its holder's until released
+//   Next() / NextLease()     delivers batches in order
 //
 // Everything random is decided by the seed: the epoch plan (file order,
 // rank share, shuffle buffer; see plan.h) and each sample's augmentation
@@ -24,7 +25,8 @@
 // copy of another sample of the same batch, so every rank still produces the
 // same number of full batches; under kFail, Next() returns the error.
 //
-// Thread safety: Create/Next/Stats from one consumer thread.
+// Thread safety: Create/Next/NextLease/Stats from one consumer thread;
+// leases may be released from any thread.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +40,7 @@
 #include "image/augment.h"
 #include "io/file_system.h"
 #include "io/multi_root.h"
+#include "pipeline/catalog.h"
 #include "pipeline/plan.h"
 
 namespace aq::pipeline {
@@ -73,7 +76,12 @@ struct PipelineOptions {
 
   // Order and sharding.
   uint64_t seed = 1;
+  uint32_t first_epoch = 0;  // the number of the first epoch run (it picks that epoch's order)
   uint32_t epochs = 1;
+  // Resuming: batches of the first epoch already delivered. They are neither
+  // read nor decoded; the rest are exactly the batches an uninterrupted run
+  // delivers (same order, same augmentation).
+  uint64_t start_step = 0;
   uint64_t shuffle_buffer = 1024;
   bool shuffle_files = true;
   uint32_t rank = 0, world = 1;
@@ -86,11 +94,16 @@ struct PipelineOptions {
   uint64_t memory_limit = 1ull << 30;
   format::ErrorPolicy policy = format::ErrorPolicy::kSkip;
   bool verify_crc = true;
+
+  // The catalog of `data` from an earlier pipeline over the same data (one
+  // per epoch, say): used as is instead of reading the indexes again.
+  std::shared_ptr<const Catalog> catalog;
 };
 
 struct Batch {
-  uint64_t index = 0;  // batch number over the whole run
-  uint32_t epoch = 0;
+  uint64_t index = 0;          // batch number over the whole run (from start_step)
+  uint32_t epoch = 0;          // first_epoch + the run's epoch
+  uint64_t step = 0;           // batch number within its epoch
   uint32_t size = 0;           // samples
   const void* data = nullptr;  // size * sample_bytes, 64-byte aligned
   size_t sample_bytes = 0;
@@ -136,6 +149,27 @@ struct PipelineStats {
   std::vector<RootStats> roots;  // when reading from several roots
 };
 
+// A batch its holder owns: the pipeline does not reuse its buffer until the
+// lease is destroyed (from any thread, also after the pipeline is gone).
+class BatchLease {
+ public:
+  ~BatchLease();
+  BatchLease(const BatchLease&) = delete;
+  BatchLease& operator=(const BatchLease&) = delete;
+  const Batch& batch() const { return batch_; }
+  // The batch's memory (batch().data), for zero-copy views.
+  void* mutable_data() const { return const_cast<void*>(batch_.data); }
+
+ private:
+  friend class Pipeline;
+  struct Buffers;
+  struct Buffer;
+  BatchLease(std::shared_ptr<Buffers> pool, Buffer* buffer);
+  std::shared_ptr<Buffers> pool_;
+  Buffer* buffer_;
+  Batch batch_;
+};
+
 class Pipeline {
  public:
   static Result<std::unique_ptr<Pipeline>> Create(io::FileSystem& fs, const PipelineOptions& options);
@@ -144,6 +178,16 @@ class Pipeline {
   // The next batch in order, or nullptr after the last one. The batch stays
   // valid until the next call to Next() (its buffer is then reused).
   Result<const Batch*> Next();
+
+  // The next batch as a lease, or nullptr after the last one. Holding
+  // leases never stalls the pipeline: it allocates more batch buffers when
+  // all are held (memory the holder answers for). With timeout_s >= 0, waits
+  // at most that long: kTimedOut then, and a later call continues.
+  // Do not mix with Next() on one pipeline.
+  Result<std::unique_ptr<BatchLease>> NextLease(double timeout_s = -1);
+
+  // The catalog, for the next pipeline over the same data.
+  std::shared_ptr<const Catalog> catalog() const;
 
   PipelineStats Stats() const;
   uint64_t steps_per_epoch() const;

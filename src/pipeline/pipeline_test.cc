@@ -236,6 +236,115 @@ TEST_F(PipelineTest, DamageAnywhereInAFileIsReportedEveryEpoch) {
   EXPECT_EQ(records, (std::set<uint64_t>{3, 5}));
 }
 
+// A consumer may keep batches (a Python tensor, a prefetch queue): the
+// pipeline must never write into one it handed out, however many are held.
+TEST_F(PipelineTest, HeldBatchesAreNeverOverwritten) {
+  PipelineOptions o = Options("/tf");
+  o.batch_size = 4;
+  o.prefetch_batches = 2;
+  o.epochs = 2;
+  const Run reference = RunAll(o);
+  auto p = Pipeline::Create(*fs_, o);
+  ASSERT_TRUE(p.ok());
+  std::vector<std::unique_ptr<BatchLease>> held;
+  std::string bytes;
+  while (true) {
+    auto l = (*p)->NextLease();
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    if (*l == nullptr) break;
+    held.push_back(std::move(*l));
+    if (held.size() == 10) {  // ten at once, more than the pipeline's buffers
+      for (const auto& h : held) {
+        bytes.append(static_cast<const char*>(h->batch().data), h->batch().size * h->batch().sample_bytes);
+      }
+      std::vector<size_t> order = {3, 0, 9, 1, 8, 2, 7, 4, 6, 5};  // released out of order
+      for (size_t k : order) held[k].reset();
+      held.clear();
+    }
+  }
+  for (const auto& h : held)
+    bytes.append(static_cast<const char*>(h->batch().data), h->batch().size * h->batch().sample_bytes);
+  EXPECT_EQ(bytes, reference.bytes);
+}
+
+TEST_F(PipelineTest, ALeaseOutlivesItsPipeline) {
+  PipelineOptions o = Options("/rec");
+  auto p = Pipeline::Create(*fs_, o);
+  ASSERT_TRUE(p.ok());
+  auto lease = (*p)->NextLease();
+  ASSERT_TRUE(lease.ok() && *lease != nullptr);
+  const std::string copy(static_cast<const char*>((*lease)->batch().data), (*lease)->batch().sample_bytes);
+  p->reset();  // threads stopped and joined mid-epoch
+  EXPECT_EQ(std::string(static_cast<const char*>((*lease)->batch().data), (*lease)->batch().sample_bytes), copy);
+}
+
+// Checkpoint and resume: a run that starts at step k of epoch e delivers
+// exactly what an uninterrupted run delivers from there, and does not read
+// what it skips.
+TEST_F(PipelineTest, ResumingMidEpochReproducesTheRemainingBatches) {
+  for (const char* data : {"/tf", "/raw"}) {
+    PipelineOptions o = Options(data);
+    o.batch_size = 5;
+    o.first_epoch = 3;
+    const Run full = RunAll(o);
+    auto whole = Pipeline::Create(*fs_, o);
+    ASSERT_TRUE(whole.ok());
+    const uint64_t steps = (*whole)->steps_per_epoch();
+    o.catalog = (*whole)->catalog();  // and the catalog is not read again
+    for (uint64_t k : {uint64_t{1}, steps / 2, steps - 1}) {
+      o.start_step = k;
+      auto p = Pipeline::Create(*fs_, o);
+      ASSERT_TRUE(p.ok()) << p.status().ToString();
+      std::string bytes;
+      std::vector<uint32_t> samples;
+      uint64_t first_step = UINT64_MAX;
+      while (true) {
+        auto b = (*p)->Next();
+        ASSERT_TRUE(b.ok());
+        if (*b == nullptr) break;
+        if (first_step == UINT64_MAX) first_step = (*b)->step;
+        EXPECT_EQ((*b)->epoch, 3u);
+        bytes.append(static_cast<const char*>((*b)->data), (*b)->size * (*b)->sample_bytes);
+        samples.insert(samples.end(), (*b)->samples, (*b)->samples + (*b)->size);
+      }
+      EXPECT_EQ(first_step, k);
+      const size_t skip = k * o.batch_size;
+      EXPECT_EQ(samples, std::vector<uint32_t>(full.samples.begin() + skip, full.samples.end())) << data << " " << k;
+      EXPECT_EQ(bytes, full.bytes.substr(skip * (*p)->sample_bytes())) << data << " step " << k;
+      EXPECT_LT((*p)->Stats().bytes_read, full.stats.bytes_read) << "skipped samples are not read";
+    }
+    o.start_step = steps;
+    EXPECT_FALSE(Pipeline::Create(*fs_, o).ok()) << "past the end of the epoch";
+  }
+}
+
+TEST_F(PipelineTest, EpochNumbersPickTheOrder) {
+  PipelineOptions a = Options("/tf");
+  a.epochs = 2;
+  const Run two = RunAll(a);  // epochs 0 and 1
+  PipelineOptions b = Options("/tf");
+  b.first_epoch = 1;
+  const Run second = RunAll(b);  // epoch 1 alone
+  EXPECT_EQ(second.samples, std::vector<uint32_t>(two.samples.begin() + two.samples.size() / 2, two.samples.end()));
+}
+
+TEST_F(PipelineTest, NextLeaseCanWaitWithATimeout) {
+  auto p = Pipeline::Create(*fs_, Options("/tf"));
+  ASSERT_TRUE(p.ok());
+  size_t batches = 0, timeouts = 0;
+  while (true) {
+    auto l = (*p)->NextLease(0.0);
+    if (!l.ok()) {
+      ASSERT_EQ(l.status().code(), StatusCode::kTimedOut) << l.status().ToString();
+      ++timeouts;
+      continue;
+    }
+    if (*l == nullptr) break;
+    ++batches;
+  }
+  EXPECT_EQ(batches, (*p)->steps_per_epoch());
+}
+
 TEST_F(PipelineTest, MemoryLimitIsEnforcedUpFront) {
   PipelineOptions o = Options("/tf");
   o.memory_limit = 1 << 20;

@@ -8,7 +8,8 @@ Every fenced block opened with ```sh is run; other fences (```, ```json,
 ```layers) are not shell. The blocks of one file run in order in one bash
 session (so `cd` and `export` carry over, as in a reader's terminal) with
 `set -euo pipefail`, in a fresh scratch directory that is also $HOME, with
-the build directory and bench/ first on PATH and no AWS_* variables. Jobs a
+the build directory, bench/ and examples/ first on PATH, the build's
+Python package on PYTHONPATH, and no AWS_* or AQUIFER_* variables. Jobs a
 block starts in the background (`aquifer serve ... &`, `etcd ... &`) are
 stopped when the block ends.
 
@@ -42,6 +43,8 @@ SUBSTITUTIONS = [
     (r"\bnode_vs_local( .*)?$", r"node_vs_local\1 --repeats 1 --images 24 --seconds 1", "run time"),
     (r"\bcluster_scaling( .*)?$", r"cluster_scaling\1 --repeats 1 --images 64 --seconds 1 --nodes 2", "run time"),
     (r"\bsmall_files( .*)?$", r"small_files\1 --repeats 1 --images 100 --seconds 1 --readers 2", "run time"),
+    (r"\bcompare_dataloader( .*)?$", r"compare_dataloader\1 --images 256 --batch 32 --repeats 1 --train-epochs 1",
+     "run time"),
 ]
 
 # (pattern, reason): lines run elsewhere, reported as not run here.
@@ -50,6 +53,7 @@ SKIPPED_LINES = [
 ]
 
 NOT_RUN = re.compile(r"#\s*not run:\s*(\S.*)$")
+HEREDOC = re.compile(r"<<-?\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)['\"]?")
 BLOCK_TIMEOUT_S = 900
 
 
@@ -117,8 +121,17 @@ def script_for(doc, doc_blocks, report):
             raise SystemExit(f"{doc}:{start}: '# not run' needs a reason: '# not run: REASON'")
         lines.append(f"echo '== {doc}:{start}' >&2")
         continued = False
+        heredoc = None  # the terminator while inside a here-document (passed through as is)
         for k, raw in enumerate(body):
             n = start + k
+            if heredoc is not None:
+                lines.append(raw)
+                if raw.strip() == heredoc:
+                    heredoc = None
+                continue
+            m = HEREDOC.search(split_comment(raw)[0])
+            if m:
+                heredoc = m.group(1)
             m = NOT_RUN.search(raw)
             why = m.group(1) if m and not raw.strip().startswith("#") else None
             why = why or next((r for p, r in SKIPPED_LINES if re.search(p, raw)), None)
@@ -152,7 +165,9 @@ def run_doc(repo, build, doc):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and not k.startswith("AQUIFER_")}
     env.update({
         "HOME": scratch,
-        "PATH": f"{os.path.abspath(build)}:{os.path.join(repo, 'bench')}:{env.get('PATH', '/usr/bin:/bin')}",
+        "PATH": f"{os.path.abspath(build)}:{os.path.join(repo, 'bench')}:{os.path.join(repo, 'examples')}:"
+                f"{env.get('PATH', '/usr/bin:/bin')}",
+        "PYTHONPATH": os.path.join(os.path.abspath(build), "python"),
         "AQ_REPO": repo,
         "TERM": "dumb",
     })

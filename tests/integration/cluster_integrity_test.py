@@ -67,15 +67,16 @@ def start_etcd():
 
 def start_node(name, creds, meta=None):
     port = procs[name]["port"] if name in procs else free_port()
+    meta = meta or (procs[name]["meta"] if name in procs else META)  # a restart keeps its metadata route
     p = subprocess.Popen([AQ, "serve", "--data", os.path.join(tmp, name), "--listen", f"127.0.0.1:{port}",
-                          "--meta", meta or META, "--replicas", "2", "--credentials", creds, "--block-size", "256KiB",
+                          "--meta", meta, "--replicas", "2", "--credentials", creds, "--block-size", "256KiB",
                           "--lease-ttl", "30", "--meta-timeout", "3", "--node-id", name],
                          stdout=subprocess.PIPE, stderr=open(os.path.join(tmp, name + ".log"), "a"), text=True)
     for _ in range(20):
         line = p.stdout.readline()
         if "auth:" in line or "cluster:" in line or not line:
             break
-    procs[name] = {"proc": p, "port": port}
+    procs[name] = {"proc": p, "port": port, "meta": meta}
     return port
 
 

@@ -1,0 +1,17 @@
+"""aquifer: keep GPU training fed from scale-out storage.
+
+    import aquifer
+    loader = aquifer.Loader("train-tfrecords", batch_size=256)   # or aquifer://HOST:PORT/BUCKET/PREFIX
+    for epoch in range(90):
+        loader.set_epoch(epoch)
+        for images, labels in loader:        # torch tensors (framework="numpy" for arrays)
+            ...
+
+The input pipeline (reading, shuffling and sharding across ranks, JPEG crop
+decoding, augmentation, batching) runs in C++ threads; batches arrive as
+zero-copy views of the pipeline's buffers. See docs/python.md.
+"""
+from ._aquifer import __version__  # noqa: F401
+from .loader import Loader  # noqa: F401
+
+__all__ = ["Loader", "__version__"]

@@ -1,0 +1,352 @@
+// aquifer._aquifer: the input pipeline for Python. A Source is one
+// pipeline::Pipeline (one or more epochs, possibly resumed mid-epoch) whose
+// batches leave as numpy arrays that own their batch buffer (zero copy: the
+// buffer returns to the pipeline when the array is collected), waited for
+// with the GIL released and interruptible by Ctrl-C. python/aquifer/loader.py
+// builds the PyTorch-style Loader on it; no planning, decoding or shuffling
+// happens in Python.
+//
+// Thread safety: a Source is used from one Python thread at a time (the GIL
+// serialises calls); arrays may be dropped from any thread.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "client/credentials.h"
+#include "client/s3_file_system.h"
+#include "common/units.h"
+#include "io/file_system.h"
+#include "pipeline/pipeline.h"
+#include "pipeline/plan.h"
+
+namespace py = pybind11;
+
+namespace aq::python {
+namespace {
+
+// A Status as the Python exception a caller would expect.
+[[noreturn]] void Raise(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument: throw py::value_error(s.ToString());
+    case StatusCode::kNotFound: {
+      PyErr_SetString(PyExc_FileNotFoundError, s.ToString().c_str());
+      throw py::error_already_set();
+    }
+    case StatusCode::kPermissionDenied: {
+      PyErr_SetString(PyExc_PermissionError, s.ToString().c_str());
+      throw py::error_already_set();
+    }
+    case StatusCode::kTimedOut: {
+      PyErr_SetString(PyExc_TimeoutError, s.ToString().c_str());
+      throw py::error_already_set();
+    }
+    default: throw std::runtime_error(s.ToString());
+  }
+}
+
+template <typename T>
+T Take(Result<T> r) {
+  if (!r.ok()) Raise(r.status());
+  return std::move(*r);
+}
+
+// The catalog of a dataset, handed from one Source to the next so an epoch
+// does not read the indexes again.
+struct CatalogHandle {
+  std::shared_ptr<const pipeline::Catalog> catalog;
+};
+
+uint64_t Bytes(const py::handle& v) {
+  if (py::isinstance<py::str>(v)) return Take(units::ParseBytes(v.cast<std::string>()));
+  return v.cast<uint64_t>();
+}
+
+// PipelineOptions from the keyword arguments Loader passes; unknown keys
+// are an error, so a misspelt option never goes unnoticed.
+pipeline::PipelineOptions OptionsFrom(const py::dict& kw, int64_t* rank, int64_t* world, std::string* credentials,
+                                      std::string* profile, std::shared_ptr<const pipeline::Catalog>* catalog) {
+  pipeline::PipelineOptions o;
+  for (const auto& [k, v] : kw) {
+    const std::string key = k.cast<std::string>();
+    if (v.is_none()) continue;
+    if (key == "data") {
+      o.data = v.cast<std::string>();
+    } else if (key == "format") {
+      o.format = Take(dataset::ParseFormat(v.cast<std::string>()));
+    } else if (key == "root_policy") {
+      o.root_policy = Take(io::ParseRootPolicy(v.cast<std::string>()));
+    } else if (key == "batch_size") {
+      o.batch_size = v.cast<uint32_t>();
+    } else if (key == "image_size") {
+      o.image_size = v.cast<int>();
+    } else if (key == "training") {
+      o.training = v.cast<bool>();
+    } else if (key == "eval_resize") {
+      o.eval_resize = v.cast<int>();
+    } else if (key == "bbox_crop") {
+      o.bbox_crop = v.cast<bool>();
+    } else if (key == "crop_scale") {
+      auto t = v.cast<std::pair<double, double>>();
+      o.crop.scale_min = t.first;
+      o.crop.scale_max = t.second;
+    } else if (key == "crop_ratio") {
+      auto t = v.cast<std::pair<double, double>>();
+      o.crop.ratio_min = t.first;
+      o.crop.ratio_max = t.second;
+    } else if (key == "jitter") {
+      auto t = v.cast<std::tuple<float, float, float>>();
+      o.jitter = {std::get<0>(t), std::get<1>(t), std::get<2>(t)};
+    } else if (key == "dtype") {
+      const auto d = v.cast<std::string>();
+      if (d == "uint8") {
+        o.store.dtype = image::DType::kUint8;
+      } else if (d == "float16") {
+        o.store.dtype = image::DType::kFloat16;
+      } else if (d == "float32") {
+        o.store.dtype = image::DType::kFloat32;
+      } else {
+        throw py::value_error("dtype must be 'uint8', 'float16' or 'float32', not '" + d + "'");
+      }
+    } else if (key == "layout") {
+      const auto l = v.cast<std::string>();
+      if (l == "NCHW") {
+        o.store.layout = image::Layout::kNCHW;
+      } else if (l == "NHWC") {
+        o.store.layout = image::Layout::kNHWC;
+      } else {
+        throw py::value_error("layout must be 'NCHW' or 'NHWC', not '" + l + "'");
+      }
+    } else if (key == "mean" || key == "std") {
+      auto t = v.cast<std::tuple<float, float, float>>();
+      float* dst = key == "mean" ? o.store.mean : o.store.std;
+      dst[0] = std::get<0>(t) * 255;
+      dst[1] = std::get<1>(t) * 255;
+      dst[2] = std::get<2>(t) * 255;
+    } else if (key == "normalize") {
+      o.store.normalize = v.cast<bool>();
+    } else if (key == "labels_zero_based") {
+      o.labels_zero_based = v.cast<bool>();
+    } else if (key == "dct_scaling") {
+      o.dct_scaling = v.cast<bool>();
+    } else if (key == "fast_idct") {
+      o.fast_idct = v.cast<bool>();
+    } else if (key == "damage_check") {
+      o.damage_check = v.cast<bool>();
+    } else if (key == "seed") {
+      o.seed = v.cast<uint64_t>();
+    } else if (key == "first_epoch") {
+      o.first_epoch = v.cast<uint32_t>();
+    } else if (key == "epochs") {
+      o.epochs = v.cast<uint32_t>();
+    } else if (key == "start_step") {
+      o.start_step = v.cast<uint64_t>();
+    } else if (key == "shuffle") {
+      if (!v.cast<bool>()) {
+        o.shuffle_files = false;
+        o.shuffle_buffer = 1;
+      }
+    } else if (key == "shuffle_buffer") {
+      o.shuffle_buffer = v.cast<uint64_t>();
+    } else if (key == "shuffle_files") {
+      o.shuffle_files = v.cast<bool>();
+    } else if (key == "rank") {
+      *rank = v.cast<int64_t>();
+    } else if (key == "world_size") {
+      *world = v.cast<int64_t>();
+    } else if (key == "remainder") {
+      const auto r = v.cast<std::string>();
+      if (r == "drop") {
+        o.remainder = pipeline::Remainder::kDrop;
+      } else if (r == "pad") {
+        o.remainder = pipeline::Remainder::kPad;
+      } else {
+        throw py::value_error("remainder must be 'drop' or 'pad', not '" + r + "'");
+      }
+    } else if (key == "threads") {
+      o.workers = v.cast<size_t>();
+    } else if (key == "readers") {
+      o.readers = v.cast<size_t>();
+    } else if (key == "prefetch") {
+      o.prefetch_batches = v.cast<size_t>();
+    } else if (key == "memory_limit") {
+      o.memory_limit = Bytes(v);
+    } else if (key == "on_error") {
+      o.policy = Take(format::ParseErrorPolicy(v.cast<std::string>()));
+    } else if (key == "verify_crc") {
+      o.verify_crc = v.cast<bool>();
+    } else if (key == "credentials") {
+      *credentials = v.cast<std::string>();
+    } else if (key == "profile") {
+      *profile = v.cast<std::string>();
+    } else if (key == "catalog") {
+      *catalog = v.cast<const CatalogHandle&>().catalog;
+    } else {
+      throw py::type_error("unknown option '" + key + "'");
+    }
+  }
+  if (o.data.empty()) throw py::value_error("data: a dataset path or aquifer:// URL is required");
+  return o;
+}
+
+class Source {
+ public:
+  explicit Source(const py::kwargs& kw) {
+    int64_t rank = -1, world = -1;
+    std::string credentials, profile;
+    std::shared_ptr<const pipeline::Catalog> catalog;
+    options_ = OptionsFrom(kw, &rank, &world, &credentials, &profile, &catalog);
+    const auto who = Take(pipeline::ResolveRank(rank, world));
+    options_.rank = who.rank;
+    options_.world = who.world;
+    options_.catalog = std::move(catalog);
+    client::CredentialOptions co{credentials, profile};
+    fs_ = client::NewRoutingFileSystem(io::NewPosixFileSystem(),
+                                       client::NewStoreFileSystem([co] { return client::FindCredentials(co); }));
+    pipe_ = Take([&] {
+      py::gil_scoped_release unlocked;  // reading indexes may take a while (aquifer://)
+      return pipeline::Pipeline::Create(*fs_, options_);
+    }());
+  }
+
+  ~Source() { Close(); }
+
+  void Close() {
+    if (!pipe_) return;
+    py::gil_scoped_release unlocked;  // workers finishing a sample need no GIL; joining may wait for them
+    pipe_.reset();
+  }
+
+  // The next batch as (images, labels, info), or None after the last.
+  py::object Next() {
+    if (!pipe_) throw std::runtime_error("aquifer: the source is closed");
+    std::unique_ptr<pipeline::BatchLease> lease;
+    while (true) {
+      auto r = [&] {
+        py::gil_scoped_release unlocked;
+        return pipe_->NextLease(0.1);
+      }();
+      if (r.ok()) {
+        lease = std::move(*r);
+        break;
+      }
+      if (r.status().code() != StatusCode::kTimedOut) Raise(r.status());
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // Ctrl-C while waiting
+    }
+    if (!lease) return py::none();
+    const pipeline::Batch& b = lease->batch();
+    const auto size = static_cast<py::ssize_t>(b.size);
+    const auto side = static_cast<py::ssize_t>(options_.image_size);
+    py::dtype dtype = options_.store.dtype == image::DType::kUint8     ? py::dtype("uint8")
+                      : options_.store.dtype == image::DType::kFloat16 ? py::dtype("float16")
+                                                                       : py::dtype("float32");
+    const auto item = static_cast<py::ssize_t>(image::DTypeSize(options_.store.dtype));
+    std::vector<py::ssize_t> shape, strides;
+    if (options_.store.layout == image::Layout::kNCHW) {
+      shape = {size, 3, side, side};
+      strides = {3 * side * side * item, side * side * item, side * item, item};
+    } else {
+      shape = {size, side, side, 3};
+      strides = {side * side * 3 * item, side * 3 * item, 3 * item, item};
+    }
+    py::array_t<int64_t> labels(size);  // int64: what torch's losses take
+    int64_t* l = labels.mutable_data();
+    for (py::ssize_t i = 0; i < size; ++i) l[i] = b.labels[i];
+    py::array_t<uint32_t> samples(size);
+    std::memcpy(samples.mutable_data(), b.samples, static_cast<size_t>(size) * sizeof(uint32_t));
+    py::dict info;
+    info["epoch"] = b.epoch;
+    info["step"] = b.step;
+    info["samples"] = samples;
+    info["replaced"] = b.replaced;
+    // The array owns the lease: the batch buffer returns to the pipeline
+    // when Python drops the last view of it.
+    void* data = lease->mutable_data();
+    auto* owner = lease.release();
+    py::capsule base(owner, [](void* p) { delete static_cast<pipeline::BatchLease*>(p); });
+    py::array images(dtype, shape, strides, data, base);
+    return py::make_tuple(images, labels, info);
+  }
+
+  uint64_t steps_per_epoch() const { return pipe_ ? pipe_->steps_per_epoch() : 0; }
+  uint32_t rank() const { return options_.rank; }
+  uint32_t world_size() const { return options_.world; }
+
+  CatalogHandle catalog() const {
+    if (!pipe_) throw std::runtime_error("aquifer: the source is closed");
+    return {pipe_->catalog()};
+  }
+
+  py::dict Stats() const {
+    if (!pipe_) throw std::runtime_error("aquifer: the source is closed");
+    const pipeline::PipelineStats s = pipe_->Stats();
+    py::dict d;
+    d["elapsed_seconds"] = s.elapsed_seconds;
+    d["batches"] = s.batches;
+    d["images"] = s.images;
+    d["images_per_second"] = s.elapsed_seconds > 0 ? static_cast<double>(s.images) / s.elapsed_seconds : 0.0;
+    d["bytes_read"] = s.bytes_read;
+    py::list stages;
+    for (const auto& st : s.stages) {
+      py::dict x;
+      x["name"] = st.name;
+      x["threads"] = st.threads;
+      x["busy_seconds"] = st.busy_seconds;
+      x["utilisation"] = st.utilisation;
+      stages.append(x);
+    }
+    d["stages"] = stages;
+    d["limiting_stage"] = s.limiting_stage;
+    d["consumer_wait_seconds"] = s.consumer_wait_seconds;
+    d["worker_wait_input_seconds"] = s.worker_wait_input_seconds;
+    d["worker_wait_output_seconds"] = s.worker_wait_output_seconds;
+    d["memory_bound_bytes"] = s.memory_bound_bytes;
+    d["bad_samples"] = s.bad_samples;
+    py::list problems;
+    for (const auto& p : s.problems) {
+      py::dict x;
+      x["file"] = p.file;
+      x["record"] = p.record;
+      x["offset"] = p.offset;
+      x["message"] = p.message;
+      problems.append(x);
+    }
+    d["problems"] = problems;
+    d["rank"] = s.rank;
+    d["world_size"] = s.world;
+    d["steps_per_epoch"] = s.steps_per_epoch;
+    d["dataset_samples"] = s.catalog_samples;
+    return d;
+  }
+
+ private:
+  pipeline::PipelineOptions options_;
+  std::unique_ptr<io::FileSystem> fs_;            // outlives pipe_
+  std::unique_ptr<pipeline::Pipeline> pipe_;
+};
+
+}  // namespace
+}  // namespace aq::python
+
+PYBIND11_MODULE(_aquifer, m) {
+  using aq::python::CatalogHandle;
+  using aq::python::Source;
+  m.doc() = "aquifer's input pipeline (C++); use aquifer.Loader";
+  m.attr("__version__") = AQ_VERSION;
+  py::class_<CatalogHandle>(m, "Catalog", "Where every sample of a dataset is; reused by the next epoch's Source");
+  py::class_<Source>(m, "Source", "One pipeline run: its batches, in order, as numpy arrays owning their buffers")
+      .def(py::init<const py::kwargs&>())
+      .def("next", &Source::Next, "(images, labels, info) or None after the last batch")
+      .def("close", &Source::Close, "Stop the pipeline's threads now (batches already handed out stay valid)")
+      .def("stats", &Source::Stats)
+      .def("catalog", &Source::catalog)
+      .def_property_readonly("steps_per_epoch", &Source::steps_per_epoch)
+      .def_property_readonly("rank", &Source::rank)
+      .def_property_readonly("world_size", &Source::world_size);
+}

@@ -1,0 +1,327 @@
+"""aquifer.Loader: what PyTorch training code relies on."""
+import gc
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from conftest import AQUIFER, BUILD, aquifer
+
+import aquifer as aq  # noqa: E402  (path set up by conftest)
+
+torch = pytest.importorskip("torch")
+
+
+def small(data, **kw):
+    args = dict(batch_size=16, image_size=48, threads=2)
+    args.update(kw)
+    return aq.Loader(data, **args)
+
+
+def threads_now():
+    return len(os.listdir("/proc/self/task"))
+
+
+def rss_mib():
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@pytest.mark.parametrize("fmt", ["tfrecord", "recordio", "folder"])
+@pytest.mark.parametrize("dtype,layout", [("float32", "NCHW"), ("float16", "NHWC"), ("uint8", "NHWC"),
+                                          ("uint8", "NCHW")])
+def test_shapes_dtypes_layouts_and_labels(datasets, fmt, dtype, layout):
+    loader = small(datasets[fmt], dtype=dtype, layout=layout)
+    assert len(loader) == 240 // 16
+    n = 0
+    for images, labels in loader:
+        n += 1
+        want = (16, 3, 48, 48) if layout == "NCHW" else (16, 48, 48, 3)
+        assert tuple(images.shape) == want
+        assert images.dtype == getattr(torch, dtype)
+        assert labels.dtype == torch.int64 and labels.shape == (16,)
+        assert 0 <= int(labels.min()) and int(labels.max()) <= 9
+    assert n == len(loader)
+    if dtype == "float32":  # normalised: roughly zero-centred
+        assert -3 < float(images.mean()) < 3
+
+
+def test_numpy_framework_and_ids(datasets):
+    loader = small(datasets["tfrecord"], framework="numpy", ids=True, dtype="uint8")
+    images, labels, ids = next(iter(loader))
+    assert isinstance(images, np.ndarray) and images.dtype == np.uint8
+    assert labels.dtype == np.int64 and ids.dtype == np.uint32
+    assert not images.flags["OWNDATA"], "a view of the pipeline's buffer, not a copy"
+
+
+def test_the_same_pixels_as_the_cli(datasets, tmp_path):
+    """The Loader is the pipeline: same options, same first batch as
+    `aquifer bench pipeline --dump`."""
+    dump = tmp_path / "batch"
+    aquifer("bench", "pipeline", datasets["tfrecord"], "--dtype", "u8", "--layout", "nhwc", "--batch", 16, "--size",
+            48, "--seed", 5, "--shuffle-buffer", 64, "--warmup", 0, "--batches", 1, "--dump", dump, "-j", 2,
+            "--no-progress")
+    meta = json.loads((tmp_path / "batch.json").read_text())
+    loader = small(datasets["tfrecord"], dtype="uint8", layout="NHWC", seed=5, shuffle_buffer=64,
+                   framework="numpy", ids=True)
+    images, labels, ids = next(iter(loader))
+    assert ids.tolist() == meta["samples"]
+    assert labels.tolist() == meta["labels"]
+    assert images.tobytes() == dump.read_bytes()
+
+
+@pytest.mark.parametrize("remainder", ["drop", "pad"])
+def test_ranks_share_every_epoch(datasets, remainder):
+    """Three ranks in one process: disjoint shares (drop) or full coverage
+    (pad), the same number of steps each, and a new order every epoch."""
+    seen_by_epoch = []
+    for epoch in range(2):
+        seen, steps = [], set()
+        for rank in range(3):
+            loader = small(datasets["recordio"], rank=rank, world_size=3, remainder=remainder, ids=True,
+                           batch_size=8)
+            loader.set_epoch(epoch)
+            steps.add(len(loader))
+            for _, _, ids in loader:
+                seen.extend(ids.tolist())
+        assert len(steps) == 1
+        if remainder == "drop":
+            assert len(seen) == len(set(seen)), "no sample twice in an epoch"
+            assert len(seen) >= 240 - 3 * 8
+        else:
+            assert set(seen) == set(range(240)), "every sample at least once"
+        seen_by_epoch.append(seen)
+    assert seen_by_epoch[0] != seen_by_epoch[1]
+
+
+WORKER = r"""
+import json, os, sys
+sys.path.insert(0, sys.argv[3])
+import torch.distributed as dist
+import aquifer
+dist.init_process_group("gloo")
+loader = aquifer.Loader(sys.argv[1], batch_size=8, image_size=32, threads=1, ids=True)
+ids = [i for _, _, batch in loader for i in batch.tolist()]
+with open(sys.argv[2], "w") as fh:
+    json.dump({"rank": loader.rank, "world": loader.world_size, "steps": len(loader), "ids": ids}, fh)
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_processes_under_torch_distributed(datasets, tmp_path):
+    """Rank and world come from torch.distributed (gloo): two real processes
+    split the epoch with no overlap and equal steps."""
+    port = free_port()
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([sys.executable, "-c", WORKER, datasets["tfrecord"],
+                                       str(tmp_path / f"r{rank}.json"), os.path.join(BUILD, "python")], env=env))
+    for p in procs:
+        assert p.wait(timeout=120) == 0
+    out = [json.loads((tmp_path / f"r{r}.json").read_text()) for r in range(2)]
+    assert [o["rank"] for o in out] == [0, 1] and {o["world"] for o in out} == {2}
+    assert out[0]["steps"] == out[1]["steps"]
+    assert not set(out[0]["ids"]) & set(out[1]["ids"])
+    assert len(out[0]["ids"]) + len(out[1]["ids"]) >= 240 - 2 * 8
+
+
+def collect(loader, limit=None):
+    out = []
+    for i, (images, labels, ids) in enumerate(loader):
+        out.append((images.tobytes(), labels.tolist(), ids.tolist()))
+        if limit is not None and i + 1 == limit:
+            break
+    return out
+
+
+@pytest.mark.parametrize("stop_after", [1, 7, 15])
+def test_resume_reproduces_the_remaining_batches(datasets, stop_after):
+    """state_dict() after k batches, load_state_dict() in a new loader: the
+    batches that follow are bit for bit those of the uninterrupted run, and
+    the next epoch starts where it should."""
+    kw = dict(framework="numpy", ids=True, seed=9, dtype="uint8")
+    whole = small(datasets["tfrecord"], **kw)
+    whole.set_epoch(4)
+    reference = collect(whole) + collect(whole)  # epochs 4 and 5
+    first = small(datasets["tfrecord"], **kw)
+    first.set_epoch(4)
+    got = collect(first, limit=stop_after)
+    state = first.state_dict()
+    first.close()
+    assert state["epoch"] == 4 and state["step"] == stop_after
+    second = small(datasets["tfrecord"], **kw)
+    second.load_state_dict(state)
+    while len(got) < len(reference):  # the rest of epoch 4, then epoch 5
+        got += collect(second, limit=len(reference) - len(got))
+    assert got == reference
+    assert second.epoch == 6 or second.state_dict()["step"] == len(second)
+
+
+def test_resume_refuses_another_configuration(datasets):
+    a = small(datasets["tfrecord"])
+    b = small(datasets["tfrecord"], batch_size=8)
+    with pytest.raises(ValueError, match="batch_size"):
+        b.load_state_dict(a.state_dict())
+
+
+def test_held_batches_stay_intact(datasets):
+    """Ten batches held at once (more than the pipeline's buffers) keep
+    their contents; nothing is overwritten under a consumer."""
+    kw = dict(framework="numpy", ids=True, dtype="uint8", prefetch=2)
+    reference = collect(small(datasets["tfrecord"], **kw))
+    held = [b for b in small(datasets["tfrecord"], **kw)][:10]
+    for (images, labels, ids), (ref_images, ref_labels, ref_ids) in zip(held, reference):
+        assert images.tobytes() == ref_images and ids.tolist() == ref_ids
+    # Torch tensors share the buffers the same way.
+    tensors = [x for x, _ in small(datasets["tfrecord"], dtype="uint8", prefetch=2)][:10]
+    assert [t.numpy().tobytes() for t in tensors] == [r[0] for r in reference[:10]]
+
+
+def test_bad_samples_follow_the_policy(datasets, tmp_path):
+    import shutil
+    bad = tmp_path / "bad"
+    shutil.copytree(datasets["folder"], bad)
+    victim = sorted((bad / "n01000000").iterdir())[0]
+    victim.write_bytes(victim.read_bytes()[:200])  # cut short
+    loader = small(str(bad), on_error="skip")
+    batches = [len(labels) for _, labels in loader]
+    assert batches == [16] * len(loader)
+    stats = loader.stats()
+    assert stats["bad_samples"] == 1
+    assert stats["problems"][0]["file"] == str(victim)
+    with pytest.raises(RuntimeError, match="Truncated: .*ends inside the JPEG headers"):
+        for _ in small(str(bad), on_error="fail"):
+            pass
+
+
+def test_clear_errors_for_bad_options(datasets, tmp_path):
+    with pytest.raises(FileNotFoundError):
+        aq.Loader(str(tmp_path / "missing"))
+    with pytest.raises(ValueError, match="no full batch"):
+        aq.Loader(datasets["tfrecord"], batch_size=1000)
+    with pytest.raises(ValueError, match="dtype"):
+        aq.Loader(datasets["tfrecord"], dtype="int7")
+    with pytest.raises(ValueError, match="memory limit"):
+        aq.Loader(datasets["tfrecord"], batch_size=128, memory_limit="1MiB")
+
+
+def test_memory_and_threads_stay_flat(datasets):
+    """30 epochs, then 20 loaders made and dropped: RSS and thread count
+    come back to where they were."""
+    loader = small(datasets["tfrecord"], dtype="uint8")
+    for _ in range(3):
+        for _ in loader:
+            pass
+    base_rss = rss_mib()
+    for _ in range(27):
+        for _ in loader:
+            pass
+    assert loader.epoch == 30
+    assert rss_mib() - base_rss < 40, f"RSS grew {rss_mib() - base_rss:.1f} MiB over 27 epochs"
+    del loader
+    gc.collect()
+    base_threads, base_rss = threads_now(), rss_mib()
+    for _ in range(20):
+        loader = small(datasets["tfrecord"], dtype="uint8")
+        next(iter(loader))
+        del loader
+        gc.collect()
+    assert threads_now() <= base_threads
+    assert rss_mib() - base_rss < 40
+
+
+def test_dropping_a_loader_mid_epoch_stops_its_threads_promptly(datasets):
+    base = threads_now()
+    loader = small(datasets["folder"], threads=2)
+    it = iter(loader)
+    next(it)
+    assert threads_now() > base
+    t0 = time.time()
+    del it, loader
+    gc.collect()
+    assert threads_now() <= base
+    assert time.time() - t0 < 2
+
+
+def test_ctrl_c_interrupts_a_waiting_loader(tmp_path):
+    """A batch that takes seconds to make: Ctrl-C while waiting for it
+    raises KeyboardInterrupt at once, and the loader can be closed."""
+    aquifer("dataset", "synth", "--out", tmp_path / "big", "--images", 48, "--profile", "large", "--no-progress")
+    loader = aq.Loader(str(tmp_path / "big"), batch_size=48, image_size=224, threads=1, prefetch=1)
+    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    t0 = time.time()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        next(iter(loader))
+    assert time.time() - t0 < 1.5, "the wait noticed Ctrl-C promptly"
+    loader.close()
+
+
+def node(tmp_path):
+    log = open(tmp_path / "node.log", "w")
+    proc = subprocess.Popen([AQUIFER, "serve", "--data", str(tmp_path / "node"), "--listen", "127.0.0.1:0",
+                             "--anonymous"], stdout=log, stderr=subprocess.STDOUT)
+    for _ in range(100):
+        text = (tmp_path / "node.log").read_text()
+        m = re.search(r"S3 on http://(\S+)", text)
+        if m:
+            return proc, m.group(1)
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("node did not start:\n" + (tmp_path / "node.log").read_text())
+
+
+def test_reads_from_a_node(datasets, tmp_path, monkeypatch):
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AQUIFER_CREDENTIALS", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+    proc, addr = node(tmp_path)
+    try:
+        aquifer("cp", "-r", datasets["tfrecord"], f"aquifer://{addr}/train/tf")
+        kw = dict(framework="numpy", ids=True, dtype="uint8")
+        remote = collect(small(f"aquifer://{addr}/train/tf", **kw))
+        local = collect(small(datasets["tfrecord"], **kw))
+        assert remote == local
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_batches(datasets):
+    loader = small(datasets["tfrecord"], device="cuda")
+    for images, labels in loader:
+        assert images.is_cuda and labels.is_cuda
+    cpu = [x for x, _ in small(datasets["tfrecord"])]
+    gpu = [x.cpu() for x, _ in small(datasets["tfrecord"], device="cuda")]
+    assert all(torch.equal(a, b) for a, b in zip(cpu, gpu))
+
+
+def test_installs_into_a_prefix(tmp_path):
+    """cmake --install puts the package beside the binary; it imports from
+    there alone."""
+    subprocess.run(["cmake", "--install", BUILD, "--prefix", str(tmp_path)], check=True, capture_output=True)
+    site = next(tmp_path.glob("lib/python3*/dist-packages"))
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site)}
+    p = subprocess.run(["/usr/bin/python3", "-c", "import aquifer; print(aquifer.__file__)"], env=env,
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith(str(site))
+    assert (tmp_path / "bin" / "aquifer").exists()
+

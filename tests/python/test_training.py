@@ -1,0 +1,68 @@
+"""Real training fed by aquifer.Loader, on a CPU: examples/train_imagenet.py
+learns a class-structured synthetic set (dataset synth --learnable) as well
+as the same script fed by torchvision's DataLoader does; and the ImageNet
+recipe (resnet18) runs, checkpoints and resumes."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import BUILD, ROOT, aquifer
+
+pytest.importorskip("torch")
+pytest.importorskip("torchvision")
+
+SCRIPT = os.path.join(ROOT, "examples", "train_imagenet.py")
+
+
+def train(*args, env_extra=None):
+    env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"), **(env_extra or {}))
+    p = subprocess.run([sys.executable, SCRIPT, *map(str, args)], capture_output=True, text=True, env=env,
+                       timeout=900)
+    if p.returncode != 0:
+        raise AssertionError(f"train_imagenet.py failed:\n{p.stdout}\n{p.stderr}")
+    print(p.stdout)
+    return p.stdout
+
+
+@pytest.fixture(scope="module")
+def learnable(tmp_path_factory):
+    d = tmp_path_factory.mktemp("learnable")
+    aquifer("dataset", "synth", "--out", d / "train", "--classes", 10, "--images", 2400, "--profile", "tiny",
+            "--learnable", "--seed", 1, "--no-progress")
+    aquifer("dataset", "synth", "--out", d / "val", "--classes", 10, "--images", 500, "--profile", "tiny",
+            "--learnable", "--seed", 2, "--no-progress")
+    aquifer("dataset", "pack", d / "train", "--out", d / "train-tf", "--shards", 4, "--no-progress")
+    return d
+
+
+def last_epoch(json_file):
+    with open(json_file) as fh:
+        return [json.loads(line) for line in fh][-1]
+
+
+def test_a_small_cnn_learns_and_matches_torchvision(learnable, tmp_path):
+    common = ["--val", learnable / "val", "--arch", "smallcnn", "--num-classes", 10, "--epochs", 6, "--batch-size",
+              64, "--image-size", 64, "--lr", 0.4, "--schedule", "cosine", "--warmup-epochs", 1, "--weight-decay",
+              5e-4]
+    train("--train", learnable / "train-tf", *common, "--json", tmp_path / "aquifer.json")
+    train("--train", learnable / "train", *common, "--loader", "torchvision", "--workers", 2, "--json",
+          tmp_path / "torchvision.json")
+    ours, theirs = last_epoch(tmp_path / "aquifer.json"), last_epoch(tmp_path / "torchvision.json")
+    print(f"top-1: aquifer {ours['top1']:.3f}, torchvision {theirs['top1']:.3f}")
+    assert ours["top1"] >= 0.80
+    assert abs(ours["top1"] - theirs["top1"]) <= 0.05
+
+
+def test_the_imagenet_recipe_runs_checkpoints_and_resumes(learnable, tmp_path):
+    ckpt = tmp_path / "ckpt.pt"
+    args = ["--train", learnable / "train-tf", "--val", learnable / "val", "--arch", "resnet18", "--num-classes", 10,
+            "--batch-size", 8, "--image-size", 64, "--steps", 3, "--checkpoint", ckpt, "--json", tmp_path / "log.json"]
+    out = train(*args, "--epochs", 1)
+    assert "epoch 0:" in out and ckpt.exists()
+    out = train(*args, "--epochs", 2, "--resume", ckpt)
+    assert "epoch 1:" in out and "epoch 0:" not in out
+    line = last_epoch(tmp_path / "log.json")
+    assert line["epoch"] == 1 and 0 <= line["data_wait_fraction"] <= 1 and line["images_per_second"] > 0
