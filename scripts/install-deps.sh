@@ -16,6 +16,8 @@ PACKAGES=(
   libpng-dev libgif-dev libstb-dev
   # the monitor's Prometheus endpoint; the storage bench's io_uring queue
   libcpp-httplib-dev liburing-dev
+  # aquifer mount (FUSE low-level API) and fusermount3
+  libfuse3-dev fuse3
   # the storage node's metadata and ETags; HTTP parsing (Boost.Beast); checksums (zlib)
   libsqlite3-dev libssl-dev libexpat1-dev libboost-dev zlib1g-dev
   # real S3 clients that test the node, used unmodified

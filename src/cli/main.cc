@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   aq::cli::RegisterBenchCommands(app, g);
   aq::cli::RegisterServeCommands(app, g);
   aq::cli::RegisterClusterCommands(app, g);
+  aq::cli::RegisterMountCommands(app, g);
   app.parse_complete_callback([&g] { aq::log::Init(g.log_level); });
   try {
     app.parse(argc, argv);

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <future>
 #include <map>
 #include <mutex>
@@ -35,6 +36,15 @@ std::string Resource(const StorePath& p) {
 
 double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
+// "2026-11-23T18:10:53.000Z" (a listing's LastModified) -> seconds since the
+// epoch; 0 when it is not that.
+int64_t ParseIsoTime(const std::string& t) {
+  std::tm tm{};
+  const char* end = ::strptime(t.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (end == nullptr) return 0;
+  return static_cast<int64_t>(::timegm(&tm));
+}
+
 // "bytes A-B/TOTAL" -> TOTAL
 std::optional<uint64_t> RangeTotal(const std::string& content_range) {
   const size_t slash = content_range.rfind('/');
@@ -58,9 +68,9 @@ class StoreFs final : public io::FileSystem {
   Result<std::vector<io::FileInfo>> List(const std::string& dir) override;
   Status MakeDirs(const std::string& path) override;
   Status Remove(const std::string& path) override;
-  Status Rename(const std::string& from, const std::string&) override {
-    return Unsupported(fmt::format("'{}': aquifer:// objects are not renamed; a put replaces an object whole", from));
-  }
+  // A server-side copy, then the delete of the source: the new name appears
+  // whole or not at all; a failure between the two leaves both names.
+  Status Rename(const std::string& from, const std::string& to) override;
 
   // One signed request to `address` (HOST:PORT). A 2xx body goes into
   // `into` when given (at most `capacity` bytes).
@@ -79,7 +89,7 @@ class StoreFs final : public io::FileSystem {
 
  private:
   Result<ClientCredentials> Credentials();
-  void Remember(const std::string& path, uint64_t size);
+  void Remember(const std::string& path, const io::FileInfo& info);
 
   std::function<Result<ClientCredentials>()> find_credentials_;
   ClientOptions options_;
@@ -90,8 +100,8 @@ class StoreFs final : public io::FileSystem {
   std::map<std::string, int> in_flight_ AQ_GUARDED_BY(balance_mu_);  // by node address
   uint64_t rr_ AQ_GUARDED_BY(balance_mu_) = 0;
   Mutex listed_mu_;
-  // path -> size and when it was listed: Stat's answer for listing_ttl_s.
-  std::map<std::string, std::pair<uint64_t, double>> listed_ AQ_GUARDED_BY(listed_mu_);
+  // path -> what a listing said and when: Stat's answer for listing_ttl_s.
+  std::map<std::string, std::pair<io::FileInfo, double>> listed_ AQ_GUARDED_BY(listed_mu_);
 };
 
 Result<ClientCredentials> StoreFs::Credentials() {
@@ -145,10 +155,10 @@ Status StoreFs::Failure(const http::ClientResponse& res, const std::string& what
   }
 }
 
-void StoreFs::Remember(const std::string& path, uint64_t size) {
+void StoreFs::Remember(const std::string& path, const io::FileInfo& info) {
   MutexLock lock(listed_mu_);
   if (listed_.size() > 1000000) listed_.clear();
-  listed_[path] = {size, Now()};
+  listed_[path] = {info, Now()};
 }
 
 std::vector<std::string> StoreFs::RankHolders(const std::vector<std::string>& addresses) {
@@ -221,6 +231,7 @@ class StoreFile final : public io::RandomAccessFile {
   }
   uint64_t size() const override { return size_; }
   const std::string& path() const override { return path_; }
+  std::string version() const override { return etag_; }
 
  private:
   // Sequential readers: the next range is fetched while the caller works.
@@ -497,7 +508,9 @@ Result<io::FileInfo> StoreFs::Stat(const std::string& path) {
     MutexLock lock(listed_mu_);
     auto it = listed_.find(path);
     if (it != listed_.end() && Now() - it->second.second < options_.listing_ttl_s) {
-      return io::FileInfo{path, it->second.first, false};
+      io::FileInfo info = it->second.first;
+      info.name = path;
+      return info;
     }
   }
   if (p.key.empty()) {  // a bucket: it exists when it can be listed
@@ -520,7 +533,8 @@ Result<io::FileInfo> StoreFs::Stat(const std::string& path) {
   };
   auto page = AQ_TRY(list(key, 100));
   if (!page.objects.empty() && page.objects[0].key == key && p.key.back() != '/') {
-    return io::FileInfo{path, page.objects[0].size, false};
+    const auto& o = page.objects[0];
+    return io::FileInfo{path, o.size, false, ParseIsoTime(o.last_modified), o.etag};
   }
   for (const auto& cp : page.prefixes) {
     if (cp == key + "/") return io::FileInfo{path, 0, true};
@@ -552,8 +566,9 @@ Result<std::vector<io::FileInfo>> StoreFs::List(const std::string& dir) {
     for (const auto& o : page->objects) {
       if (o.key.size() <= prefix.size()) continue;  // the prefix's own marker object
       const std::string name = o.key.substr(prefix.size());
-      Remember(base + "/" + name, o.size);
-      out.push_back({name, o.size, false});
+      io::FileInfo info{name, o.size, false, ParseIsoTime(o.last_modified), o.etag};
+      Remember(base + "/" + name, info);
+      out.push_back(std::move(info));
     }
     for (const auto& cp : page->prefixes) {
       std::string name = cp.substr(prefix.size());
@@ -576,6 +591,28 @@ Status StoreFs::MakeDirs(const std::string& path) {
     return Status::Ok();
   }
   return Failure(res, fmt::format("create bucket for {}", path));
+}
+
+Status StoreFs::Rename(const std::string& from, const std::string& to) {
+  StorePath a = AQ_TRY(ParseStorePath(from));
+  StorePath b = AQ_TRY(ParseStorePath(to));
+  if (a.key.empty() || b.key.empty())
+    return InvalidArgument(fmt::format("rename {} -> {}: buckets are not renamed", from, to));
+  if (a.address() != b.address()) {
+    return InvalidArgument(fmt::format("rename {} -> {}: not on the same node", from, to));
+  }
+  http::Headers h;
+  h.Add("x-amz-copy-source", s3::UriEncode("/" + a.bucket + "/" + a.key, false));
+  auto res = AQ_TRY(Call(b.address(), "PUT", Resource(b), "", std::move(h), kEmptySha));
+  // CopyObject can fail after its 200 status line: the body says.
+  if (res.status != 200 || res.body.find("<Error>") != std::string::npos) {
+    return Failure(res, fmt::format("rename {} -> {} (copy)", from, to));
+  }
+  {
+    MutexLock lock(listed_mu_);
+    listed_.erase(to);
+  }
+  return Remove(from).WithContext(fmt::format("rename {} -> {}: copied; removing the old name", from, to));
 }
 
 Status StoreFs::Remove(const std::string& path) {

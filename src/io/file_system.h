@@ -22,6 +22,9 @@ struct FileInfo {
   std::string name;  // last path component (List) or the path given (Stat)
   uint64_t size = 0;
   bool is_dir = false;
+  int64_t mtime_s = 0;  // last modification, seconds since the epoch (0: unknown)
+  // Changes whenever the content does (a store's ETag; "" where unknown).
+  std::string version;
 };
 
 // How a file will be read; implementations turn it into readahead advice.
@@ -41,6 +44,8 @@ class RandomAccessFile {
   // Size when opened.
   virtual uint64_t size() const = 0;
   virtual const std::string& path() const = 0;
+  // The version of the content being read (FileInfo::version), "" where unknown.
+  virtual std::string version() const { return {}; }
   // The OS file descriptor when the file is a local one, for callers that
   // drive the kernel directly (the storage bench's io_uring queue); -1
   // otherwise. The file keeps ownership.

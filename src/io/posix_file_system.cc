@@ -194,7 +194,7 @@ class PosixFileSystem final : public FileSystem {
   Result<FileInfo> Stat(const std::string& path) override {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, "stat", path);
-    return FileInfo{path, static_cast<uint64_t>(st.st_size), S_ISDIR(st.st_mode)};
+    return FileInfo{path, static_cast<uint64_t>(st.st_size), S_ISDIR(st.st_mode), st.st_mtim.tv_sec};
   }
 
   Result<std::vector<FileInfo>> List(const std::string& dir) override {
@@ -216,7 +216,7 @@ class PosixFileSystem final : public FileSystem {
       if (name == "." || name == "..") continue;
       struct stat st {};
       if (::fstatat(::dirfd(d), e->d_name, &st, 0) != 0) continue;  // vanished or dangling link
-      out.push_back({name, static_cast<uint64_t>(st.st_size), S_ISDIR(st.st_mode)});
+      out.push_back({name, static_cast<uint64_t>(st.st_size), S_ISDIR(st.st_mode), st.st_mtim.tv_sec});
     }
     ::closedir(d);
     std::sort(out.begin(), out.end(), [](const FileInfo& a, const FileInfo& b) { return a.name < b.name; });

@@ -327,7 +327,7 @@ class Source {
 
  private:
   pipeline::PipelineOptions options_;
-  std::unique_ptr<io::FileSystem> fs_;            // outlives pipe_
+  std::unique_ptr<io::FileSystem> fs_;  // outlives pipe_
   std::unique_ptr<pipeline::Pipeline> pipe_;
 };
 

@@ -286,6 +286,39 @@ try:
           "... and in JSON")
     st, _, data = request(ports["n1"], "GET", "/data/doomed", timeout=30)
     check(st in (500, 503) and b"<Error>" in data, f"reading it is an error, not a cut body: {st}")
+
+    # ---- aquifer mount: a node killed under a reader, the read fails over ----
+    mnt = os.path.join(tmp, "mnt")
+    os.mkdir(mnt)
+    if os.access("/dev/fuse", os.R_OK | os.W_OK):
+        body = os.urandom(12 << 20)
+        a.put_object(Bucket="data", Key="mounted", Body=body)
+        stats = os.path.join(tmp, "mount-stats.json")
+        mp = subprocess.Popen([AQ, "--credentials", creds, "mount", "-f", f"aquifer://127.0.0.1:{ports['n1']}/data",
+                               mnt, "--stats-file", stats], stdout=subprocess.DEVNULL,
+                              stderr=open(os.path.join(tmp, "mount.log"), "a"))
+        try:
+            check(wait_for(lambda: os.path.ismount(mnt), 15), "the cluster mounted")
+            st, _, lay = request(ports["n1"], "GET", "/_aquifer/layout/data/mounted")
+            late = json.loads(lay)["blocks"][1:]
+            holders = {int(h.split(":")[1]) for blk in late for h in blk["addresses"]} - {ports["n1"]}
+            victim = next(n for n, p in ports.items() if p in holders)
+            with open(os.path.join(mnt, "mounted"), "rb") as f:
+                first = f.read(1 << 20)
+                procs[victim]["proc"].send_signal(signal.SIGKILL)
+                procs[victim]["proc"].wait()
+                rest = f.read()
+            check(first + rest == body, f"the mount read all 12 MiB with {victim} killed under it")
+            time.sleep(1.2)
+            with open(stats) as f:
+                errors = json.load(f)["read_errors"]
+            check(errors == 0, f"no failed reads: {errors}")
+        finally:
+            mp.send_signal(signal.SIGTERM)
+            mp.wait(timeout=20)
+        check(not os.path.ismount(mnt), "unmounted")
+    else:
+        print("SKIP: the mount part: /dev/fuse is not usable here")
 finally:
     for info in procs.values():
         p = info["proc"]

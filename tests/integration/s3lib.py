@@ -38,8 +38,8 @@ class Checks:
 class Node:
     """aquifer serve on 127.0.0.1 (a free port), stopped with SIGTERM."""
 
-    def __init__(self, aq, data, *extra, credentials=None):
-        args = [aq, "serve", "--data", data, "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", *extra]
+    def __init__(self, aq, data, *extra, credentials=None, listen="127.0.0.1:0"):
+        args = [aq, "serve", "--data", data, "--listen", listen, "--metrics", "127.0.0.1:0", *extra]
         if credentials:
             args += ["--credentials", credentials]
         self.p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -1,0 +1,312 @@
+#!/usr/bin/python3
+"""aquifer mount against a real node: cp -r and tar round trips, a 10,000
+entry directory, Python reads of TFRecord shards, aquifer bench storage and
+bench pipeline and fio through the mount, what a write-once store refuses
+(with the right errno, the object untouched), an object changed behind the
+mount, a node killed under a reader (EIO, the mount stays up and recovers),
+unmount under load, and a killed mount process cleared by aquifer umount.
+Skips (exit 77) where /dev/fuse cannot be used.
+usage: mount_test.py path/to/aquifer"""
+import errno
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import s3lib  # noqa: E402
+from s3lib import Checks, boto  # noqa: E402
+
+AQ = os.path.abspath(sys.argv[1])
+if not os.path.exists("/dev/fuse") or not os.access("/dev/fuse", os.R_OK | os.W_OK):
+    print("SKIP: /dev/fuse is missing or not accessible here (FUSE mounts need it)")
+    sys.exit(77)
+if shutil.which("fusermount3") is None and os.geteuid() != 0:
+    print("SKIP: fusermount3 is missing (Debian fuse3) and this is not root")
+    sys.exit(77)
+
+check = Checks()
+tmp = tempfile.mkdtemp(prefix="aq_mount_")
+creds = s3lib.write_credentials(os.path.join(tmp, "keys"))
+mnt = os.path.join(tmp, "mnt")
+os.mkdir(mnt)
+
+
+def run(*args, **kw):
+    return subprocess.run(list(args), capture_output=True, text=True, **kw)
+
+
+def wait_for(pred, timeout, step=0.1):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            if pred():
+                return True
+        except OSError:
+            pass
+        time.sleep(step)
+    return False
+
+
+class Mount:
+    def __init__(self, url, *extra):
+        self.stats = os.path.join(tmp, "mount-stats.json")
+        self.log = open(os.path.join(tmp, "mount.log"), "a")
+        self.p = subprocess.Popen([AQ, "--credentials", creds, "mount", "-f", url, mnt, "--stats-file", self.stats,
+                                   *extra], stdout=self.log, stderr=self.log)
+        if not wait_for(lambda: os.path.ismount(mnt), 15):
+            self.p.kill()
+            raise SystemExit("the mount did not appear: " + open(os.path.join(tmp, "mount.log")).read())
+
+    def counters(self):
+        time.sleep(1.2)  # rewritten every second
+        with open(self.stats) as f:
+            return json.load(f)
+
+    def stop(self, timeout=20):
+        self.p.send_signal(signal.SIGTERM)
+        try:
+            return self.p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+            return None
+
+
+def md5(path):
+    h = hashlib.md5()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def errno_of(fn):
+    try:
+        fn()
+    except OSError as e:
+        return e.errno
+    return 0
+
+
+node = m = None
+try:
+    node = s3lib.Node(AQ, os.path.join(tmp, "node"), credentials=creds)
+    url = f"aquifer://127.0.0.1:{node.port}"
+    s3 = boto(node.port)
+    s3.create_bucket(Bucket="data")
+
+    # Local data: a JPEG folder and TFRecord shards of it.
+    src = os.path.join(tmp, "src")
+    r = run(AQ, "dataset", "synth", "--out", os.path.join(src, "images"), "--classes", "4", "--images", "96",
+            "--profile", "small", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    r = run(AQ, "dataset", "pack", os.path.join(src, "images"), "--out", os.path.join(src, "tf"), "--format",
+            "tfrecord", "--shards", "3", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    with open(os.path.join(src, "big.bin"), "wb") as f:
+        f.write(os.urandom(21 << 20))  # several 4 MiB chunks, a sequential read ahead
+
+    m = Mount(url + "/data", "--attr-ttl", "1")
+    check(run("mount").stdout.count(f"on {mnt} type fuse.aquifer") == 1, "mounted as fuse.aquifer")
+
+    # ---- round trips ----
+    r = run("cp", "-r", src, os.path.join(mnt, "copy"))
+    check(r.returncode == 0, f"cp -r into the mount: {r.stderr}")
+    r = run("diff", "-r", src, os.path.join(mnt, "copy"))
+    check(r.returncode == 0, f"diff -r of the copy: {r.stdout[:300]}")
+    got = s3.get_object(Bucket="data", Key="copy/big.bin")["Body"].read()
+    check(hashlib.md5(got).hexdigest() == md5(os.path.join(src, "big.bin")), "S3 sees what cp wrote (21 MiB)")
+    r = subprocess.run(f"tar -C {src} -cf - . | tar -C {mnt} --one-top-level=untar -xf -", shell=True,
+                       capture_output=True, text=True)
+    check(r.returncode == 0, f"tar x into the mount: {r.stderr[-300:]}")
+    check(run("diff", "-r", src, os.path.join(mnt, "untar")).returncode == 0, "diff -r of the untarred tree")
+
+    # ---- Python reads TFRecord shards through the mount ----
+    shards = sorted(n for n in os.listdir(os.path.join(mnt, "copy", "tf")) if n.startswith("train-"))
+    check(len(shards) == 3, f"three shards listed: {shards}")
+    same = all(open(os.path.join(mnt, "copy", "tf", n), "rb").read() ==
+               open(os.path.join(src, "tf", n), "rb").read() for n in shards)
+    check(same, "open().read() of each shard gives its bytes")
+    with open(os.path.join(mnt, "copy", "big.bin"), "rb") as f:
+        f.seek(13_000_001)
+        part = f.read(100_000)
+    with open(os.path.join(src, "big.bin"), "rb") as f:
+        f.seek(13_000_001)
+        check(part == f.read(100_000), "a random read in the middle")
+    st = os.stat(os.path.join(mnt, "copy", "big.bin"))
+    check(st.st_size == 21 << 20 and abs(st.st_mtime - time.time()) < 600, f"stat size and mtime: {st}")
+
+    # ---- benches and fio through the mount ----
+    r = run(AQ, "bench", "storage", os.path.join(mnt, "copy", "tf"), "--readers", "2", "--duration", "2", "--ramp",
+            "0", "--json", "--no-progress")
+    ok = r.returncode == 0 and json.loads(r.stdout)["summary"]["mb_per_second"] > 0
+    check(ok, f"aquifer bench storage through the mount: {r.stderr[-300:]}")
+    r = run(AQ, "bench", "pipeline", os.path.join(mnt, "copy", "tf"), "--batch", "16", "--json", "--no-progress")
+    res = json.loads(r.stdout) if r.returncode == 0 else {}
+    ok = res.get("images", 0) >= 48 and res.get("bad_samples") == 0  # less the warm-up batches
+    check(ok, f"aquifer bench pipeline through the mount: {r.stdout[-300:]} {r.stderr[-300:]}")
+    if shutil.which("fio"):
+        r = run("fio", "--name=mnt", "--readonly", "--rw=read", "--bs=1M", "--numjobs=2", "--group_reporting",
+                f"--filename={os.path.join(mnt, 'copy', 'big.bin')}", "--size=21M", "--output-format=json")
+        ok = r.returncode == 0 and json.loads(r.stdout)["jobs"][0]["read"]["io_bytes"] >= 21 << 20
+        check(ok, f"fio reads the mount: {r.stderr[-300:]}")
+
+    # ---- a large directory ----
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda i: s3.put_object(Bucket="data", Key=f"many/f{i:05d}", Body=b"x"), range(10000)))
+    t0 = time.time()
+    r = run("ls", "-l", os.path.join(mnt, "many"))
+    took = time.time() - t0
+    check(r.returncode == 0 and len(r.stdout.splitlines()) == 10001, f"ls -l of 10,000 entries: {r.stderr[:200]}")
+    check(took < 30, f"ls -l of 10,000 entries took {took:.1f} s")
+    print(f"ls -l of 10,000 entries: {took:.2f} s")
+
+    # ---- writes that work ----
+    r = subprocess.run(f"echo hello > {mnt}/shell.txt && echo again >> /dev/null", shell=True, capture_output=True,
+                       text=True)
+    check(r.returncode == 0 and open(f"{mnt}/shell.txt").read() == "hello\n", f"a shell redirect: {r.stderr}")
+    os.rename(f"{mnt}/shell.txt", f"{mnt}/renamed.txt")
+    check(s3.get_object(Bucket="data", Key="renamed.txt")["Body"].read() == b"hello\n"
+          and not os.path.exists(f"{mnt}/shell.txt"), "rename of a file")
+    os.mkdir(f"{mnt}/empty")
+    check(os.path.isdir(f"{mnt}/empty") and os.listdir(f"{mnt}/empty") == [], "mkdir makes an empty directory")
+    check(errno_of(lambda: os.rmdir(f"{mnt}/copy")) == errno.ENOTEMPTY, "rmdir of a full directory: ENOTEMPTY")
+    os.rmdir(f"{mnt}/empty")
+    check(not os.path.exists(f"{mnt}/empty"), "rmdir of an empty one")
+    r = run("mv", f"{mnt}/untar", f"{mnt}/moved")
+    check(r.returncode == 0 and run("diff", "-r", src, f"{mnt}/moved").returncode == 0, "mv of a directory")
+    os.unlink(f"{mnt}/renamed.txt")
+    check(s3lib.error_code(lambda: s3.head_object(Bucket="data", Key="renamed.txt")) == "404",
+          "unlink removes the object")
+    check(not os.path.exists(f"{mnt}/renamed.txt"), "unlink removes the name")
+    with open(f"{mnt}/t.txt", "w") as f:
+        f.write("0123456789")
+    os.truncate(f"{mnt}/t.txt", 0)
+    check(os.path.getsize(f"{mnt}/t.txt") == 0 and
+          s3.get_object(Bucket="data", Key="t.txt")["Body"].read() == b"", "truncate to 0 replaces the object")
+
+    # ---- what a write-once store refuses ----
+    shard = f"{mnt}/copy/tf/{shards[0]}"
+    before = md5(shard)
+
+    def rewrite():
+        with open(shard, "r+b") as f:
+            f.seek(100)
+            f.write(b"XXXX")
+            f.flush()
+
+    def append():
+        with open(shard, "ab") as f:
+            f.write(b"tail")
+
+    check(errno_of(rewrite) == errno.EOPNOTSUPP, "a write into an existing object: EOPNOTSUPP")
+    check(errno_of(append) == errno.EOPNOTSUPP, "an append to an existing object: EOPNOTSUPP")
+    check(errno_of(lambda: os.truncate(shard, 10)) == errno.EOPNOTSUPP, "a truncate to 10 bytes: EOPNOTSUPP")
+    check(errno_of(lambda: os.link(shard, f"{mnt}/hard")) == errno.EPERM, "a hard link: EPERM")
+    check(errno_of(lambda: os.symlink(shard, f"{mnt}/soft")) == errno.EPERM, "a symbolic link: EPERM")
+    check(md5(shard) == before and
+          hashlib.md5(s3.get_object(Bucket="data", Key=f"copy/tf/{shards[0]}")["Body"].read()).hexdigest() == before,
+          "the object is untouched by what was refused")
+    log = open(os.path.join(tmp, "mount.log")).read()
+    check("refused to write at byte 100 into an existing object" in log, "a refusal is logged")
+
+    # ---- an object changed behind the mount; the page cache kept when not ----
+    key = "copy/images/synset_labels.txt"
+    open(f"{mnt}/{key}").read()
+    open(f"{mnt}/{key}").read()
+    kept = m.counters()["opens_kept_cache"]
+    check(kept >= 1, f"an unchanged object keeps the kernel's pages across opens ({kept})")
+    s3.put_object(Bucket="data", Key=key, Body=b"changed\n")
+    time.sleep(1.5)  # --attr-ttl 1
+    check(open(f"{mnt}/{key}").read() == "changed\n", "a changed object is read anew")
+
+    # ---- the node killed under a reader: EIO, the mount stays up, then recovers ----
+    fresh = os.urandom(21 << 20)
+    s3.put_object(Bucket="data", Key="fresh.bin", Body=fresh)  # nothing of it in any cache
+    reader = open(f"{mnt}/fresh.bin", "rb")
+    first = reader.read(1 << 20)
+    port = node.port
+    node.p.send_signal(signal.SIGKILL)
+    node.p.wait()
+    reader.seek(17 << 20)
+    e = errno_of(lambda: reader.read(1 << 20))
+    check(e == errno.EIO, f"a read with the node gone: EIO ({e})")
+    check(os.path.ismount(mnt) and m.p.poll() is None, "the mount stays up")
+    node = s3lib.Node(AQ, os.path.join(tmp, "node"), credentials=creds, listen=f"127.0.0.1:{port}")
+    reader.seek(17 << 20)
+    check(first == fresh[:1 << 20] and reader.read(1 << 20) == fresh[17 << 20:18 << 20],
+          "the same reader reads again once the node is back")
+    reader.close()
+    c = m.counters()
+    check(c["read_errors"] >= 1 and c["reads"] > 0 and c["read_ahead_used_bytes"] > 0,
+          f"stats count reads, errors and read-ahead: {c}")
+
+    # ---- unmount under load ----
+    stop = threading.Event()
+    outcomes = []
+
+    def load():
+        while not stop.is_set():
+            try:
+                with open(f"{mnt}/copy/big.bin", "rb") as f:
+                    while f.read(1 << 20):
+                        pass
+                outcomes.append("ok")
+            except OSError as ex:
+                outcomes.append(ex.errno)
+                return
+
+    threads = [threading.Thread(target=load) for _ in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(1)
+    r = run(AQ, "umount", "--lazy", mnt)
+    check(r.returncode == 0, f"aquifer umount --lazy under load: {r.stderr}")
+    stop.set()
+    for t in threads:
+        t.join(timeout=30)
+    check(not any(t.is_alive() for t in threads), "readers are not hung after the unmount")
+    check(wait_for(lambda: m.p.poll() is not None, 20), "the mount process exits after the unmount")
+    check(not os.path.ismount(mnt), "nothing mounted afterwards")
+
+    # ---- SIGTERM unmounts cleanly; a killed mount is cleared by aquifer umount ----
+    m = Mount(url + "/data")
+    check(m.stop() == 0 and not os.path.ismount(mnt), "SIGTERM unmounts and exits 0")
+    m = Mount(url + "/data")
+    m.p.send_signal(signal.SIGKILL)
+    m.p.wait()
+    check(errno_of(lambda: os.listdir(mnt)) == errno.ENOTCONN, "a killed mount: ENOTCONN, not a hang")
+    r = run(AQ, "umount", mnt)
+    check(r.returncode == 0 and not os.path.ismount(mnt), f"aquifer umount clears it: {r.stderr}")
+    m = None
+
+    # ---- clear errors ----
+    r = run(AQ, "--credentials", creds, "mount", "-f", url + "/no-such-bucket", mnt)
+    check(r.returncode != 0 and "no-such-bucket" in r.stderr and not os.path.ismount(mnt),
+          f"a missing bucket is refused before mounting: {r.stderr.strip()}")
+    r = run(AQ, "--credentials", creds, "mount", "-f", url + "/data", os.path.join(tmp, "nowhere"))
+    check(r.returncode != 0 and "nowhere" in r.stderr, f"a missing mount point: {r.stderr.strip()}")
+    r = run(AQ, "mount", "-f", "/local/path", mnt)
+    check(r.returncode != 0 and "aquifer://" in r.stderr, f"not an aquifer:// root: {r.stderr.strip()}")
+    r = run(AQ, "--credentials", creds, "mount", url + "/data", mnt, "--read-only")
+    check(r.returncode == 0 and wait_for(lambda: os.path.ismount(mnt), 10), "a detached read-only mount")
+    check(errno_of(lambda: open(f"{mnt}/ro.txt", "w")) == errno.EROFS, "read-only: EROFS")
+    check(run(AQ, "umount", mnt).returncode == 0 and wait_for(lambda: not os.path.ismount(mnt), 10),
+          "the detached mount unmounts")
+finally:
+    if m is not None:
+        m.stop()
+    if os.path.ismount(mnt):
+        subprocess.run(["umount", "-l", mnt])
+    if node is not None:
+        node.stop()
+    shutil.rmtree(tmp, ignore_errors=True)
+check.finish()
