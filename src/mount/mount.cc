@@ -128,7 +128,8 @@ struct Handle {
   std::mutex chunks_mu;                          // a reader's read-ahead state
   std::map<uint64_t, std::shared_ptr<Chunk>> chunks;
   uint64_t last_end = 0;
-  int streak = 0;  // reads in a row near the previous one's end
+  int streak = 1;         // reads in a row near the previous one's end (a read from 0 starts a streak)
+  std::string expected;   // a lazily opened reader must find this version (the kernel holds its pages)
   std::unique_ptr<io::WritableFile> writer;
   std::mutex mu;  // a writer's state
   uint64_t written = 0;
@@ -354,6 +355,19 @@ class Fs {
       }
       return StartWriter(req, ino, url, fi, nullptr);
     }
+    if (!n.version.empty() && Now() - n.attr_at < o_.attr_ttl_s) {
+      // Validated within the attribute TTL and its pages are in the kernel:
+      // no request now; the store is asked only if the kernel asks to read.
+      auto h = std::make_unique<Handle>();
+      h->ino = ino;
+      h->url = url;
+      h->expected = n.version;
+      fi->keep_cache = 1;
+      stats_.opens_kept_cache++;
+      fi->noflush = 1;
+      fi->fh = reinterpret_cast<uint64_t>(h.release());
+      return (void)fuse_reply_open(req, fi);
+    }
     auto file = store_.OpenRead(url, io::AccessHint::kSequential);
     if (!file.ok()) return Fail(req, file.status(), "open");
     auto h = std::make_unique<Handle>();
@@ -395,7 +409,11 @@ class Fs {
 
   void Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi) {
     auto* h = reinterpret_cast<Handle*>(fi->fh);
-    if (!h->reader) return (void)fuse_reply_err(req, EBADF);
+    if (h->writer || (h->existing && !h->reader)) return (void)fuse_reply_err(req, EBADF);
+    if (!h->expected.empty()) {
+      Status s = OpenLazily(*h);
+      if (!s.ok()) return Fail(req, s, "read");
+    }
     thread_local std::string buf;
     if (buf.size() < size) buf.resize(size);
     const auto t0 = std::chrono::steady_clock::now();
@@ -611,7 +629,14 @@ class Fs {
     return it->second;
   }
 
+  static std::string Unquoted(const std::string& etag) {
+    return etag.size() >= 2 && etag.front() == '"' && etag.back() == '"' ? etag.substr(1, etag.size() - 2) : etag;
+  }
   void Learn(Node& n, const io::FileInfo& info) AQ_REQUIRES(mu_) {
+    // A listing saw another version than the kernel's pages hold.
+    if (!info.version.empty() && !n.version.empty() && Unquoted(info.version) != Unquoted(n.version)) {
+      n.version.clear();
+    }
     n.is_dir = info.is_dir;
     if (n.writers == 0) {
       n.size = info.size;
@@ -823,6 +848,28 @@ class Fs {
     }
     stats_.read_ahead_used_bytes += copied;
     return copied;
+  }
+
+  // The reader of a handle opened without asking the store.
+  Status OpenLazily(Handle& h) {
+    std::lock_guard<std::mutex> lock(h.chunks_mu);
+    if (h.reader) return Status::Ok();
+    auto r = AQ_TRY(store_.OpenRead(h.url, io::AccessHint::kSequential));
+    if (r->version() != h.expected) {
+      // The kernel's pages are of another version: never mix the two.
+      {
+        MutexLock nl(mu_);
+        auto it = nodes_.find(h.ino);
+        if (it != nodes_.end()) {
+          it->second.version.clear();
+          it->second.attr_at = 0;
+        }
+      }
+      Invalidate(h.ino);
+      return Conflict(fmt::format("{} changed since its pages were cached: open it again", h.url));
+    }
+    h.reader = std::move(r);
+    return Status::Ok();
   }
 
   // A writer whose bytes were sent gets a new spool holding them again.
