@@ -41,6 +41,7 @@ SUBSTITUTIONS = [
     (r"\bcompare_fio( .*)?$", r"compare_fio\1 --repeats 1 --runtime 2 --ramp 1 --size 32MiB --nrfiles 2",
      "run time"),
     (r"\bnode_vs_local( .*)?$", r"node_vs_local\1 --repeats 1 --images 24 --seconds 1", "run time"),
+    (r"\bmount_vs_peers( .*)?$", r"mount_vs_peers\1 --repeats 1 --images 200 --shard-images 48", "run time"),
     (r"\bcluster_scaling( .*)?$", r"cluster_scaling\1 --repeats 1 --images 64 --seconds 1 --nodes 2", "run time"),
     (r"\bsmall_files( .*)?$", r"small_files\1 --repeats 1 --images 100 --seconds 1 --readers 2", "run time"),
     (r"\bcompare_dataloader( .*)?$", r"compare_dataloader\1 --images 256 --batch 32 --repeats 1 --train-epochs 1",
