@@ -93,7 +93,8 @@ void RegisterMountCommands(CLI::App& app, Globals& g) {
       ->capture_default_str();
   cmd->add_option("--negative-ttl", f->negative_ttl, "Seconds a missing name is remembered")->capture_default_str();
   cmd->add_option("--max-read", f->max_read, "Largest read or write request (4KiB..1MiB)")->capture_default_str();
-  cmd->add_option("--read-ahead", f->read_ahead, "Bytes a sequential reader's reads are fetched ahead (in parallel 4 MiB chunks)")
+  cmd->add_option("--read-ahead", f->read_ahead,
+                  "Bytes a sequential reader's reads are fetched ahead (in parallel 4 MiB chunks)")
       ->capture_default_str();
   cmd->add_flag("--no-read-ahead", f->no_read_ahead, "Fetch only what each read asks for");
   cmd->add_option("--threads", f->threads, "Request threads at most")->capture_default_str();

@@ -8,6 +8,7 @@
 // between calls so steady-state resizing allocates nothing.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "common/status.h"
@@ -21,6 +22,10 @@ class Resampler {
   // buffer is reused). REQUIRES: out != &src.
   Status Run(const Image& src, double x, double y, double w, double h, int out_w, int out_h, Image* out);
 
+  // Tests: the portable code even where a SIMD path exists (the SIMD
+  // paths must equal it within one level).
+  void set_force_portable(bool v) { force_portable_ = v; }
+
  private:
   struct Taps {
     std::vector<int> first, count;
@@ -28,12 +33,19 @@ class Resampler {
     int max_taps = 0;
   };
   static void Compute(Taps* t, int in_size, double box_start, double box_size, int out_size);
+  bool Simd();
+  Status Vertical(int out_h, int row_lo, size_t row_len, int channels, int out_w, Image* out);
+
+  bool force_portable_ = false;
 
   Taps tx_, ty_;
   std::vector<float> row_f_;  // one source row as floats
   std::vector<float> mid_;    // horizontally resampled rows
   std::vector<float> acc_;
 };
+
+// out[i] = in[i] rounded half up and clamped to 0..255 (SIMD where there is).
+void RoundToBytes(const float* in, uint8_t* out, size_t n);
 
 // Convenience: whole image to out_width x out_height.
 Result<Image> Resize(const Image& src, int out_width, int out_height);

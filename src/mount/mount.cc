@@ -10,18 +10,18 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <climits>
-#include <cstdlib>
 #include <chrono>
+#include <climits>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <fstream>
-#include <sstream>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 #include <unordered_map>
 
@@ -128,8 +128,8 @@ struct Handle {
   std::mutex chunks_mu;                          // a reader's read-ahead state
   std::map<uint64_t, std::shared_ptr<Chunk>> chunks;
   uint64_t last_end = 0;
-  int streak = 1;         // reads in a row near the previous one's end (a read from 0 starts a streak)
-  std::string expected;   // a lazily opened reader must find this version (the kernel holds its pages)
+  int streak = 1;        // reads in a row near the previous one's end (a read from 0 starts a streak)
+  std::string expected;  // a lazily opened reader must find this version (the kernel holds its pages)
   std::unique_ptr<io::WritableFile> writer;
   std::mutex mu;  // a writer's state
   uint64_t written = 0;
@@ -301,7 +301,7 @@ class Fs {
       const char* name = i == 0 ? "." : i == 1 ? ".." : d->entries[i - 2]->name.c_str();
       size_t need;
       if (!plus) {
-        struct stat st{};
+        struct stat st {};
         st.st_ino = dot ? ino : 0;
         st.st_mode = (dot || d->entries[i - 2]->is_dir) ? S_IFDIR : S_IFREG;
         need = fuse_add_direntry(req, buf.data() + used, size - used, name, &st, static_cast<off_t>(i + 1));
@@ -436,14 +436,16 @@ class Fs {
   void Write(fuse_req_t req, const char* data, size_t size, off_t off, fuse_file_info* fi) {
     auto* h = reinterpret_cast<Handle*>(fi->fh);
     if (h->existing && !h->writer) {
-      return Refuse(req, h->url, fmt::format("write at byte {} into an existing object (objects are written whole: "
-                                             "open with O_TRUNC to replace it)", off));
+      return Refuse(req, h->url,
+                    fmt::format("write at byte {} into an existing object (objects are written whole: "
+                                "open with O_TRUNC to replace it)",
+                                off));
     }
     if (!h->writer) return (void)fuse_reply_err(req, EBADF);
     std::unique_lock<std::mutex> lock(h->mu);
     if (static_cast<uint64_t>(off) != h->written) {
-      return Refuse(req, h->url, fmt::format("write at byte {} (objects are written front to back; {} written)", off,
-                                             h->written));
+      return Refuse(req, h->url,
+                    fmt::format("write at byte {} (objects are written front to back; {} written)", off, h->written));
     }
     if (h->finished) {
       // A close of one descriptor (a shell's redirect closes the original
@@ -570,7 +572,7 @@ class Fs {
   }
 
   void StatFs(fuse_req_t req) {
-    struct statvfs st{};
+    struct statvfs st {};
     st.f_bsize = 1 << 20;
     st.f_frsize = 4096;
     st.f_blocks = st.f_bfree = st.f_bavail = 1ull << 40;  // an object store's space is not counted here
@@ -672,7 +674,7 @@ class Fs {
   }
 
   struct stat Attr(fuse_ino_t ino, const Node& n) const {
-    struct stat st{};
+    struct stat st {};
     st.st_ino = ino;
     const mode_t w = o_.read_only ? 0 : 0200;
     st.st_mode = n.is_dir ? (S_IFDIR | 0555 | w) : (S_IFREG | 0444 | w);
@@ -812,7 +814,7 @@ class Fs {
             fetchers_.Submit([c, at, len, r = h.reader, this] {
               std::string data(len, '\0');
               auto got = r->ReadAt(at, len, data.data());
-              Status st = !got.ok() ? got.status()
+              Status st = !got.ok()     ? got.status()
                           : *got != len ? Truncated(fmt::format("{}: {} of {} bytes at {}", r->path(), *got, len, at))
                                         : Status::Ok();
               std::lock_guard<std::mutex> cl(c->mu);
@@ -1072,7 +1074,7 @@ Status Mount(io::FileSystem& store, const MountOptions& options, const std::func
   auto root = store.Stat(o.root);
   if (!root.ok()) return root.status().WithContext(fmt::format("mount {}", o.root));
   if (!root->is_dir) return InvalidArgument(fmt::format("mount {}: an object, not a bucket or prefix", o.root));
-  struct stat mp{};
+  struct stat mp {};
   if (::stat(o.mountpoint.c_str(), &mp) != 0) return ErrnoStatus(errno, "mount on", o.mountpoint);
   if (!S_ISDIR(mp.st_mode)) return InvalidArgument(fmt::format("mount on {}: not a directory", o.mountpoint));
 
@@ -1146,10 +1148,11 @@ Status Mount(io::FileSystem& store, const MountOptions& options, const std::func
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);
   const MountStats& s = fs.stats();
-  log::info("mount: unmounted {}: {} opens ({} kept the page cache), {} reads, {} MB read, {} read errors, {} "
-            "uploads ({} failed), {} refused",
-            o.mountpoint, s.opens.load(), s.opens_kept_cache.load(), s.reads.load(), s.read_bytes.load() / 1000000,
-            s.read_errors.load(), s.uploads.load(), s.upload_errors.load(), s.refused.load());
+  log::info(
+      "mount: unmounted {}: {} opens ({} kept the page cache), {} reads, {} MB read, {} read errors, {} "
+      "uploads ({} failed), {} refused",
+      o.mountpoint, s.opens.load(), s.opens_kept_cache.load(), s.reads.load(), s.read_bytes.load() / 1000000,
+      s.read_errors.load(), s.uploads.load(), s.upload_errors.load(), s.refused.load());
   if (rc != 0 && rc != SIGTERM && rc != SIGINT && rc != SIGHUP && rc != -EINTR) {
     return IoError(fmt::format("mount {}: the FUSE loop ended with {}", o.mountpoint, rc));
   }
@@ -1161,9 +1164,9 @@ Status Unmount(const std::string& mountpoint, bool lazy) {
     if (::umount2(mountpoint.c_str(), lazy ? MNT_DETACH : 0) == 0) return Status::Ok();
     const int err = errno;
     if (err == EBUSY) {
-      return Status(StatusCode::kConflict,
-                    fmt::format("umount {}: busy (a process has a file or its cwd there; --lazy detaches it now)",
-                                mountpoint));
+      return Status(
+          StatusCode::kConflict,
+          fmt::format("umount {}: busy (a process has a file or its cwd there; --lazy detaches it now)", mountpoint));
     }
     return ErrnoStatus(err, "umount", mountpoint);
   }
