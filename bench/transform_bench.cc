@@ -41,13 +41,16 @@ void BM_ResampleCrop(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 // Third argument 1: the portable code, for the SIMD path's ratio in the same run.
-BENCHMARK(BM_ResampleCrop)->ArgsProduct({{500}, {375}, {0, 1}})->ArgsProduct({{250}, {188}, {0, 1}})
+BENCHMARK(BM_ResampleCrop)
+    ->ArgsProduct({{500}, {375}, {0, 1}})
+    ->ArgsProduct({{250}, {188}, {0, 1}})
     ->ArgsProduct({{1600}, {1200}, {0, 1}});
 
 void BM_StoreFp32Nchw(benchmark::State& state) {
   const auto img = Photo(224, 224);
   std::vector<float> slot(224 * 224 * 3);
   aq::image::StoreOptions o;
+  o.portable = state.range(0) != 0;
   bool flip = false;
   for (auto _ : state) {
     aq::image::StoreSample(img, flip, o, slot.data());
@@ -56,7 +59,7 @@ void BM_StoreFp32Nchw(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_StoreFp32Nchw);
+BENCHMARK(BM_StoreFp32Nchw)->Arg(0)->Arg(1);  // 1: the portable code
 
 }  // namespace
 

@@ -176,6 +176,54 @@ bool DetectF16c() {
   return (lo & 6) == 6;
 }
 const bool kHaveF16c = DetectF16c();
+
+// One row of RGB bytes to three planes of normalised floats (NCHW), 16
+// pixels at a time: pshufb gathers each channel's bytes from the three
+// 16-byte loads (reversed for a flipped row), then widen, convert,
+// multiply-add. Returns how many output pixels it wrote; the caller does the
+// rest. `row` is the row's first pixel.
+__attribute__((target("ssse3"))) int RowToPlanesSsse3(const uint8_t* row, int W, bool flip, const float* scale,
+                                                      const float* bias, float* r, float* g, float* b) {
+  const __m128i z = _mm_setzero_si128();
+  // Byte k of channel c over the 48 bytes: 3k + c; the masks pick the ones in
+  // each 16-byte load (0x80: none).
+  __m128i masks[3][3];
+  for (int c = 0; c < 3; ++c) {
+    for (int part = 0; part < 3; ++part) {
+      alignas(16) int8_t m[16];
+      for (int k = 0; k < 16; ++k) {
+        const int byte = 3 * k + c - 16 * part;
+        m[k] = (byte >= 0 && byte < 16) ? static_cast<int8_t>(byte) : static_cast<int8_t>(0x80);
+      }
+      masks[c][part] = _mm_load_si128(reinterpret_cast<const __m128i*>(m));
+    }
+  }
+  const __m128i reverse = _mm_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  float* planes[3] = {r, g, b};
+  int x = 0;
+  for (; x + 16 <= W; x += 16) {
+    // Output pixels x..x+15 come from source pixels x..x+15, or for a
+    // flipped row from W-16-x .. W-1-x in reverse.
+    const uint8_t* p = row + 3 * static_cast<size_t>(flip ? W - 16 - x : x);
+    const __m128i a0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i a1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16));
+    const __m128i a2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 32));
+    for (int c = 0; c < 3; ++c) {
+      __m128i v = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a0, masks[c][0]), _mm_shuffle_epi8(a1, masks[c][1])),
+                               _mm_shuffle_epi8(a2, masks[c][2]));
+      if (flip) v = _mm_shuffle_epi8(v, reverse);
+      const __m128i lo = _mm_unpacklo_epi8(v, z), hi = _mm_unpackhi_epi8(v, z);
+      const __m128i q[4] = {_mm_unpacklo_epi16(lo, z), _mm_unpackhi_epi16(lo, z), _mm_unpacklo_epi16(hi, z),
+                            _mm_unpackhi_epi16(hi, z)};
+      const __m128 sc = _mm_set1_ps(scale[c]), bi = _mm_set1_ps(bias[c]);
+      for (int k = 0; k < 4; ++k) {
+        _mm_storeu_ps(planes[c] + x + 4 * k, _mm_add_ps(_mm_mul_ps(_mm_cvtepi32_ps(q[k]), sc), bi));
+      }
+    }
+  }
+  return x;
+}
+const bool kHaveSsse3 = __builtin_cpu_supports("ssse3");
 #endif
 
 void FloatsToHalves(const float* in, uint16_t* out, size_t n) {
@@ -233,7 +281,14 @@ AQ_HOT_CLONES void StoreSample(const Image& img, bool flip, const StoreOptions& 
       }
     } else {
       float *r = f, *g = f + W, *b = f + 2 * W;
-      for (int x = 0; x < W; ++x, src += step) {
+      int x = 0;
+#if defined(__x86_64__)
+      if (kHaveSsse3 && !o.portable) {
+        x = RowToPlanesSsse3(img.row(y), W, flip, scale, bias, r, g, b);
+        src += step * x;
+      }
+#endif
+      for (; x < W; ++x, src += step) {
         r[x] = src[0] * scale[0] + bias[0];
         g[x] = src[1] * scale[1] + bias[1];
         b[x] = src[2] * scale[2] + bias[2];

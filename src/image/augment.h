@@ -60,6 +60,7 @@ struct StoreOptions {
   float mean[3] = {0.485f * 255, 0.456f * 255, 0.406f * 255};  // on the 0..255 scale
   float std[3] = {0.229f * 255, 0.224f * 255, 0.225f * 255};
   bool normalize = true;  // ignored for uint8 (raw pixels)
+  bool portable = false;  // tests: the scalar code even where a SIMD path exists
 };
 
 // Writes one RGB image (size x size) into a batch slot: optional horizontal

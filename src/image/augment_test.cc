@@ -130,6 +130,30 @@ TEST(RegionDecoder, BadBytesAreErrorsNotCrashes) {
   EXPECT_TRUE(d.Decode(*jpeg, req).ok());
 }
 
+// The SIMD row path equals the scalar one for every width (the 16-pixel
+// blocks and the scalar tail), flipped or not, in every output type.
+TEST(Store, SimdRowsEqualPortable) {
+  Rng rng(3);
+  for (int W : {1, 2, 15, 16, 17, 31, 32, 33, 47, 100, 224, 225}) {
+    const int H = 3;
+    Image img(W, H, 3);
+    for (auto& v : img.pixels) v = static_cast<uint8_t>(rng.Below(256));
+    for (bool flip : {false, true}) {
+      for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kUint8}) {
+        StoreOptions simd;
+        simd.dtype = dt;
+        StoreOptions portable = simd;
+        portable.portable = true;
+        const size_t bytes = static_cast<size_t>(W) * H * 3 * DTypeSize(dt);
+        std::vector<uint8_t> a(bytes), b(bytes);
+        StoreSample(img, flip, simd, a.data());
+        StoreSample(img, flip, portable, b.data());
+        ASSERT_EQ(a, b) << "width " << W << " flip " << flip << " dtype " << static_cast<int>(dt);
+      }
+    }
+  }
+}
+
 TEST(Store, LayoutsFlipAndHalfFloats) {
   Image img(2, 1, 3);
   img.pixels = {10, 20, 30, 40, 50, 60};

@@ -38,6 +38,7 @@ SUBSTITUTIONS = [
     (r"^make demo\b", 'make -C "$AQ_REPO" --no-print-directory demo DEMO_DIR="$PWD/demo-data"',
      "the demo runs in the checkout, its data here"),
     (r"\bcompare_torchvision( .*)?$", r"compare_torchvision\1 --images 48 --batch 16 --repeats 1", "run time"),
+    (r"\bcompare_peers( .*)?$", r"compare_peers\1 --images 48 --batch 16 --repeats 1", "run time"),
     (r"\bcompare_fio( .*)?$", r"compare_fio\1 --repeats 1 --runtime 2 --ramp 1 --size 32MiB --nrfiles 2",
      "run time"),
     (r"\bnode_vs_local( .*)?$", r"node_vs_local\1 --repeats 1 --images 24 --seconds 1", "run time"),
