@@ -8,3 +8,9 @@
 #else
 #define AQ_HOT_CLONES
 #endif
+
+namespace aq {
+// AQUIFER_NO_SIMD=1: hand-written SIMD paths step aside for the portable
+// code, so what they buy can be measured in the same binary (read once).
+bool SimdDisabled();
+}  // namespace aq

@@ -235,8 +235,11 @@ void FloatsToHalves(const float* in, uint16_t* out, size_t n) {
 
 }  // namespace
 
-AQ_HOT_CLONES void StoreSample(const Image& img, bool flip, const StoreOptions& o, void* dst) {
-  const int W = img.width, H = img.height;
+void StoreSample(const Image& img, bool flip, const StoreOptions& o, void* dst) {
+  for (int y = 0; y < img.height; ++y) StoreRow(img.row(y), img.width, y, img.height, flip, o, dst);
+}
+
+AQ_HOT_CLONES void StoreRow(const uint8_t* rgb, int W, int y, int H, bool flip, const StoreOptions& o, void* dst) {
   const size_t plane = static_cast<size_t>(W) * H;
   float scale[3], bias[3];
   for (int c = 0; c < 3; ++c) {
@@ -249,8 +252,8 @@ AQ_HOT_CLONES void StoreSample(const Image& img, bool flip, const StoreOptions& 
   const size_t first = flip ? static_cast<size_t>(W - 1) * 3 : 0;
   thread_local std::vector<float> row;
   row.resize(static_cast<size_t>(W) * 3);
-  for (int y = 0; y < H; ++y) {
-    const uint8_t* src = img.row(y) + first;
+  {
+    const uint8_t* src = rgb + first;
     const size_t at = static_cast<size_t>(y) * W;
     if (o.dtype == DType::kUint8) {
       auto* d = static_cast<uint8_t*>(dst);
@@ -269,7 +272,7 @@ AQ_HOT_CLONES void StoreSample(const Image& img, bool flip, const StoreOptions& 
           b[x] = src[2];
         }
       }
-      continue;
+      return;
     }
     // Normalised floats for this row, in the output layout's order.
     float* f = row.data();
@@ -283,8 +286,8 @@ AQ_HOT_CLONES void StoreSample(const Image& img, bool flip, const StoreOptions& 
       float *r = f, *g = f + W, *b = f + 2 * W;
       int x = 0;
 #if defined(__x86_64__)
-      if (kHaveSsse3 && !o.portable) {
-        x = RowToPlanesSsse3(img.row(y), W, flip, scale, bias, r, g, b);
+      if (kHaveSsse3 && !o.portable && !SimdDisabled()) {
+        x = RowToPlanesSsse3(rgb, W, flip, scale, bias, r, g, b);
         src += step * x;
       }
 #endif

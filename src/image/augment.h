@@ -66,6 +66,10 @@ struct StoreOptions {
 // Writes one RGB image (size x size) into a batch slot: optional horizontal
 // flip, (x - mean) / std, layout and dtype conversion.
 void StoreSample(const Image& img, bool flip, const StoreOptions& o, void* dst);
+// One row (y of an image W x H, RGB bytes) of StoreSample: for producers
+// that make the image a row at a time (Resampler::Run with a row sink), so
+// no full-size intermediate image is written and read back.
+void StoreRow(const uint8_t* rgb, int W, int y, int H, bool flip, const StoreOptions& o, void* dst);
 
 uint16_t FloatToHalf(float f);
 float HalfToFloat(uint16_t h);

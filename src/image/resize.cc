@@ -61,13 +61,7 @@ void RoundToBytes(const float* in, uint8_t* out, size_t n) {
 
 bool Resampler::Simd() {
 #if defined(__x86_64__)
-  // AQUIFER_NO_SIMD=1: the portable code everywhere, to measure what the
-  // SIMD paths buy in the same binary.
-  static const bool disabled = [] {
-    const char* v = std::getenv("AQUIFER_NO_SIMD");
-    return v != nullptr && std::string(v) == "1";
-  }();
-  return !force_portable_ && !disabled;
+  return !force_portable_ && !SimdDisabled();
 #else
   return false;
 #endif
@@ -118,8 +112,16 @@ void Resampler::Compute(Taps* t, int in, double box0, double box, int out) {
 }
 
 // Built for AVX2 as well as the x86-64 baseline; the loader picks one.
-AQ_HOT_CLONES Status Resampler::Run(const Image& src, double x, double y, double w, double h, int ow, int oh,
-                                    Image* out) {
+Status Resampler::Run(const Image& src, double x, double y, double w, double h, int ow, int oh, Image* out) {
+  return Resample(src, x, y, w, h, ow, oh, out, nullptr);
+}
+
+Status Resampler::Run(const Image& src, double x, double y, double w, double h, int ow, int oh, const RowSink& row) {
+  return Resample(src, x, y, w, h, ow, oh, nullptr, &row);
+}
+
+AQ_HOT_CLONES Status Resampler::Resample(const Image& src, double x, double y, double w, double h, int ow, int oh,
+                                         Image* out, const RowSink* sink) {
   if (ow <= 0 || oh <= 0 || src.width <= 0 || src.height <= 0 || !(w > 0) || !(h > 0)) {
     return InvalidArgument(
         fmt::format("resize {}x{} box {}x{} -> {}x{}: sizes must be positive", src.width, src.height, w, h, ow, oh));
@@ -148,7 +150,7 @@ AQ_HOT_CLONES Status Resampler::Run(const Image& src, double x, double y, double
       HorizontalRgbSse(rf, tx_.first.data(), tx_.count.data(), tx_.weights.data(), tx_.max_taps, ow,
                        &mid_[static_cast<size_t>(sy - row_lo) * row_len]);
     }
-    return Vertical(oh, row_lo, row_len, c, ow, out);
+    return Vertical(oh, row_lo, row_len, c, ow, out, sink);
   }
 #endif
   for (int sy = row_lo; sy < row_hi; ++sy) {
@@ -185,14 +187,19 @@ AQ_HOT_CLONES Status Resampler::Run(const Image& src, double x, double y, double
       }
     }
   }
-  return Vertical(oh, row_lo, row_len, c, ow, out);
+  return Vertical(oh, row_lo, row_len, c, ow, out, sink);
 }
 
-AQ_HOT_CLONES Status Resampler::Vertical(int oh, int row_lo, size_t row_len, int c, int ow, Image* out) {
-  out->width = ow;
-  out->height = oh;
-  out->channels = c;
-  out->pixels.resize(row_len * oh);
+AQ_HOT_CLONES Status Resampler::Vertical(int oh, int row_lo, size_t row_len, int c, int ow, Image* out,
+                                         const RowSink* sink) {
+  if (sink == nullptr) {
+    out->width = ow;
+    out->height = oh;
+    out->channels = c;
+    out->pixels.resize(row_len * oh);
+  } else {
+    row_out_.resize(row_len);
+  }
   acc_.resize(row_len);
   for (int oy = 0; oy < oh; ++oy) {
     std::fill(acc_.begin(), acc_.end(), 0.f);
@@ -202,7 +209,12 @@ AQ_HOT_CLONES Status Resampler::Vertical(int oh, int row_lo, size_t row_len, int
       const float wk = wt[k];
       for (size_t i = 0; i < row_len; ++i) acc_[i] += wk * r[i];
     }
-    RoundToBytes(acc_.data(), out->row(oy), row_len);
+    if (sink == nullptr) {
+      RoundToBytes(acc_.data(), out->row(oy), row_len);
+    } else {
+      RoundToBytes(acc_.data(), row_out_.data(), row_len);
+      (*sink)(oy, row_out_.data());
+    }
   }
   return Status::Ok();
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "common/status.h"
@@ -21,6 +22,10 @@ class Resampler {
   // Resizes the box (x, y, w, h) of src to out_w x out_h into *out (its
   // buffer is reused). REQUIRES: out != &src.
   Status Run(const Image& src, double x, double y, double w, double h, int out_w, int out_h, Image* out);
+  // The same, handing each output row (out_w x channels bytes, valid during
+  // the call) to `row` in order instead of keeping the image.
+  using RowSink = std::function<void(int y, const uint8_t* row)>;
+  Status Run(const Image& src, double x, double y, double w, double h, int out_w, int out_h, const RowSink& row);
 
   // Tests: the portable code even where a SIMD path exists (the SIMD
   // paths must equal it within one level).
@@ -34,7 +39,9 @@ class Resampler {
   };
   static void Compute(Taps* t, int in_size, double box_start, double box_size, int out_size);
   bool Simd();
-  Status Vertical(int out_h, int row_lo, size_t row_len, int channels, int out_w, Image* out);
+  Status Resample(const Image& src, double x, double y, double w, double h, int out_w, int out_h, Image* out,
+                  const RowSink* sink);
+  Status Vertical(int out_h, int row_lo, size_t row_len, int channels, int out_w, Image* out, const RowSink* sink);
 
   bool force_portable_ = false;
 
@@ -42,6 +49,7 @@ class Resampler {
   std::vector<float> row_f_;  // one source row as floats
   std::vector<float> mid_;    // horizontally resampled rows
   std::vector<float> acc_;
+  std::vector<uint8_t> row_out_;  // one output row, for a sink
 };
 
 // out[i] = in[i] rounded half up and clamped to 0..255 (SIMD where there is).

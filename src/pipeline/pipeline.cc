@@ -332,6 +332,22 @@ struct Pipeline::Impl {
     return Status::Ok();
   }
 
+  // The crop box of img to the batch slot: resample, then jitter, flip,
+  // normalise and store. Without jitter each resampled row goes straight to
+  // the slot (no full-size intermediate image).
+  Status Transform(Worker& w, const image::Image& img, double x, double y, double bw, double bh, bool flip, Rng& rng,
+                   void* dst) {
+    const int n = o.image_size;
+    if (o.jitter.enabled() || img.channels != 3) {
+      AQ_TRY(w.resampler.Run(img, x, y, bw, bh, n, n, &w.small));
+      if (o.jitter.enabled()) image::ApplyColorJitter(w.small, o.jitter, rng);
+      image::StoreSample(w.small, flip, o.store, dst);
+      return Status::Ok();
+    }
+    return w.resampler.Run(img, x, y, bw, bh, n, n,
+                           [&](int row, const uint8_t* rgb) { image::StoreRow(rgb, n, row, n, flip, o.store, dst); });
+  }
+
   // PNG, GIF and BMP samples (image folders and records may hold them):
   // decoded whole, then the same crop, resampling and augmentation.
   Status DecodeOther(Worker& w, std::string_view encoded, Rng& rng, void* dst) {
@@ -341,9 +357,7 @@ struct Pipeline::Impl {
     const image::RegionRequest req = Choose(image::JpegHeader{img.width, img.height, 3}, &ctx);
     const double x = std::clamp(req.x, 0.0, img.width - 1.0), y = std::clamp(req.y, 0.0, img.height - 1.0);
     const double bw = std::clamp(req.w, 1.0, img.width - x), bh = std::clamp(req.h, 1.0, img.height - y);
-    AQ_TRY(w.resampler.Run(img, x, y, bw, bh, o.image_size, o.image_size, &w.small));
-    if (o.jitter.enabled()) image::ApplyColorJitter(w.small, o.jitter, rng);
-    image::StoreSample(w.small, ctx.flip, o.store, dst);
+    AQ_TRY(Transform(w, img, x, y, bw, bh, ctx.flip, rng, dst));
     return Status::Ok();
   }
 
@@ -362,10 +376,7 @@ struct Pipeline::Impl {
     image::DecodedRegion region = AQ_TRY(w.decoder.Decode(jpeg, &Choose, &ctx));
     if (ctx.read_to_end) checked_clean[sample_id].store(true, std::memory_order_relaxed);
     if (region.scale_denom > 1) dct_scaled += 1;
-    AQ_TRY(
-        w.resampler.Run(*region.pixels, region.x, region.y, region.w, region.h, o.image_size, o.image_size, &w.small));
-    if (o.jitter.enabled()) image::ApplyColorJitter(w.small, o.jitter, rng);
-    image::StoreSample(w.small, ctx.flip, o.store, dst);
+    AQ_TRY(Transform(w, *region.pixels, region.x, region.y, region.w, region.h, ctx.flip, rng, dst));
     return Status::Ok();
   }
 

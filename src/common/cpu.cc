@@ -1,0 +1,16 @@
+#include "common/cpu.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace aq {
+
+bool SimdDisabled() {
+  static const bool disabled = [] {
+    const char* v = std::getenv("AQUIFER_NO_SIMD");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return disabled;
+}
+
+}  // namespace aq
