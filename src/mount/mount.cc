@@ -1087,6 +1087,11 @@ Status Mount(io::FileSystem& store, const MountOptions& options, const std::func
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   fuse_args fa = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+  // Parsing may leave libfuse's own copy of the arguments in fa.
+  struct FreeArgs {
+    fuse_args* a;
+    ~FreeArgs() { fuse_opt_free_args(a); }
+  } free_args{&fa};
 
   Fs fs(store, o);
   const fuse_lowlevel_ops ops = Operations();
