@@ -104,6 +104,12 @@ def substitute(line):
     return (code + ("  " + comment if comment else "")) if notes else line, notes
 
 
+# A block that uses the Python package needs it in the build tree; builds
+# without it (the sanitizer builds leave it out) report such blocks as not run.
+NEEDS_PYTHON = re.compile(r"import aquifer|aquifer\.Loader|\btrain_imagenet\.py\b|\bcompare_dataloader\b")
+HAVE_PYTHON = True
+
+
 def script_for(doc, doc_blocks, report):
     """The bash script for one document, and script line -> doc line."""
     lines = [
@@ -121,6 +127,9 @@ def script_for(doc, doc_blocks, report):
             continue
         if first.strip().startswith("#") and "not run" in first:
             raise SystemExit(f"{doc}:{start}: '# not run' needs a reason: '# not run: REASON'")
+        if not HAVE_PYTHON and any(NEEDS_PYTHON.search(b) for b in body):
+            report.append(f"{doc}:{start}: block not run: this build has no Python package (build/python)")
+            continue
         lines.append(f"echo '== {doc}:{start}' >&2")
         continued = False
         heredoc = None  # the terminator while inside a here-document (passed through as is)
@@ -204,6 +213,8 @@ def main():
     if len(sys.argv) < 3:
         raise SystemExit(__doc__)
     repo, build = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    global HAVE_PYTHON
+    HAVE_PYTHON = os.path.exists(os.path.join(build, "python", "aquifer", "__init__.py"))
     docs = sys.argv[3:] or ["README.md"] + sorted(os.path.relpath(p, repo)
                                                   for p in glob.glob(os.path.join(repo, "docs", "*.md")))
     results = [run_doc(repo, build, d) for d in docs]
