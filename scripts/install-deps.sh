@@ -20,6 +20,8 @@ PACKAGES=(
   libfuse3-dev fuse3
   # the storage node's metadata and ETags; HTTP parsing (Boost.Beast); checksums (zlib)
   libsqlite3-dev libssl-dev libexpat1-dev libboost-dev zlib1g-dev
+  # erasure coding (Reed-Solomon kernels)
+  libisal-dev
   # real S3 clients that test the node, used unmodified
   python3-boto3 s3cmd awscli rclone s3fs fuse3
   # the cluster's membership and metadata store (tests start their own on 127.0.0.1)

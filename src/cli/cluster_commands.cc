@@ -13,6 +13,7 @@
 #include "cluster/membership.h"
 #include "cluster/repair.h"
 #include "common/units.h"
+#include "ec/erasure.h"
 
 namespace aq::cli {
 namespace {
@@ -21,7 +22,8 @@ struct ClusterFlags {
   std::string meta;
   std::string node;
   std::string bucket;
-  size_t replicas = 0;
+  int replicas = -1;  // -1: not given
+  std::string ec;
 };
 
 const char* kPrefix = "/aquifer/";
@@ -32,7 +34,7 @@ Status Status_(Globals& g, const ClusterFlags& f) {
   const auto config = AQ_TRY(cluster::ReadClusterConfig(*etcd, kPrefix));
   const size_t replicas = config.replicas;
   auto meta = cluster::NewEtcdMetaStore(etcd, kPrefix);
-  const auto bucket_replicas = AQ_TRY(cluster::BucketReplicas(*etcd, kPrefix));
+  const auto policies = AQ_TRY(cluster::ReadPolicies(*etcd, kPrefix));
   // What each live node really holds: a layout can name a replica that is
   // gone (a disk replaced, a write whose outcome was lost).
   cluster::BlockClient client({cluster::kNodeAccessKey, config.node_secret});
@@ -47,8 +49,15 @@ Status Status_(Globals& g, const ClusterFlags& f) {
   std::map<std::string, uint64_t> held, bytes;
   uint64_t objects = 0, blocks = 0, protected_ = 0, under = 0, misplaced = 0, lost = 0;
   uint64_t missing = 0, replicas_gone = 0;
-  std::vector<std::string> damaged;  // objects with a block that no node holds
+  uint64_t logical = 0, raw = 0;  // bytes of data, and bytes stored for them on all nodes
+  struct PerPolicy {
+    uint64_t objects = 0, blocks = 0, protected_ = 0, under = 0, logical = 0, raw = 0;
+  };
+  std::map<std::string, PerPolicy> per_policy;  // by the policy the bucket asks for
+  std::vector<std::string> damaged;             // objects with a block that no node holds
   for (const auto& b : AQ_TRY(meta->ListBuckets())) {
+    const cluster::Policy& policy = policies.For(b.name);
+    PerPolicy& pp = per_policy[policy.ToString()];
     std::string after;
     while (true) {
       auto page = AQ_TRY(meta->ListObjects({b.name, "", after, 1000}));
@@ -57,42 +66,51 @@ Status Status_(Globals& g, const ClusterFlags& f) {
         auto o = meta->GetObject(b.name, listed.key);
         if (!o.ok()) continue;
         ++objects;
+        ++pp.objects;
         bool object_damaged = false;
         for (const auto& blk : o->blocks) {
           ++blocks;
+          ++pp.blocks;
+          logical += blk.size;
+          pp.logical += blk.size;
           // Checked against the inventories of the live holders.
           size_t found = 0, unknown = 0;
-          for (const auto& h : blk.nodes) {
+          for (const auto& [h, piece] : store::StoredPieces(blk)) {
             auto inv = inventory.find(h);
             if (inv == inventory.end()) {
               ++unknown;  // down, or it did not answer: cannot tell
-            } else if (inv->second.count(blk.id)) {
+            } else if (inv->second.count(piece.id)) {
               ++found;
             } else {
               ++replicas_gone;
             }
+            held[h]++;
+            bytes[h] += piece.size;
+            raw += piece.size;
+            pp.raw += piece.size;
           }
-          if (found == 0 && unknown == 0) {
+          auto p = cluster::Protection(blk, nodes, policy);
+          if (found + unknown < p.needed) {
             ++missing;
             object_damaged = true;
           }
-          for (const auto& n : blk.nodes) {
-            held[n]++;
-            bytes[n] += blk.size;
+          if (p.live < p.needed) ++lost;
+          if (p.live < p.width) {
+            ++under;
+            ++pp.under;
           }
-          auto br = bucket_replicas.find(b.name);
-          const size_t want = br != bucket_replicas.end() ? br->second : replicas;
-          auto p = cluster::Protection(blk, nodes, want);
-          if (p.live == 0) ++lost;
-          if (p.live < want) ++under;
           if (!p.placed) ++misplaced;
-          if (p.live >= want && p.placed) ++protected_;
+          if (p.live >= p.width && p.placed) {
+            ++protected_;
+            ++pp.protected_;
+          }
         }
         if (object_damaged && damaged.size() < 20) damaged.push_back(b.name + "/" + listed.key);
       }
       if (!page.truncated) break;
     }
   }
+  const double efficiency = raw > 0 ? static_cast<double>(logical) / static_cast<double>(raw) : 0;
   size_t up = 0;
   double hits = 0, misses = 0;
   std::map<std::string, nlohmann::json> load;
@@ -120,8 +138,23 @@ Status Status_(Globals& g, const ClusterFlags& f) {
                         {"missing_replicas", replicas_gone},
                         {"damaged_objects", damaged},
                         {"cache_hit_ratio", hit_ratio},
-                        {"bucket_replicas", bucket_replicas},
+                        {"policy", policies.cluster.ToString()},
+                        {"logical_bytes", logical},
+                        {"raw_bytes", raw},
+                        {"efficiency", efficiency},
+                        {"bucket_policies", nlohmann::json::object()},
+                        {"policies", nlohmann::json::object()},
                         {"nodes", nlohmann::json::array()}};
+    for (const auto& [bucket, p] : policies.buckets) j["bucket_policies"][bucket] = p.ToString();
+    for (const auto& [name, pp] : per_policy) {
+      j["policies"][name] = {{"objects", pp.objects},
+                             {"blocks", pp.blocks},
+                             {"protected_blocks", pp.protected_},
+                             {"under_protected_blocks", pp.under},
+                             {"logical_bytes", pp.logical},
+                             {"raw_bytes", pp.raw},
+                             {"efficiency", pp.raw > 0 ? static_cast<double>(pp.logical) / pp.raw : 0.0}};
+    }
     for (const auto& n : nodes) {
       j["nodes"].push_back({{"id", n.id},
                             {"address", n.address},
@@ -130,6 +163,7 @@ Status Status_(Globals& g, const ClusterFlags& f) {
                             {"pools", n.pools},
                             {"capacity_bytes", n.capacity_bytes},
                             {"replicas_held", held[n.id]},
+                            {"pieces_held", held[n.id]},
                             {"bytes_held", bytes[n.id]},
                             {"status", load[n.id]}});
     }
@@ -139,9 +173,14 @@ Status Status_(Globals& g, const ClusterFlags& f) {
     }
     return Status::Ok();
   }
-  std::printf("cluster %s: %zu nodes (%zu up), %zu replicas per block\n", f.meta.c_str(), nodes.size(), up, replicas);
+  std::printf("cluster %s: %zu nodes (%zu up), %s\n", f.meta.c_str(), nodes.size(), up,
+              policies.cluster.erasure_coded()
+                  ? fmt::format("erasure code {} (blocks under {} as {} replicas)", policies.cluster.ec.ToString(),
+                                units::IecBytes(cluster::kEcMinBlockBytes), policies.cluster.ec.m + 1)
+                        .c_str()
+                  : fmt::format("{} replicas per block", replicas).c_str());
   std::printf("  %-16s %-22s %-10s %-5s %-10s %9s %11s %11s %9s %10s\n", "node", "address", "state", "", "pools",
-              "replicas", "holds", "free", "GET/s", "cache hit");
+              "pieces", "holds", "free", "GET/s", "cache hit");
   for (const auto& n : nodes) {
     std::string pools;
     for (const auto& p : n.pools) pools += (pools.empty() ? "" : ",") + p;
@@ -153,16 +192,27 @@ Status Status_(Globals& g, const ClusterFlags& f) {
                 units::Bytes(static_cast<double>(n.capacity_bytes)).c_str(), l.value("get_per_second", 0.0),
                 h + m > 0 ? 100 * h / (h + m) : 0.0);
   }
-  for (const auto& [bucket, n] : bucket_replicas) {
-    std::printf("  bucket %s: %zu replicas per block (its own setting)\n", bucket.c_str(), n);
+  for (const auto& [bucket, p] : policies.buckets) {
+    std::printf("  bucket %s: %s (its own setting)\n", bucket.c_str(), p.ToString().c_str());
+  }
+  for (const auto& [name, pp] : per_policy) {
+    std::printf(
+        "  %-14s %llu objects, %llu blocks (%llu fully protected, %llu under-protected), %s of data in %s "
+        "stored: efficiency %.3f\n",
+        (name + ":").c_str(), static_cast<unsigned long long>(pp.objects), static_cast<unsigned long long>(pp.blocks),
+        static_cast<unsigned long long>(pp.protected_), static_cast<unsigned long long>(pp.under),
+        units::Bytes(static_cast<double>(pp.logical)).c_str(), units::Bytes(static_cast<double>(pp.raw)).c_str(),
+        pp.raw > 0 ? static_cast<double>(pp.logical) / static_cast<double>(pp.raw) : 0.0);
   }
   std::printf("  cache: %.1f%% hits across the cluster (each block cached once, by its owner)\n", 100 * hit_ratio);
   std::printf(
-      "  protection: %s; %llu objects, %llu blocks: %llu where placement wants them with %zu live replicas, "
-      "%llu under-protected, %llu misplaced, %llu with no live replica\n",
+      "  protection: %s; %llu objects, %llu blocks: %llu in their policy's form where placement wants them with "
+      "every piece live, %llu under-protected, %llu misplaced, %llu unreadable now; efficiency %.3f (%s of data, %s "
+      "stored)\n",
       full ? "FULL" : "repairing", static_cast<unsigned long long>(objects), static_cast<unsigned long long>(blocks),
-      static_cast<unsigned long long>(protected_), replicas, static_cast<unsigned long long>(under),
-      static_cast<unsigned long long>(misplaced), static_cast<unsigned long long>(lost));
+      static_cast<unsigned long long>(protected_), static_cast<unsigned long long>(under),
+      static_cast<unsigned long long>(misplaced), static_cast<unsigned long long>(lost), efficiency,
+      units::Bytes(static_cast<double>(logical)).c_str(), units::Bytes(static_cast<double>(raw)).c_str());
   if (missing > 0 || replicas_gone > 0) {
     std::printf("  DAMAGE: %llu blocks held by no node that a layout names, %llu replicas missing on live nodes\n",
                 static_cast<unsigned long long>(missing), static_cast<unsigned long long>(replicas_gone));
@@ -186,10 +236,14 @@ Status SetState(const ClusterFlags& f, const std::string& state) {
   if (state == "smartfail") {
     size_t active = 0;
     for (const auto& n : nodes) active += n.state == "active" && n.id != *found;
-    const size_t replicas = AQ_TRY(cluster::ClusterReplicas(*etcd, kPrefix));
-    if (active < replicas) {
-      return InvalidArgument(
-          fmt::format("smartfail {} would leave {} active nodes for {} replicas per block", f.node, active, replicas));
+    const auto policies = AQ_TRY(cluster::ReadPolicies(*etcd, kPrefix));
+    cluster::Policy widest = policies.cluster;
+    for (const auto& [bucket, p] : policies.buckets) {
+      if (p.width() > widest.width()) widest = p;
+    }
+    if (active < widest.width()) {
+      return InvalidArgument(fmt::format("smartfail {} would leave {} active nodes for {} ({} nodes per block)", f.node,
+                                         active, widest.ToString(), widest.width()));
     }
   }
   AQ_TRY(cluster::SetNodeState(*etcd, kPrefix, *found, state));
@@ -201,22 +255,51 @@ Status SetState(const ClusterFlags& f, const std::string& state) {
 }
 
 Status Protect(const ClusterFlags& f) {
+  if ((f.replicas >= 0) == !f.ec.empty()) {
+    return InvalidArgument("cluster protect: give --replicas N or --ec K+M (one of them)");
+  }
   auto etcd = AQ_TRY(cluster::EtcdClient::Connect(f.meta));
   const auto nodes = AQ_TRY(cluster::ReadClusterMap(*etcd, kPrefix));
   size_t active = 0;
   for (const auto& n : nodes) active += n.state == "active";
-  if (f.replicas > active) {
-    return InvalidArgument(
-        fmt::format("{} replicas need {} active nodes; the cluster has {}", f.replicas, f.replicas, active));
+  cluster::Policy p;
+  if (!f.ec.empty() && f.ec != "none") {
+    p.ec = AQ_TRY(ec::ParseScheme(f.ec));
+  } else if (f.replicas > 16) {
+    return InvalidArgument("a bucket keeps 1 to 16 replicas per block (0 = the cluster's)");
+  } else if (f.replicas > 0) {
+    p.replicas = static_cast<size_t>(f.replicas);
   }
-  AQ_TRY(cluster::SetBucketReplicas(*etcd, kPrefix, f.bucket, f.replicas));
-  if (f.replicas == 0) {
-    std::printf("bucket %s: the cluster's replica count again\n", f.bucket.c_str());
+  if (p.width() > active) {
+    return InvalidArgument(
+        fmt::format("{} needs {} active nodes; the cluster has {}", p.ToString(), p.width(), active));
+  }
+  if (f.bucket.empty()) {
+    if (f.replicas >= 0) {
+      return InvalidArgument(
+          "the cluster's replica count is set by its nodes (aquifer serve --replicas); protect sets a bucket's, or "
+          "the cluster's erasure code (--ec K+M, --ec none)");
+    }
+    AQ_TRY(cluster::SetClusterErasureCode(*etcd, kPrefix, p.ec));
+    std::printf(
+        "cluster: %s for every bucket without its own policy (new blocks within 2 s; existing ones as repair "
+        "reaches them)\n",
+        p.erasure_coded() ? ("erasure code " + p.ec.ToString()).c_str() : "the nodes' replica count");
+    return Status::Ok();
+  }
+  if (f.ec == "none") return InvalidArgument("--ec none is for the cluster; a bucket goes back with --replicas 0");
+  AQ_TRY(cluster::SetBucketPolicy(*etcd, kPrefix, f.bucket, p));
+  if (!p.set()) {
+    std::printf("bucket %s: the cluster's policy again\n", f.bucket.c_str());
   } else {
     std::printf(
-        "bucket %s: %zu replicas per block (new blocks within 2 s, when the nodes re-read their settings; existing "
-        "ones as repair reaches them)\n",
-        f.bucket.c_str(), f.replicas);
+        "bucket %s: %s%s (new blocks within 2 s, when the nodes re-read their settings; existing ones as repair "
+        "reaches them)\n",
+        f.bucket.c_str(), p.ToString().c_str(),
+        p.erasure_coded()
+            ? fmt::format(", blocks under {} as {} replicas", units::IecBytes(cluster::kEcMinBlockBytes), p.ec.m + 1)
+                  .c_str()
+            : "");
   }
   return Status::Ok();
 }
@@ -252,9 +335,16 @@ void RegisterClusterCommands(CLI::App& app, Globals& g) {
     if (Status s = SetState(*f, "active"); !s.ok()) Fail(g, s);
   });
   auto* protect = group->add_subcommand(
-      "protect", "Set a bucket's replica count (its blocks are re-protected to it; 0 = the cluster's count)");
-  protect->add_option("bucket", f->bucket, "Bucket")->required();
-  protect->add_option("--replicas", f->replicas, "Replicas per block for this bucket (0 = the cluster's)")->required();
+      "protect",
+      "Set how a bucket's blocks (or, without a bucket, the cluster's) are protected: N replicas or erasure code "
+      "K+M; existing blocks are re-protected in the background");
+  protect->add_option("bucket", f->bucket, "Bucket (none: the cluster's erasure code)");
+  auto* rep = protect->add_option("--replicas", f->replicas, "Replicas per block for this bucket (0 = the cluster's)");
+  protect
+      ->add_option("--ec", f->ec,
+                   "Erasure code K data + M parity fragments, e.g. 4+2, 8+2 (blocks under 256 KiB keep M+1 "
+                   "replicas); 'none' for the cluster: back to replicas")
+      ->excludes(rep);
   meta(protect);
   protect->callback([f, &g] {
     if (Status s = Protect(*f); !s.ok()) Fail(g, s);

@@ -392,22 +392,52 @@ Status StatFile(Globals& g, const StatFileFlags& f) {
   nlohmann::json list = nlohmann::json::array();
   uint64_t offset = 0, bad = 0;
   for (const auto& b : o.blocks) {
-    // On a cluster's node, only the replicas this node holds are its to verify.
-    const bool here = blocks && (b.nodes.empty() || std::find(b.nodes.begin(), b.nodes.end(), self) != b.nodes.end());
+    // On a cluster's node, only the pieces (replicas, fragments) this node
+    // holds are its to verify.
+    std::vector<store::BlockRef> mine;
+    if (blocks && b.nodes.empty()) mine.push_back(b);
+    nlohmann::json fragments = nlohmann::json::array();
+    int index = 0;
+    for (const auto& [holder, piece] : store::StoredPieces(b)) {
+      const bool at_self = blocks && holder == self;
+      if (at_self) mine.push_back(piece);
+      if (b.erasure_coded()) {
+        fragments.push_back({{"index", index},
+                             {"kind", index < b.ec_k ? "data" : "parity"},
+                             {"id", piece.id},
+                             {"size", piece.size},
+                             {"crc32c", fmt::format("{:08x}", piece.crc32c)},
+                             {"node", holder},
+                             {"path", at_self ? blocks->PathOf(piece) : ""}});
+      }
+      ++index;
+    }
+    const bool here = !mine.empty();
     std::string state = here ? "not checked" : "elsewhere";
     if (f.verify && here) {
-      auto r = blocks->Read(b);
-      state = r.ok() ? "ok" : std::string(r.status().message());
-      if (!r.ok()) ++bad;
+      state = "ok";
+      for (const auto& piece : mine) {
+        auto r = blocks->Read(piece);
+        if (!r.ok()) {
+          state = std::string(r.status().message());
+          ++bad;
+          break;
+        }
+      }
     }
-    list.push_back({{"offset", offset},
-                    {"size", b.size},
-                    {"id", b.id},
-                    {"crc32c", fmt::format("{:08x}", b.crc32c)},
-                    {"pool", b.pool},
-                    {"nodes", b.nodes},
-                    {"path", here ? blocks->PathOf(b) : ""},
-                    {"state", state}});
+    nlohmann::json entry = {{"offset", offset},
+                            {"size", b.size},
+                            {"id", b.id},
+                            {"crc32c", fmt::format("{:08x}", b.crc32c)},
+                            {"pool", b.pool},
+                            {"nodes", b.nodes},
+                            {"path", here && !b.erasure_coded() ? blocks->PathOf(mine.front()) : ""},
+                            {"state", state}};
+    if (b.erasure_coded()) {
+      entry["ec"] = fmt::format("{}+{}", b.ec_k, b.ec_m);
+      entry["fragments"] = std::move(fragments);
+    }
+    list.push_back(std::move(entry));
     offset += b.size;
   }
   if (g.json) {

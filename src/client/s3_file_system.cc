@@ -321,6 +321,7 @@ class StoreFile final : public io::RandomAccessFile {
   }
 
   Status Piece(const s3::LayoutBlock& b, uint64_t start, uint64_t in, size_t take, char* out) const {
+    if (!b.fragments.empty()) return FragmentPieces(b, start, in, take, out);
     const std::string resource = "/_aquifer/blocks/" + b.id;
     const std::string query = fmt::format("crc={}&length={}&offset={}&pool={}&size={}", b.crc32c, take, in,
                                           s3::UriEncode(b.pool, true), b.size);
@@ -332,6 +333,51 @@ class StoreFile final : public io::RandomAccessFile {
     }
     // No holder answered: the node the path names fetches it, or fails.
     return FetchOne(start + in, take, out);
+  }
+
+  // An erasure-coded block: the slices of its data fragments that hold the
+  // range, from their holders in parallel; if any cannot be read, the node
+  // the path names reads (reconstructing) the rest.
+  Status FragmentPieces(const s3::LayoutBlock& b, uint64_t start, uint64_t in, size_t take, char* out) const {
+    const uint64_t frag = b.fragments[0].size;
+    struct Slice {
+      const s3::LayoutFragment* f;
+      uint64_t offset;
+      size_t len;
+      char* out;
+    };
+    std::vector<Slice> slices;
+    for (uint64_t at = in; at < in + take;) {
+      const size_t i = static_cast<size_t>(at / frag);
+      if (i >= b.fragments.size()) return FetchOne(start + in, take, out);
+      const uint64_t off = at - i * frag;
+      const size_t len = static_cast<size_t>(std::min<uint64_t>(frag - off, in + take - at));
+      slices.push_back({&b.fragments[i], off, len, out + (at - in)});
+      at += len;
+    }
+    auto one = [&](const Slice& sl) -> bool {
+      const std::string resource = "/_aquifer/blocks/" + sl.f->id;
+      const std::string query = fmt::format("crc={}&length={}&offset={}&pool={}&size={}", sl.f->crc32c, sl.len,
+                                            sl.offset, s3::UriEncode(b.pool, true), sl.f->size);
+      for (const auto& address : sl.f->addresses) {
+        fs_.Started(address, +1);
+        auto got = fs_.Call(address, "GET", resource, query, {}, kEmptySha, {}, sl.out, sl.len);
+        fs_.Started(address, -1);
+        if (got.ok() && got->status == 200 && got->received == sl.len) return true;
+      }
+      return false;
+    };
+    bool all = true;
+    if (slices.size() == 1) {
+      all = one(slices[0]);
+    } else {
+      std::vector<std::future<bool>> got;
+      for (size_t i = 1; i < slices.size(); ++i) got.push_back(std::async(std::launch::async, one, slices[i]));
+      all = one(slices[0]);
+      for (auto& g : got) all = g.get() && all;
+    }
+    if (all) return Status::Ok();
+    return FetchOne(start + in, take, out);  // a fragment is missing: the node reconstructs
   }
 
   StoreFs& fs_;

@@ -10,6 +10,7 @@
 #include "cluster/placement.h"
 #include "common/crc32c.h"
 #include "common/mutex.h"
+#include "ec/erasure.h"
 #include "s3/sigv4.h"
 #include "s3/xml.h"
 
@@ -116,15 +117,17 @@ Result<std::vector<std::string>> BlockClient::Inventory(const std::string& addre
 // ---- ClusterBlockService ----
 
 bool ClusterBlockService::Available(const store::BlockRef& ref) {
-  if (local_.Available(ref)) return true;
+  if (!ref.erasure_coded() && local_.Available(ref)) return true;
+  if (ref.erasure_coded() && local_.cache() != nullptr && local_.cache()->Contains(ref.id)) return true;
   Membership* m = membership_.load();
-  if (m == nullptr) return false;
+  if (m == nullptr) return !ref.erasure_coded() && local_.Available(ref);
   const auto map = Map();
-  for (const auto& holder : ref.nodes) {
+  size_t readable = 0;
+  for (const auto& [holder, piece] : store::StoredPieces(ref)) {
     auto it = map.find(holder);
-    if (holder != self_ && it != map.end() && it->second.up) return true;
+    if (holder == self_ ? local_.Available(piece) : (it != map.end() && it->second.up)) ++readable;
   }
-  return false;
+  return readable >= (ref.erasure_coded() ? static_cast<size_t>(ref.ec_k) : 1);
 }
 
 ClusterBlockService::ClusterBlockService(std::string self, store::LocalBlockService& local, BlockClient& client,
@@ -142,36 +145,92 @@ std::map<std::string, NodeInfo> ClusterBlockService::Map() const {
   return m;
 }
 
-size_t ClusterBlockService::ReplicasFor(const std::string& bucket) {
+Policy ClusterBlockService::PolicyFor(const std::string& bucket) {
   if (Membership* m = membership_.load()) {
     // One refresh at a time, and callers wait for it: nobody answers from
     // a map that a refresh in flight is about to replace.
     MutexLock refreshing(refresh_mu_);
     const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
     if (buckets_read_at_ < 0 || now - buckets_read_at_ > 2) {
-      auto r = BucketReplicas(m->etcd(), m->prefix());
+      auto r = ReadPolicies(m->etcd(), m->prefix());
       if (r.ok()) {
         MutexLock lock(mu_);
-        bucket_replicas_ = std::move(*r);
+        policies_ = std::move(*r);
+        policies_read_ = true;
         buckets_read_at_ = now;
       }
     }
   }
   MutexLock lock(mu_);
-  auto it = bucket_replicas_.find(bucket);
-  return it != bucket_replicas_.end() && it->second > 0 ? it->second : replicas_;
+  if (!policies_read_) {
+    Policy p;
+    p.replicas = replicas_;
+    return p;
+  }
+  Policy p = policies_.For(bucket);
+  if (!p.set()) p.replicas = replicas_;
+  return p;
+}
+
+Status ClusterBlockService::PutPiece(const std::string& node, const store::BlockRef& piece, std::string_view data,
+                                     const std::map<std::string, NodeInfo>& map) {
+  if (node == self()) return local_.store().WriteWithId(piece.id, piece.pool, data).status();
+  auto it = map.find(node);
+  if (it == map.end()) return NotFound(fmt::format("no node '{}'", node));
+  remote_writes_++;
+  return client_.Put(it->second.address, piece, data);
+}
+
+Result<std::string> ClusterBlockService::GetPiece(const std::string& node, const store::BlockRef& piece,
+                                                  const std::map<std::string, NodeInfo>& map) {
+  if (node == self()) {
+    auto r = local_.Read(piece);  // a fragment held here is cached here
+    if (!r.ok()) return r.status();
+    local_reads_++;
+    return std::string(**r);
+  }
+  auto it = map.find(node);
+  if (it == map.end()) return NotFound(fmt::format("block {}: its holder '{}' is not in the cluster", piece.id, node));
+  if (!it->second.up) return Unavailable(fmt::format("block {}: its holder {} is down", piece.id, node));
+  {
+    MutexLock lock(mu_);
+    outstanding_[node]++;
+  }
+  auto r = client_.Get(it->second.address, piece);
+  {
+    MutexLock lock(mu_);
+    outstanding_[node]--;
+  }
+  if (r.ok()) remote_reads_++;
+  return r;
+}
+
+Status ClusterBlockService::RemovePiece(const std::string& node, const store::BlockRef& piece) {
+  if (node == self()) return local_.Remove(piece);
+  const auto map = Map();
+  auto it = map.find(node);
+  if (it == map.end() || !it->second.up) return Status::Ok();  // its garbage collection drops it
+  return client_.Delete(it->second.address, piece);
 }
 
 Result<store::BlockRef> ClusterBlockService::Write(const std::string& pool, std::string_view data,
                                                    const std::string& bucket) {
-  const size_t replicas = ReplicasFor(bucket);
-  auto nodes = Nodes();
   store::BlockRef ref{store::NewBlockId(), data.size(), crc32c::Value(data), pool, {}};
-  if (Place(ref.id, nodes, nodes.size()).size() < replicas) {
+  if (ref.pool.empty()) ref.pool = local_.store().pools().front().name;
+  return WriteAs(std::move(ref), data, PolicyFor(bucket).ForBlock(data.size()));
+}
+
+Result<store::BlockRef> ClusterBlockService::WriteAs(store::BlockRef ref, std::string_view data, const Policy& form) {
+  const size_t width = form.width();
+  auto nodes = Nodes();
+  if (Place(ref.id, nodes, nodes.size()).size() < width) {
     // The map is at most a second old; a node that just joined may be missing.
     if (Membership* m = membership_.load(); m != nullptr && m->Refresh().ok()) nodes = Nodes();
   }
-  if (ref.pool.empty()) ref.pool = local_.store().pools().front().name;
+  if (form.erasure_coded()) return WriteStripe(std::move(ref), data, form.ec, nodes);
+  const size_t replicas = width;
+  ref.ec_k = ref.ec_m = 0;
+  ref.fragment_crcs.clear();
   // Every eligible node in placement order: the first `replicas` are where
   // the block belongs; if one of them fails (down but not yet known to be),
   // the next takes its replica and repair moves it home later.
@@ -180,13 +239,8 @@ Result<store::BlockRef> ClusterBlockService::Write(const std::string& pool, std:
     return IoError(
         fmt::format("a block needs {} replicas on nodes that are up and active; {} are", replicas, ranked.size()));
   }
-  std::map<std::string, std::string> address;
-  for (const auto& n : nodes) address[n.id] = n.address;
-  auto write_one = [&](const std::string& t) -> Status {
-    if (t == self()) return local_.store().WriteWithId(ref.id, ref.pool, data).status();
-    remote_writes_++;
-    return client_.Put(address[t], ref, data);
-  };
+  std::map<std::string, NodeInfo> map;
+  for (const auto& n : nodes) map[n.id] = n;
   std::vector<std::string> done;
   Status first;
   size_t next = replicas;
@@ -195,7 +249,9 @@ Result<store::BlockRef> ClusterBlockService::Write(const std::string& pool, std:
     // A batch's replicas are written at once; the block is acknowledged
     // when `replicas` of them are durable.
     std::vector<std::future<Status>> writes;
-    for (const auto& t : batch) writes.push_back(std::async(std::launch::async, write_one, t));
+    for (const auto& t : batch) {
+      writes.push_back(std::async(std::launch::async, [&, t] { return PutPiece(t, ref, data, map); }));
+    }
     size_t failed = 0;
     for (size_t i = 0; i < writes.size(); ++i) {
       Status s = writes[i].get();
@@ -220,6 +276,69 @@ Result<store::BlockRef> ClusterBlockService::Write(const std::string& pool, std:
   return ref;
 }
 
+Result<store::BlockRef> ClusterBlockService::WriteStripe(store::BlockRef ref, std::string_view data,
+                                                         const ec::Scheme& scheme, const std::vector<NodeInfo>& nodes) {
+  const auto codec = AQ_TRY(ec::Codec::Get(scheme));
+  const size_t width = static_cast<size_t>(scheme.k + scheme.m);
+  const auto ranked = Place(ref.id, nodes, nodes.size());
+  if (ranked.size() < width) {
+    return IoError(fmt::format("erasure code {} needs {} nodes that are up and active; {} are", scheme.ToString(),
+                               width, ranked.size()));
+  }
+  const auto fragments = codec->Encode(data);
+  ref.ec_k = static_cast<uint8_t>(scheme.k);
+  ref.ec_m = static_cast<uint8_t>(scheme.m);
+  ref.fragment_crcs.clear();
+  for (const auto& f : fragments) ref.fragment_crcs.push_back(crc32c::Value(f));
+  ref.nodes.assign(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(width));
+  std::map<std::string, NodeInfo> map;
+  for (const auto& n : nodes) map[n.id] = n;
+  // Fragment i goes to the i-th node of the placement; a node that fails
+  // is replaced by the next unused one (repair moves it home later).
+  std::vector<bool> stored(width, false);
+  size_t next = width;
+  Status first;
+  std::vector<size_t> pending(width);
+  for (size_t i = 0; i < width; ++i) pending[i] = i;
+  while (!pending.empty()) {
+    std::vector<std::future<Status>> writes;
+    for (size_t i : pending) {
+      writes.push_back(std::async(std::launch::async, [&, i] {
+        return PutPiece(ref.nodes[i], store::FragmentRef(ref, static_cast<int>(i)), fragments[i], map);
+      }));
+    }
+    std::vector<size_t> again;
+    bool stuck = false;
+    for (size_t j = 0; j < pending.size(); ++j) {
+      Status s = writes[j].get();
+      if (s.ok()) {
+        stored[pending[j]] = true;
+        continue;
+      }
+      if (first.ok()) first = s;
+      if (next < ranked.size()) {
+        ref.nodes[pending[j]] = ranked[next++];
+        again.push_back(pending[j]);
+      } else {
+        stuck = true;  // no node left to take this fragment
+      }
+    }
+    if (stuck) break;
+    pending = std::move(again);
+  }
+  const size_t ok = static_cast<size_t>(std::count(stored.begin(), stored.end(), true));
+  if (ok < width) {
+    // Nothing less than a full stripe is acknowledged.
+    for (size_t i = 0; i < width; ++i) {
+      if (stored[i]) (void)RemovePiece(ref.nodes[i], store::FragmentRef(ref, static_cast<int>(i)));
+    }
+    return Status(first.code(), fmt::format("block {}: {} of {} fragments ({}) written; {}", ref.id, ok, width,
+                                            scheme.ToString(), first.message()));
+  }
+  fragments_written_ += width;
+  return ref;
+}
+
 std::string ClusterBlockService::Owner(const store::BlockRef& ref, const std::map<std::string, NodeInfo>& map) {
   std::string best;
   uint64_t best_w = 0;
@@ -235,11 +354,94 @@ std::string ClusterBlockService::Owner(const store::BlockRef& ref, const std::ma
   return best;
 }
 
+Result<std::shared_ptr<const std::string>> ClusterBlockService::ReadStripe(const store::BlockRef& ref) {
+  store::BlockCache* cache = local_.cache();
+  if (cache != nullptr) {
+    if (auto hit = cache->Get(ref.id)) return hit;  // reconstructed here before
+  }
+  stripe_reads_++;
+  const int k = ref.ec_k, n = ref.ec_k + ref.ec_m;
+  const auto codec = AQ_TRY(ec::Codec::Get({k, ref.ec_m}));
+  if (ref.nodes.size() != static_cast<size_t>(n) || ref.fragment_crcs.size() != static_cast<size_t>(n)) {
+    return Corruption(
+        fmt::format("block {}: erasure-code record lists {} holders for {} fragments", ref.id, ref.nodes.size(), n));
+  }
+  const auto map = Map();
+  std::vector<std::string> f(n);
+  std::vector<bool> have(n, false);
+  std::vector<Status> why(n);
+  // Fetches fragments [from, to) in parallel; those on this node inline.
+  auto fetch = [&](int from, int to) {
+    std::vector<std::pair<int, std::future<Result<std::string>>>> remote;
+    for (int i = from; i < to; ++i) {
+      const auto piece = store::FragmentRef(ref, i);
+      if (ref.nodes[i] == self()) {
+        auto r = GetPiece(ref.nodes[i], piece, map);
+        if (r.ok()) {
+          f[i] = std::move(*r);
+          have[i] = true;
+        } else {
+          why[i] = r.status();
+        }
+        continue;
+      }
+      remote.emplace_back(i, std::async(std::launch::async, [this, node = ref.nodes[i], piece, &map] {
+                            return GetPiece(node, piece, map);
+                          }));
+    }
+    for (auto& [i, fut] : remote) {
+      auto r = fut.get();
+      if (r.ok()) {
+        f[i] = std::move(*r);
+        have[i] = true;
+      } else {
+        why[i] = r.status();
+      }
+    }
+  };
+  fetch(0, k);  // healthy: the data fragments only
+  int present = static_cast<int>(std::count(have.begin(), have.begin() + k, true));
+  const bool degraded = present < k;
+  if (degraded) {
+    degraded_reads_++;
+    failovers_ += static_cast<uint64_t>(k - present);
+    fetch(k, n);
+    present = static_cast<int>(std::count(have.begin(), have.end(), true));
+    if (present < k) {
+      Status last;
+      for (const auto& w : why) {
+        if (!w.ok()) last = w;
+      }
+      return Status(last.code() == StatusCode::kCorruption ? StatusCode::kCorruption : StatusCode::kUnavailable,
+                    fmt::format("block {}: {} of its {} fragments readable, {} needed (last: {})", ref.id, present, n,
+                                k, last.message()));
+    }
+    AQ_TRY(codec->Reconstruct(f, have));
+  }
+  auto block = std::make_shared<const std::string>(codec->Join(f, ref.size));
+  if (crc32c::Value(*block) != ref.crc32c) {
+    return Corruption(fmt::format("block {}: reassembled from fragments, its bytes do not match its checksum", ref.id));
+  }
+  if (degraded) {
+    if (cache != nullptr) cache->Put(ref.id, block);
+    // Fragments damaged or missing on holders that are up are rewritten now.
+    for (int i = 0; i < n; ++i) {
+      const auto code = why[i].code();
+      if (have[i] || (code != StatusCode::kCorruption && code != StatusCode::kNotFound)) continue;
+      const auto piece = store::FragmentRef(ref, i);
+      (void)RemovePiece(ref.nodes[i], piece);
+      if (PutPiece(ref.nodes[i], piece, f[i], map).ok()) repaired_++;
+    }
+  }
+  return block;
+}
+
 Result<std::shared_ptr<const std::string>> ClusterBlockService::Read(const store::BlockRef& ref) {
   if (ref.nodes.empty()) {  // written before the node joined a cluster: it is local
     local_reads_++;
     return local_.Read(ref);
   }
+  if (ref.erasure_coded()) return ReadStripe(ref);
   const auto map = Map();
   // The block's owner (its live holder of highest placement weight) is the
   // one node that caches it: ask it first, so the cluster's RAM holds each
@@ -287,21 +489,12 @@ Result<std::shared_ptr<const std::string>> ClusterBlockService::Read(const store
     }
     auto it = map.find(node);
     if (it == map.end()) continue;
-    {
-      MutexLock lock(mu_);
-      outstanding_[node]++;
-    }
-    auto r = client_.Get(it->second.address, ref);
-    {
-      MutexLock lock(mu_);
-      outstanding_[node]--;
-    }
+    auto r = GetPiece(node, ref, map);
     if (!r.ok()) {
       last = r.status();
       failovers_++;
       continue;
     }
-    remote_reads_++;
     auto block = std::make_shared<const std::string>(std::move(*r));
     if (local_bad) {
       // Replace this node's damaged or missing copy with the good bytes.
@@ -315,16 +508,11 @@ Result<std::shared_ptr<const std::string>> ClusterBlockService::Read(const store
 
 Status ClusterBlockService::Remove(const store::BlockRef& ref) {
   if (ref.nodes.empty()) return local_.Remove(ref);
-  const auto map = Map();
+  if (ref.erasure_coded() && local_.cache() != nullptr) local_.cache()->Erase(ref.id);
   Status first;
-  for (const auto& n : ref.nodes) {
-    Status s;
-    if (n == self()) {
-      s = local_.Remove(ref);
-    } else if (auto it = map.find(n); it != map.end() && it->second.up) {
-      s = client_.Delete(it->second.address, ref);
-    }
-    // A replica on a node that is down stays until that node's garbage collection.
+  for (const auto& [node, piece] : store::StoredPieces(ref)) {
+    // A piece on a node that is down stays until that node's garbage collection.
+    Status s = RemovePiece(node, piece);
     if (!s.ok() && s.code() != StatusCode::kNotFound && first.ok()) first = s;
   }
   return first;
@@ -332,12 +520,47 @@ Status ClusterBlockService::Remove(const store::BlockRef& ref) {
 
 Status ClusterBlockService::Replicate(const store::BlockRef& ref, const std::string& node) {
   auto block = AQ_TRY(Read(ref));
-  if (node == self()) return local_.store().WriteWithId(ref.id, ref.pool, *block).status();
   const auto map = Map();
-  auto it = map.find(node);
-  if (it == map.end()) return NotFound(fmt::format("no node '{}'", node));
-  remote_writes_++;
-  return client_.Put(it->second.address, ref, *block);
+  store::BlockRef piece = ref;
+  piece.nodes = {node};
+  return PutPiece(node, piece, *block, map);
+}
+
+Status ClusterBlockService::RebuildFragment(const store::BlockRef& ref, int i, const std::string& node) {
+  if (!ref.erasure_coded() || i < 0 || i >= ref.ec_k + ref.ec_m) {
+    return InvalidArgument(fmt::format("block {} has no fragment {}", ref.id, i));
+  }
+  const auto map = Map();
+  const auto piece = store::FragmentRef(ref, i);
+  auto direct = GetPiece(ref.nodes[i], piece, map);
+  std::string bytes;
+  if (direct.ok()) {
+    bytes = std::move(*direct);
+  } else {
+    // Its holder is gone: any K others give the block, and the block its fragments.
+    auto block = AQ_TRY(ReadStripe(ref));
+    const auto codec = AQ_TRY(ec::Codec::Get({ref.ec_k, ref.ec_m}));
+    auto all = codec->Encode(*block);
+    bytes = std::move(all[i]);
+    if (crc32c::Value(bytes) != piece.crc32c) {
+      return Corruption(fmt::format("block {}: fragment {} rebuilt with the wrong checksum", ref.id, i));
+    }
+  }
+  AQ_TRY(PutPiece(node, piece, bytes, map));
+  fragments_written_++;
+  return Status::Ok();
+}
+
+Result<store::BlockRef> ClusterBlockService::Rewrite(const store::BlockRef& ref, const Policy& form) {
+  auto block = AQ_TRY(Read(ref));
+  store::BlockRef out;
+  out.id = ref.id;
+  out.size = ref.size;
+  out.crc32c = ref.crc32c;
+  out.pool = ref.pool;
+  // Fragments are stored under their own ids and replicas under the
+  // block's, so the new pieces never overwrite the old ones.
+  return WriteAs(std::move(out), *block, form);
 }
 
 ClusterBlockStats ClusterBlockService::Stats() const {
@@ -348,6 +571,9 @@ ClusterBlockStats ClusterBlockService::Stats() const {
   s.repaired_on_read = repaired_;
   s.replicas_written = written_;
   s.remote_writes = remote_writes_;
+  s.stripe_reads = stripe_reads_;
+  s.degraded_reads = degraded_reads_;
+  s.fragments_written = fragments_written_;
   return s;
 }
 

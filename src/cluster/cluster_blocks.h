@@ -6,6 +6,15 @@
 // on any error or timeout. A replica found corrupt or missing on this node is
 // rewritten from a good one on the spot.
 //
+// A bucket whose policy is erasure-coded (ec:K+M) has its blocks of at
+// least kEcMinBlockBytes cut into K data + M parity fragments on the first
+// K+M nodes of the block's placement, acknowledged when all K+M are
+// durable. A healthy read fetches the K data fragments in parallel (no
+// parity, no decoding); a fragment that cannot be read (holder down,
+// damaged, missing) makes the read degraded: parity fragments are fetched
+// and the block is reconstructed from any K (ISA-L), cached on this node,
+// and damaged or missing fragments on live holders are rewritten.
+//
 // Only a block's owner caches it (reads on the owner and the block API go
 // through its cache; blocks fetched from others, and a stand-in replica's
 // reads, are not cached), so the nodes' RAM adds up to one cache without
@@ -53,6 +62,8 @@ class BlockClient {
 struct ClusterBlockStats {
   uint64_t local_reads = 0, remote_reads = 0, failovers = 0, repaired_on_read = 0;
   uint64_t replicas_written = 0, remote_writes = 0;
+  // Erasure-coded blocks: reads, reads that had to reconstruct, fragments written.
+  uint64_t stripe_reads = 0, degraded_reads = 0, fragments_written = 0;
 };
 
 class ClusterBlockService final : public store::BlockService {
@@ -64,9 +75,9 @@ class ClusterBlockService final : public store::BlockService {
   void Attach(Membership* membership) { membership_.store(membership); }
 
   Result<store::BlockRef> Write(const std::string& pool, std::string_view data, const std::string& bucket) override;
-  // The replica count of a bucket's blocks: its own (aquifer cluster protect)
-  // or the cluster's. Bucket settings are re-read from etcd every 2 s.
-  size_t ReplicasFor(const std::string& bucket);
+  // The protection of a bucket's blocks: its own (aquifer cluster protect)
+  // or the cluster's. Settings are re-read from etcd every 2 s.
+  Policy PolicyFor(const std::string& bucket);
   Result<std::shared_ptr<const std::string>> Read(const store::BlockRef& ref) override;
   Status Remove(const store::BlockRef& ref) override;
   // A replica is here, or a holder is up.
@@ -74,6 +85,15 @@ class ClusterBlockService final : public store::BlockService {
 
   // Copies a block to `node` from one of its holders (repair, rebalance).
   Status Replicate(const store::BlockRef& ref, const std::string& node);
+  // Stores fragment `i` of an erasure-coded block on `node`: copied from its
+  // holder, or reconstructed from K others when that fails.
+  Status RebuildFragment(const store::BlockRef& ref, int i, const std::string& node);
+  // The same bytes in another form (replicas <-> erasure-coded, `form` from
+  // Policy::ForBlock), same id, on the nodes placement names; the old
+  // pieces are left for the caller to remove once the layout is committed.
+  Result<store::BlockRef> Rewrite(const store::BlockRef& ref, const Policy& form);
+  // Removes what `node` stores of a block (a replica or one fragment).
+  Status RemovePiece(const std::string& node, const store::BlockRef& piece);
 
   ClusterBlockStats Stats() const;
   // The node that caches a block: its live holder of highest placement weight.
@@ -83,12 +103,23 @@ class ClusterBlockService final : public store::BlockService {
 
  private:
   std::map<std::string, NodeInfo> Map() const;
-
   std::vector<NodeInfo> Nodes() const;
+  // Writes `data` as block `ref` (id, pool set) in `form` on the nodes
+  // placement ranks first, stand-ins taking the places of nodes that fail.
+  Result<store::BlockRef> WriteAs(store::BlockRef ref, std::string_view data, const Policy& form);
+  Result<store::BlockRef> WriteStripe(store::BlockRef ref, std::string_view data, const ec::Scheme& scheme,
+                                      const std::vector<NodeInfo>& nodes);
+  Result<std::shared_ptr<const std::string>> ReadStripe(const store::BlockRef& ref);
+  // One stored piece (replica or fragment) from `node`, verified.
+  Result<std::string> GetPiece(const std::string& node, const store::BlockRef& piece,
+                               const std::map<std::string, NodeInfo>& map);
+  Status PutPiece(const std::string& node, const store::BlockRef& piece, std::string_view data,
+                  const std::map<std::string, NodeInfo>& map);
 
   const std::string self_;
   Mutex refresh_mu_;  // one read of the bucket settings at a time
-  std::map<std::string, size_t> bucket_replicas_ AQ_GUARDED_BY(mu_);
+  Policies policies_ AQ_GUARDED_BY(mu_);
+  bool policies_read_ AQ_GUARDED_BY(mu_) = false;
   double buckets_read_at_ = -1;  // GUARDED_BY(refresh_mu_, written under mu_ too)
   std::atomic<Membership*> membership_{nullptr};
   store::LocalBlockService& local_;
@@ -98,6 +129,7 @@ class ClusterBlockService final : public store::BlockService {
   std::map<std::string, int> outstanding_ AQ_GUARDED_BY(mu_);  // requests in flight per node
   uint64_t round_robin_ AQ_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> local_reads_{0}, remote_reads_{0}, failovers_{0}, repaired_{0}, written_{0}, remote_writes_{0};
+  std::atomic<uint64_t> stripe_reads_{0}, degraded_reads_{0}, fragments_written_{0};
 };
 
 }  // namespace aq::cluster

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
@@ -86,35 +87,112 @@ Result<size_t> ClusterReplicas(EtcdClient& etcd, const std::string& prefix) {
   return v["replicas"].get<size_t>();
 }
 
-Result<std::map<std::string, size_t>> BucketReplicas(EtcdClient& etcd, const std::string& prefix) {
-  std::map<std::string, size_t> out;
-  const std::string p = prefix + "buckets/";
-  for (const auto& kv : AQ_TRY(etcd.Prefix(p))) {
-    json v = json::parse(kv.value, nullptr, false);
-    if (v.is_object() && v.contains("replicas") && v["replicas"].is_number_unsigned()) {
-      out[kv.key.substr(p.size())] = v["replicas"].get<size_t>();
-    }
-  }
-  return out;
+Policy Policy::ForBlock(uint64_t bytes) const {
+  if (!erasure_coded() || bytes >= kEcMinBlockBytes) return *this;
+  Policy p;
+  p.replicas = static_cast<size_t>(ec.m) + 1;
+  return p;
 }
 
-Status SetBucketReplicas(EtcdClient& etcd, const std::string& prefix, const std::string& bucket, size_t replicas) {
-  const std::string key = prefix + "buckets/" + bucket;
+double Policy::efficiency() const {
+  if (erasure_coded()) return static_cast<double>(ec.k) / (ec.k + ec.m);
+  return replicas > 0 ? 1.0 / static_cast<double>(replicas) : 0;
+}
+
+std::string Policy::ToString() const {
+  if (erasure_coded()) return "ec:" + ec.ToString();
+  return replicas > 0 ? fmt::format("replicas:{}", replicas) : "cluster default";
+}
+
+Result<Policy> ParsePolicy(std::string_view text) {
+  Policy p;
+  if (text.rfind("ec:", 0) == 0) {
+    p.ec = AQ_TRY(ec::ParseScheme(text.substr(3)));
+    return p;
+  }
+  std::string_view n = text.rfind("replicas:", 0) == 0 ? text.substr(9) : text;
+  char* end = nullptr;
+  const std::string digits(n);
+  const unsigned long v = std::strtoul(digits.c_str(), &end, 10);
+  if (digits.empty() || end != digits.c_str() + digits.size() || v < 1 || v > 16) {
+    return InvalidArgument(fmt::format("protection '{}': expected replicas:N (1 to 16) or ec:K+M (e.g. ec:4+2)", text));
+  }
+  p.replicas = v;
+  return p;
+}
+
+const Policy& Policies::For(const std::string& bucket) const {
+  auto it = buckets.find(bucket);
+  return it != buckets.end() ? it->second : cluster;
+}
+
+namespace {
+
+// A policy as a record holds it ("replicas": N or "ec": "K+M"); unset if neither.
+Policy PolicyOf(const json& v) {
+  Policy p;
+  if (!v.is_object()) return p;
+  if (v.contains("ec") && v["ec"].is_string()) {
+    if (auto s = ec::ParseScheme(v["ec"].get<std::string>()); s.ok()) p.ec = *s;
+  }
+  if (!p.erasure_coded() && v.contains("replicas") && v["replicas"].is_number_unsigned()) {
+    p.replicas = v["replicas"].get<size_t>();
+  }
+  return p;
+}
+
+// Rewrites a JSON record with `edit` in a compare-and-swap loop.
+Status EditRecord(EtcdClient& etcd, const std::string& key, const std::string& what,
+                  const std::function<void(json&)>& edit) {
   for (int attempt = 0; attempt < 5; ++attempt) {
     auto kv = AQ_TRY(etcd.Get(key));
-    if (!kv) return NotFound(Subject::kBucket, fmt::format("no bucket '{}'", bucket));
+    if (!kv) return NotFound(Subject::kBucket, fmt::format("no {}", what));
     json v = json::parse(kv->value, nullptr, false);
     if (!v.is_object()) return Corruption(fmt::format("etcd record '{}' is not a JSON object", key));
-    if (replicas == 0) {
-      v.erase("replicas");
-    } else {
-      v["replicas"] = replicas;
-    }
+    edit(v);
     auto t = AQ_TRY(etcd.Txn({{key, "", Compare::Target::kModRevision, Compare::Op::kEqual, kv->mod_revision, ""}},
                              {{TxnOp::Kind::kPut, key, "", v.dump(), 0}}));
     if (t.succeeded) return Status::Ok();
   }
-  return IoError(fmt::format("bucket '{}': its record kept changing", bucket));
+  return IoError(fmt::format("{}: its record kept changing", what));
+}
+
+}  // namespace
+
+Result<Policies> ReadPolicies(EtcdClient& etcd, const std::string& prefix) {
+  Policies out;
+  auto kv = AQ_TRY(etcd.Get(prefix + "config"));
+  if (!kv) return NotFound("no cluster here yet (no node has joined)");
+  out.cluster = PolicyOf(json::parse(kv->value, nullptr, false));
+  if (!out.cluster.set()) return Corruption("etcd record 'config' is malformed");
+  const std::string p = prefix + "buckets/";
+  for (const auto& b : AQ_TRY(etcd.Prefix(p))) {
+    Policy policy = PolicyOf(json::parse(b.value, nullptr, false));
+    if (policy.set()) out.buckets[b.key.substr(p.size())] = policy;
+  }
+  return out;
+}
+
+Status SetBucketPolicy(EtcdClient& etcd, const std::string& prefix, const std::string& bucket, const Policy& policy) {
+  return EditRecord(etcd, prefix + "buckets/" + bucket, fmt::format("bucket '{}'", bucket), [&](json& v) {
+    v.erase("replicas");
+    v.erase("ec");
+    if (policy.erasure_coded()) {
+      v["ec"] = policy.ec.ToString();
+    } else if (policy.replicas > 0) {
+      v["replicas"] = policy.replicas;
+    }
+  });
+}
+
+Status SetClusterErasureCode(EtcdClient& etcd, const std::string& prefix, const ec::Scheme& scheme) {
+  return EditRecord(etcd, prefix + "config", "cluster (no node has joined)", [&](json& v) {
+    if (scheme.k > 0) {
+      v["ec"] = scheme.ToString();
+    } else {
+      v.erase("ec");
+    }
+  });
 }
 
 Result<std::vector<NodeInfo>> ReadClusterMap(EtcdClient& etcd, const std::string& prefix) {

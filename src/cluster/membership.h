@@ -27,6 +27,7 @@
 #include "cluster/etcd_client.h"
 #include "common/mutex.h"
 #include "common/status.h"
+#include "ec/erasure.h"
 
 namespace aq::cluster {
 
@@ -57,10 +58,42 @@ Result<ClusterConfig> EnsureClusterConfig(EtcdClient& etcd, const std::string& p
 // The configuration as it is (NotFound before any node joined).
 Result<ClusterConfig> ReadClusterConfig(EtcdClient& etcd, const std::string& prefix);
 Result<size_t> ClusterReplicas(EtcdClient& etcd, const std::string& prefix);
-// Buckets with their own replica count (PREFIX buckets/<name> "replicas").
-Result<std::map<std::string, size_t>> BucketReplicas(EtcdClient& etcd, const std::string& prefix);
-// Sets a bucket's replica count (0 = the cluster's). NotFound if no bucket.
-Status SetBucketReplicas(EtcdClient& etcd, const std::string& prefix, const std::string& bucket, size_t replicas);
+
+// How blocks are protected: `replicas` whole copies, or erasure-coded as
+// K data + M parity fragments on K+M distinct nodes. An erasure-coded
+// policy keeps blocks under kEcMinBlockBytes as M+1 replicas: they survive
+// the same M lost nodes, and a small block cut into K fragments would cost
+// K requests per read for little capacity saved.
+struct Policy {
+  size_t replicas = 0;  // with ec.k == 0; 0 and no ec: not set (the cluster's applies)
+  ec::Scheme ec;        // k > 0: erasure-coded
+  bool erasure_coded() const { return ec.k > 0; }
+  bool set() const { return replicas > 0 || erasure_coded(); }
+  // The form a block of `bytes` bytes takes: erasure-coded, or replicas.
+  Policy ForBlock(uint64_t bytes) const;
+  // Nodes a block in this form occupies (K+M fragments or its replicas).
+  size_t width() const { return erasure_coded() ? static_cast<size_t>(ec.k + ec.m) : replicas; }
+  // The fraction of raw capacity that holds data (K/(K+M), 1/replicas).
+  double efficiency() const;
+  std::string ToString() const;  // "replicas:2", "ec:4+2"
+  bool operator==(const Policy&) const = default;
+};
+inline constexpr uint64_t kEcMinBlockBytes = 256 << 10;
+// "replicas:N" (1-16), "ec:K+M" (see ec::ParseScheme), or "N".
+Result<Policy> ParsePolicy(std::string_view text);
+// The protection of every bucket: the cluster's (PREFIX config "replicas",
+// "ec") unless a bucket has its own (PREFIX buckets/<name> "replicas" or "ec").
+struct Policies {
+  Policy cluster;
+  std::map<std::string, Policy> buckets;
+  const Policy& For(const std::string& bucket) const;
+};
+Result<Policies> ReadPolicies(EtcdClient& etcd, const std::string& prefix);
+// Sets a bucket's policy (an unset Policy: the cluster's again). NotFound if no bucket.
+Status SetBucketPolicy(EtcdClient& etcd, const std::string& prefix, const std::string& bucket, const Policy& policy);
+// Erasure-codes the cluster's buckets (those without their own policy);
+// a scheme with k == 0 goes back to the nodes' replica count.
+Status SetClusterErasureCode(EtcdClient& etcd, const std::string& prefix, const ec::Scheme& scheme);
 
 // Every member, sorted by id, with `up` from the alive keys.
 Result<std::vector<NodeInfo>> ReadClusterMap(EtcdClient& etcd, const std::string& prefix);

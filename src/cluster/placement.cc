@@ -64,6 +64,19 @@ s3::Layout LayoutFor(const store::ObjectMeta& o, const std::vector<NodeInfo>& no
     lb.size = b.size;
     lb.crc32c = b.crc32c;
     lb.pool = b.pool;
+    if (b.erasure_coded()) {
+      // The data fragments, each with its holder (clients need no parity:
+      // a node reconstructs when a fragment cannot be read).
+      for (int i = 0; i < b.ec_k && static_cast<size_t>(i) < b.nodes.size(); ++i) {
+        const auto piece = store::FragmentRef(b, i);
+        s3::LayoutFragment f{piece.id, piece.size, piece.crc32c, {}};
+        if (auto it = map.find(b.nodes[i]); it != map.end() && it->second->up)
+          f.addresses.push_back(it->second->address);
+        lb.fragments.push_back(std::move(f));
+      }
+      l.blocks.push_back(std::move(lb));
+      continue;
+    }
     for (const auto& h : holders) {
       if (auto it = map.find(h); it != map.end()) lb.addresses.push_back(it->second->address);
     }

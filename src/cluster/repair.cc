@@ -34,18 +34,26 @@ std::string Coordinator(const std::string& name, const std::vector<NodeInfo>& no
 
 }  // namespace
 
-BlockProtection Protection(const store::BlockRef& block, const std::vector<NodeInfo>& nodes, size_t replicas) {
+bool SameForm(const store::BlockRef& b, const Policy& form) {
+  if (b.erasure_coded()) return form.erasure_coded() && form.ec.k == b.ec_k && form.ec.m == b.ec_m;
+  return !form.erasure_coded();
+}
+
+BlockProtection Protection(const store::BlockRef& block, const std::vector<NodeInfo>& nodes, const Policy& policy) {
   BlockProtection p;
+  const Policy form = policy.ForBlock(block.size);
   std::set<std::string> up;
   for (const auto& n : nodes) {
     if (n.up) up.insert(n.id);
   }
   for (const auto& h : block.nodes) p.live += up.count(h);
-  auto want = Place(block.id, nodes, replicas);
+  p.width = block.erasure_coded() ? static_cast<size_t>(block.ec_k + block.ec_m) : form.width();
+  p.needed = block.erasure_coded() ? block.ec_k : 1;
+  auto want = Place(block.id, nodes, form.width());
   std::vector<std::string> have = block.nodes;
   std::sort(want.begin(), want.end());
   std::sort(have.begin(), have.end());
-  p.placed = want == have && have.size() >= replicas;
+  p.placed = SameForm(block, form) && want == have && have.size() >= form.width();
   return p;
 }
 
@@ -53,7 +61,10 @@ Result<std::vector<std::string>> BlocksHeldBy(store::MetaStore& meta, const std:
   std::vector<std::string> out;
   auto keep = [&](const std::vector<store::BlockRef>& blocks) {
     for (const auto& b : blocks) {
-      if (b.nodes.empty() || std::find(b.nodes.begin(), b.nodes.end(), node) != b.nodes.end()) out.push_back(b.id);
+      if (b.nodes.empty()) out.push_back(b.id);
+      for (const auto& [holder, piece] : store::StoredPieces(b)) {
+        if (holder == node) out.push_back(piece.id);
+      }
     }
   };
   for (const auto& bucket : AQ_TRY(meta.ListBuckets())) {
@@ -133,16 +144,44 @@ void Repairer::Throttle(uint64_t bytes) {
   }
 }
 
+void Repairer::DropDue(bool all) {
+  std::vector<Drop> due;
+  {
+    MutexLock lock(mu_);
+    const double now = Now();
+    auto keep = std::partition(drops_.begin(), drops_.end(), [&](const Drop& d) { return !all && d.due > now; });
+    due.assign(std::make_move_iterator(keep), std::make_move_iterator(drops_.end()));
+    drops_.erase(keep, drops_.end());
+    stats_.drops_pending = drops_.size();
+  }
+  for (const auto& d : due) {
+    // A later layout may name the same piece again (a node back where
+    // placement wants it, a form changed back): then it stays.
+    auto o = meta_.GetObject(d.bucket, d.key);
+    bool named = false;
+    if (o.ok()) {
+      for (const auto& b : o->blocks) {
+        for (const auto& [h, piece] : store::StoredPieces(b)) named |= h == d.node && piece.id == d.piece.id;
+      }
+    } else if (o.status().code() != StatusCode::kNotFound) {
+      MutexLock lock(mu_);
+      drops_.push_back(d);  // cannot tell now: later
+      continue;
+    }
+    if (named) continue;
+    Status s = blocks_.RemovePiece(d.node, d.piece);
+    MutexLock lock(mu_);
+    if (s.ok()) stats_.dropped++;
+  }
+}
+
 Status Repairer::Pass() {
+  DropDue(false);
   const double t0 = Now();
   const auto nodes = membership_.Nodes();
   const std::string self = membership_.self().id;
-  std::map<std::string, std::string> address;
   std::map<std::string, bool> up;
-  for (const auto& n : nodes) {
-    address[n.id] = n.address;
-    up[n.id] = n.up;
-  }
+  for (const auto& n : nodes) up[n.id] = n.up;
   uint64_t objects = 0, nblocks = 0, under = 0, misplaced = 0;
   std::map<std::string, uint64_t> held;  // replicas each node holds, per the layouts
   for (const auto& bucket : AQ_TRY(meta_.ListBuckets())) {
@@ -159,21 +198,85 @@ Status Repairer::Pass() {
         if (!got.ok()) continue;  // deleted meanwhile
         store::ObjectMeta o = std::move(*got);
         ++objects;
-        const size_t r = blocks_.ReplicasFor(o.bucket);
+        const Policy policy = blocks_.PolicyFor(o.bucket);
         const bool mine = Coordinator(o.bucket + "/" + o.key, nodes) == self;
         bool changed = false;
-        std::vector<store::BlockRef> drops;  // replicas to remove once the new layout is committed
+        // Pieces to remove once the new layout is committed: (node, piece).
+        std::vector<std::pair<std::string, store::BlockRef>> drops;
         for (auto& b : o.blocks) {
           if (b.nodes.empty()) continue;  // a single node's block
           ++nblocks;
           for (const auto& h : b.nodes) held[h]++;
-          const auto prot = Protection(b, nodes, r);
-          if (prot.live < r) ++under;
+          const Policy form = policy.ForBlock(b.size);
+          const auto prot = Protection(b, nodes, policy);
+          if (prot.live < prot.width) ++under;
           if (prot.placed) continue;
           ++misplaced;
           if (!mine) continue;
-          const auto want = Place(b.id, nodes, r);
+          if (!SameForm(b, form)) {
+            // Re-protection (replicas <-> erasure-coded, or another K+M):
+            // the block is written anew in the policy's form beside the
+            // old pieces, which go once the layout names the new ones.
+            Throttle(b.size);
+            auto nb = blocks_.Rewrite(b, form);
+            MutexLock lock(mu_);
+            if (!nb.ok()) {
+              stats_.errors++;
+              stats_.last_error = std::string(nb.status().message());
+              continue;
+            }
+            for (auto& [h, piece] : store::StoredPieces(b)) {
+              if (up[h]) drops.emplace_back(h, std::move(piece));
+            }
+            stats_.reprotected++;
+            stats_.bytes_copied += b.size;
+            b = std::move(*nb);
+            changed = true;
+            continue;
+          }
+          const auto want = Place(b.id, nodes, form.width());
           if (want.empty()) continue;
+          if (b.erasure_coded()) {
+            // Fragments on live nodes where placement wants them stay; each
+            // other one is copied (its holder up) or rebuilt from K others
+            // onto a wanted node that holds none of this block yet.
+            std::vector<std::string> now = b.nodes;
+            std::set<std::string> used;
+            std::vector<int> todo;
+            for (size_t i = 0; i < b.nodes.size(); ++i) {
+              const auto& h = b.nodes[i];
+              if (up[h] && std::find(want.begin(), want.end(), h) != want.end() && !used.count(h)) {
+                used.insert(h);
+              } else {
+                todo.push_back(static_cast<int>(i));
+              }
+            }
+            std::vector<std::string> free;
+            for (const auto& w : want) {
+              if (!used.count(w)) free.push_back(w);
+            }
+            for (size_t t = 0; t < todo.size() && t < free.size(); ++t) {
+              const int i = todo[t];
+              Throttle(b.FragmentSize());
+              Status s = blocks_.RebuildFragment(b, i, free[t]);
+              MutexLock lock(mu_);
+              if (!s.ok()) {
+                stats_.errors++;
+                stats_.last_error = std::string(s.message());
+                continue;
+              }
+              stats_.copied++;
+              stats_.bytes_copied += b.FragmentSize();
+              if (up[b.nodes[i]]) drops.emplace_back(b.nodes[i], store::FragmentRef(b, i));
+              now[i] = free[t];
+            }
+            if (now != b.nodes) {
+              b.nodes = now;
+              changed = true;
+            }
+            continue;
+          }
+          const size_t r = form.width();
           std::vector<std::string> now;  // holders after this block's repair
           for (const auto& h : b.nodes) {
             if (up[h] && std::find(want.begin(), want.end(), h) != want.end()) now.push_back(h);
@@ -198,12 +301,13 @@ Status Repairer::Pass() {
               if (std::find(now.begin(), now.end(), h) == now.end()) now.push_back(h);
             }
           } else {
-            store::BlockRef drop = b;
-            drop.nodes.clear();
             for (const auto& h : b.nodes) {
-              if (std::find(now.begin(), now.end(), h) == now.end() && up[h]) drop.nodes.push_back(h);
+              if (std::find(now.begin(), now.end(), h) == now.end() && up[h]) {
+                store::BlockRef one = b;
+                one.nodes = {h};
+                drops.emplace_back(h, std::move(one));
+              }
             }
-            if (!drop.nodes.empty()) drops.push_back(std::move(drop));
           }
           if (now != b.nodes) {
             b.nodes = now;
@@ -220,14 +324,8 @@ Status Repairer::Pass() {
           stats_.conflicts++;  // rewritten meanwhile: the next pass sees the new layout
         } else {
           stats_.layouts_committed++;
-          for (const auto& d : drops) {
-            for (const auto& h : d.nodes) {
-              store::BlockRef one = d;
-              one.nodes = {h};
-              if (h == self || client_.Delete(address[h], one).ok()) stats_.dropped++;
-              if (h == self) (void)blocks_.Remove(one);
-            }
-          }
+          const double due = Now() + options_.drop_delay_seconds;
+          for (auto& [h, piece] : drops) drops_.push_back({due, o.bucket, o.key, h, std::move(piece)});
         }
       }
       if (!page.truncated) break;

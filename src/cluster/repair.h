@@ -5,7 +5,9 @@
 // Every node runs a Repairer. Each pass reads every object's layout; the
 // node that coordinates an object (placement of the object's name over the
 // nodes that are up) fixes its blocks: it copies each block missing from a
-// node it belongs on from a live replica (rate-limited), commits the new
+// node it belongs on from a live replica (rate-limited; an erasure-coded
+// block's lost fragment is rebuilt from K others; a block whose form differs
+// from its bucket's policy is rewritten in the new form), commits the new
 // layout in one metadata transaction if the object did not change
 // meanwhile, and only then removes replicas from nodes the block no longer
 // belongs on. A smartfailed node that no layout names any more is marked
@@ -31,6 +33,10 @@ namespace aq::cluster {
 struct RepairOptions {
   double interval_seconds = 2;      // between passes
   double bytes_per_second = 200e6;  // copy budget
+  // How long a piece (replica, fragment) a new layout no longer names is
+  // kept before it is removed: reads that resolved the old layout, here or
+  // on other nodes, finish meanwhile (the node's freed-block delay).
+  double drop_delay_seconds = 60;
 };
 
 struct RepairStats {
@@ -43,16 +49,22 @@ struct RepairStats {
   double last_pass_seconds = 0;
   // Work this node did, since it started:
   uint64_t copied = 0, bytes_copied = 0, dropped = 0, layouts_committed = 0, conflicts = 0, errors = 0;
+  uint64_t reprotected = 0;    // blocks rewritten in another form (replicas <-> erasure-coded)
+  uint64_t drops_pending = 0;  // pieces waiting for drop_delay_seconds
   std::string last_error;
 };
 
-// Placement's view of a layout: how many of the block's replicas are on
-// nodes that are up, and whether they are exactly where placement puts them.
+// Placement's view of a layout under a bucket's policy: how many of the
+// block's pieces (replicas or fragments) are on nodes that are up, of how
+// many (`width`), how many it needs to be readable, and whether it has the
+// policy's form and sits exactly where placement puts it.
 struct BlockProtection {
-  size_t live = 0;
+  size_t live = 0, width = 0, needed = 1;
   bool placed = false;
 };
-BlockProtection Protection(const store::BlockRef& block, const std::vector<NodeInfo>& nodes, size_t replicas);
+BlockProtection Protection(const store::BlockRef& block, const std::vector<NodeInfo>& nodes, const Policy& policy);
+// Whether a block already has the form `form` (Policy::ForBlock) asks for.
+bool SameForm(const store::BlockRef& block, const Policy& form);
 
 // The blocks a node should hold by the layouts (objects and uploaded parts
 // naming it, and blocks that name no node): what its garbage collection
@@ -63,7 +75,7 @@ class Repairer {
  public:
   Repairer(Membership& membership, store::MetaStore& meta, ClusterBlockService& blocks, BlockClient& client,
            RepairOptions options);
-  ~Repairer();  // stops after the current block
+  ~Repairer();  // stops after the current block; pieces not yet dropped stay (garbage collection finds them)
   RepairStats Stats() const;
   // One pass now, on the caller's thread (tests drive repair this way with
   // a long interval); passes never overlap.
@@ -73,6 +85,13 @@ class Repairer {
   void Loop();
   Status Pass();
   void Throttle(uint64_t bytes);
+  // A piece to remove once due, unless the object's layout names it again.
+  struct Drop {
+    double due = 0;
+    std::string bucket, key, node;
+    store::BlockRef piece;
+  };
+  void DropDue(bool all);
 
   Membership& membership_;
   store::MetaStore& meta_;
@@ -84,6 +103,7 @@ class Repairer {
   CondVar cv_{mu_};
   bool stop_ AQ_GUARDED_BY(mu_) = false;
   RepairStats stats_ AQ_GUARDED_BY(mu_);
+  std::vector<Drop> drops_ AQ_GUARDED_BY(mu_);
   double budget_start_ = 0;
   uint64_t budget_bytes_ = 0;
   std::thread thread_;

@@ -188,7 +188,10 @@ Status Node::StartImpl() {
                                    {"failovers", b.failovers},
                                    {"repaired_on_read", b.repaired_on_read},
                                    {"replicas_written", b.replicas_written},
-                                   {"remote_writes", b.remote_writes}};
+                                   {"remote_writes", b.remote_writes},
+                                   {"stripe_reads", b.stripe_reads},
+                                   {"degraded_reads", b.degraded_reads},
+                                   {"fragments_written", b.fragments_written}};
         nlohmann::json repair_j = {{"passes", r.passes},
                                    {"objects", r.objects},
                                    {"blocks", r.blocks},
@@ -199,6 +202,8 @@ Status Node::StartImpl() {
                                    {"copied", r.copied},
                                    {"bytes_copied", r.bytes_copied},
                                    {"dropped", r.dropped},
+                                   {"drops_pending", r.drops_pending},
+                                   {"reprotected", r.reprotected},
                                    {"layouts_committed", r.layouts_committed},
                                    {"conflicts", r.conflicts},
                                    {"errors", r.errors},
@@ -248,6 +253,7 @@ Status Node::JoinCluster() {
   cluster::RepairOptions ro;
   ro.bytes_per_second = o_.repair_bytes_per_second;
   ro.interval_seconds = o_.repair_interval_s;
+  ro.drop_delay_seconds = o_.reclaim_delay_s >= 0 ? o_.reclaim_delay_s : 60;
   repairer_ = std::make_unique<cluster::Repairer>(*membership_, *meta_, *cluster_blocks_, *block_client_, ro);
   return Status::Ok();
 }

@@ -286,6 +286,20 @@ TEST(S3Test, EndpointsAndLayouts) {
   EXPECT_EQ(back.version, 7u);
   l.size = 301;
   EXPECT_EQ(LayoutFromJson(LayoutToJson(l)).status().code(), StatusCode::kCorruption);
+  // An erasure-coded block: its data fragments, K of F bytes holding more
+  // than (K-1)F and at most KF bytes.
+  Layout e{10,
+           1,
+           "",
+           {{"c", "p", 10, 3, {}, {{"f0", 3, 0, {"h:1"}}, {"f1", 3, 0, {}}, {"f2", 3, 0, {}}, {"f3", 3, 0, {}}}}}};
+  auto eb = LayoutFromJson(LayoutToJson(e));
+  ASSERT_TRUE(eb.ok()) << eb.status().message();
+  ASSERT_EQ(eb->blocks[0].fragments.size(), 4u);
+  EXPECT_EQ(eb->blocks[0].fragments[0].addresses, std::vector<std::string>{"h:1"});
+  e.blocks[0].fragments.pop_back();  // 3 x 3 bytes cannot hold 10
+  EXPECT_EQ(LayoutFromJson(LayoutToJson(e)).status().code(), StatusCode::kCorruption);
+  e.blocks[0].fragments = {{"f0", 4, 0, {}}, {"f1", 3, 0, {}}, {"f2", 3, 0, {}}};
+  EXPECT_EQ(LayoutFromJson(LayoutToJson(e)).status().code(), StatusCode::kCorruption);
 }
 
 }  // namespace

@@ -9,8 +9,15 @@ namespace aq::s3 {
 std::string LayoutToJson(const Layout& l) {
   nlohmann::json blocks = nlohmann::json::array();
   for (const auto& b : l.blocks) {
-    blocks.push_back(
-        {{"id", b.id}, {"size", b.size}, {"crc32c", b.crc32c}, {"pool", b.pool}, {"addresses", b.addresses}});
+    nlohmann::json jb = {
+        {"id", b.id}, {"size", b.size}, {"crc32c", b.crc32c}, {"pool", b.pool}, {"addresses", b.addresses}};
+    if (!b.fragments.empty()) {
+      jb["fragments"] = nlohmann::json::array();
+      for (const auto& f : b.fragments) {
+        jb["fragments"].push_back({{"id", f.id}, {"size", f.size}, {"crc32c", f.crc32c}, {"addresses", f.addresses}});
+      }
+    }
+    blocks.push_back(std::move(jb));
   }
   nlohmann::json j = {{"size", l.size}, {"version", l.version}, {"etag", l.etag}, {"blocks", std::move(blocks)}};
   return j.dump();
@@ -32,6 +39,26 @@ Result<Layout> LayoutFromJson(std::string_view text) {
       b.crc32c = jb.at("crc32c").get<uint32_t>();
       b.pool = jb.value("pool", "");
       if (jb.contains("addresses")) b.addresses = jb["addresses"].get<std::vector<std::string>>();
+      if (jb.contains("fragments")) {
+        for (const auto& jf : jb["fragments"]) {
+          LayoutFragment f;
+          f.id = jf.at("id").get<std::string>();
+          f.size = jf.at("size").get<uint64_t>();
+          f.crc32c = jf.at("crc32c").get<uint32_t>();
+          if (jf.contains("addresses")) f.addresses = jf["addresses"].get<std::vector<std::string>>();
+          if (!b.fragments.empty() && f.size != b.fragments[0].size) {
+            return Corruption(fmt::format("layout of block {}: fragments of different sizes", b.id));
+          }
+          b.fragments.push_back(std::move(f));
+        }
+        const uint64_t frag = b.fragments.empty() ? 0 : b.fragments[0].size;
+        // K fragments of F bytes hold a block of more than (K-1)F and at most KF bytes.
+        if (b.fragments.empty() || frag == 0 || b.fragments.size() > 255 || b.size > frag * b.fragments.size() ||
+            b.size <= frag * (b.fragments.size() - 1)) {
+          return Corruption(fmt::format("layout of block {}: {} fragments do not hold its {} bytes", b.id,
+                                        b.fragments.size(), b.size));
+        }
+      }
       sum += b.size;
       l.blocks.push_back(std::move(b));
     }

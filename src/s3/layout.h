@@ -7,6 +7,12 @@
 //   {"size": N, "version": N, "etag": "\"...\"", "blocks": [
 //     {"id": "...", "size": N, "crc32c": N, "pool": "...", "addresses": ["host:port", ...]}, ...]}
 //
+// An erasure-coded block has no addresses but its K data fragments, in
+// order ("fragments": [{"id", "size", "crc32c", "addresses"}, ...]): its
+// bytes are theirs, concatenated, up to its size. Parity fragments are not
+// listed: a client reads the data fragments, and when one cannot be read
+// it asks a node, which reconstructs the block.
+//
 // Thread safety: values and pure functions.
 #pragma once
 
@@ -19,11 +25,19 @@
 
 namespace aq::s3 {
 
+struct LayoutFragment {
+  std::string id;
+  uint64_t size = 0;
+  uint32_t crc32c = 0;
+  std::vector<std::string> addresses;  // its holder
+};
+
 struct LayoutBlock {
   std::string id, pool;
   uint64_t size = 0;
   uint32_t crc32c = 0;
-  std::vector<std::string> addresses;  // holders, best first
+  std::vector<std::string> addresses;     // holders, best first
+  std::vector<LayoutFragment> fragments;  // an erasure-coded block's data fragments
 };
 
 struct Layout {

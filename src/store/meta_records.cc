@@ -1,6 +1,7 @@
 // The records of the metadata, as both engines store them: block lists and
 // object attributes as JSON, and the naming rules for buckets and keys.
 //   blocks: [{"id": "...", "size": N, "crc32c": N, "pool": "...", "nodes": [...]}, ...]
+//           erasure-coded ones add "ec": [K, M], "fcrc": [N, ...] (a checksum per fragment)
 //   attrs:  {"headers": {...}, "parts": [N, ...], "upload": "...", "write": "..."}
 #include <fmt/format.h>
 
@@ -16,6 +17,10 @@ std::string BlocksToJson(const std::vector<BlockRef>& blocks) {
   for (const auto& b : blocks) {
     nlohmann::json j = {{"id", b.id}, {"size", b.size}, {"crc32c", b.crc32c}, {"pool", b.pool}};
     if (!b.nodes.empty()) j["nodes"] = b.nodes;
+    if (b.erasure_coded()) {
+      j["ec"] = {b.ec_k, b.ec_m};
+      j["fcrc"] = b.fragment_crcs;
+    }
     a.push_back(std::move(j));
   }
   return a.dump();
@@ -34,10 +39,57 @@ Result<std::vector<BlockRef>> BlocksFromJson(const std::string& text) {
       b.crc32c = j.at("crc32c").get<uint32_t>();
       b.pool = j.at("pool").get<std::string>();
       if (j.contains("nodes")) b.nodes = j["nodes"].get<std::vector<std::string>>();
+      if (j.contains("ec")) {
+        const auto km = j["ec"].get<std::vector<unsigned>>();
+        b.fragment_crcs = j.at("fcrc").get<std::vector<uint32_t>>();
+        if (km.size() != 2 || km[0] < 1 || km[0] > 255 || km[1] < 1 || km[1] > 255 ||
+            b.fragment_crcs.size() != km[0] + km[1] || b.nodes.size() != km[0] + km[1]) {
+          return Corruption(fmt::format("block {}: malformed erasure-code record", b.id));
+        }
+        b.ec_k = static_cast<uint8_t>(km[0]);
+        b.ec_m = static_cast<uint8_t>(km[1]);
+      }
       out.push_back(std::move(b));
     }
   } catch (const nlohmann::json::exception& e) {
     return Corruption(fmt::format("malformed block list: {}", e.what()));
+  }
+  return out;
+}
+
+std::string FragmentId(const std::string& id, int i, int k, int m) {
+  // The low 64 bits XORed with a constant per (i, K, M) (splitmix64 of
+  // them): never the block's own id, never another fragment's.
+  uint64_t z = ((static_cast<uint64_t>(i) + 1) | static_cast<uint64_t>(k) << 16 | static_cast<uint64_t>(m) << 32) +
+               0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  if (id.size() != 32) return fmt::format("{}-{}-{}+{}", id, i, k, m);  // not a block id: stays visibly derived
+  const uint64_t lo = std::strtoull(id.substr(16).c_str(), nullptr, 16);
+  return fmt::format("{}{:016x}", id.substr(0, 16), lo ^ z);
+}
+
+BlockRef FragmentRef(const BlockRef& b, int i) {
+  BlockRef f;
+  f.id = FragmentId(b.id, i, b.ec_k, b.ec_m);
+  f.size = b.FragmentSize();
+  f.crc32c = static_cast<size_t>(i) < b.fragment_crcs.size() ? b.fragment_crcs[i] : 0;
+  f.pool = b.pool;
+  if (static_cast<size_t>(i) < b.nodes.size()) f.nodes = {b.nodes[i]};
+  return f;
+}
+
+std::vector<std::pair<std::string, BlockRef>> StoredPieces(const BlockRef& b) {
+  std::vector<std::pair<std::string, BlockRef>> out;
+  for (size_t i = 0; i < b.nodes.size(); ++i) {
+    if (b.erasure_coded()) {
+      out.emplace_back(b.nodes[i], FragmentRef(b, static_cast<int>(i)));
+    } else {
+      BlockRef one = b;
+      one.nodes = {b.nodes[i]};
+      out.emplace_back(b.nodes[i], std::move(one));
+    }
   }
   return out;
 }

@@ -28,9 +28,29 @@ struct BlockRef {
   uint32_t crc32c = 0;  // of the block's bytes
   std::string pool;     // where it lives
   // In a cluster: the nodes holding a replica (ids). Empty on a single node.
+  // Of an erasure-coded block: the holder of each fragment, in order.
   std::vector<std::string> nodes;
+  // Erasure-coded (ec_k > 0): ec_k data and ec_m parity fragments of
+  // FragmentSize() bytes, fragment i stored on nodes[i] as block
+  // FragmentId(id, i) with checksum fragment_crcs[i] (cluster only).
+  uint8_t ec_k = 0, ec_m = 0;
+  std::vector<uint32_t> fragment_crcs;
   bool operator==(const BlockRef&) const = default;
+
+  bool erasure_coded() const { return ec_k > 0; }
+  uint64_t FragmentSize() const { return ec_k == 0 ? size : (size + ec_k - 1) / ec_k; }
 };
+
+// The id fragment `i` of block `id` coded K+M is stored under: another
+// 128-bit id, distinct from the block's, from its other fragments' and from
+// its fragments under another scheme (re-protection writes those beside).
+std::string FragmentId(const std::string& id, int i, int k, int m);
+// Fragment `i` of an erasure-coded block as a block of its own (its id,
+// size, checksum, pool and holder).
+BlockRef FragmentRef(const BlockRef& block, int i);
+// What each holder of `block` stores: the block itself on every replica
+// holder, or one fragment per holder. (node, the block as stored there).
+std::vector<std::pair<std::string, BlockRef>> StoredPieces(const BlockRef& block);
 
 // What an object carries besides its bytes and layout.
 struct ObjectAttrs {

@@ -303,6 +303,7 @@ class SqliteMetaStore final : public MetaStore {
       if (ins.Step() != SQLITE_DONE) return Error("write part " + std::to_string(p.number));
       for (size_t i = 0; i < p.blocks.size(); ++i) {
         const auto& b = p.blocks[i];
+        if (b.erasure_coded()) return Unsupported("erasure-coded blocks need a cluster's metadata (etcd)");
         Stmt bl(db_,
                 "INSERT INTO part_blocks(upload_id, number, idx, id, size, crc, pool, nodes) "
                 "VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
@@ -553,6 +554,7 @@ class SqliteMetaStore final : public MetaStore {
     if (obj.Step() != SQLITE_DONE) return Error("write object " + o.key);
     for (size_t i = 0; i < o.blocks.size(); ++i) {
       const auto& b = o.blocks[i];
+      if (b.erasure_coded()) return Unsupported("erasure-coded blocks need a cluster's metadata (etcd)");
       Stmt ins(db_, "INSERT INTO blocks(bucket, key, idx, id, size, crc, pool, nodes) VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
       ins.Bind(1, o.bucket)
           .Bind(2, o.key)

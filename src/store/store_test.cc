@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "store/block_cache.h"
@@ -125,6 +126,51 @@ TEST(MetaStoreTest, BadPutsAreRefusedWholly) {
   auto page = m->ListObjects({"b01", "", "", 100});
   ASSERT_TRUE(page.ok());
   EXPECT_EQ(page->objects.size(), 1u);  // nothing half-written by the refused puts
+}
+
+// An erasure-coded block's record: K, M, a checksum and a holder per
+// fragment; each fragment stored under an id of its own.
+TEST(MetaStoreTest, ErasureCodedBlockRecords) {
+  BlockRef b = Ref(NewBlockId(), 1000);
+  b.ec_k = 4;
+  b.ec_m = 2;
+  b.fragment_crcs = {1, 2, 3, 4, 5, 6};
+  b.nodes = {"n1", "n2", "n3", "n4", "n5", "n6"};
+  BlockRef plain = Ref(NewBlockId(), 10);
+  plain.nodes = {"n1", "n2"};
+  auto back = BlocksFromJson(BlocksToJson({b, plain}));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, (std::vector<BlockRef>{b, plain}));
+  EXPECT_EQ(b.FragmentSize(), 250u);
+  // Fragment ids: block ids, distinct from the block's, from each other and
+  // from the same index under another scheme.
+  std::set<std::string> ids = {b.id};
+  for (int i = 0; i < 6; ++i) ids.insert(FragmentId(b.id, i, 4, 2));
+  ids.insert(FragmentId(b.id, 0, 8, 2));
+  ids.insert(FragmentId(b.id, 0, 4, 3));
+  EXPECT_EQ(ids.size(), 9u);
+  EXPECT_EQ(FragmentId(b.id, 3, 4, 2), FragmentId(b.id, 3, 4, 2));
+  auto pieces = StoredPieces(b);
+  ASSERT_EQ(pieces.size(), 6u);
+  EXPECT_EQ(pieces[5].first, "n6");
+  EXPECT_EQ(pieces[5].second.id, FragmentId(b.id, 5, 4, 2));
+  EXPECT_EQ(pieces[5].second.crc32c, 6u);
+  EXPECT_EQ(pieces[5].second.size, 250u);
+  auto two = StoredPieces(plain);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[1].second.id, plain.id);
+  EXPECT_EQ(two[1].second.nodes, std::vector<std::string>{"n2"});
+  // A record whose fragment list does not match K+M is corrupt, not guessed at.
+  for (const char* bad : {R"([{"id":"a","size":1,"crc32c":0,"pool":"p","nodes":["x"],"ec":[4,2],"fcrc":[1]}])",
+                          R"([{"id":"a","size":1,"crc32c":0,"pool":"p","nodes":[],"ec":[0,2],"fcrc":[]}])",
+                          R"([{"id":"a","size":1,"crc32c":0,"pool":"p","ec":[1,1]}])"}) {
+    EXPECT_EQ(BlocksFromJson(bad).status().code(), StatusCode::kCorruption) << bad;
+  }
+  // The single node's SQLite metadata has no place for fragments: refused.
+  TempDir dir;
+  auto m = OpenSqliteMetaStore(dir / "meta.db").value();
+  ASSERT_TRUE(m->CreateBucket("b01").ok());
+  EXPECT_EQ(m->PutObject(Object("b01", "k", {b})).status().code(), StatusCode::kUnsupported);
 }
 
 TEST(MetaStoreTest, ListingByPrefixWithPagination) {
