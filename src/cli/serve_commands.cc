@@ -535,6 +535,9 @@ void RegisterServeCommands(CLI::App& app, Globals& g) {
       ->capture_default_str();
   cmd->add_option("--repair-rate", f->repair_rate_mb, "In a cluster: MB/s this node copies for repair and rebalancing")
       ->capture_default_str();
+  cmd->add_option("--repair-interval", f->o.repair_interval_s, "In a cluster: seconds between repair passes")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--node-id", f->o.node_id,
                   "In a cluster: this node's id (default: generated once, kept in DIR/node-id)");
   cmd->add_option("--prefetch-window", f->o.prefetch_window,

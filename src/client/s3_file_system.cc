@@ -292,11 +292,13 @@ class StoreFile final : public io::RandomAccessFile {
     return Status::Ok();
   }
 
-  Status FetchOne(uint64_t offset, size_t n, char* out) const {
+  // `via`: the node asked (any node serves any object); default the path's.
+  Status FetchOne(uint64_t offset, size_t n, char* out, const std::string& via = "") const {
     http::Headers h;
     h.Add("Range", fmt::format("bytes={}-{}", offset, offset + n - 1));
     if (!etag_.empty()) h.Add("If-Match", etag_);
-    auto res = AQ_TRY(fs_.Call(p_.address(), "GET", Resource(p_), "", std::move(h), kEmptySha, {}, out, n));
+    auto res = AQ_TRY(
+        fs_.Call(via.empty() ? p_.address() : via, "GET", Resource(p_), "", std::move(h), kEmptySha, {}, out, n));
     if (res.status != 206 && res.status != 200) return fs_.Failure(res, fmt::format("read {}", path_));
     if (res.received != n) {
       return Truncated(fmt::format("read at offset {} of {}: {} of {} bytes arrived", offset, path_, res.received, n));
@@ -377,7 +379,17 @@ class StoreFile final : public io::RandomAccessFile {
       for (auto& g : got) all = g.get() && all;
     }
     if (all) return Status::Ok();
-    return FetchOne(start + in, take, out);  // a fragment is missing: the node reconstructs
+    // A fragment cannot be read: a node reconstructs the block. One of the
+    // block's live holders (by the block's id, so degraded blocks spread
+    // over the nodes and each holder reads one fragment locally), else the
+    // node the path names.
+    std::vector<std::string> holders;
+    for (const auto& f : b.fragments) {
+      if (!f.addresses.empty()) holders.push_back(f.addresses[0]);
+    }
+    const std::string via = holders.empty() ? std::string() : holders[std::hash<std::string>()(b.id) % holders.size()];
+    if (!via.empty() && FetchOne(start + in, take, out, via).ok()) return Status::Ok();
+    return FetchOne(start + in, take, out);
   }
 
   StoreFs& fs_;
