@@ -17,7 +17,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       sum += b.size;
       if (!b.fragments.empty()) {
         const uint64_t f = b.fragments[0].size;
-        if (f == 0 || b.size > f * b.fragments.size()) __builtin_trap();
+        if (f == 0 || b.k < 2 || b.fragments.size() <= static_cast<size_t>(b.k) ||
+            b.size > f * static_cast<uint64_t>(b.k))
+          __builtin_trap();
         for (const auto& x : b.fragments) {
           if (x.size != f) __builtin_trap();
         }

@@ -128,9 +128,9 @@ put("fuzz_layout", "replicated",
     b'{"size":300,"version":2,"etag":"\\"x\\"","blocks":[{"id":"a","size":100,"crc32c":1,"pool":"p",'
     b'"addresses":["127.0.0.1:1"]},{"id":"b","size":200,"crc32c":2,"pool":"p","addresses":[]}]}')
 put("fuzz_layout", "erasure_coded",
-    b'{"size":10,"version":1,"etag":"","blocks":[{"id":"c","size":10,"crc32c":3,"pool":"p","addresses":[],'
+    b'{"size":10,"version":1,"etag":"","blocks":[{"id":"c","size":10,"crc32c":3,"pool":"p","addresses":[],"k":4,'
     b'"fragments":[{"id":"f0","size":3,"crc32c":0,"addresses":["h:1"]},{"id":"f1","size":3,"crc32c":0},'
-    b'{"id":"f2","size":3,"crc32c":0},{"id":"f3","size":3,"crc32c":0}]}]}')
+    b'{"id":"f2","size":3,"crc32c":0},{"id":"f3","size":3,"crc32c":0},{"id":"p0","size":3,"crc32c":0}]}]}')
 put("fuzz_layout", "block_list",
     b'[{"id":"0123456789abcdef0123456789abcdef","size":1000,"crc32c":5,"pool":"default",'
     b'"nodes":["n1","n2","n3"],"ec":[2,1],"fcrc":[1,2,3]},{"id":"x","size":1,"crc32c":0,"pool":"d"}]')

@@ -65,9 +65,10 @@ s3::Layout LayoutFor(const store::ObjectMeta& o, const std::vector<NodeInfo>& no
     lb.crc32c = b.crc32c;
     lb.pool = b.pool;
     if (b.erasure_coded()) {
-      // The data fragments, each with its holder (clients need no parity:
-      // a node reconstructs when a fragment cannot be read).
-      for (int i = 0; i < b.ec_k && static_cast<size_t>(i) < b.nodes.size(); ++i) {
+      // Every fragment with its holder, data first: clients read the data
+      // fragments and reconstruct a range from others when one fails.
+      lb.k = b.ec_k;
+      for (int i = 0; i < b.ec_k + b.ec_m && static_cast<size_t>(i) < b.nodes.size(); ++i) {
         const auto piece = store::FragmentRef(b, i);
         s3::LayoutFragment f{piece.id, piece.size, piece.crc32c, {}};
         if (auto it = map.find(b.nodes[i]); it != map.end() && it->second->up)

@@ -286,19 +286,22 @@ TEST(S3Test, EndpointsAndLayouts) {
   EXPECT_EQ(back.version, 7u);
   l.size = 301;
   EXPECT_EQ(LayoutFromJson(LayoutToJson(l)).status().code(), StatusCode::kCorruption);
-  // An erasure-coded block: its data fragments, K of F bytes holding more
-  // than (K-1)F and at most KF bytes.
-  Layout e{10,
-           1,
-           "",
-           {{"c", "p", 10, 3, {}, {{"f0", 3, 0, {"h:1"}}, {"f1", 3, 0, {}}, {"f2", 3, 0, {}}, {"f3", 3, 0, {}}}}}};
+  // An erasure-coded block: K data + M parity fragments, K of F bytes
+  // holding more than (K-1)F and at most KF bytes.
+  LayoutBlock ecb{"c", "p", 10, 3, {}, 4, {}};
+  ecb.fragments = {{"f0", 3, 0, {"h:1"}}, {"f1", 3, 0, {}}, {"f2", 3, 0, {}}, {"f3", 3, 0, {}}, {"p0", 3, 0, {}}};
+  Layout e{10, 1, "", {ecb}};
   auto eb = LayoutFromJson(LayoutToJson(e));
   ASSERT_TRUE(eb.ok()) << eb.status().message();
-  ASSERT_EQ(eb->blocks[0].fragments.size(), 4u);
+  ASSERT_EQ(eb->blocks[0].fragments.size(), 5u);
+  EXPECT_EQ(eb->blocks[0].k, 4);
   EXPECT_EQ(eb->blocks[0].fragments[0].addresses, std::vector<std::string>{"h:1"});
-  e.blocks[0].fragments.pop_back();  // 3 x 3 bytes cannot hold 10
+  e.blocks[0].k = 3;  // 3 x 3 bytes cannot hold 10
   EXPECT_EQ(LayoutFromJson(LayoutToJson(e)).status().code(), StatusCode::kCorruption);
-  e.blocks[0].fragments = {{"f0", 4, 0, {}}, {"f1", 3, 0, {}}, {"f2", 3, 0, {}}};
+  e.blocks[0].k = 5;  // no parity fragment
+  EXPECT_EQ(LayoutFromJson(LayoutToJson(e)).status().code(), StatusCode::kCorruption);
+  e.blocks[0].k = 4;
+  e.blocks[0].fragments[1].size = 4;  // fragments of different sizes
   EXPECT_EQ(LayoutFromJson(LayoutToJson(e)).status().code(), StatusCode::kCorruption);
 }
 

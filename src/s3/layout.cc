@@ -12,6 +12,7 @@ std::string LayoutToJson(const Layout& l) {
     nlohmann::json jb = {
         {"id", b.id}, {"size", b.size}, {"crc32c", b.crc32c}, {"pool", b.pool}, {"addresses", b.addresses}};
     if (!b.fragments.empty()) {
+      jb["k"] = b.k;
       jb["fragments"] = nlohmann::json::array();
       for (const auto& f : b.fragments) {
         jb["fragments"].push_back({{"id", f.id}, {"size", f.size}, {"crc32c", f.crc32c}, {"addresses", f.addresses}});
@@ -40,6 +41,7 @@ Result<Layout> LayoutFromJson(std::string_view text) {
       b.pool = jb.value("pool", "");
       if (jb.contains("addresses")) b.addresses = jb["addresses"].get<std::vector<std::string>>();
       if (jb.contains("fragments")) {
+        b.k = jb.at("k").get<int>();
         for (const auto& jf : jb["fragments"]) {
           LayoutFragment f;
           f.id = jf.at("id").get<std::string>();
@@ -52,11 +54,13 @@ Result<Layout> LayoutFromJson(std::string_view text) {
           b.fragments.push_back(std::move(f));
         }
         const uint64_t frag = b.fragments.empty() ? 0 : b.fragments[0].size;
-        // K fragments of F bytes hold a block of more than (K-1)F and at most KF bytes.
-        if (b.fragments.empty() || frag == 0 || b.fragments.size() > 255 || b.size > frag * b.fragments.size() ||
-            b.size <= frag * (b.fragments.size() - 1)) {
-          return Corruption(fmt::format("layout of block {}: {} fragments do not hold its {} bytes", b.id,
-                                        b.fragments.size(), b.size));
+        const uint64_t k = b.k > 0 ? static_cast<uint64_t>(b.k) : 0;
+        // K data + M >= 1 parity fragments of F bytes; K of them hold a
+        // block of more than (K-1)F and at most KF bytes.
+        if (k < 2 || k > 32 || b.fragments.size() <= k || b.fragments.size() > k + 16 || frag == 0 ||
+            b.size > frag * k || b.size <= frag * (k - 1)) {
+          return Corruption(fmt::format("layout of block {}: {} fragments, {} of them data, do not hold its {} bytes",
+                                        b.id, b.fragments.size(), b.k, b.size));
         }
       }
       sum += b.size;

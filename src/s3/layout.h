@@ -7,11 +7,12 @@
 //   {"size": N, "version": N, "etag": "\"...\"", "blocks": [
 //     {"id": "...", "size": N, "crc32c": N, "pool": "...", "addresses": ["host:port", ...]}, ...]}
 //
-// An erasure-coded block has no addresses but its K data fragments, in
-// order ("fragments": [{"id", "size", "crc32c", "addresses"}, ...]): its
-// bytes are theirs, concatenated, up to its size. Parity fragments are not
-// listed: a client reads the data fragments, and when one cannot be read
-// it asks a node, which reconstructs the block.
+// An erasure-coded block has no addresses but its K+M fragments, data
+// first ("k": K, "fragments": [{"id", "size", "crc32c", "addresses"}, ...]):
+// its bytes are the K data fragments', concatenated, up to its size. A
+// client reads the data fragments; a range it cannot read from one is
+// reconstructed from the same range of K others (Reed-Solomon works byte
+// by byte), and only when that fails too does it ask a node.
 //
 // Thread safety: values and pure functions.
 #pragma once
@@ -37,7 +38,8 @@ struct LayoutBlock {
   uint64_t size = 0;
   uint32_t crc32c = 0;
   std::vector<std::string> addresses;     // holders, best first
-  std::vector<LayoutFragment> fragments;  // an erasure-coded block's data fragments
+  int k = 0;                              // erasure-coded: data fragments
+  std::vector<LayoutFragment> fragments;  // ... then the K+M fragments, data first
 };
 
 struct Layout {
