@@ -17,6 +17,7 @@
 #include "cluster/etcd_client.h"
 #include "cluster/etcd_meta_store.h"
 #include "cluster/placement.h"
+#include "cluster/repair.h"
 #include "cluster/test_etcd.h"
 #include "store/block_store.h"
 #include "store/meta_store.h"
@@ -106,6 +107,71 @@ TEST(PlacementTest, DistinctDeterministicAndOnlyOnLiveActiveNodes) {
     ASSERT_EQ(p.size(), 2u);  // only node-0 and node-4 can take replicas
     for (const auto& n : p) EXPECT_TRUE(n == "node-0" || n == "node-4");
   }
+}
+
+TEST(PolicyTest, ParsingFormsAndEfficiency) {
+  auto ec = ParsePolicy("ec:8+2");
+  ASSERT_TRUE(ec.ok());
+  EXPECT_TRUE(ec->erasure_coded());
+  EXPECT_EQ(ec->width(), 10u);
+  EXPECT_DOUBLE_EQ(ec->efficiency(), 0.8);
+  EXPECT_EQ(ec->ToString(), "ec:8+2");
+  // Small blocks keep M+1 replicas: the same number of lost nodes survived.
+  const Policy small = ec->ForBlock(kEcMinBlockBytes - 1);
+  EXPECT_FALSE(small.erasure_coded());
+  EXPECT_EQ(small.replicas, 3u);
+  EXPECT_TRUE(ec->ForBlock(kEcMinBlockBytes).erasure_coded());
+  auto rep = ParsePolicy("replicas:3");
+  ASSERT_TRUE(rep.ok());
+  EXPECT_EQ(rep->width(), 3u);
+  EXPECT_NEAR(rep->efficiency(), 1.0 / 3, 1e-9);
+  EXPECT_EQ(rep->ForBlock(1 << 30), *rep);
+  EXPECT_EQ(ParsePolicy("2")->replicas, 2u);
+  for (const char* bad : {"", "ec:", "ec:4", "ec:1+1", "replicas:0", "replicas:17", "replicas:x", "rs:4+2", "3x"}) {
+    EXPECT_EQ(ParsePolicy(bad).status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+  Policies p;
+  p.cluster.replicas = 2;
+  p.buckets["cold"] = *ec;
+  EXPECT_EQ(p.For("cold"), *ec);
+  EXPECT_EQ(p.For("hot").replicas, 2u);
+}
+
+// An erasure-coded block under its policy: placed when its K+M fragments
+// sit on the nodes placement names; readable while K are live.
+TEST(PolicyTest, ProtectionOfAStripe) {
+  std::vector<NodeInfo> nodes;
+  for (int i = 0; i < 8; ++i) {
+    NodeInfo n;
+    n.id = "n" + std::to_string(i);
+    n.up = true;
+    nodes.push_back(n);
+  }
+  store::BlockRef b;
+  b.id = store::NewBlockId();
+  b.size = 1 << 20;
+  b.ec_k = 4;
+  b.ec_m = 2;
+  b.fragment_crcs.assign(6, 0);
+  b.nodes = Place(b.id, nodes, 6);
+  const Policy policy = *ParsePolicy("ec:4+2");
+  auto p = Protection(b, nodes, policy);
+  EXPECT_TRUE(p.placed);
+  EXPECT_EQ(p.live, 6u);
+  EXPECT_EQ(p.width, 6u);
+  EXPECT_EQ(p.needed, 4u);
+  // Fragment order does not matter, the set of holders does.
+  std::swap(b.nodes[0], b.nodes[5]);
+  EXPECT_TRUE(Protection(b, nodes, policy).placed);
+  for (auto& n : nodes) n.up = n.id != b.nodes[1] && n.id != b.nodes[2];
+  p = Protection(b, nodes, policy);
+  EXPECT_EQ(p.live, 4u);
+  EXPECT_FALSE(p.placed);
+  // Under a replica policy the same block is in the wrong form.
+  for (auto& n : nodes) n.up = true;
+  EXPECT_FALSE(Protection(b, nodes, *ParsePolicy("replicas:2")).placed);
+  EXPECT_FALSE(SameForm(b, *ParsePolicy("ec:4+3")));
+  EXPECT_TRUE(SameForm(b, policy));
 }
 
 TEST(PlacementTest, AddingANodeMovesOnlyItsShare) {

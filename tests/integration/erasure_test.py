@@ -245,6 +245,25 @@ try:
     check(ok, "a degraded aquifer cp -r verifies: " + r.stderr[-300:])
     check(after - before <= len(objects),
           f"the client reconstructed the missing ranges itself: nodes reassembled {after - before} blocks")
+    # The mount reads through the same client: every file whole, degraded.
+    mnt = os.path.join(tmp, "mnt")
+    os.mkdir(mnt)
+    if os.access("/dev/fuse", os.R_OK | os.W_OK):
+        mount_stats = os.path.join(tmp, "mount-stats.json")
+        mp = subprocess.Popen([AQ, "--credentials", creds, "mount", "-f", "--read-only",
+                               f"aquifer://127.0.0.1:{nodes['n2']['port']}/ecb", mnt, "--stats-file", mount_stats],
+                              stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "mount.log"), "w"))
+        try:
+            check(until(lambda: os.path.ismount(mnt), 15), "the ec bucket mounted")
+            same = all(hashlib.md5(open(os.path.join(mnt, k), "rb").read()).hexdigest() == h
+                       for k, h in objects.items())
+            check(same, "every object reads back through the mount with 2 of 6 nodes down")
+        finally:
+            mp.send_signal(signal.SIGTERM)
+            mp.wait(timeout=20)
+        check(not os.path.ismount(mnt), "unmounted")
+    else:
+        print("SKIP: the mount part: /dev/fuse is not usable here")
     st = status()
     check(not st["fully_protected"] and st["unavailable_blocks"] == 0,
           "under-protected, nothing unreadable: " + summary(st))
