@@ -8,11 +8,14 @@ namespace aq::bench {
 
 Result<CacheModel> ModelCache(const CacheModelInput& in) {
   if (!(in.dataset_bytes > 0)) return InvalidArgument("the dataset size must be positive");
-  if (in.client_cache_bytes < 0 || in.storage_cache_bytes < 0) return InvalidArgument("cache sizes must be >= 0");
+  if (in.client_cache_bytes < 0 || in.storage_cache_bytes < 0 || in.storage_l3_bytes < 0) {
+    return InvalidArgument("cache sizes must be >= 0");
+  }
   CacheModel m;
   m.client_hit = std::min(1.0, in.client_cache_bytes / in.dataset_bytes);
   m.storage_hit = std::min(1.0, in.storage_cache_bytes / in.dataset_bytes);
-  m.storage_media = 1 - m.storage_hit;
+  m.storage_l3 = std::min(1.0 - m.storage_hit, in.storage_l3_bytes / in.dataset_bytes);
+  m.storage_media = 1 - m.storage_hit - m.storage_l3;
   m.media_of_all = (1 - m.client_hit) * m.storage_media;
   return m;
 }
@@ -68,8 +71,10 @@ nlohmann::json ToJson(const CacheModelInput& in, const CacheModel& m) {
   return {{"dataset_bytes", in.dataset_bytes},
           {"client_cache_bytes", in.client_cache_bytes},
           {"storage_cache_bytes", in.storage_cache_bytes},
+          {"storage_l3_bytes", in.storage_l3_bytes},
           {"client_hit", m.client_hit},
           {"storage_hit", m.storage_hit},
+          {"storage_l3", m.storage_l3},
           {"storage_media", m.storage_media},
           {"media_of_all", m.media_of_all}};
 }

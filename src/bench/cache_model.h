@@ -3,7 +3,8 @@
 // bytes over a dataset of D bytes serves about C / D of the reads:
 //   client hits          = min(1, client RAM / D)        of the application's reads
 //   storage cache hits   = min(1, storage cache / D)     of the reads reaching storage
-//   from storage media   = 1 - storage cache hits        of the reads reaching storage
+//   storage L3 hits      = min(1 - storage cache hits, storage L3 / D)  (SSD in front of HDD pools)
+//   from storage media   = 1 - storage cache hits - L3 hits  of the reads reaching storage
 // (512 GB of client RAM over 22.2 TB: ~2%; 2 TB of storage cache: ~9%, so
 // ~91% of storage reads come from SSD.) Beside the model, measurements:
 // the page cache's residency of the dataset (mincore) and the fraction of a
@@ -26,11 +27,13 @@ struct CacheModelInput {
   double dataset_bytes = 0;
   double client_cache_bytes = 0;   // page cache available on one client
   double storage_cache_bytes = 0;  // all storage nodes' RAM cache together
+  double storage_l3_bytes = 0;     // all storage nodes' L3 (SSD) caches together
 };
 
 struct CacheModel {
   double client_hit = 0;     // fraction of application reads
-  double storage_hit = 0;    // fraction of reads reaching storage
+  double storage_hit = 0;    // fraction of reads reaching storage (RAM)
+  double storage_l3 = 0;     // fraction of reads reaching storage (L3)
   double storage_media = 0;  // fraction of reads reaching storage
   double media_of_all = 0;   // fraction of application reads that reach storage media
 };

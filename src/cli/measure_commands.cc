@@ -627,7 +627,7 @@ void RegisterSize(CLI::App& app, Globals& g) {
 // ---------------------------------------------------------------- model cache
 
 struct CacheFlags {
-  std::string dataset, client = "0", storage = "0", data, result;
+  std::string dataset, client = "0", storage = "0", l3 = "0", data, result;
   ResultFlags out;
 };
 
@@ -642,6 +642,8 @@ void RegisterModel(CLI::App& app, Globals& g) {
   cmd->add_option("--dataset", f->dataset, "Dataset size, e.g. 22.2TB (default: the size of --data)");
   cmd->add_option("--client-cache", f->client, "Page cache of one client, e.g. 512GB")->capture_default_str();
   cmd->add_option("--storage-cache", f->storage, "RAM cache of all storage nodes together, e.g. 2TB")
+      ->capture_default_str();
+  cmd->add_option("--storage-l3", f->l3, "L3 (SSD) cache of all storage nodes together, in front of HDD pools")
       ->capture_default_str();
   cmd->add_option("--data", f->data, "A dataset directory: measure how much of it the page cache holds now");
   cmd->add_option("--result", f->result, "A bench storage/train result JSON: measured client cache hits");
@@ -660,6 +662,7 @@ void RegisterModel(CLI::App& app, Globals& g) {
       if (!f->dataset.empty()) in.dataset_bytes = static_cast<double>(AQ_TRY(units::ParseBytes(f->dataset)));
       in.client_cache_bytes = static_cast<double>(AQ_TRY(units::ParseBytes(f->client)));
       in.storage_cache_bytes = static_cast<double>(AQ_TRY(units::ParseBytes(f->storage)));
+      in.storage_l3_bytes = static_cast<double>(AQ_TRY(units::ParseBytes(f->l3)));
       return Status::Ok();
     };
     if (Status s = parse(); !s.ok()) return (void)UsageError(g, s);
@@ -687,6 +690,7 @@ void RegisterModel(CLI::App& app, Globals& g) {
     nlohmann::json config = {{"dataset_bytes", in.dataset_bytes},
                              {"client_cache_bytes", in.client_cache_bytes},
                              {"storage_cache_bytes", in.storage_cache_bytes},
+                             {"storage_l3_bytes", in.storage_l3_bytes},
                              {"data", f->data},
                              {"result", f->result}};
     EmitResult(
@@ -697,6 +701,10 @@ void RegisterModel(CLI::App& app, Globals& g) {
                       units::Bytes(in.storage_cache_bytes).c_str());
           std::printf("  client page cache serves   %5.1f%% of the application's reads\n", 100 * m->client_hit);
           std::printf("  storage cache serves       %5.1f%% of the reads reaching storage\n", 100 * m->storage_hit);
+          if (in.storage_l3_bytes > 0) {
+            std::printf("  storage L3 (SSD) serves    %5.1f%% of the reads reaching storage (%s)\n",
+                        100 * m->storage_l3, units::Bytes(in.storage_l3_bytes).c_str());
+          }
           std::printf("  storage media serve        %5.1f%% of the reads reaching storage (%.1f%% of all reads)\n",
                       100 * m->storage_media, 100 * m->media_of_all);
           if (residency) {

@@ -26,7 +26,7 @@ namespace {
 struct ServeFlags {
   node::NodeOptions o;
   std::string listen = "127.0.0.1:9000", metrics, credentials, cache_policy = "tinylfu";
-  std::string block_size = "4MiB", cache_size = "1GiB", prefetch_memory = "256MiB";
+  std::string block_size = "4MiB", cache_size = "1GiB", prefetch_memory = "256MiB", l3_size;
   std::vector<std::string> pools;
   double net_limit_mb = 0, repair_rate_mb = 200;
 };
@@ -72,6 +72,16 @@ Result<node::NodeOptions> NodeOptionsFrom(const ServeFlags& f) {
     auto pool = store::ParsePool(p);
     if (!pool.ok()) return flag("--pool")(pool.status());
     o.pools.push_back(std::move(*pool));
+  }
+  if (!o.l3_dir.empty() || !f.l3_size.empty()) {
+    if (o.l3_dir.empty() || f.l3_size.empty()) return InvalidArgument("--l3 DIR and --l3-size SIZE go together");
+    auto v = units::ParseBytes(f.l3_size);
+    if (!v.ok()) return flag("--l3-size")(v.status());
+    if (*v == 0) return InvalidArgument("--l3-size: must be more than 0");
+    o.l3_bytes = *v;
+    bool slow = false;
+    for (const auto& p : o.pools) slow |= p.media == store::Media::kHdd;
+    if (!slow) return InvalidArgument("--l3: no pool has media=hdd (the L3 cache holds copies of hdd pools' blocks)");
   }
   if (f.cache_policy == "tinylfu" || f.cache_policy == "lru") {
     o.cache_policy = f.cache_policy == "lru" ? store::CachePolicy::kLru : store::CachePolicy::kTinyLfu;
@@ -257,6 +267,15 @@ void PrintStats(const std::string& node, const nlohmann::json& now, const nlohma
     std::printf("  cache   %.1f%% hits (%s), %s of %s, %.0f evicted, %.0f not admitted\n", 100 * num(c, "hit_ratio"),
                 c.value("policy", "").c_str(), units::Bytes(num(c, "bytes")).c_str(),
                 units::Bytes(num(c, "capacity_bytes")).c_str(), num(c, "evicted"), num(c, "rejected"));
+  }
+  if (now.contains("l3") && now["l3"].is_object()) {
+    const auto& c = now["l3"];
+    std::printf(
+        "  l3      %.1f%% of RAM misses (%s), %s of %s, %.0f admitted, %.0f evicted, %.0f not admitted, "
+        "%.0f damaged\n",
+        100 * num(c, "hit_ratio"), c.value("path", "").c_str(), units::Bytes(num(c, "bytes")).c_str(),
+        units::Bytes(num(c, "capacity_bytes")).c_str(), num(c, "admitted"), num(c, "evicted"), num(c, "rejected"),
+        num(c, "damaged"));
   }
   if (now.contains("prefetch") && now["prefetch"].is_object()) {
     const auto& p = now["prefetch"];
@@ -518,6 +537,10 @@ void RegisterServeCommands(CLI::App& app, Globals& g) {
   cmd->add_option("--reclaim-delay", f->o.reclaim_delay_s,
                   "Seconds blocks freed by an overwrite or delete outlive it for readers (default 2, 60 in a cluster)");
   cmd->add_option("--cache-size", f->cache_size, "RAM block cache (0 = off)")->capture_default_str();
+  cmd->add_option("--l3", f->o.l3_dir,
+                  "L3 cache: a directory on an SSD holding copies of hdd pools' blocks that RAM does not keep "
+                  "(read RAM -> L3 -> pool; survives restarts; never authoritative)");
+  cmd->add_option("--l3-size", f->l3_size, "Size of the L3 cache (with --l3)");
   cmd->add_option(
       "--meta", f->o.etcd,
       "Metadata store: etcd://HOST:PORT[,HOST:PORT] joins a cluster (default: SQLite under --data, one node)");

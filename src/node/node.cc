@@ -123,7 +123,10 @@ Status Node::StartImpl() {
       cluster ? AQ_TRY(cluster::BlocksHeldBy(*meta_, node_id_)) : AQ_TRY(meta_->ReferencedBlocks());
   gc_ = AQ_TRY(blocks_->CollectGarbage(keep));
   if (o_.cache_bytes > 0) cache_ = std::make_unique<store::BlockCache>(o_.cache_bytes, o_.cache_policy, o_.block_size);
-  local_ = std::make_unique<store::LocalBlockService>(*blocks_, cache_.get());
+  if (!o_.l3_dir.empty()) {
+    l3_ = AQ_TRY(store::L3Cache::Open(fs, {o_.l3_dir, o_.l3_bytes}, cache_.get()));
+  }
+  local_ = std::make_unique<store::LocalBlockService>(*blocks_, cache_.get(), l3_.get());
 
   store::ObjectStoreOptions oo;
   oo.block_size = o_.block_size;
@@ -153,8 +156,9 @@ Status Node::StartImpl() {
       return j.dump();
     };
   } else {
-    objects_ = std::make_unique<store::ObjectStore>(*meta_, *blocks_, oo, cache_.get());
+    objects_ = std::make_unique<store::ObjectStore>(*meta_, *blocks_, *local_, oo, cache_.get());
   }
+  objects_->set_l3(l3_.get());
   if (o_.prefetch_window > 0) {
     store::PrefetchOptions po;
     po.max_window_blocks = o_.prefetch_window;
@@ -287,6 +291,10 @@ std::string Node::Describe() const {
   }
   out += fmt::format("  cache: {}, {}\n", units::IecBytes(o_.cache_bytes),
                      !cache_ ? "off" : (o_.cache_policy == store::CachePolicy::kTinyLfu ? "tinylfu" : "lru"));
+  if (l3_) {
+    out += fmt::format("  l3 cache: {} in {}, {} blocks kept from before\n", units::IecBytes(o_.l3_bytes), o_.l3_dir,
+                       l3_->Stats().restored);
+  }
   if (o_.send_bytes_per_second > 0) {
     out += fmt::format("  net limit: {:.1f} MB/s sent (an emulated link)\n", o_.send_bytes_per_second / 1e6);
   }

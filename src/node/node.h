@@ -25,6 +25,7 @@
 #include "s3/auth.h"
 #include "store/block_cache.h"
 #include "store/block_store.h"
+#include "store/l3_cache.h"
 
 namespace aq::cluster {
 class BlockClient;
@@ -54,6 +55,10 @@ struct NodeOptions {
   uint64_t block_size = 4 << 20;
   uint64_t cache_bytes = 1ull << 30;  // 0 = no RAM cache
   store::CachePolicy cache_policy = store::CachePolicy::kTinyLfu;
+  // The L3 cache: an SSD directory for copies of blocks of hdd pools
+  // (empty: none), and its size.
+  std::string l3_dir;
+  uint64_t l3_bytes = 0;
   uint32_t prefetch_window = 8;  // blocks ahead per stream; 0 = off
   uint64_t prefetch_memory = 256ull << 20;
 
@@ -112,6 +117,7 @@ class Node {
   store::BlockStore& blocks() { return *blocks_; }
   store::MetaStore& meta() { return *meta_; }
   store::BlockCache* cache() { return cache_.get(); }
+  store::L3Cache* l3() { return l3_.get(); }
   store::Prefetcher* prefetcher() { return prefetch_.get(); }
   server::NodeStats& stats() { return *stats_; }
   server::S3Server& s3() { return *s3_; }
@@ -139,6 +145,7 @@ class Node {
   std::unique_ptr<store::MetaStore> meta_;
   std::unique_ptr<store::BlockStore> blocks_;
   std::unique_ptr<store::BlockCache> cache_;
+  std::unique_ptr<store::L3Cache> l3_;
   std::unique_ptr<store::LocalBlockService> local_;
   std::unique_ptr<cluster::BlockClient> block_client_;
   std::unique_ptr<cluster::ClusterBlockService> cluster_blocks_;

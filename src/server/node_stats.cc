@@ -90,6 +90,11 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
     sampler.AddGauge("node.cache.hit_ratio", "%", [cache] { return 100 * cache->Stats().hit_ratio(); });
     sampler.AddGauge("node.cache.used", "bytes", [cache] { return static_cast<double>(cache->Stats().bytes); });
   }
+  if (store::L3Cache* l3 = objects.l3()) {
+    sampler.AddGauge("node.l3.hit_ratio", "%", [l3] { return 100 * l3->Stats().hit_ratio(); });
+    sampler.AddGauge("node.l3.used", "bytes", [l3] { return static_cast<double>(l3->Stats().bytes); });
+    sampler.AddCounter("node.l3.hits", "blocks/s", [l3] { return static_cast<double>(l3->Stats().hits); });
+  }
   if (store::Prefetcher* pf = objects.prefetcher()) {
     sampler.AddCounter("node.prefetch.hits", "blocks/s", [pf] {
       auto p = pf->Stats();
@@ -118,6 +123,23 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
                     {"hit_ratio", c.hit_ratio()},
                     {"evicted", c.evicted},
                     {"rejected", c.rejected}};
+    }
+    if (store::L3Cache* l3 = objects.l3()) {
+      auto c = l3->Stats();
+      j["l3"] = {{"path", l3->path()},
+                 {"capacity_bytes", c.capacity},
+                 {"bytes", c.bytes},
+                 {"entries", c.entries},
+                 {"hits", c.hits},
+                 {"misses", c.misses},
+                 {"hit_ratio", c.hit_ratio()},
+                 {"admitted", c.admitted},
+                 {"evicted", c.evicted},
+                 {"rejected", c.rejected},
+                 {"dropped", c.dropped},
+                 {"damaged", c.damaged},
+                 {"restored", c.restored},
+                 {"write_errors", c.write_errors}};
     }
     if (store::Prefetcher* pf = objects.prefetcher()) {
       auto p = pf->Stats();

@@ -69,10 +69,16 @@ bool BlockCache::Contains(const std::string& id) const {
   return index_.count(id) > 0;
 }
 
-void BlockCache::Put(const std::string& id, std::shared_ptr<const std::string> data) {
+uint32_t BlockCache::Popularity(const std::string& id) const {
+  MutexLock lock(mu_);
+  return policy_ == CachePolicy::kTinyLfu ? Frequency(id) : 0;
+}
+
+bool BlockCache::Put(const std::string& id, std::shared_ptr<const std::string> data, bool spill, Evicted* evicted) {
   const uint64_t size = data->size();
   MutexLock lock(mu_);
-  if (size > capacity_ || index_.count(id)) return;
+  if (index_.count(id)) return true;
+  if (size > capacity_) return false;
   if (policy_ == CachePolicy::kTinyLfu && stats_.bytes + size > capacity_) {
     // Admission: the candidate must have been asked for more often than
     // every block it would push out. Its own request (counted in Get just
@@ -84,7 +90,7 @@ void BlockCache::Put(const std::string& id, std::shared_ptr<const std::string> d
     for (auto it = lru_.rbegin(); it != lru_.rend() && stats_.bytes - freed + size > capacity_; ++it) {
       if (Frequency(it->id) >= candidate) {
         ++stats_.rejected;
-        return;
+        return false;
       }
       freed += it->data->size();
     }
@@ -92,13 +98,15 @@ void BlockCache::Put(const std::string& id, std::shared_ptr<const std::string> d
   while (stats_.bytes + size > capacity_ && !lru_.empty()) {
     stats_.bytes -= lru_.back().data->size();
     index_.erase(lru_.back().id);
+    if (evicted != nullptr && lru_.back().spill) evicted->emplace_back(lru_.back().id, std::move(lru_.back().data));
     lru_.pop_back();
     ++stats_.evicted;
   }
-  lru_.push_front({id, std::move(data)});
+  lru_.push_front({id, std::move(data), spill});
   index_[id] = lru_.begin();
   stats_.bytes += size;
   ++stats_.admitted;
+  return true;
 }
 
 void BlockCache::Erase(const std::string& id) {

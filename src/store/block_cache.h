@@ -47,11 +47,19 @@ class BlockCache {
   // The block's bytes if cached (counts a hit or a miss and, for TinyLFU,
   // the access frequency).
   std::shared_ptr<const std::string> Get(const std::string& id);
-  // Offers a block just read from disk; the policy decides whether it stays.
-  void Put(const std::string& id, std::shared_ptr<const std::string> data);
+  // Offers a block just read from disk; the policy decides whether it
+  // stays (true: cached). `spill`: when this block is evicted later, it is
+  // handed to `evicted` of the Put that pushes it out (for a lower level:
+  // the L3 cache).
+  using Evicted = std::vector<std::pair<std::string, std::shared_ptr<const std::string>>>;
+  bool Put(const std::string& id, std::shared_ptr<const std::string> data, bool spill = false,
+           Evicted* evicted = nullptr);
   void Erase(const std::string& id);
   // Whether the block is cached (no hit, miss or frequency counted).
   bool Contains(const std::string& id) const;
+  // How often the block has been asked for recently (the sketch's count;
+  // 0 with LRU): what admission compares.
+  uint32_t Popularity(const std::string& id) const;
   CacheStats Stats() const;
   CachePolicy policy() const { return policy_; }
 
@@ -59,6 +67,7 @@ class BlockCache {
   struct Entry {
     std::string id;
     std::shared_ptr<const std::string> data;
+    bool spill = false;
   };
   uint32_t Frequency(const std::string& id) const;  // REQUIRES: mu_ held
   void Touch(const std::string& id);                // REQUIRES: mu_ held

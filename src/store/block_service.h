@@ -1,5 +1,5 @@
 // Where an ObjectStore's blocks are written and read: on this node
-// (LocalBlockService: the node's pools, through its RAM cache) or across a
+// (LocalBlockService: the node's pools, through its RAM and L3 caches) or across a
 // cluster (cluster::ClusterBlockService: replicas on several nodes).
 //
 // Thread safety: implementations may be called from any thread.
@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "store/block_cache.h"
 #include "store/block_store.h"
+#include "store/l3_cache.h"
 #include "store/meta_store.h"
 
 namespace aq::store {
@@ -32,10 +33,14 @@ class BlockService {
   virtual bool Available(const BlockRef&) { return true; }
 };
 
-// The node's own pools; reads through the RAM cache when there is one.
+// The node's own pools; reads through the RAM cache when there is one, and
+// blocks of slow (HDD) pools through the L3 cache when there is one: RAM,
+// then L3, then the pool. A block RAM does not keep (refused, or evicted
+// later) is offered to L3.
 class LocalBlockService final : public BlockService {
  public:
-  LocalBlockService(BlockStore& blocks, BlockCache* cache) : blocks_(blocks), cache_(cache) {}
+  LocalBlockService(BlockStore& blocks, BlockCache* cache, L3Cache* l3 = nullptr)
+      : blocks_(blocks), cache_(cache), l3_(l3) {}
   Result<BlockRef> Write(const std::string& pool, std::string_view data, const std::string&) override {
     return blocks_.Write(pool, data);
   }
@@ -43,13 +48,21 @@ class LocalBlockService final : public BlockService {
     if (cache_ != nullptr) {
       if (auto hit = cache_->Get(ref.id)) return hit;
     }
+    const bool slow = l3_ != nullptr && blocks_.IsSlow(ref.pool);
+    if (slow) {
+      if (auto hit = l3_->Get(ref)) {
+        Keep(ref.id, hit, true);
+        return hit;
+      }
+    }
     auto bytes = AQ_TRY(blocks_.Read(ref));
     auto block = std::make_shared<const std::string>(std::move(bytes));
-    if (cache_ != nullptr) cache_->Put(ref.id, block);
+    Keep(ref.id, block, slow);
     return block;
   }
   Status Remove(const BlockRef& ref) override {
     if (cache_ != nullptr) cache_->Erase(ref.id);
+    if (l3_ != nullptr) l3_->Erase(ref.id);
     return blocks_.Remove(ref);
   }
   bool Available(const BlockRef& ref) override {
@@ -57,10 +70,21 @@ class LocalBlockService final : public BlockService {
   }
   BlockStore& store() { return blocks_; }
   BlockCache* cache() { return cache_; }
+  L3Cache* l3() { return l3_; }
 
  private:
+  // RAM's policy decides; what it refuses or pushes out goes down to L3.
+  void Keep(const std::string& id, const std::shared_ptr<const std::string>& block, bool slow) {
+    BlockCache::Evicted evicted;
+    const bool kept = cache_ != nullptr && cache_->Put(id, block, slow, l3_ != nullptr ? &evicted : nullptr);
+    if (l3_ == nullptr) return;
+    if (slow && !kept) l3_->Offer(id, block);
+    for (auto& [victim, bytes] : evicted) l3_->Offer(victim, std::move(bytes));
+  }
+
   BlockStore& blocks_;
   BlockCache* cache_;
+  L3Cache* l3_;
 };
 
 }  // namespace aq::store

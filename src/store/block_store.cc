@@ -72,6 +72,13 @@ std::optional<double> ParseLatency(std::string_view text) {
 
 }  // namespace
 
+bool BlockStore::IsSlow(const std::string& pool) const {
+  for (const auto& p : pools_) {
+    if (p.name == pool || (pool.empty() && &p == &pools_.front())) return p.media == Media::kHdd;
+  }
+  return false;
+}
+
 std::string NewBlockId() {
   thread_local std::mt19937_64 gen{std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32)};
   return fmt::format("{:016x}{:016x}", gen(), gen());

@@ -76,6 +76,8 @@ class BlockStore {
   Result<std::vector<std::string>> List();
 
   const std::vector<PoolConfig>& pools() const { return pools_; }
+  // Whether the pool is on slow media (hdd): its blocks go through L3.
+  bool IsSlow(const std::string& pool) const;
   std::string PathOf(const BlockRef& ref) const;
 
  private:

@@ -25,6 +25,7 @@
 #include "store/block_cache.h"
 #include "store/block_service.h"
 #include "store/block_store.h"
+#include "store/l3_cache.h"
 #include "store/meta_store.h"
 #include "store/prefetch.h"
 #include "store/reclaimer.h"
@@ -94,6 +95,9 @@ class ObjectStore {
   // are this node's own, for statistics.
   ObjectStore(MetaStore& meta, BlockStore& blocks, BlockService& service, ObjectStoreOptions options,
               BlockCache* cache = nullptr);
+  // The node's L3 cache (for statistics; reads reach it through the block service).
+  void set_l3(L3Cache* l3) { l3_ = l3; }
+  L3Cache* l3() const { return l3_; }
   ~ObjectStore();
 
   // Starts a put. The bucket must exist and the key be valid (checked now,
@@ -158,6 +162,7 @@ class ObjectStore {
   BlockService* service_;
   ObjectStoreOptions options_;
   BlockCache* cache_;
+  L3Cache* l3_ = nullptr;
   Prefetcher* prefetch_ = nullptr;
   std::unique_ptr<Reclaimer> reclaimer_;
 };

@@ -900,3 +900,92 @@ TEST(ReclaimerTest, DelayAndBound) {
 
 }  // namespace
 }  // namespace aq::store
+
+namespace aq::store {
+namespace {
+
+// The L3 cache: admission by the RAM cache's sketch, verified reads,
+// restart with a warm index.
+class L3Test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fs_ = io::NewMemFileSystem();
+    hdd_ = BlockStore::Open(*fs_, {{"hdd", "/hdd", Media::kHdd}}).value();
+    for (int i = 0; i < 10; ++i) {
+      std::string data(1000, static_cast<char>('a' + i));
+      refs_.push_back(hdd_->Write("hdd", data).value());
+    }
+  }
+  std::shared_ptr<const std::string> Bytes(int i) {
+    return std::make_shared<const std::string>(hdd_->Read(refs_[i]).value());
+  }
+  std::unique_ptr<io::FileSystem> fs_;
+  std::unique_ptr<BlockStore> hdd_;
+  std::vector<BlockRef> refs_;
+};
+
+TEST_F(L3Test, VictimsAreKeptAndAShuffledEpochDoesNotFlushThem) {
+  BlockCache ram(2000, CachePolicy::kTinyLfu, 1000);           // two blocks
+  auto l3 = L3Cache::Open(*fs_, {"/l3", 4000}, &ram).value();  // four blocks
+  LocalBlockService service(*hdd_, &ram, l3.get());
+  // Epoch 1 over ten blocks: RAM keeps 2, L3 the next 4, the rest are refused.
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_EQ(*service.Read(refs_[i]).value(), *Bytes(i));
+    l3->Flush();
+  }
+  EXPECT_EQ(l3->Stats().entries, 4u);
+  EXPECT_GT(l3->Stats().rejected, 0u);
+  // Epochs 2 and 3, shuffled: RAM + L3 serve 6 of 10 reads every epoch.
+  std::vector<int> order = {3, 9, 0, 5, 7, 1, 8, 2, 6, 4};
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    const auto ram0 = ram.Stats().hits;
+    const auto l30 = l3->Stats().hits;
+    for (int i : order) EXPECT_EQ(*service.Read(refs_[i]).value(), *Bytes(i));
+    l3->Flush();
+    EXPECT_EQ(ram.Stats().hits - ram0 + l3->Stats().hits - l30, 6u) << "epoch " << epoch + 2;
+    std::reverse(order.begin(), order.end());
+  }
+  EXPECT_EQ(l3->Stats().entries, 4u);
+}
+
+TEST_F(L3Test, DamagedCopiesAreNeverServedAndTheIndexSurvivesARestart) {
+  {
+    auto l3 = L3Cache::Open(*fs_, {"/l3", 10000}, nullptr).value();
+    for (int i = 0; i < 3; ++i) l3->Offer(refs_[i].id, Bytes(i));
+    l3->Flush();
+    EXPECT_EQ(l3->Stats().entries, 3u);
+    ASSERT_TRUE(l3->Get(refs_[1]));
+    EXPECT_EQ(*l3->Get(refs_[1]), *Bytes(1));
+  }
+  // A restart: the same three blocks, found without reading them.
+  auto l3 = L3Cache::Open(*fs_, {"/l3", 10000}, nullptr).value();
+  EXPECT_EQ(l3->Stats().restored, 3u);
+  EXPECT_EQ(*l3->Get(refs_[2]), *Bytes(2));
+  // A copy whose bytes do not match the block's checksum is dropped.
+  BlockRef wrong = refs_[0];
+  wrong.crc32c ^= 1;
+  EXPECT_EQ(l3->Get(wrong), nullptr);
+  EXPECT_EQ(l3->Stats().damaged, 1u);
+  EXPECT_FALSE(l3->Contains(refs_[0].id));
+  // Removing a block removes its copy.
+  l3->Erase(refs_[2].id);
+  EXPECT_EQ(l3->Get(refs_[2]), nullptr);
+  // Bad settings are refused.
+  EXPECT_FALSE(L3Cache::Open(*fs_, {"/l3b", 0}, nullptr).ok());
+  EXPECT_FALSE(L3Cache::Open(*fs_, {"", 100}, nullptr).ok());
+}
+
+TEST_F(L3Test, OnlyBlocksOfSlowPoolsGoToL3) {
+  auto both = BlockStore::Open(*fs_, {{"ssd", "/ssd", Media::kSsd}, {"hdd", "/hdd", Media::kHdd}}).value();
+  auto fast = both->Write("ssd", std::string(500, 'z')).value();
+  auto l3 = L3Cache::Open(*fs_, {"/l3", 10000}, nullptr).value();
+  LocalBlockService service(*both, nullptr, l3.get());
+  ASSERT_TRUE(service.Read(fast).ok());
+  ASSERT_TRUE(service.Read(refs_[4]).ok());
+  l3->Flush();
+  EXPECT_FALSE(l3->Contains(fast.id));
+  EXPECT_TRUE(l3->Contains(refs_[4].id));
+}
+
+}  // namespace
+}  // namespace aq::store
