@@ -125,6 +125,7 @@ Status Node::StartImpl() {
   if (o_.cache_bytes > 0) cache_ = std::make_unique<store::BlockCache>(o_.cache_bytes, o_.cache_policy, o_.block_size);
   if (!o_.l3_dir.empty()) {
     l3_ = AQ_TRY(store::L3Cache::Open(fs, {o_.l3_dir, o_.l3_bytes}, cache_.get()));
+    l3_->Retain(keep);  // copies of blocks freed while the node was down
   }
   local_ = std::make_unique<store::LocalBlockService>(*blocks_, cache_.get(), l3_.get());
 

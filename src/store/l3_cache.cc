@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <unordered_set>
+
 #include "common/log.h"
 
 namespace aq::store {
@@ -178,6 +180,18 @@ void L3Cache::Erase(const std::string& id) {
   ref.id = id;
   ref.pool = kPool;
   (void)store_->Remove(ref);
+}
+
+void L3Cache::Retain(const std::vector<std::string>& referenced) {
+  const std::unordered_set<std::string> keep(referenced.begin(), referenced.end());
+  std::vector<std::string> gone;
+  {
+    MutexLock lock(mu_);
+    for (const auto& e : lru_) {
+      if (!keep.count(e.id)) gone.push_back(e.id);
+    }
+  }
+  for (const auto& id : gone) Erase(id);
 }
 
 bool L3Cache::Contains(const std::string& id) const {

@@ -66,6 +66,9 @@ class L3Cache {
   // A block read from a slow pool that RAM does not keep.
   void Offer(const std::string& id, std::shared_ptr<const std::string> data);
   void Erase(const std::string& id);
+  // Erases every copy whose block is not in `referenced` (at start, beside
+  // the pools' garbage collection: blocks freed while the node was down).
+  void Retain(const std::vector<std::string>& referenced);
   bool Contains(const std::string& id) const;
   // Waits until every queued offer is written or dropped (tests, benchmarks).
   void Flush();
