@@ -66,6 +66,7 @@ void RegisterBenchCommands(CLI::App& app, Globals& g);
 void RegisterServeCommands(CLI::App& app, Globals& g);
 void RegisterClusterCommands(CLI::App& app, Globals& g);
 void RegisterMountCommands(CLI::App& app, Globals& g);
+void RegisterTierCommands(CLI::App& app, Globals& g);
 // bench storage / train / sweep under the bench group; size, model, report.
 void RegisterMeasureCommands(CLI::App& app, CLI::App& bench_group, Globals& g);
 

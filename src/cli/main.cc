@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   aq::cli::RegisterServeCommands(app, g);
   aq::cli::RegisterClusterCommands(app, g);
   aq::cli::RegisterMountCommands(app, g);
+  aq::cli::RegisterTierCommands(app, g);
   app.parse_complete_callback([&g] { aq::log::Init(g.log_level); });
   try {
     app.parse(argc, argv);

@@ -28,7 +28,7 @@ struct ServeFlags {
   std::string listen = "127.0.0.1:9000", metrics, credentials, cache_policy = "tinylfu";
   std::string block_size = "4MiB", cache_size = "1GiB", prefetch_memory = "256MiB", l3_size;
   std::vector<std::string> pools;
-  double net_limit_mb = 0, repair_rate_mb = 200;
+  double net_limit_mb = 0, repair_rate_mb = 200, tier_rate_mb = 100;
 };
 
 // The flags as the node's options; a malformed value names its flag.
@@ -91,6 +91,7 @@ Result<node::NodeOptions> NodeOptionsFrom(const ServeFlags& f) {
   if (f.net_limit_mb < 0) return InvalidArgument("--net-limit must be >= 0 (MB/s; 0 = unlimited)");
   o.send_bytes_per_second = f.net_limit_mb * 1e6;
   o.repair_bytes_per_second = f.repair_rate_mb * 1e6;
+  o.tier_bytes_per_second = f.tier_rate_mb * 1e6;
   return o;
 }
 
@@ -404,6 +405,16 @@ Status StatFile(Globals& g, const StatFileFlags& f) {
   }
   std::vector<store::PoolConfig> pools;
   for (const auto& p : f.pools) pools.push_back(AQ_TRY(store::ParsePool(p)));
+  if (pools.empty()) {
+    // The pools the node last started with (it records them), else its default.
+    if (auto known = meta->GetSetting("node/pools"); known.ok()) {
+      auto j = nlohmann::json::parse(*known, nullptr, false);
+      for (const auto& e : j.is_array() ? j : nlohmann::json::array()) {
+        pools.push_back({e.value("name", ""), e.value("path", ""),
+                         e.value("media", "ssd") == "hdd" ? store::Media::kHdd : store::Media::kSsd});
+      }
+    }
+  }
   if (pools.empty()) pools.push_back({"default", io::JoinPath(f.data, "pool-default"), store::Media::kSsd});
   std::unique_ptr<store::BlockStore> blocks;
   if (f.meta.empty() || g.fs->Stat(f.data).ok()) blocks = AQ_TRY(store::BlockStore::Open(*g.fs, pools));
@@ -444,14 +455,12 @@ Status StatFile(Globals& g, const StatFileFlags& f) {
         }
       }
     }
-    nlohmann::json entry = {{"offset", offset},
-                            {"size", b.size},
-                            {"id", b.id},
-                            {"crc32c", fmt::format("{:08x}", b.crc32c)},
-                            {"pool", b.pool},
-                            {"nodes", b.nodes},
-                            {"path", here && !b.erasure_coded() ? blocks->PathOf(mine.front()) : ""},
-                            {"state", state}};
+    nlohmann::json entry = {
+        {"offset", offset}, {"size", b.size},
+        {"id", b.id},       {"crc32c", fmt::format("{:08x}", b.crc32c)},
+        {"pool", b.pool},   {"media", blocks && blocks->IsSlow(b.pool) ? "hdd" : "ssd"},
+        {"nodes", b.nodes}, {"path", here && !b.erasure_coded() ? blocks->PathOf(mine.front()) : ""},
+        {"state", state}};
     if (b.erasure_coded()) {
       entry["ec"] = fmt::format("{}+{}", b.ec_k, b.ec_m);
       entry["fragments"] = std::move(fragments);
@@ -541,6 +550,14 @@ void RegisterServeCommands(CLI::App& app, Globals& g) {
                   "L3 cache: a directory on an SSD holding copies of hdd pools' blocks that RAM does not keep "
                   "(read RAM -> L3 -> pool; survives restarts; never authoritative)");
   cmd->add_option("--l3-size", f->l3_size, "Size of the L3 cache (with --l3)");
+  cmd->add_option("--tier-interval", f->o.tier_interval_s,
+                  "Seconds between tiering passes that move blocks to their policy's pool (0: only on `aquifer tier "
+                  "run`; single node)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--tier-rate", f->tier_rate_mb, "MB/s the tiering mover copies at most")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option(
       "--meta", f->o.etcd,
       "Metadata store: etcd://HOST:PORT[,HOST:PORT] joins a cluster (default: SQLite under --data, one node)");

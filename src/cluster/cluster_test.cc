@@ -341,6 +341,17 @@ TEST_P(MetaStoreContract, MultipartUploads) {
   EXPECT_EQ(meta_->GetObject("data", "other").status().code(), StatusCode::kNotFound);
 }
 
+TEST_P(MetaStoreContract, Settings) {
+  auto* m = meta_.get();
+  EXPECT_EQ(m->GetSetting("tier/policies").status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(m->PutSetting("tier/policies", "[1]").ok());
+  EXPECT_EQ(m->GetSetting("tier/policies").value(), "[1]");
+  ASSERT_TRUE(m->PutSetting("tier/policies", "[2]").ok());
+  EXPECT_EQ(m->GetSetting("tier/policies").value(), "[2]");
+  ASSERT_TRUE(m->PutSetting("tier/policies", "").ok());
+  EXPECT_EQ(m->GetSetting("tier/policies").status().code(), StatusCode::kNotFound);
+}
+
 TEST_P(MetaStoreContract, UpdateLayoutOnlyIfUnchanged) {
   ASSERT_TRUE(meta_->CreateBucket("data").ok());
   ASSERT_TRUE(meta_->PutObject(Obj("data", "k", {Ref("b1", 5, {"n1", "n2"})})).ok());

@@ -154,6 +154,17 @@ class EtcdMetaStore final : public store::MetaStore {
     return out;
   }
 
+  Result<std::string> GetSetting(const std::string& name) override {
+    auto kv = AQ_TRY(etcd_->Get(p_ + "settings/" + name));
+    if (!kv) return NotFound(fmt::format("no setting '{}'", name));
+    return kv->value;
+  }
+
+  Status PutSetting(const std::string& name, const std::string& value) override {
+    if (value.empty()) return etcd_->Delete(p_ + "settings/" + name).status();
+    return etcd_->Put(p_ + "settings/" + name, value);
+  }
+
   Status CreateUpload(const UploadInfo& u) override {
     AQ_TRY(store::CheckObjectKey(u.key));
     json v = {{"bucket", u.bucket}, {"key", u.key}, {"created_ns", u.created_ns != 0 ? u.created_ns : NowNs()}};

@@ -13,6 +13,7 @@
 #include "cluster/membership.h"
 #include "cluster/placement.h"
 #include "cluster/repair.h"
+#include "common/log.h"
 #include "common/units.h"
 #include "http/server.h"
 #include "s3/endpoint.h"
@@ -160,6 +161,19 @@ Status Node::StartImpl() {
     objects_ = std::make_unique<store::ObjectStore>(*meta_, *blocks_, *local_, oo, cache_.get());
   }
   objects_->set_l3(l3_.get());
+  if (!cluster) {
+    // Copies a mover left in a pool their layout no longer names.
+    const uint64_t strays = AQ_TRY(store::RemoveStrayCopies(*meta_, *blocks_));
+    if (strays > 0) log::info("removed {} stray block copies left by an interrupted tiering pass", strays);
+    mover_ = std::make_unique<store::Mover>(*meta_, *blocks_, objects_->reclaimer());
+    // The pools, for tools that check a policy's pool before the mover does.
+    nlohmann::json pools = nlohmann::json::array();
+    for (const auto& p : blocks_->pools()) {
+      pools.push_back({{"name", p.name}, {"media", p.media == store::Media::kHdd ? "hdd" : "ssd"}, {"path", p.path}});
+    }
+    AQ_TRY(meta_->PutSetting("node/pools", pools.dump()));
+    tier_thread_ = std::thread([this] { TierLoop(); });
+  }
   if (o_.prefetch_window > 0) {
     store::PrefetchOptions po;
     po.max_window_blocks = o_.prefetch_window;
@@ -263,9 +277,45 @@ Status Node::JoinCluster() {
   return Status::Ok();
 }
 
+void Node::TierLoop() {
+  // Runs a pass when one is due or asked for (`aquifer tier run` writes the
+  // request setting; the report answers it), checking once a second.
+  double last = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  std::string answered;
+  if (auto r = meta_->GetSetting(store::kTierRequestSetting); r.ok()) answered = *r;  // asked before this start
+  while (!tier_stop_.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    auto request = meta_->GetSetting(store::kTierRequestSetting);
+    const bool asked = request.ok() && *request != answered;
+    const bool due = o_.tier_interval_s > 0 && now - last >= o_.tier_interval_s;
+    if (!asked && !due) continue;
+    last = now;
+    auto policies = store::LoadTierPolicies(*meta_);
+    if (!asked && (!policies.ok() || policies->empty())) continue;  // nothing to do on schedule
+    store::TierOptions to;
+    to.bytes_per_second = o_.tier_bytes_per_second;
+    to.dry_run = asked && request->find("dry-run") != std::string::npos;
+    Result<store::TierReport> report =
+        policies.ok() ? mover_->Run(*policies, to, &tier_stop_) : Result<store::TierReport>(policies.status());
+    nlohmann::json j = report.ok() ? nlohmann::json::parse(store::TierReportToJson(*report))
+                                   : nlohmann::json{{"error", std::string(report.status().message())}};
+    j["request"] = asked ? *request : "";
+    j["dry_run"] = to.dry_run;
+    (void)meta_->PutSetting(store::kTierReportSetting, j.dump());
+    if (asked) answered = *request;
+    if (report.ok() && report->blocks_moved > 0) {
+      log::info("tiering: moved {} blocks of {} objects ({} MB) in {:.1f} s", report->blocks_moved,
+                report->objects_moved, report->bytes_moved / 1000000, report->seconds);
+    }
+  }
+}
+
 void Node::Stop() {
   if (stopped_) return;
   stopped_ = true;
+  tier_stop_ = true;
+  if (tier_thread_.joinable()) tier_thread_.join();
   repairer_.reset();
   membership_.reset();  // leave first: the cluster stops sending this node work
   metrics_.reset();

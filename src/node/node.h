@@ -15,9 +15,11 @@
 // node runs.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/status.h"
@@ -26,6 +28,7 @@
 #include "store/block_cache.h"
 #include "store/block_store.h"
 #include "store/l3_cache.h"
+#include "store/tiering.h"
 
 namespace aq::cluster {
 class BlockClient;
@@ -59,6 +62,11 @@ struct NodeOptions {
   // (empty: none), and its size.
   std::string l3_dir;
   uint64_t l3_bytes = 0;
+  // Tiering (a single node with several pools): a pass of the mover every
+  // tier_interval_s seconds (0: only when asked, `aquifer tier run`), moving
+  // at most tier_bytes_per_second.
+  double tier_interval_s = 3600;
+  double tier_bytes_per_second = 100e6;
   uint32_t prefetch_window = 8;  // blocks ahead per stream; 0 = off
   uint64_t prefetch_memory = 256ull << 20;
 
@@ -155,6 +163,11 @@ class Node {
   std::unique_ptr<server::S3Server> s3_;
   std::unique_ptr<cluster::Membership> membership_;
   std::unique_ptr<cluster::Repairer> repairer_;
+  // Tiering: the mover's thread (single node).
+  void TierLoop();
+  std::unique_ptr<store::Mover> mover_;
+  std::thread tier_thread_;
+  std::atomic<bool> tier_stop_{false};
   std::unique_ptr<server::MetricsServer> metrics_;
 };
 

@@ -259,9 +259,10 @@ Result<GcReport> BlockStore::CollectGarbage(const std::vector<std::string>& refe
   return r;
 }
 
-Result<std::vector<std::string>> BlockStore::List() {
+Result<std::vector<std::string>> BlockStore::List(const std::string& only_pool) {
   std::vector<std::string> out;
   for (const auto& p : pools_) {
+    if (!only_pool.empty() && p.name != only_pool) continue;
     const std::string root = io::JoinPath(p.path, "blocks");
     for (const auto& dir : AQ_TRY(fs_.List(root))) {
       if (!dir.is_dir) continue;

@@ -72,8 +72,8 @@ class BlockStore {
   // REQUIRES: no write is in progress (run it before serving).
   Result<GcReport> CollectGarbage(const std::vector<std::string>& referenced);
   Result<std::vector<PoolUsage>> Usage();
-  // The ids of every block in every pool, sorted.
-  Result<std::vector<std::string>> List();
+  // The ids of every block in every pool (or in `only_pool`), sorted.
+  Result<std::vector<std::string>> List(const std::string& only_pool = "");
 
   const std::vector<PoolConfig>& pools() const { return pools_; }
   // Whether the pool is on slow media (hdd): its blocks go through L3.

@@ -9,12 +9,14 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <random>
 
 #include "io/fault_injection.h"
 #include "store/block_store.h"
 #include "store/meta_store.h"
 #include "store/object_store.h"
+#include "store/tiering.h"
 
 namespace aq::store {
 namespace {
@@ -46,7 +48,8 @@ class Node {
   }
   void Open() {
     objects_.reset();
-    blocks_ = BlockStore::Open(*faulty_, {{"default", "/pool", Media::kSsd}}).value();
+    // A second pool, for the tiering mover's moves.
+    blocks_ = BlockStore::Open(*faulty_, {{"default", "/pool", Media::kSsd}, {"cold", "/cold", Media::kHdd}}).value();
     ObjectStoreOptions o;
     o.block_size = 1000;  // several blocks per object: several crash points
     objects_ = std::make_unique<ObjectStore>(*meta_, *blocks_, o);
@@ -59,6 +62,7 @@ class Node {
     auto referenced = meta_->ReferencedBlocks();
     ASSERT_TRUE(referenced.ok());
     ASSERT_TRUE(blocks_->CollectGarbage(*referenced).ok());
+    ASSERT_TRUE(RemoveStrayCopies(*meta_, *blocks_).ok());
   }
   Status Put(const std::string& key, const std::string& data) {
     auto w = AQ_TRY(objects_->Put("bkt", key));
@@ -84,10 +88,29 @@ class Node {
     for (const auto& id : *files) {
       EXPECT_TRUE(std::find(referenced.begin(), referenced.end(), id) != referenced.end()) << "orphan block " << id;
     }
-    const auto dirs = mem_->List("/pool/blocks").value();
-    for (const auto& dir : dirs) {
-      const auto entries = mem_->List("/pool/blocks/" + dir.name).value();
-      for (const auto& e : entries) EXPECT_EQ(e.name.find(".tmp"), std::string::npos) << "temporary: " << e.name;
+    for (const std::string root : {"/pool/blocks", "/cold/blocks"}) {
+      const auto dirs = mem_->List(root);
+      if (!dirs.ok()) continue;
+      for (const auto& dir : *dirs) {
+        const auto entries = mem_->List(root + "/" + dir.name).value();
+        for (const auto& e : entries) EXPECT_EQ(e.name.find(".tmp"), std::string::npos) << "temporary: " << e.name;
+      }
+    }
+    // Each block is in the pool its layout names, and only there.
+    std::map<std::string, std::string> home;
+    const auto buckets = meta_->ListBuckets().value();
+    for (const auto& b : buckets) {
+      const auto page = meta_->ListObjects({b.name, "", "", 1000}).value();
+      for (const auto& o : page.objects) {
+        const auto object = meta_->GetObject(b.name, o.key).value();
+        for (const auto& blk : object.blocks) home[blk.id] = blk.pool;
+      }
+    }
+    for (const std::string pool : {"default", "cold"}) {
+      const auto ids = blocks_->List(pool).value();
+      for (const auto& id : ids) {
+        if (home.count(id)) EXPECT_EQ(home[id], pool) << "a stray copy of block " << id;
+      }
     }
   }
 
@@ -121,6 +144,29 @@ void AtEveryOperation(Prepare prepare, Action action, Check check) {
     ++crashes;
   }
   FAIL() << "the action never completed";
+}
+
+// A tiering pass moving an object's blocks to another pool, crashed at
+// every operation: the object reads back whole, each block sits in the pool
+// its layout names and nowhere else (after the restart's clean-up).
+TEST(CrashTest, TieringMoveLeavesTheObjectWholeInOnePool) {
+  const std::string v = Bytes(3500, 9);
+  const std::vector<TierPolicy> cold = {{"cold", "*", "*", 0, UINT64_MAX, 0, "cold"}};
+  AtEveryOperation([&](Node& n) { ASSERT_TRUE(n.Put("obj", v).ok()); },
+                   [&](Node& n) -> Status {
+                     Mover m(*n.meta_, *n.blocks_, n.objects_->reclaimer());
+                     auto r = AQ_TRY(m.Run(cold, {}));
+                     n.objects_->reclaimer().Drain();
+                     if (r.errors > 0) return IoError(r.last_error);
+                     return Status::Ok();
+                   },
+                   [&](Node& n, bool done) {
+                     EXPECT_EQ(n.Get("obj"), v);
+                     if (done) {
+                       const auto o = n.meta_->GetObject("bkt", "obj").value();
+                       for (const auto& b : o.blocks) EXPECT_EQ(b.pool, "cold");
+                     }
+                   });
 }
 
 TEST(CrashTest, NewObjectIsWholeOrAbsent) {

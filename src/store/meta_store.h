@@ -175,6 +175,11 @@ class MetaStore {
 
   // Every block id an object or an uploaded part refers to (garbage collection).
   virtual Result<std::vector<std::string>> ReferencedBlocks() = 0;
+
+  // Small named settings kept with the metadata (tiering policies and the
+  // like): NotFound if never set; an empty value removes the setting.
+  virtual Result<std::string> GetSetting(const std::string& name) = 0;
+  virtual Status PutSetting(const std::string& name, const std::string& value) = 0;
 };
 
 // Metadata in SQLite at `path` (WAL journal, synchronous=FULL: a committed

@@ -59,6 +59,9 @@ CREATE TABLE IF NOT EXISTS part_blocks(
   pool TEXT NOT NULL,
   nodes TEXT NOT NULL DEFAULT '',
   PRIMARY KEY(upload_id, number, idx));
+CREATE TABLE IF NOT EXISTS settings(
+  name TEXT PRIMARY KEY,
+  value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS versions(
   bucket TEXT NOT NULL,
   key TEXT NOT NULL,
@@ -480,6 +483,27 @@ class SqliteMetaStore final : public MetaStore {
     while ((rc = s.Step()) == SQLITE_ROW) out.push_back(s.Text(0));
     if (rc != SQLITE_DONE) return Error("list blocks");
     return out;
+  }
+
+  Result<std::string> GetSetting(const std::string& name) override {
+    MutexLock lock(mu_);
+    Stmt s(db_, "SELECT value FROM settings WHERE name = ?");
+    s.Bind(1, name);
+    const int rc = s.Step();
+    if (rc == SQLITE_ROW) return s.Text(0);
+    if (rc != SQLITE_DONE) return Error("read setting " + name);
+    return NotFound(fmt::format("no setting '{}'", name));
+  }
+
+  Status PutSetting(const std::string& name, const std::string& value) override {
+    MutexLock lock(mu_);
+    Stmt s(db_, value.empty() ? "DELETE FROM settings WHERE name = ?"
+                              : "INSERT INTO settings(name, value) VALUES(?, ?) "
+                                "ON CONFLICT(name) DO UPDATE SET value = excluded.value");
+    s.Bind(1, name);
+    if (!value.empty()) s.Bind(2, value);
+    if (s.Step() != SQLITE_DONE) return Error("write setting " + name);
+    return Status::Ok();
   }
 
  private:

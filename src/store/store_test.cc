@@ -14,6 +14,7 @@
 #include "store/meta_store.h"
 #include "store/object_store.h"
 #include "store/reclaimer.h"
+#include "store/tiering.h"
 
 namespace aq::store {
 namespace {
@@ -985,6 +986,51 @@ TEST_F(L3Test, OnlyBlocksOfSlowPoolsGoToL3) {
   l3->Flush();
   EXPECT_FALSE(l3->Contains(fast.id));
   EXPECT_TRUE(l3->Contains(refs_[4].id));
+}
+
+}  // namespace
+}  // namespace aq::store
+
+namespace aq::store {
+namespace {
+
+TEST(TieringTest, PoliciesMatchByGlobSizeAndAgeFirstMatchWins) {
+  const int64_t now = 1'000'000'000'000'000'000;
+  auto obj = [&](std::string bucket, std::string key, uint64_t size, double age_s) {
+    ObjectMeta o;
+    o.bucket = std::move(bucket);
+    o.key = std::move(key);
+    o.size = size;
+    o.mtime_ns = now - static_cast<int64_t>(age_s * 1e9);
+    return o;
+  };
+  std::vector<TierPolicy> p = {
+      {"hot-train", "imagenet", "train/*", 0, UINT64_MAX, 0, "ssd"},
+      {"big-old", "*", "*", 100 << 20, UINT64_MAX, 30 * 86400.0, "hdd"},
+      {"logs", "*", "*.log", 0, 4096, 0, "hdd"},
+  };
+  auto name = [&](const ObjectMeta& o) {
+    const TierPolicy* m = MatchTierPolicy(p, o, now);
+    return m ? m->name : std::string("none");
+  };
+  EXPECT_EQ(name(obj("imagenet", "train/00001.tfrecord", 200 << 20, 90 * 86400.0)), "hot-train");  // first wins
+  EXPECT_EQ(name(obj("imagenet", "val/00001.tfrecord", 200 << 20, 90 * 86400.0)), "big-old");
+  EXPECT_EQ(name(obj("imagenet", "val/00001.tfrecord", 200 << 20, 29 * 86400.0)), "none");  // too young
+  EXPECT_EQ(name(obj("other", "x", (100 << 20) - 1, 90 * 86400.0)), "none");                // too small
+  EXPECT_EQ(name(obj("other", "x", 100 << 20, 30 * 86400.0)), "big-old");                   // edges included
+  EXPECT_EQ(name(obj("other", "a/b.log", 4096, 0)), "logs");
+  EXPECT_EQ(name(obj("other", "a/b.log", 4097, 0)), "none");
+  EXPECT_EQ(name(obj("other", "a/b.logs", 10, 0)), "none");
+  EXPECT_TRUE(GlobMatch("train/*", "train/a/b"));  // '*' crosses '/' (keys are not paths)
+  EXPECT_TRUE(GlobMatch("shard-0000[0-4]", "shard-00003"));
+  EXPECT_FALSE(GlobMatch("shard-0000[0-4]", "shard-00005"));
+  // Kept as JSON with the metadata: the same policies back, bad records refused.
+  auto back = TierPoliciesFromJson(TierPoliciesToJson(p));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, p);
+  EXPECT_EQ(TierPoliciesFromJson("{}").status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(TierPoliciesFromJson(R"([{"name":"x"}])").status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(TierPoliciesFromJson(R"([{"name":"","pool":"p"}])").status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -1,0 +1,230 @@
+#include "store/tiering.h"
+
+#include <fmt/format.h>
+#include <fnmatch.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <unordered_map>
+
+namespace aq::store {
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+double Seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Every object's layout, bucket by bucket, page by page.
+template <typename Fn>
+Status ForEachObject(MetaStore& meta, const std::atomic<bool>* stop, Fn fn) {
+  for (const auto& bucket : AQ_TRY(meta.ListBuckets())) {
+    std::string after;
+    while (true) {
+      auto page = AQ_TRY(meta.ListObjects({bucket.name, "", after, 1000}));
+      for (const auto& listed : page.objects) {
+        if (stop != nullptr && stop->load()) return Status::Ok();
+        after = listed.key;
+        auto o = meta.GetObject(bucket.name, listed.key);
+        if (!o.ok()) continue;  // deleted meanwhile
+        AQ_TRY(fn(*o));
+      }
+      if (!page.truncated) break;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string TierPoliciesToJson(const std::vector<TierPolicy>& policies) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& p : policies) {
+    nlohmann::json j = {{"name", p.name}, {"bucket", p.bucket}, {"key", p.key}, {"pool", p.pool}};
+    if (p.min_size > 0) j["min_size"] = p.min_size;
+    if (p.max_size != UINT64_MAX) j["max_size"] = p.max_size;
+    if (p.older_than_s > 0) j["older_than_s"] = p.older_than_s;
+    a.push_back(std::move(j));
+  }
+  return a.dump();
+}
+
+Result<std::vector<TierPolicy>> TierPoliciesFromJson(const std::string& text) {
+  auto a = nlohmann::json::parse(text, nullptr, false);
+  if (!a.is_array()) return Corruption("tiering policies: not a JSON array");
+  std::vector<TierPolicy> out;
+  try {
+    for (const auto& j : a) {
+      TierPolicy p;
+      p.name = j.at("name").get<std::string>();
+      p.bucket = j.value("bucket", "*");
+      p.key = j.value("key", "*");
+      p.pool = j.at("pool").get<std::string>();
+      p.min_size = j.value("min_size", uint64_t{0});
+      p.max_size = j.value("max_size", UINT64_MAX);
+      p.older_than_s = j.value("older_than_s", 0.0);
+      if (p.name.empty() || p.pool.empty()) return InvalidArgument("a tiering policy needs a name and a pool");
+      out.push_back(std::move(p));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Corruption(fmt::format("tiering policies: {}", e.what()));
+  }
+  return out;
+}
+
+Result<std::vector<TierPolicy>> LoadTierPolicies(MetaStore& meta) {
+  auto text = meta.GetSetting(kTierPoliciesSetting);
+  if (!text.ok()) {
+    if (text.status().code() == StatusCode::kNotFound) return std::vector<TierPolicy>();
+    return text.status();
+  }
+  return TierPoliciesFromJson(*text);
+}
+
+Status SaveTierPolicies(MetaStore& meta, const std::vector<TierPolicy>& policies) {
+  return meta.PutSetting(kTierPoliciesSetting, TierPoliciesToJson(policies));
+}
+
+bool GlobMatch(const std::string& pattern, const std::string& text) {
+  return fnmatch(pattern.c_str(), text.c_str(), 0) == 0;
+}
+
+const TierPolicy* MatchTierPolicy(const std::vector<TierPolicy>& policies, const ObjectMeta& o, int64_t now_ns) {
+  const double age = static_cast<double>(now_ns - o.mtime_ns) / 1e9;
+  for (const auto& p : policies) {
+    if (!GlobMatch(p.bucket, o.bucket) || !GlobMatch(p.key, o.key)) continue;
+    if (o.size < p.min_size || o.size > p.max_size) continue;
+    if (p.older_than_s > 0 && age < p.older_than_s) continue;
+    return &p;
+  }
+  return nullptr;
+}
+
+std::string TierReportToJson(const TierReport& r) {
+  return nlohmann::json{{"objects", r.objects},
+                        {"matched", r.matched},
+                        {"objects_moved", r.objects_moved},
+                        {"blocks_moved", r.blocks_moved},
+                        {"bytes_moved", r.bytes_moved},
+                        {"blocks_to_move", r.blocks_to_move},
+                        {"bytes_to_move", r.bytes_to_move},
+                        {"conflicts", r.conflicts},
+                        {"errors", r.errors},
+                        {"last_error", r.last_error},
+                        {"seconds", r.seconds},
+                        {"finished_ns", r.finished_ns},
+                        {"blocks_per_pool", r.blocks_per_pool},
+                        {"bytes_per_pool", r.bytes_per_pool}}
+      .dump();
+}
+
+Result<TierReport> Mover::Run(const std::vector<TierPolicy>& policies, const TierOptions& options,
+                              const std::atomic<bool>* stop) {
+  MutexLock one(pass_mu_);
+  for (const auto& p : policies) {
+    bool known = false;
+    for (const auto& pool : blocks_.pools()) known |= pool.name == p.pool;
+    if (!known) {
+      return InvalidArgument(fmt::format("tiering policy '{}': this node has no pool '{}'", p.name, p.pool));
+    }
+  }
+  TierReport r;
+  const double t0 = Seconds();
+  double budget_start = t0;
+  uint64_t budget_bytes = 0;
+  auto throttle = [&](uint64_t bytes) {
+    const double now = Seconds();
+    if (now - budget_start > 1) {
+      budget_start = now;
+      budget_bytes = 0;
+    }
+    budget_bytes += bytes;
+    const double ahead = static_cast<double>(budget_bytes) / options.bytes_per_second - (now - budget_start);
+    if (ahead > 0) std::this_thread::sleep_for(std::chrono::duration<double>(std::min(ahead, 1.0)));
+  };
+  const int64_t now_ns = NowNs();
+  AQ_TRY(ForEachObject(meta_, stop, [&](ObjectMeta o) -> Status {
+    ++r.objects;
+    const TierPolicy* p = MatchTierPolicy(policies, o, now_ns);
+    if (p != nullptr) ++r.matched;
+    std::vector<BlockRef> copies, old;
+    for (auto& b : o.blocks) {
+      if (p == nullptr || b.pool == p->pool || !b.nodes.empty()) continue;  // (a cluster's blocks stay)
+      ++r.blocks_to_move;
+      r.bytes_to_move += b.size;
+      if (options.dry_run) continue;
+      throttle(b.size);
+      // Copy, verified: the source read checks the block's checksum, the
+      // written copy's checksum must be the same.
+      auto bytes = blocks_.Read(b);
+      Result<BlockRef> copy = bytes.ok() ? blocks_.WriteWithId(b.id, p->pool, *bytes) : bytes.status();
+      if (copy.ok() && copy->crc32c != b.crc32c) copy = Corruption(fmt::format("block {}: copy differs", b.id));
+      if (!copy.ok()) {
+        ++r.errors;
+        r.last_error = std::string(copy.status().message());
+        break;  // this object stays where it is this pass
+      }
+      old.push_back(b);
+      copies.push_back(*copy);
+      b.pool = p->pool;
+    }
+    if (copies.empty()) return Status::Ok();
+    if (copies.size() != old.size() || r.errors > 0) {
+      for (const auto& c : copies) (void)blocks_.Remove(c);
+      return Status::Ok();
+    }
+    auto switched = meta_.UpdateLayout(o);
+    if (!switched.ok() || !*switched) {
+      // Changed meanwhile (a newer write won) or not committed: the copies go.
+      if (!switched.ok()) {
+        ++r.errors;
+        r.last_error = std::string(switched.status().message());
+      } else {
+        ++r.conflicts;
+      }
+      for (const auto& c : copies) (void)blocks_.Remove(c);
+      return Status::Ok();
+    }
+    reclaimer_.Release(old);  // after readers of the old layout are done
+    ++r.objects_moved;
+    r.blocks_moved += copies.size();
+    for (const auto& c : copies) r.bytes_moved += c.size;
+    return Status::Ok();
+  }));
+  // Where the bytes are now, by the layouts.
+  AQ_TRY(ForEachObject(meta_, stop, [&](const ObjectMeta& o) -> Status {
+    for (const auto& b : o.blocks) {
+      r.blocks_per_pool[b.pool]++;
+      r.bytes_per_pool[b.pool] += b.size;
+    }
+    return Status::Ok();
+  }));
+  r.seconds = Seconds() - t0;
+  r.finished_ns = NowNs();
+  return r;
+}
+
+Result<uint64_t> RemoveStrayCopies(MetaStore& meta, BlockStore& blocks) {
+  if (blocks.pools().size() < 2) return uint64_t{0};
+  std::unordered_map<std::string, std::string> home;  // block id -> the pool its layout names
+  AQ_TRY(ForEachObject(meta, nullptr, [&](const ObjectMeta& o) -> Status {
+    for (const auto& b : o.blocks) home[b.id] = b.pool;
+    return Status::Ok();
+  }));
+  uint64_t removed = 0;
+  for (const auto& pool : blocks.pools()) {
+    for (const auto& id : AQ_TRY(blocks.List(pool.name))) {
+      auto it = home.find(id);
+      if (it == home.end() || it->second == pool.name) continue;  // unreferenced: garbage collection's
+      BlockRef stray;
+      stray.id = id;
+      stray.pool = pool.name;
+      if (blocks.Remove(stray).ok()) ++removed;
+    }
+  }
+  return removed;
+}
+
+}  // namespace aq::store

@@ -1,0 +1,99 @@
+// File pool policies and the mover: the right data on the right media,
+// paths unchanged. A policy matches objects by bucket and key glob, size and
+// age (since last modification) and names the pool their blocks belong in;
+// the first matching policy, in order, wins; objects no policy matches stay
+// where they are. Policies are kept with the metadata (setting
+// "tier/policies", JSON), so they survive restarts and every tool sees them.
+//
+// The mover (one pass: Mover::Run) walks every object; each block not in
+// its policy's pool is copied there under the same id, checked against its
+// checksum, and the object's layout switched to the new pools in one
+// metadata transaction if the object did not change meanwhile (else the
+// copies are removed: a newer write won). The old copies are then released
+// to the reclaimer, so readers that resolved the old layout finish first.
+// A crash before the switch leaves the object on its old pools (the copies
+// are taken again by the next pass); after it, on the new ones (the old
+// copies are strays, removed at the next start). Reads never fail: every
+// layout a reader can see names blocks that exist.
+//
+// Thread safety: Mover::Run may be called from any thread, one pass at a time.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/mutex.h"
+#include "common/status.h"
+#include "store/block_store.h"
+#include "store/meta_store.h"
+#include "store/reclaimer.h"
+
+namespace aq::store {
+
+struct TierPolicy {
+  std::string name;
+  std::string bucket = "*";  // glob (fnmatch: * ? [..])
+  std::string key = "*";     // glob over the whole key ("train/*", "*.tfrecord")
+  uint64_t min_size = 0, max_size = UINT64_MAX;
+  double older_than_s = 0;  // last modified at least this long ago
+  std::string pool;         // where matching objects' blocks belong
+  bool operator==(const TierPolicy&) const = default;
+};
+
+inline constexpr const char* kTierPoliciesSetting = "tier/policies";
+inline constexpr const char* kTierReportSetting = "tier/last-report";
+inline constexpr const char* kTierRequestSetting = "tier/run-requested";
+
+std::string TierPoliciesToJson(const std::vector<TierPolicy>& policies);
+// Corruption when malformed; InvalidArgument for a policy without a name or pool.
+Result<std::vector<TierPolicy>> TierPoliciesFromJson(const std::string& json);
+// The policies kept in `meta` (none if never set).
+Result<std::vector<TierPolicy>> LoadTierPolicies(MetaStore& meta);
+Status SaveTierPolicies(MetaStore& meta, const std::vector<TierPolicy>& policies);
+
+bool GlobMatch(const std::string& pattern, const std::string& text);
+// The first policy that matches the object at `now_ns`, or null.
+const TierPolicy* MatchTierPolicy(const std::vector<TierPolicy>& policies, const ObjectMeta& object, int64_t now_ns);
+
+struct TierOptions {
+  double bytes_per_second = 100e6;  // copy budget
+  bool dry_run = false;             // count what would move, move nothing
+};
+
+struct TierReport {
+  uint64_t objects = 0, matched = 0, objects_moved = 0, blocks_moved = 0, bytes_moved = 0;
+  uint64_t blocks_to_move = 0, bytes_to_move = 0;  // found misplaced (dry run: all of them)
+  uint64_t conflicts = 0, errors = 0;
+  std::string last_error;
+  double seconds = 0;
+  int64_t finished_ns = 0;
+  std::map<std::string, uint64_t> blocks_per_pool, bytes_per_pool;  // after the pass, by the layouts
+};
+std::string TierReportToJson(const TierReport& r);
+
+class Mover {
+ public:
+  // Old copies are released to `reclaimer` (the object store's: it knows
+  // the readers and removes through the node's caches).
+  Mover(MetaStore& meta, BlockStore& blocks, Reclaimer& reclaimer)
+      : meta_(meta), blocks_(blocks), reclaimer_(reclaimer) {}
+  // One pass over every object. `stop` (may be null) ends it early.
+  Result<TierReport> Run(const std::vector<TierPolicy>& policies, const TierOptions& options,
+                         const std::atomic<bool>* stop = nullptr);
+
+ private:
+  MetaStore& meta_;
+  BlockStore& blocks_;
+  Reclaimer& reclaimer_;
+  Mutex pass_mu_;
+};
+
+// Removes copies of blocks that sit in a pool their layout does not name
+// (left by a mover that stopped after switching a layout). REQUIRES: no
+// mover running (call at start, before serving).
+Result<uint64_t> RemoveStrayCopies(MetaStore& meta, BlockStore& blocks);
+
+}  // namespace aq::store
