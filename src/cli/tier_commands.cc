@@ -196,28 +196,19 @@ Status StatusCmd(Globals& g, const TierFlags& f) {
   std::map<std::string, std::pair<uint64_t, uint64_t>> pools;  // blocks, bytes by the layouts
   const int64_t now =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  for (const auto& b : AQ_TRY(meta->ListBuckets())) {
-    std::string after;
-    while (true) {
-      auto page = AQ_TRY(meta->ListObjects({b.name, "", after, 1000}));
-      for (const auto& listed : page.objects) {
-        after = listed.key;
-        auto o = meta->GetObject(b.name, listed.key);
-        if (!o.ok()) continue;
-        const store::TierPolicy* p = store::MatchTierPolicy(policies, *o, now);
-        if (p != nullptr) per[p->name].objects++;
-        for (const auto& blk : o->blocks) {
-          pools[blk.pool].first++;
-          pools[blk.pool].second += blk.size;
-          if (p != nullptr && blk.pool != p->pool) {
-            per[p->name].misplaced_blocks++;
-            per[p->name].misplaced_bytes += blk.size;
-          }
-        }
+  AQ_TRY(store::ForEachObject(*meta, [&](const store::ObjectMeta& o) -> Status {
+    const store::TierPolicy* p = store::MatchTierPolicy(policies, o, now);
+    if (p != nullptr) per[p->name].objects++;
+    for (const auto& blk : o.blocks) {
+      pools[blk.pool].first++;
+      pools[blk.pool].second += blk.size;
+      if (p != nullptr && blk.pool != p->pool) {
+        per[p->name].misplaced_blocks++;
+        per[p->name].misplaced_bytes += blk.size;
       }
-      if (!page.truncated) break;
     }
-  }
+    return Status::Ok();
+  }));
   nlohmann::json last;
   if (auto t = meta->GetSetting(store::kTierReportSetting); t.ok()) last = nlohmann::json::parse(*t, nullptr, false);
   if (g.json) {

@@ -57,6 +57,24 @@ Result<std::vector<BlockRef>> BlocksFromJson(const std::string& text) {
   return out;
 }
 
+Status ForEachObject(MetaStore& meta, const std::function<Status(ObjectMeta)>& fn, const std::atomic<bool>* stop) {
+  for (const auto& bucket : AQ_TRY(meta.ListBuckets())) {
+    std::string after;
+    while (true) {
+      auto page = AQ_TRY(meta.ListObjects({bucket.name, "", after, 1000}));
+      for (const auto& listed : page.objects) {
+        if (stop != nullptr && stop->load()) return Status::Ok();
+        after = listed.key;
+        auto o = meta.GetObject(bucket.name, listed.key);
+        if (!o.ok()) continue;  // deleted meanwhile
+        AQ_TRY(fn(std::move(*o)));
+      }
+      if (!page.truncated) break;
+    }
+  }
+  return Status::Ok();
+}
+
 std::string FragmentId(const std::string& id, int i, int k, int m) {
   // The low 64 bits XORed with a constant per (i, K, M) (splitmix64 of
   // them): never the block's own id, never another fragment's.

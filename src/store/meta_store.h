@@ -11,7 +11,9 @@
 // Thread safety: every MetaStore method may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -185,6 +187,12 @@ class MetaStore {
 // Metadata in SQLite at `path` (WAL journal, synchronous=FULL: a committed
 // put survives a crash). Creates the schema on first use.
 Result<std::unique_ptr<MetaStore>> OpenSqliteMetaStore(const std::string& path);
+
+// Calls `fn` with every object (with its layout), bucket by bucket, key
+// order; objects deleted meanwhile are skipped. Stops at the first error
+// `fn` returns, or when `stop` (may be null) becomes true.
+Status ForEachObject(MetaStore& meta, const std::function<Status(ObjectMeta)>& fn,
+                     const std::atomic<bool>* stop = nullptr);
 
 // BlockRef lists as JSON (how the cluster's metadata stores layouts).
 std::string BlocksToJson(const std::vector<BlockRef>& blocks);

@@ -17,26 +17,6 @@ int64_t NowNs() {
 }
 double Seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-// Every object's layout, bucket by bucket, page by page.
-template <typename Fn>
-Status ForEachObject(MetaStore& meta, const std::atomic<bool>* stop, Fn fn) {
-  for (const auto& bucket : AQ_TRY(meta.ListBuckets())) {
-    std::string after;
-    while (true) {
-      auto page = AQ_TRY(meta.ListObjects({bucket.name, "", after, 1000}));
-      for (const auto& listed : page.objects) {
-        if (stop != nullptr && stop->load()) return Status::Ok();
-        after = listed.key;
-        auto o = meta.GetObject(bucket.name, listed.key);
-        if (!o.ok()) continue;  // deleted meanwhile
-        AQ_TRY(fn(*o));
-      }
-      if (!page.truncated) break;
-    }
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 std::string TierPoliciesToJson(const std::vector<TierPolicy>& policies) {
@@ -145,62 +125,68 @@ Result<TierReport> Mover::Run(const std::vector<TierPolicy>& policies, const Tie
     if (ahead > 0) std::this_thread::sleep_for(std::chrono::duration<double>(std::min(ahead, 1.0)));
   };
   const int64_t now_ns = NowNs();
-  AQ_TRY(ForEachObject(meta_, stop, [&](ObjectMeta o) -> Status {
-    ++r.objects;
-    const TierPolicy* p = MatchTierPolicy(policies, o, now_ns);
-    if (p != nullptr) ++r.matched;
-    std::vector<BlockRef> copies, old;
-    for (auto& b : o.blocks) {
-      if (p == nullptr || b.pool == p->pool || !b.nodes.empty()) continue;  // (a cluster's blocks stay)
-      ++r.blocks_to_move;
-      r.bytes_to_move += b.size;
-      if (options.dry_run) continue;
-      throttle(b.size);
-      // Copy, verified: the source read checks the block's checksum, the
-      // written copy's checksum must be the same.
-      auto bytes = blocks_.Read(b);
-      Result<BlockRef> copy = bytes.ok() ? blocks_.WriteWithId(b.id, p->pool, *bytes) : bytes.status();
-      if (copy.ok() && copy->crc32c != b.crc32c) copy = Corruption(fmt::format("block {}: copy differs", b.id));
-      if (!copy.ok()) {
-        ++r.errors;
-        r.last_error = std::string(copy.status().message());
-        break;  // this object stays where it is this pass
-      }
-      old.push_back(b);
-      copies.push_back(*copy);
-      b.pool = p->pool;
-    }
-    if (copies.empty()) return Status::Ok();
-    if (copies.size() != old.size() || r.errors > 0) {
-      for (const auto& c : copies) (void)blocks_.Remove(c);
-      return Status::Ok();
-    }
-    auto switched = meta_.UpdateLayout(o);
-    if (!switched.ok() || !*switched) {
-      // Changed meanwhile (a newer write won) or not committed: the copies go.
-      if (!switched.ok()) {
-        ++r.errors;
-        r.last_error = std::string(switched.status().message());
-      } else {
-        ++r.conflicts;
-      }
-      for (const auto& c : copies) (void)blocks_.Remove(c);
-      return Status::Ok();
-    }
-    reclaimer_.Release(old);  // after readers of the old layout are done
-    ++r.objects_moved;
-    r.blocks_moved += copies.size();
-    for (const auto& c : copies) r.bytes_moved += c.size;
-    return Status::Ok();
-  }));
+  AQ_TRY(ForEachObject(
+      meta_,
+      [&](ObjectMeta o) -> Status {
+        ++r.objects;
+        const TierPolicy* p = MatchTierPolicy(policies, o, now_ns);
+        if (p != nullptr) ++r.matched;
+        std::vector<BlockRef> copies, old;
+        for (auto& b : o.blocks) {
+          if (p == nullptr || b.pool == p->pool || !b.nodes.empty()) continue;  // (a cluster's blocks stay)
+          ++r.blocks_to_move;
+          r.bytes_to_move += b.size;
+          if (options.dry_run) continue;
+          throttle(b.size);
+          // Copy, verified: the source read checks the block's checksum, the
+          // written copy's checksum must be the same.
+          auto bytes = blocks_.Read(b);
+          Result<BlockRef> copy = bytes.ok() ? blocks_.WriteWithId(b.id, p->pool, *bytes) : bytes.status();
+          if (copy.ok() && copy->crc32c != b.crc32c) copy = Corruption(fmt::format("block {}: copy differs", b.id));
+          if (!copy.ok()) {
+            ++r.errors;
+            r.last_error = std::string(copy.status().message());
+            break;  // this object stays where it is this pass
+          }
+          old.push_back(b);
+          copies.push_back(*copy);
+          b.pool = p->pool;
+        }
+        if (copies.empty()) return Status::Ok();
+        if (copies.size() != old.size() || r.errors > 0) {
+          for (const auto& c : copies) (void)blocks_.Remove(c);
+          return Status::Ok();
+        }
+        auto switched = meta_.UpdateLayout(o);
+        if (!switched.ok() || !*switched) {
+          // Changed meanwhile (a newer write won) or not committed: the copies go.
+          if (!switched.ok()) {
+            ++r.errors;
+            r.last_error = std::string(switched.status().message());
+          } else {
+            ++r.conflicts;
+          }
+          for (const auto& c : copies) (void)blocks_.Remove(c);
+          return Status::Ok();
+        }
+        reclaimer_.Release(old);  // after readers of the old layout are done
+        ++r.objects_moved;
+        r.blocks_moved += copies.size();
+        for (const auto& c : copies) r.bytes_moved += c.size;
+        return Status::Ok();
+      },
+      stop));
   // Where the bytes are now, by the layouts.
-  AQ_TRY(ForEachObject(meta_, stop, [&](const ObjectMeta& o) -> Status {
-    for (const auto& b : o.blocks) {
-      r.blocks_per_pool[b.pool]++;
-      r.bytes_per_pool[b.pool] += b.size;
-    }
-    return Status::Ok();
-  }));
+  AQ_TRY(ForEachObject(
+      meta_,
+      [&](const ObjectMeta& o) -> Status {
+        for (const auto& b : o.blocks) {
+          r.blocks_per_pool[b.pool]++;
+          r.bytes_per_pool[b.pool] += b.size;
+        }
+        return Status::Ok();
+      },
+      stop));
   r.seconds = Seconds() - t0;
   r.finished_ns = NowNs();
   return r;
@@ -209,7 +195,7 @@ Result<TierReport> Mover::Run(const std::vector<TierPolicy>& policies, const Tie
 Result<uint64_t> RemoveStrayCopies(MetaStore& meta, BlockStore& blocks) {
   if (blocks.pools().size() < 2) return uint64_t{0};
   std::unordered_map<std::string, std::string> home;  // block id -> the pool its layout names
-  AQ_TRY(ForEachObject(meta, nullptr, [&](const ObjectMeta& o) -> Status {
+  AQ_TRY(ForEachObject(meta, [&](const ObjectMeta& o) -> Status {
     for (const auto& b : o.blocks) home[b.id] = b.pool;
     return Status::Ok();
   }));
