@@ -300,6 +300,11 @@ void PrintStats(const std::string& node, const nlohmann::json& now, const nlohma
                 r.value("fully_protected", false) ? "fully protected" : "working", num(r, "blocks"),
                 num(r, "under_protected"), num(r, "misplaced"), num(r, "copied"),
                 units::Bytes(num(r, "bytes_copied")).c_str(), num(r, "dropped"));
+    if (num(r, "tier_misplaced") > 0 || num(r, "tiered") > 0) {
+      std::printf("  tiering %.0f blocks to move (%.0f lack nodes with their pool); moved %.0f (%s)\n",
+                  num(r, "tier_misplaced"), num(r, "tier_blocked"), num(r, "tiered"),
+                  units::Bytes(num(r, "bytes_tiered")).c_str());
+    }
   }
   for (const auto& p : now.value("pools", nlohmann::json::array())) {
     std::printf("  pool    %-10s %8.0f blocks %12s\n", p.value("name", "").c_str(), num(p, "blocks"),
@@ -558,6 +563,11 @@ void RegisterServeCommands(CLI::App& app, Globals& g) {
   cmd->add_option("--tier-rate", f->tier_rate_mb, "MB/s the tiering mover copies at most")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--atime-granularity", f->o.atime_granularity_s,
+                  "Seconds: an object's last read is recorded at most once per this long (tiering policies on "
+                  "--not-read-for / --read-within are exact to it)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option(
       "--meta", f->o.etcd,
       "Metadata store: etcd://HOST:PORT[,HOST:PORT] joins a cluster (default: SQLite under --data, one node)");

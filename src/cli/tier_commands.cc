@@ -1,16 +1,24 @@
 // aquifer tier policy add|list|rm, tier run, tier status: file pool
-// policies of a single node (kept in its metadata under --data) and the
-// node's mover. The node runs the passes (readers of its blocks are its
-// own to protect); `tier run` asks it for one through the metadata and
-// waits for the report.
+// policies, kept with the metadata: a single node's under --data, a
+// cluster's in etcd (--meta). A single node runs the mover's passes
+// (readers of its blocks are its own to protect): `tier run` asks it for
+// one through the metadata and waits for the report. In a cluster every
+// node's repairer moves the blocks of the objects it coordinates to nodes
+// with the policy's pool, continuously: `tier run` waits until nothing is
+// left to move.
 #include <fmt/format.h>
 
 #include <chrono>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
+#include <unordered_map>
 
 #include "cli/cli.h"
+#include "cluster/etcd_client.h"
+#include "cluster/etcd_meta_store.h"
+#include "cluster/membership.h"
 #include "common/units.h"
 #include "io/file_system.h"
 #include "store/meta_store.h"
@@ -21,7 +29,8 @@ namespace {
 
 struct TierFlags {
   std::string data = "aquifer-data";
-  std::string name, pool, bucket = "*", key = "*", min_size, max_size, older_than;
+  std::string meta;  // etcd://...: a cluster's
+  std::string name, pool, bucket = "*", key = "*", min_size, max_size, older_than, idle, accessed_within;
   int at = -1;
   bool dry_run = false;
   double timeout_s = 600;
@@ -63,24 +72,57 @@ Result<double> ParseAge(const std::string& text) {
   return v * scale;
 }
 
-Result<std::unique_ptr<store::MetaStore>> OpenMeta(Globals& g, const std::string& data) {
-  const std::string path = io::JoinPath(data, "meta.db");
+const char* kClusterPrefix = "/aquifer/";
+
+Result<std::unique_ptr<store::MetaStore>> OpenMeta(Globals& g, const TierFlags& f) {
+  if (!f.meta.empty()) {
+    auto etcd = std::shared_ptr<cluster::EtcdClient>(AQ_TRY(cluster::EtcdClient::Connect(f.meta)));
+    return cluster::NewEtcdMetaStore(etcd, kClusterPrefix);
+  }
+  const std::string path = io::JoinPath(f.data, "meta.db");
   if (!g.fs->Exists(path)) {
-    return NotFound(fmt::format("{}: no node's metadata here (give the --data of aquifer serve)", data));
+    return NotFound(
+        fmt::format("{}: no node's metadata here (give the --data of aquifer serve, or a cluster's --meta)", f.data));
   }
   return store::OpenSqliteMetaStore(path);
 }
+
+// The pools a policy may name, "name (media)" for messages: a single node's
+// (published at its start), or every cluster member's with how many nodes
+// have each. Empty when unknown (a node never started).
+Result<std::map<std::string, std::string>> KnownPools(store::MetaStore& meta, const TierFlags& f) {
+  std::map<std::string, std::string> out;
+  if (!f.meta.empty()) {
+    auto etcd = AQ_TRY(cluster::EtcdClient::Connect(f.meta));
+    std::map<std::string, int> nodes;
+    for (const auto& n : AQ_TRY(cluster::ReadClusterMap(*etcd, kClusterPrefix))) {
+      if (n.state == "removed") continue;
+      for (const auto& p : n.pools) nodes[p]++;
+    }
+    for (const auto& [p, k] : nodes) out[p] = fmt::format("on {} node{}", k, k == 1 ? "" : "s");
+    return out;
+  }
+  if (auto pools = meta.GetSetting("node/pools"); pools.ok()) {
+    auto j = nlohmann::json::parse(*pools, nullptr, false);
+    for (const auto& e : j.is_array() ? j : nlohmann::json::array()) out[e.value("name", "")] = e.value("media", "");
+  }
+  return out;
+}
+
+std::string Where(const TierFlags& f) { return f.meta.empty() ? f.data : f.meta; }
 
 std::string Describe(const store::TierPolicy& p) {
   std::string s = fmt::format("bucket {} key {}", p.bucket, p.key);
   if (p.min_size > 0) s += fmt::format(", >= {}", units::IecBytes(p.min_size));
   if (p.max_size != UINT64_MAX) s += fmt::format(", <= {}", units::IecBytes(p.max_size));
   if (p.older_than_s > 0) s += fmt::format(", modified over {:.0f} s ago", p.older_than_s);
+  if (p.idle_s > 0) s += fmt::format(", not accessed for {:.0f} s", p.idle_s);
+  if (p.accessed_within_s > 0) s += fmt::format(", accessed within {:.0f} s", p.accessed_within_s);
   return s + " -> pool " + p.pool;
 }
 
 Status Add(Globals& g, const TierFlags& f) {
-  auto meta = AQ_TRY(OpenMeta(g, f.data));
+  auto meta = AQ_TRY(OpenMeta(g, f));
   store::TierPolicy p;
   p.name = f.name;
   p.pool = f.pool;
@@ -89,18 +131,20 @@ Status Add(Globals& g, const TierFlags& f) {
   if (!f.min_size.empty()) p.min_size = AQ_TRY(units::ParseBytes(f.min_size));
   if (!f.max_size.empty()) p.max_size = AQ_TRY(units::ParseBytes(f.max_size));
   if (!f.older_than.empty()) p.older_than_s = AQ_TRY(ParseAge(f.older_than));
+  if (!f.idle.empty()) p.idle_s = AQ_TRY(ParseAge(f.idle));
+  if (!f.accessed_within.empty()) p.accessed_within_s = AQ_TRY(ParseAge(f.accessed_within));
   if (p.min_size > p.max_size) return InvalidArgument("--min-size is larger than --max-size");
-  // The node publishes its pools at start: a policy naming another is refused now.
-  if (auto pools = meta->GetSetting("node/pools"); pools.ok()) {
-    auto j = nlohmann::json::parse(*pools, nullptr, false);
-    bool known = false;
+  if (p.idle_s > 0 && p.accessed_within_s > 0 && p.idle_s >= p.accessed_within_s) {
+    return InvalidArgument("--not-accessed-for and --accessed-within leave no age that matches");
+  }
+  // Pools the node (or the cluster's nodes) published: a policy naming another is refused now.
+  const auto pools = AQ_TRY(KnownPools(*meta, f));
+  if (!pools.empty() && !pools.count(p.pool)) {
     std::string names;
-    for (const auto& e : j.is_array() ? j : nlohmann::json::array()) {
-      const std::string n = e.value("name", "");
-      known |= n == p.pool;
-      names += (names.empty() ? "" : ", ") + n;
-    }
-    if (!known) return InvalidArgument(fmt::format("the node has no pool '{}' (its pools: {})", p.pool, names));
+    for (const auto& [n, what] : pools)
+      names += (names.empty() ? "" : ", ") + n + (what.empty() ? "" : " (" + what + ")");
+    return InvalidArgument(
+        fmt::format("{} has no pool '{}' (its pools: {})", f.meta.empty() ? "the node" : "the cluster", p.pool, names));
   }
   auto policies = AQ_TRY(store::LoadTierPolicies(*meta));
   for (const auto& q : policies) {
@@ -115,7 +159,7 @@ Status Add(Globals& g, const TierFlags& f) {
 }
 
 Status List(Globals& g, const TierFlags& f) {
-  auto meta = AQ_TRY(OpenMeta(g, f.data));
+  auto meta = AQ_TRY(OpenMeta(g, f));
   auto policies = AQ_TRY(store::LoadTierPolicies(*meta));
   if (g.json) {
     std::printf("%s\n", nlohmann::json::parse(store::TierPoliciesToJson(policies)).dump(1).c_str());
@@ -129,7 +173,7 @@ Status List(Globals& g, const TierFlags& f) {
 }
 
 Status Remove(Globals& g, const TierFlags& f) {
-  auto meta = AQ_TRY(OpenMeta(g, f.data));
+  auto meta = AQ_TRY(OpenMeta(g, f));
   auto policies = AQ_TRY(store::LoadTierPolicies(*meta));
   const size_t before = policies.size();
   std::erase_if(policies, [&](const store::TierPolicy& p) { return p.name == f.name; });
@@ -159,8 +203,92 @@ void PrintReport(const nlohmann::json& r) {
   }
 }
 
+struct PerPolicy {
+  uint64_t objects = 0, misplaced_blocks = 0, misplaced_bytes = 0;
+};
+struct Placement {
+  std::map<std::string, PerPolicy> per;                        // by policy name
+  std::map<std::string, std::pair<uint64_t, uint64_t>> pools;  // blocks, bytes by the layouts
+  uint64_t misplaced_blocks = 0, misplaced_bytes = 0;
+};
+
+// Where every object's blocks are against the policies (with the recorded
+// access times when a policy asks for them).
+Result<Placement> Measure(store::MetaStore& meta, const std::vector<store::TierPolicy>& policies) {
+  Placement out;
+  bool by_access = false;
+  for (const auto& p : policies) by_access |= p.idle_s > 0 || p.accessed_within_s > 0;
+  std::unordered_map<std::string, int64_t> atimes;
+  if (by_access) atimes = AQ_TRY(meta.AccessTimes());
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  AQ_TRY(store::ForEachObject(meta, [&](const store::ObjectMeta& o) -> Status {
+    const store::TierPolicy* p = store::MatchTierPolicy(policies, o, now, store::LastRead(atimes, o));
+    if (p != nullptr) out.per[p->name].objects++;
+    for (const auto& blk : o.blocks) {
+      out.pools[blk.pool].first++;
+      out.pools[blk.pool].second += blk.size;
+      if (p != nullptr && blk.pool != p->pool) {
+        out.per[p->name].misplaced_blocks++;
+        out.per[p->name].misplaced_bytes += blk.size;
+        out.misplaced_blocks++;
+        out.misplaced_bytes += blk.size;
+      }
+    }
+    return Status::Ok();
+  }));
+  return out;
+}
+
+// A cluster moves continuously (every node's repair passes): run waits
+// until nothing is left to move, printing progress.
+Status RunCluster(Globals& g, const TierFlags& f, store::MetaStore& meta) {
+  const auto policies = AQ_TRY(store::LoadTierPolicies(meta));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(f.timeout_s);
+  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t first = UINT64_MAX, last_printed = UINT64_MAX;
+  while (true) {
+    const auto m = AQ_TRY(Measure(meta, policies));
+    if (first == UINT64_MAX) first = m.misplaced_bytes;
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (m.misplaced_blocks == 0 || f.dry_run) {
+      if (g.json) {
+        nlohmann::json j = {{"blocks_to_move", m.misplaced_blocks},
+                            {"bytes_to_move", m.misplaced_bytes},
+                            {"bytes_moved", f.dry_run ? 0 : first},
+                            {"seconds", secs},
+                            {"dry_run", f.dry_run}};
+        std::printf("%s\n", j.dump(1).c_str());
+      } else if (f.dry_run) {
+        std::printf("  dry run: %llu blocks (%s) would move; the cluster's nodes move them continuously\n",
+                    static_cast<unsigned long long>(m.misplaced_blocks),
+                    units::Bytes(static_cast<double>(m.misplaced_bytes)).c_str());
+      } else if (first == 0) {
+        std::printf("  every block is in its policy's pool\n");
+      } else {
+        std::printf("  every block is in its policy's pool (%s moved in %.1f s)\n",
+                    units::Bytes(static_cast<double>(first)).c_str(), secs);
+      }
+      return Status::Ok();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status(StatusCode::kTimedOut,
+                    fmt::format("{} blocks ({}) still to move after {:.0f} s (are the cluster's nodes up? "
+                                "aquifer cluster status shows their repair errors)",
+                                m.misplaced_blocks, units::Bytes(static_cast<double>(m.misplaced_bytes)), secs));
+    }
+    if (!g.json && m.misplaced_blocks != last_printed) {
+      std::fprintf(stderr, "  %llu blocks (%s) still to move\n", static_cast<unsigned long long>(m.misplaced_blocks),
+                   units::Bytes(static_cast<double>(m.misplaced_bytes)).c_str());
+      last_printed = m.misplaced_blocks;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
 Status Run(Globals& g, const TierFlags& f) {
-  auto meta = AQ_TRY(OpenMeta(g, f.data));
+  auto meta = AQ_TRY(OpenMeta(g, f));
+  if (!f.meta.empty()) return RunCluster(g, f, *meta);
   std::mt19937_64 rng{std::random_device{}()};
   const std::string request = fmt::format("{:016x}{}", rng(), f.dry_run ? " dry-run" : "");
   AQ_TRY(meta->PutSetting(store::kTierRequestSetting, request));
@@ -187,35 +315,18 @@ Status Run(Globals& g, const TierFlags& f) {
 }
 
 Status StatusCmd(Globals& g, const TierFlags& f) {
-  auto meta = AQ_TRY(OpenMeta(g, f.data));
+  auto meta = AQ_TRY(OpenMeta(g, f));
   auto policies = AQ_TRY(store::LoadTierPolicies(*meta));
-  struct PerPolicy {
-    uint64_t objects = 0, misplaced_blocks = 0, misplaced_bytes = 0;
-  };
-  std::map<std::string, PerPolicy> per;
-  std::map<std::string, std::pair<uint64_t, uint64_t>> pools;  // blocks, bytes by the layouts
-  const int64_t now =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  AQ_TRY(store::ForEachObject(*meta, [&](const store::ObjectMeta& o) -> Status {
-    const store::TierPolicy* p = store::MatchTierPolicy(policies, o, now);
-    if (p != nullptr) per[p->name].objects++;
-    for (const auto& blk : o.blocks) {
-      pools[blk.pool].first++;
-      pools[blk.pool].second += blk.size;
-      if (p != nullptr && blk.pool != p->pool) {
-        per[p->name].misplaced_blocks++;
-        per[p->name].misplaced_bytes += blk.size;
-      }
-    }
-    return Status::Ok();
-  }));
+  auto m = AQ_TRY(Measure(*meta, policies));
   nlohmann::json last;
-  if (auto t = meta->GetSetting(store::kTierReportSetting); t.ok()) last = nlohmann::json::parse(*t, nullptr, false);
+  if (f.meta.empty()) {
+    if (auto t = meta->GetSetting(store::kTierReportSetting); t.ok()) last = nlohmann::json::parse(*t, nullptr, false);
+  }
   if (g.json) {
     nlohmann::json j = {{"pools", nlohmann::json::object()}, {"policies", nlohmann::json::array()}, {"last", last}};
-    for (const auto& [pool, v] : pools) j["pools"][pool] = {{"blocks", v.first}, {"bytes", v.second}};
+    for (const auto& [pool, v] : m.pools) j["pools"][pool] = {{"blocks", v.first}, {"bytes", v.second}};
     for (const auto& p : policies) {
-      const auto& s = per[p.name];
+      const auto& s = m.per[p.name];
       j["policies"].push_back({{"name", p.name},
                                {"pool", p.pool},
                                {"objects", s.objects},
@@ -225,13 +336,13 @@ Status StatusCmd(Globals& g, const TierFlags& f) {
     std::printf("%s\n", j.dump(1).c_str());
     return Status::Ok();
   }
-  std::printf("tiering of %s\n", f.data.c_str());
-  for (const auto& [pool, v] : pools) {
+  std::printf("tiering of %s\n", Where(f).c_str());
+  for (const auto& [pool, v] : m.pools) {
     std::printf("  pool %-10s %8llu blocks %12s\n", pool.c_str(), static_cast<unsigned long long>(v.first),
                 units::Bytes(static_cast<double>(v.second)).c_str());
   }
   for (const auto& p : policies) {
-    const auto& s = per[p.name];
+    const auto& s = m.per[p.name];
     std::printf("  policy %-14s %llu objects; %llu blocks (%s) still to move to %s\n", p.name.c_str(),
                 static_cast<unsigned long long>(s.objects), static_cast<unsigned long long>(s.misplaced_blocks),
                 units::Bytes(static_cast<double>(s.misplaced_bytes)).c_str(), p.pool.c_str());
@@ -247,23 +358,30 @@ Status StatusCmd(Globals& g, const TierFlags& f) {
 
 void RegisterTierCommands(CLI::App& app, Globals& g) {
   auto* group = app.add_subcommand(
-      "tier", "Tiering of a single node: file pool policies (which pool objects' blocks belong in) and the mover");
+      "tier",
+      "Tiering: file pool policies (which pool objects' blocks belong in) and the mover, on a node or a cluster");
   group->require_subcommand(1);
   auto* f = g.Own<TierFlags>();
   auto data = [f](CLI::App* c) {
     c->add_option("--data", f->data, "The node's data directory (aquifer serve --data)")->capture_default_str();
+    c->add_option("--meta", f->meta, "A cluster's etcd (etcd://HOST:PORT): its policies, kept for every node");
   };
   auto* policy = group->add_subcommand("policy", "Add, list or remove file pool policies (first match wins)");
   policy->require_subcommand(1);
   auto* add = policy->add_subcommand("add", "Add a policy: objects matching it belong in --pool");
   add->add_option("name", f->name, "Policy name")->required();
-  add->add_option("--pool", f->pool, "Target pool (a pool of the node: serve --pool NAME=...)")->required();
+  add->add_option("--pool", f->pool,
+                  "Target pool (serve --pool NAME=...; in a cluster, blocks move to nodes that have this pool)")
+      ->required();
   add->add_option("--bucket", f->bucket, "Bucket glob")->capture_default_str();
   add->add_option("--key", f->key, "Key glob, over the whole key (e.g. 'train/*', '*.tfrecord')")
       ->capture_default_str();
   add->add_option("--min-size", f->min_size, "Objects of at least this size");
   add->add_option("--max-size", f->max_size, "Objects of at most this size");
   add->add_option("--older-than", f->older_than, "Objects last modified at least this long ago (30d, 12h, 90m)");
+  add->add_option("--not-accessed-for", f->idle,
+                  "Objects not read nor written for at least this long (reads recorded per serve --atime-granularity)");
+  add->add_option("--accessed-within", f->accessed_within, "Objects read or written at most this long ago");
   add->add_option("--at", f->at, "Position in the order of precedence (0 = first; default: last)");
   data(add);
   add->callback([f, &g] {
@@ -281,7 +399,8 @@ void RegisterTierCommands(CLI::App& app, Globals& g) {
   rm->callback([f, &g] {
     if (Status s = Remove(g, *f); !s.ok()) Fail(g, s);
   });
-  auto* run = group->add_subcommand("run", "Ask the node serving --data for a mover pass now and print its report");
+  auto* run = group->add_subcommand(
+      "run", "A mover pass now (a node: its report; a cluster: wait until every block is in its pool)");
   data(run);
   run->add_flag("--dry-run", f->dry_run, "Count what would move; move nothing");
   run->add_option("--timeout", f->timeout_s, "Seconds to wait for the node's report")->capture_default_str();

@@ -223,7 +223,7 @@ Result<store::BlockRef> ClusterBlockService::Write(const std::string& pool, std:
 Result<store::BlockRef> ClusterBlockService::WriteAs(store::BlockRef ref, std::string_view data, const Policy& form) {
   const size_t width = form.width();
   auto nodes = Nodes();
-  if (Place(ref.id, nodes, nodes.size()).size() < width) {
+  if (Place(ref.id, nodes, nodes.size(), ref.pool).size() < width) {
     // The map is at most a second old; a node that just joined may be missing.
     if (Membership* m = membership_.load(); m != nullptr && m->Refresh().ok()) nodes = Nodes();
   }
@@ -234,10 +234,10 @@ Result<store::BlockRef> ClusterBlockService::WriteAs(store::BlockRef ref, std::s
   // Every eligible node in placement order: the first `replicas` are where
   // the block belongs; if one of them fails (down but not yet known to be),
   // the next takes its replica and repair moves it home later.
-  const auto ranked = Place(ref.id, nodes, nodes.size());  // (nodes: maybe refreshed above)
+  const auto ranked = Place(ref.id, nodes, nodes.size(), ref.pool);  // (nodes: maybe refreshed above)
   if (ranked.size() < replicas) {
-    return IoError(
-        fmt::format("a block needs {} replicas on nodes that are up and active; {} are", replicas, ranked.size()));
+    return IoError(fmt::format("a block needs {} replicas on nodes that are up and active with pool '{}'; {} are",
+                               replicas, ref.pool, ranked.size()));
   }
   std::map<std::string, NodeInfo> map;
   for (const auto& n : nodes) map[n.id] = n;
@@ -280,10 +280,10 @@ Result<store::BlockRef> ClusterBlockService::WriteStripe(store::BlockRef ref, st
                                                          const ec::Scheme& scheme, const std::vector<NodeInfo>& nodes) {
   const auto codec = AQ_TRY(ec::Codec::Get(scheme));
   const size_t width = static_cast<size_t>(scheme.k + scheme.m);
-  const auto ranked = Place(ref.id, nodes, nodes.size());
+  const auto ranked = Place(ref.id, nodes, nodes.size(), ref.pool);
   if (ranked.size() < width) {
-    return IoError(fmt::format("erasure code {} needs {} nodes that are up and active; {} are", scheme.ToString(),
-                               width, ranked.size()));
+    return IoError(fmt::format("erasure code {} needs {} nodes that are up and active with pool '{}'; {} are",
+                               scheme.ToString(), width, ref.pool, ranked.size()));
   }
   const auto fragments = codec->Encode(data);
   ref.ec_k = static_cast<uint8_t>(scheme.k);
@@ -551,13 +551,14 @@ Status ClusterBlockService::RebuildFragment(const store::BlockRef& ref, int i, c
   return Status::Ok();
 }
 
-Result<store::BlockRef> ClusterBlockService::Rewrite(const store::BlockRef& ref, const Policy& form) {
+Result<store::BlockRef> ClusterBlockService::Rewrite(const store::BlockRef& ref, const Policy& form,
+                                                     const std::string& pool) {
   auto block = AQ_TRY(Read(ref));
   store::BlockRef out;
   out.id = ref.id;
   out.size = ref.size;
   out.crc32c = ref.crc32c;
-  out.pool = ref.pool;
+  out.pool = pool.empty() ? ref.pool : pool;
   // Fragments are stored under their own ids and replicas under the
   // block's, so the new pieces never overwrite the old ones.
   return WriteAs(std::move(out), *block, form);

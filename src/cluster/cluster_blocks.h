@@ -89,9 +89,11 @@ class ClusterBlockService final : public store::BlockService {
   // holder, or reconstructed from K others when that fails.
   Status RebuildFragment(const store::BlockRef& ref, int i, const std::string& node);
   // The same bytes in another form (replicas <-> erasure-coded, `form` from
-  // Policy::ForBlock), same id, on the nodes placement names; the old
-  // pieces are left for the caller to remove once the layout is committed.
-  Result<store::BlockRef> Rewrite(const store::BlockRef& ref, const Policy& form);
+  // Policy::ForBlock) and/or another pool (tiering: on nodes that have
+  // `pool`; empty: the block's), same id, on the nodes placement names;
+  // the old pieces are left for the caller to remove once the layout is
+  // committed.
+  Result<store::BlockRef> Rewrite(const store::BlockRef& ref, const Policy& form, const std::string& pool = {});
   // Removes what `node` stores of a block (a replica or one fragment).
   Status RemovePiece(const std::string& node, const store::BlockRef& piece);
 

@@ -174,6 +174,37 @@ TEST(PolicyTest, ProtectionOfAStripe) {
   EXPECT_TRUE(SameForm(b, policy));
 }
 
+TEST(PlacementTest, APoolPlacesOnlyOnNodesThatHaveIt) {
+  auto nodes = Nodes(6);
+  for (int i = 0; i < 6; ++i) nodes[static_cast<size_t>(i)].pools = {i < 3 ? "flash" : "archive"};
+  nodes[5].pools = {"archive", "flash"};
+  for (int b = 0; b < 100; ++b) {
+    const std::string id = store::NewBlockId();
+    auto flash = Place(id, nodes, 2, "flash");
+    auto archive = Place(id, nodes, 2, "archive");
+    ASSERT_EQ(flash.size(), 2u);
+    ASSERT_EQ(archive.size(), 2u);
+    for (const auto& n : flash) EXPECT_TRUE(n == "node-0" || n == "node-1" || n == "node-2" || n == "node-5") << n;
+    for (const auto& n : archive) EXPECT_TRUE(n == "node-3" || n == "node-4" || n == "node-5") << n;
+    EXPECT_EQ(Place(id, nodes, 9, "tape").size(), 0u);
+    EXPECT_EQ(Place(id, nodes, 9).size(), 6u);  // no pool: every node
+  }
+  NodeInfo old;
+  old.id = "old";
+  EXPECT_TRUE(HasPool(old, "flash"));  // a member that published no pools takes any
+  // A block in the wrong pool is not placed, though its holders are right.
+  store::BlockRef b;
+  b.id = store::NewBlockId();
+  b.size = 100;
+  b.pool = "flash";
+  b.nodes = Place(b.id, nodes, 2, "flash");
+  Policy two;
+  two.replicas = 2;
+  EXPECT_TRUE(Protection(b, nodes, two).placed);
+  EXPECT_TRUE(Protection(b, nodes, two, "flash").placed);
+  EXPECT_FALSE(Protection(b, nodes, two, "archive").placed);
+}
+
 TEST(PlacementTest, AddingANodeMovesOnlyItsShare) {
   auto four = Nodes(4), five = Nodes(5);
   const int blocks = 4000;
@@ -350,6 +381,27 @@ TEST_P(MetaStoreContract, Settings) {
   EXPECT_EQ(m->GetSetting("tier/policies").value(), "[2]");
   ASSERT_TRUE(m->PutSetting("tier/policies", "").ok());
   EXPECT_EQ(m->GetSetting("tier/policies").status().code(), StatusCode::kNotFound);
+}
+
+TEST_P(MetaStoreContract, AccessTimes) {
+  auto* m = meta_.get();
+  ASSERT_TRUE(m->CreateBucket("data").ok());
+  ASSERT_TRUE(m->PutObject(Obj("data", "a/b", {Ref("b1", 5)})).ok());
+  ASSERT_TRUE(m->PutObject(Obj("data", "c", {Ref("b2", 5)})).ok());
+  EXPECT_TRUE(m->AccessTimes()->empty());
+  ASSERT_TRUE(m->RecordAccess({}).ok());
+  std::vector<store::AccessTime> many;
+  for (int i = 0; i < 150; ++i) many.push_back({"data", i % 2 ? "a/b" : "c", 1000 + i});  // > one etcd batch
+  ASSERT_TRUE(m->RecordAccess(many).ok());
+  auto t = m->AccessTimes().value();
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t.at(store::AccessKey("data", "a/b")), 1149);
+  EXPECT_EQ(t.at(store::AccessKey("data", "c")), 1148);
+  // Deleting an object forgets its access time.
+  ASSERT_TRUE(m->DeleteObject("data", "c").ok());
+  t = m->AccessTimes().value();
+  EXPECT_EQ(t.size(), 1u);
+  EXPECT_FALSE(t.count(store::AccessKey("data", "c")));
 }
 
 TEST_P(MetaStoreContract, UpdateLayoutOnlyIfUnchanged) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -99,7 +100,9 @@ class EtcdMetaStore final : public store::MetaStore {
   Result<std::vector<BlockRef>> DeleteObject(const std::string& bucket, const std::string& key) override {
     const std::string k = ObjectKey(bucket, key);
     auto t = AQ_TRY(etcd_->Txn({{k, "", Target::kCreateRevision, Op::kGreater, 0, ""}},
-                               {{TxnOp::Kind::kGet, k, "", "", 0}, {TxnOp::Kind::kDelete, k, "", "", 0}},
+                               {{TxnOp::Kind::kGet, k, "", "", 0},
+                                {TxnOp::Kind::kDelete, k, "", "", 0},
+                                {TxnOp::Kind::kDelete, AccessKeyOf(bucket, key), "", "", 0}},
                                {{TxnOp::Kind::kGet, BucketKey(bucket), "", "", 0}}));
     if (!t.succeeded) {
       if (t.ranges.empty() || t.ranges[0].empty())
@@ -163,6 +166,39 @@ class EtcdMetaStore final : public store::MetaStore {
   Status PutSetting(const std::string& name, const std::string& value) override {
     if (value.empty()) return etcd_->Delete(p_ + "settings/" + name).status();
     return etcd_->Put(p_ + "settings/" + name, value);
+  }
+
+  // One key per object under PREFIX access/, the decimal time: the last
+  // recorded wins (nodes record within a granularity of each other).
+  Status RecordAccess(const std::vector<store::AccessTime>& times) override {
+    // etcd refuses a transaction naming a key twice: one time per object, the latest.
+    std::map<std::string, int64_t> latest;
+    for (const auto& t : times) {
+      auto& v = latest[AccessKeyOf(t.bucket, t.key)];
+      v = std::max(v, t.atime_ns);
+    }
+    constexpr size_t kBatch = 64;  // under etcd's default limit of 128 operations per transaction
+    std::vector<TxnOp> puts;
+    for (auto it = latest.begin(); it != latest.end();) {
+      puts.push_back({TxnOp::Kind::kPut, it->first, "", std::to_string(it->second), 0});
+      if (++it == latest.end() || puts.size() == kBatch) {
+        AQ_TRY(etcd_->Txn({}, puts));
+        puts.clear();
+      }
+    }
+    return Status::Ok();
+  }
+
+  Result<std::unordered_map<std::string, int64_t>> AccessTimes() override {
+    const std::string prefix = p_ + "access/";
+    std::unordered_map<std::string, int64_t> out;
+    for (const auto& kv : AQ_TRY(etcd_->Prefix(prefix))) {
+      char* end = nullptr;
+      const long long ns = std::strtoll(kv.value.c_str(), &end, 10);
+      if (kv.value.empty() || end != kv.value.c_str() + kv.value.size()) return BadRecord(kv.key, "not a time");
+      out[kv.key.substr(prefix.size())] = ns;
+    }
+    return out;
   }
 
   Status CreateUpload(const UploadInfo& u) override {
@@ -321,6 +357,9 @@ class EtcdMetaStore final : public store::MetaStore {
 
   std::string BucketKey(const std::string& b) const { return p_ + "buckets/" + b; }
   std::string ObjectKey(const std::string& b, const std::string& k) const { return p_ + "objects/" + b + "/" + k; }
+  std::string AccessKeyOf(const std::string& b, const std::string& k) const {
+    return p_ + "access/" + store::AccessKey(b, k);
+  }
   std::string UploadKey(const std::string& id) const { return p_ + "uploads/" + id; }
   std::string PartPrefix(const std::string& id) const { return p_ + "parts/" + id + "/"; }
   std::string PartKey(const std::string& id, uint32_t n) const { return PartPrefix(id) + fmt::format("{:05d}", n); }

@@ -28,10 +28,16 @@ uint64_t PlacementWeight(const std::string& block_id, const std::string& node_id
   return Mix(h);
 }
 
-std::vector<std::string> Place(const std::string& block_id, const std::vector<NodeInfo>& nodes, size_t replicas) {
+bool HasPool(const NodeInfo& node, const std::string& pool) {
+  return pool.empty() || node.pools.empty() ||
+         std::find(node.pools.begin(), node.pools.end(), pool) != node.pools.end();
+}
+
+std::vector<std::string> Place(const std::string& block_id, const std::vector<NodeInfo>& nodes, size_t replicas,
+                               const std::string& pool) {
   std::vector<std::pair<uint64_t, const std::string*>> scored;
   for (const auto& n : nodes) {
-    if (n.up && n.state == "active") scored.emplace_back(PlacementWeight(block_id, n.id), &n.id);
+    if (n.up && n.state == "active" && HasPool(n, pool)) scored.emplace_back(PlacementWeight(block_id, n.id), &n.id);
   }
   const size_t k = std::min(replicas, scored.size());
   std::partial_sort(

@@ -19,8 +19,14 @@ uint64_t PlacementWeight(const std::string& block_id, const std::string& node_id
 
 // The `replicas` nodes a block belongs on, best first: the highest weights
 // among nodes that are up and active (smartfailed and removed nodes receive
-// nothing). Fewer when fewer such nodes exist.
-std::vector<std::string> Place(const std::string& block_id, const std::vector<NodeInfo>& nodes, size_t replicas);
+// nothing) and, when `pool` is given, have a pool of that name (a "node
+// pool": blocks of a tier live on the nodes with its media). Fewer when
+// fewer such nodes exist.
+std::vector<std::string> Place(const std::string& block_id, const std::vector<NodeInfo>& nodes, size_t replicas,
+                               const std::string& pool = {});
+// Whether a node stores blocks of `pool` (a member record without pools,
+// from a node that published none, takes any).
+bool HasPool(const NodeInfo& node, const std::string& pool);
 
 // An object's layout for clients: each block's holders' addresses, live
 // ones first, then by placement weight (the block's owner, which caches it,

@@ -6,10 +6,12 @@
 #include <chrono>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "cluster/placement.h"
 #include "common/log.h"
 #include "common/mutex.h"
+#include "store/tiering.h"
 
 namespace aq::cluster {
 namespace {
@@ -39,7 +41,8 @@ bool SameForm(const store::BlockRef& b, const Policy& form) {
   return !form.erasure_coded();
 }
 
-BlockProtection Protection(const store::BlockRef& block, const std::vector<NodeInfo>& nodes, const Policy& policy) {
+BlockProtection Protection(const store::BlockRef& block, const std::vector<NodeInfo>& nodes, const Policy& policy,
+                           const std::string& pool) {
   BlockProtection p;
   const Policy form = policy.ForBlock(block.size);
   std::set<std::string> up;
@@ -49,11 +52,12 @@ BlockProtection Protection(const store::BlockRef& block, const std::vector<NodeI
   for (const auto& h : block.nodes) p.live += up.count(h);
   p.width = block.erasure_coded() ? static_cast<size_t>(block.ec_k + block.ec_m) : form.width();
   p.needed = block.erasure_coded() ? block.ec_k : 1;
-  auto want = Place(block.id, nodes, form.width());
+  const std::string& home = pool.empty() ? block.pool : pool;
+  auto want = Place(block.id, nodes, form.width(), home);
   std::vector<std::string> have = block.nodes;
   std::sort(want.begin(), want.end());
   std::sort(have.begin(), have.end());
-  p.placed = SameForm(block, form) && want == have && have.size() >= form.width();
+  p.placed = SameForm(block, form) && block.pool == home && want == have && have.size() >= form.width();
   return p;
 }
 
@@ -90,6 +94,8 @@ Result<std::vector<std::string>> BlocksHeldBy(store::MetaStore& meta, const std:
 Repairer::Repairer(Membership& membership, store::MetaStore& meta, ClusterBlockService& blocks, BlockClient& client,
                    RepairOptions options)
     : membership_(membership), meta_(meta), blocks_(blocks), client_(client), options_(options) {
+  repair_budget_.rate = options_.bytes_per_second;
+  tier_budget_.rate = options_.tier_bytes_per_second;
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -130,14 +136,15 @@ Status Repairer::RunPass() {
   return s;
 }
 
-void Repairer::Throttle(uint64_t bytes) {
+void Repairer::Throttle(uint64_t bytes, Budget* budget) {
+  Budget& b = budget != nullptr ? *budget : repair_budget_;
   const double now = Now();
-  if (now - budget_start_ > 1.0) {
-    budget_start_ = now;
-    budget_bytes_ = 0;
+  if (now - b.start > 1.0) {
+    b.start = now;
+    b.bytes = 0;
   }
-  budget_bytes_ += bytes;
-  const double ahead = static_cast<double>(budget_bytes_) / options_.bytes_per_second - (now - budget_start_);
+  b.bytes += bytes;
+  const double ahead = static_cast<double>(b.bytes) / b.rate - (now - b.start);
   if (ahead > 0) {
     MutexLock lock(mu_);
     cv_.WaitFor(std::chrono::duration<double>(ahead), [&]() AQ_REQUIRES(mu_) { return stop_; });
@@ -161,7 +168,9 @@ void Repairer::DropDue(bool all) {
     bool named = false;
     if (o.ok()) {
       for (const auto& b : o->blocks) {
-        for (const auto& [h, piece] : store::StoredPieces(b)) named |= h == d.node && piece.id == d.piece.id;
+        for (const auto& [h, piece] : store::StoredPieces(b)) {
+          named |= h == d.node && piece.id == d.piece.id && piece.pool == d.piece.pool;
+        }
       }
     } else if (o.status().code() != StatusCode::kNotFound) {
       MutexLock lock(mu_);
@@ -182,7 +191,25 @@ Status Repairer::Pass() {
   const std::string self = membership_.self().id;
   std::map<std::string, bool> up;
   for (const auto& n : nodes) up[n.id] = n.up;
-  uint64_t objects = 0, nblocks = 0, under = 0, misplaced = 0;
+  uint64_t objects = 0, nblocks = 0, under = 0, misplaced = 0, tier_misplaced = 0, tier_blocked = 0;
+  // Tiering: the policies, and the recorded reads when a policy asks for them.
+  std::vector<store::TierPolicy> tiers;
+  std::unordered_map<std::string, int64_t> atimes;
+  if (auto t = store::LoadTierPolicies(meta_); t.ok()) {
+    tiers = std::move(*t);
+    bool by_access = false;
+    for (const auto& p : tiers) by_access |= p.idle_s > 0 || p.accessed_within_s > 0;
+    if (by_access) {
+      auto a = meta_.AccessTimes();
+      if (a.ok()) atimes = std::move(*a);
+    }
+  } else {
+    MutexLock lock(mu_);
+    stats_.errors++;
+    stats_.last_error = std::string(t.status().message());
+  }
+  const int64_t now_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   std::map<std::string, uint64_t> held;  // replicas each node holds, per the layouts
   for (const auto& bucket : AQ_TRY(meta_.ListBuckets())) {
     std::string after;
@@ -200,6 +227,8 @@ Status Repairer::Pass() {
         ++objects;
         const Policy policy = blocks_.PolicyFor(o.bucket);
         const bool mine = Coordinator(o.bucket + "/" + o.key, nodes) == self;
+        const store::TierPolicy* tier =
+            tiers.empty() ? nullptr : store::MatchTierPolicy(tiers, o, now_ns, store::LastRead(atimes, o));
         bool changed = false;
         // Pieces to remove once the new layout is committed: (node, piece).
         std::vector<std::pair<std::string, store::BlockRef>> drops;
@@ -208,17 +237,30 @@ Status Repairer::Pass() {
           ++nblocks;
           for (const auto& h : b.nodes) held[h]++;
           const Policy form = policy.ForBlock(b.size);
-          const auto prot = Protection(b, nodes, policy);
+          // Where the block belongs: its tiering policy's pool when enough
+          // nodes have that pool, else where it is.
+          std::string home = b.pool;
+          if (tier != nullptr && tier->pool != b.pool) {
+            ++tier_misplaced;
+            if (Place(b.id, nodes, form.width(), tier->pool).size() >= form.width()) {
+              home = tier->pool;
+            } else {
+              ++tier_blocked;
+            }
+          }
+          const auto prot = Protection(b, nodes, policy, home);
           if (prot.live < prot.width) ++under;
           if (prot.placed) continue;
           ++misplaced;
           if (!mine) continue;
-          if (!SameForm(b, form)) {
-            // Re-protection (replicas <-> erasure-coded, or another K+M):
-            // the block is written anew in the policy's form beside the
-            // old pieces, which go once the layout names the new ones.
-            Throttle(b.size);
-            auto nb = blocks_.Rewrite(b, form);
+          if (!SameForm(b, form) || b.pool != home) {
+            // Re-protection (replicas <-> erasure-coded, or another K+M) or
+            // a move to another pool (tiering): the block is written anew
+            // in the policy's form and pool beside the old pieces, which
+            // go once the layout names the new ones.
+            const bool moves = b.pool != home;
+            Throttle(b.size, moves ? &tier_budget_ : nullptr);
+            auto nb = blocks_.Rewrite(b, form, home);
             MutexLock lock(mu_);
             if (!nb.ok()) {
               stats_.errors++;
@@ -228,13 +270,17 @@ Status Repairer::Pass() {
             for (auto& [h, piece] : store::StoredPieces(b)) {
               if (up[h]) drops.emplace_back(h, std::move(piece));
             }
-            stats_.reprotected++;
+            if (moves) {
+              stats_.tiered++;
+              stats_.bytes_tiered += b.size;
+            }
+            if (!SameForm(b, form)) stats_.reprotected++;
             stats_.bytes_copied += b.size;
             b = std::move(*nb);
             changed = true;
             continue;
           }
-          const auto want = Place(b.id, nodes, form.width());
+          const auto want = Place(b.id, nodes, form.width(), b.pool);
           if (want.empty()) continue;
           if (b.erasure_coded()) {
             // Fragments on live nodes where placement wants them stay; each
@@ -347,6 +393,8 @@ Status Repairer::Pass() {
   stats_.blocks = nblocks;
   stats_.under_protected = under;
   stats_.misplaced = misplaced;
+  stats_.tier_misplaced = tier_misplaced;
+  stats_.tier_blocked = tier_blocked;
   stats_.fully_protected = under == 0 && misplaced == 0;
   stats_.last_pass_seconds = Now() - t0;
   return Status::Ok();

@@ -13,6 +13,14 @@
 // belongs on. A smartfailed node that no layout names any more is marked
 // removed. Progress and the cluster's protection are in Stats().
 //
+// Tiering in a cluster is the same machinery: an object that a file pool
+// policy (store/tiering.h) sends to pool P has its blocks placed among the
+// nodes that have a pool P, stored in it; a block elsewhere is rewritten
+// there (read once, verified, written to every new holder), the layout
+// switched, the old pieces dropped after the delay. Policies on last access
+// use the times the nodes record. When fewer nodes have P than a block
+// needs, it stays where it is (counted in tier_blocked).
+//
 // Thread safety: Stats() may be called from any thread.
 #pragma once
 
@@ -37,6 +45,7 @@ struct RepairOptions {
   // kept before it is removed: reads that resolved the old layout, here or
   // on other nodes, finish meanwhile (the node's freed-block delay).
   double drop_delay_seconds = 60;
+  double tier_bytes_per_second = 100e6;  // copy budget of moves between pools (tiering)
 };
 
 struct RepairStats {
@@ -49,7 +58,11 @@ struct RepairStats {
   double last_pass_seconds = 0;
   // Work this node did, since it started:
   uint64_t copied = 0, bytes_copied = 0, dropped = 0, layouts_committed = 0, conflicts = 0, errors = 0;
-  uint64_t reprotected = 0;    // blocks rewritten in another form (replicas <-> erasure-coded)
+  uint64_t reprotected = 0;               // blocks rewritten in another form (replicas <-> erasure-coded)
+  uint64_t tiered = 0, bytes_tiered = 0;  // blocks moved to their tiering policy's pool
+  // The last full pass: blocks not in their tiering policy's pool, and of
+  // those, blocks whose pool has too few nodes to take them.
+  uint64_t tier_misplaced = 0, tier_blocked = 0;
   uint64_t drops_pending = 0;  // pieces waiting for drop_delay_seconds
   std::string last_error;
 };
@@ -62,7 +75,9 @@ struct BlockProtection {
   size_t live = 0, width = 0, needed = 1;
   bool placed = false;
 };
-BlockProtection Protection(const store::BlockRef& block, const std::vector<NodeInfo>& nodes, const Policy& policy);
+// `pool`: where the block belongs (a tiering policy's pool; empty: its own).
+BlockProtection Protection(const store::BlockRef& block, const std::vector<NodeInfo>& nodes, const Policy& policy,
+                           const std::string& pool = {});
 // Whether a block already has the form `form` (Policy::ForBlock) asks for.
 bool SameForm(const store::BlockRef& block, const Policy& form);
 
@@ -84,7 +99,11 @@ class Repairer {
  private:
   void Loop();
   Status Pass();
-  void Throttle(uint64_t bytes);
+  struct Budget {
+    double rate = 0, start = 0;
+    uint64_t bytes = 0;
+  };
+  void Throttle(uint64_t bytes, Budget* budget = nullptr);
   // A piece to remove once due, unless the object's layout names it again.
   struct Drop {
     double due = 0;
@@ -104,8 +123,7 @@ class Repairer {
   bool stop_ AQ_GUARDED_BY(mu_) = false;
   RepairStats stats_ AQ_GUARDED_BY(mu_);
   std::vector<Drop> drops_ AQ_GUARDED_BY(mu_);
-  double budget_start_ = 0;
-  uint64_t budget_bytes_ = 0;
+  Budget repair_budget_, tier_budget_;
   std::thread thread_;
 };
 

@@ -123,6 +123,10 @@ Status Node::StartImpl() {
   std::vector<std::string> keep =
       cluster ? AQ_TRY(cluster::BlocksHeldBy(*meta_, node_id_)) : AQ_TRY(meta_->ReferencedBlocks());
   gc_ = AQ_TRY(blocks_->CollectGarbage(keep));
+  // Copies a mover left in a pool their layout no longer names.
+  if (const uint64_t strays = AQ_TRY(store::RemoveStrayCopies(*meta_, *blocks_, cluster ? node_id_ : "")); strays > 0) {
+    log::info("removed {} stray block copies left by an interrupted move between pools", strays);
+  }
   if (o_.cache_bytes > 0) cache_ = std::make_unique<store::BlockCache>(o_.cache_bytes, o_.cache_policy, o_.block_size);
   if (!o_.l3_dir.empty()) {
     l3_ = AQ_TRY(store::L3Cache::Open(fs, {o_.l3_dir, o_.l3_bytes}, cache_.get()));
@@ -161,10 +165,9 @@ Status Node::StartImpl() {
     objects_ = std::make_unique<store::ObjectStore>(*meta_, *blocks_, *local_, oo, cache_.get());
   }
   objects_->set_l3(l3_.get());
+  access_ = std::make_unique<store::AccessClock>(o_.atime_granularity_s);
+  objects_->set_access_clock(access_.get());
   if (!cluster) {
-    // Copies a mover left in a pool their layout no longer names.
-    const uint64_t strays = AQ_TRY(store::RemoveStrayCopies(*meta_, *blocks_));
-    if (strays > 0) log::info("removed {} stray block copies left by an interrupted tiering pass", strays);
     mover_ = std::make_unique<store::Mover>(*meta_, *blocks_, objects_->reclaimer());
     // The pools, for tools that check a policy's pool before the mover does.
     nlohmann::json pools = nlohmann::json::array();
@@ -172,8 +175,8 @@ Status Node::StartImpl() {
       pools.push_back({{"name", p.name}, {"media", p.media == store::Media::kHdd ? "hdd" : "ssd"}, {"path", p.path}});
     }
     AQ_TRY(meta_->PutSetting("node/pools", pools.dump()));
-    tier_thread_ = std::thread([this] { TierLoop(); });
   }
+  tier_thread_ = std::thread([this] { TierLoop(); });
   if (o_.prefetch_window > 0) {
     store::PrefetchOptions po;
     po.max_window_blocks = o_.prefetch_window;
@@ -223,6 +226,10 @@ Status Node::StartImpl() {
                                    {"dropped", r.dropped},
                                    {"drops_pending", r.drops_pending},
                                    {"reprotected", r.reprotected},
+                                   {"tiered", r.tiered},
+                                   {"bytes_tiered", r.bytes_tiered},
+                                   {"tier_misplaced", r.tier_misplaced},
+                                   {"tier_blocked", r.tier_blocked},
                                    {"layouts_committed", r.layouts_committed},
                                    {"conflicts", r.conflicts},
                                    {"errors", r.errors},
@@ -273,24 +280,40 @@ Status Node::JoinCluster() {
   ro.bytes_per_second = o_.repair_bytes_per_second;
   ro.interval_seconds = o_.repair_interval_s;
   ro.drop_delay_seconds = o_.reclaim_delay_s >= 0 ? o_.reclaim_delay_s : 60;
+  ro.tier_bytes_per_second = o_.tier_bytes_per_second;
   repairer_ = std::make_unique<cluster::Repairer>(*membership_, *meta_, *cluster_blocks_, *block_client_, ro);
   return Status::Ok();
 }
 
 void Node::TierLoop() {
-  // Runs a pass when one is due or asked for (`aquifer tier run` writes the
+  // Records access times every few seconds. On a single node, also runs a
+  // mover pass when one is due or asked for (`aquifer tier run` writes the
   // request setting; the report answers it), checking once a second.
-  double last = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  using Clock = std::chrono::steady_clock;
+  auto seconds = [] { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); };
+  double last = seconds(), flushed = last;
   std::string answered;
-  if (auto r = meta_->GetSetting(store::kTierRequestSetting); r.ok()) answered = *r;  // asked before this start
+  if (mover_) {
+    if (auto r = meta_->GetSetting(store::kTierRequestSetting); r.ok()) answered = *r;  // asked before this start
+  }
+  auto flush = [&] {
+    if (Status s = access_->Flush(*meta_); !s.ok())
+      log::warn("tiering: access times not recorded yet: {}", s.message());
+  };
   while (!tier_stop_.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    const double now = seconds();
+    if (now - flushed >= std::min(2.0, std::max(0.2, o_.atime_granularity_s))) {
+      flush();
+      flushed = now;
+    }
+    if (!mover_) continue;
     auto request = meta_->GetSetting(store::kTierRequestSetting);
     const bool asked = request.ok() && *request != answered;
     const bool due = o_.tier_interval_s > 0 && now - last >= o_.tier_interval_s;
     if (!asked && !due) continue;
     last = now;
+    flush();  // the pass sees the reads up to now
     auto policies = store::LoadTierPolicies(*meta_);
     if (!asked && (!policies.ok() || policies->empty())) continue;  // nothing to do on schedule
     store::TierOptions to;
@@ -309,6 +332,7 @@ void Node::TierLoop() {
                 report->objects_moved, report->bytes_moved / 1000000, report->seconds);
     }
   }
+  flush();
 }
 
 void Node::Stop() {

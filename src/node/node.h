@@ -25,6 +25,7 @@
 #include "common/status.h"
 #include "io/file_system.h"
 #include "s3/auth.h"
+#include "store/access_clock.h"
 #include "store/block_cache.h"
 #include "store/block_store.h"
 #include "store/l3_cache.h"
@@ -67,6 +68,9 @@ struct NodeOptions {
   // at most tier_bytes_per_second.
   double tier_interval_s = 3600;
   double tier_bytes_per_second = 100e6;
+  // Last access times (tiering policies on reads) are recorded at most once
+  // per object per this many seconds.
+  double atime_granularity_s = 3600;
   uint32_t prefetch_window = 8;  // blocks ahead per stream; 0 = off
   uint64_t prefetch_memory = 256ull << 20;
 
@@ -163,8 +167,10 @@ class Node {
   std::unique_ptr<server::S3Server> s3_;
   std::unique_ptr<cluster::Membership> membership_;
   std::unique_ptr<cluster::Repairer> repairer_;
-  // Tiering: the mover's thread (single node).
+  // Tiering: the thread that records access times and (single node) runs
+  // the mover; in a cluster the repairer moves blocks between pools.
   void TierLoop();
+  std::unique_ptr<store::AccessClock> access_;
   std::unique_ptr<store::Mover> mover_;
   std::thread tier_thread_;
   std::atomic<bool> tier_stop_{false};

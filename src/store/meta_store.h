@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/status.h"
@@ -120,6 +121,13 @@ struct ListPage {
   bool truncated = false;           // more keys follow the last one
 };
 
+struct AccessTime {
+  std::string bucket, key;
+  int64_t atime_ns = 0;
+};
+// "bucket/key": bucket names hold no '/', so the pair is unambiguous.
+inline std::string AccessKey(const std::string& bucket, const std::string& key) { return bucket + "/" + key; }
+
 class MetaStore {
  public:
   virtual ~MetaStore() = default;
@@ -182,6 +190,15 @@ class MetaStore {
   // like): NotFound if never set; an empty value removes the setting.
   virtual Result<std::string> GetSetting(const std::string& name) = 0;
   virtual Status PutSetting(const std::string& name, const std::string& value) = 0;
+
+  // Last access times of objects (reads), kept apart from the objects so
+  // that recording one never races a write or a layout switch, and written
+  // in batches, at most once per object per AccessClock granularity.
+  // Recording keeps the later of the stored and the given time; deleting an
+  // object forgets its access time.
+  virtual Status RecordAccess(const std::vector<AccessTime>& times) = 0;
+  // Every recorded access time, by AccessKey(bucket, key).
+  virtual Result<std::unordered_map<std::string, int64_t>> AccessTimes() = 0;
 };
 
 // Metadata in SQLite at `path` (WAL journal, synchronous=FULL: a committed

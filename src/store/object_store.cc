@@ -176,6 +176,7 @@ Status ObjectStore::Read(const ObjectMeta& o, uint64_t offset, uint64_t n,
   if (offset > o.size || n > o.size - offset) {
     return InvalidArgument(fmt::format("range {}+{} outside '{}' ({} bytes)", offset, n, o.key, o.size));
   }
+  if (access_ != nullptr) access_->Touch(o.bucket, o.key);
   uint64_t start = 0;  // of the current block in the object
   for (size_t index = 0; index < o.blocks.size(); ++index) {
     const BlockRef& b = o.blocks[index];

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "store/access_clock.h"
 #include "store/block_cache.h"
 #include "store/block_service.h"
 #include "store/block_store.h"
@@ -97,6 +98,8 @@ class ObjectStore {
               BlockCache* cache = nullptr);
   // The node's L3 cache (for statistics; reads reach it through the block service).
   void set_l3(L3Cache* l3) { l3_ = l3; }
+  // Reads are recorded here (last access times for tiering policies).
+  void set_access_clock(AccessClock* clock) { access_ = clock; }
   L3Cache* l3() const { return l3_; }
   ~ObjectStore();
 
@@ -163,6 +166,7 @@ class ObjectStore {
   ObjectStoreOptions options_;
   BlockCache* cache_;
   L3Cache* l3_ = nullptr;
+  AccessClock* access_ = nullptr;
   Prefetcher* prefetch_ = nullptr;
   std::unique_ptr<Reclaimer> reclaimer_;
 };

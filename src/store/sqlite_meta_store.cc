@@ -62,6 +62,11 @@ CREATE TABLE IF NOT EXISTS part_blocks(
 CREATE TABLE IF NOT EXISTS settings(
   name TEXT PRIMARY KEY,
   value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS access(
+  bucket TEXT NOT NULL,
+  key TEXT NOT NULL,
+  atime_ns INTEGER NOT NULL,
+  PRIMARY KEY(bucket, key));
 CREATE TABLE IF NOT EXISTS versions(
   bucket TEXT NOT NULL,
   key TEXT NOT NULL,
@@ -92,6 +97,7 @@ class Stmt {
     return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(s_, col))) : std::string();
   }
   int64_t Int(int col) const { return sqlite3_column_int64(s_, col); }
+  sqlite3_stmt* get() { return s_; }
   std::string Error() const { return sqlite3_errmsg(db_); }
 
  private:
@@ -414,6 +420,9 @@ class SqliteMetaStore final : public MetaStore {
       Stmt del(db_, "DELETE FROM blocks WHERE bucket = ? AND key = ?");
       del.Bind(1, bucket).Bind(2, key);
       if (del.Step() != SQLITE_DONE) return Error("delete blocks of " + key);
+      Stmt forget(db_, "DELETE FROM access WHERE bucket = ? AND key = ?");
+      forget.Bind(1, bucket).Bind(2, key);
+      if (forget.Step() != SQLITE_DONE) return Error("forget the access time of " + key);
       return Status::Ok();
     }();
     AQ_TRY(Finish(st));
@@ -504,6 +513,34 @@ class SqliteMetaStore final : public MetaStore {
     if (!value.empty()) s.Bind(2, value);
     if (s.Step() != SQLITE_DONE) return Error("write setting " + name);
     return Status::Ok();
+  }
+
+  Status RecordAccess(const std::vector<AccessTime>& times) override {
+    if (times.empty()) return Status::Ok();
+    MutexLock lock(mu_);
+    AQ_TRY(Exec("BEGIN IMMEDIATE"));
+    Status st = [&]() AQ_REQUIRES(mu_) -> Status {
+      Stmt s(db_,
+             "INSERT INTO access(bucket, key, atime_ns) VALUES(?, ?, ?) "
+             "ON CONFLICT(bucket, key) DO UPDATE SET atime_ns = max(atime_ns, excluded.atime_ns)");
+      for (const auto& t : times) {
+        sqlite3_reset(s.get());
+        s.Bind(1, t.bucket).Bind(2, t.key).Bind(3, t.atime_ns);
+        if (s.Step() != SQLITE_DONE) return Error("record the access time of " + t.key);
+      }
+      return Status::Ok();
+    }();
+    return Finish(st);
+  }
+
+  Result<std::unordered_map<std::string, int64_t>> AccessTimes() override {
+    MutexLock lock(mu_);
+    Stmt s(db_, "SELECT bucket, key, atime_ns FROM access");
+    std::unordered_map<std::string, int64_t> out;
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) out[AccessKey(s.Text(0), s.Text(1))] = s.Int(2);
+    if (rc != SQLITE_DONE) return Error("read access times");
+    return out;
   }
 
  private:

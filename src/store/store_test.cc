@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "store/access_clock.h"
 #include "store/block_cache.h"
 #include "store/block_store.h"
 #include "store/meta_store.h"
@@ -1031,6 +1032,61 @@ TEST(TieringTest, PoliciesMatchByGlobSizeAndAgeFirstMatchWins) {
   EXPECT_EQ(TierPoliciesFromJson("{}").status().code(), StatusCode::kCorruption);
   EXPECT_EQ(TierPoliciesFromJson(R"([{"name":"x"}])").status().code(), StatusCode::kCorruption);
   EXPECT_EQ(TierPoliciesFromJson(R"([{"name":"","pool":"p"}])").status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(TieringTest, PoliciesOnLastAccessCountReadsAndWrites) {
+  const int64_t now = 1'000'000'000'000'000'000;
+  const int64_t day = 86'400'000'000'000;
+  std::vector<TierPolicy> p = {
+      {"hot", "*", "*", 0, UINT64_MAX, 0, "ssd", 0, 7 * 86400.0},  // accessed within a week
+      {"cold", "*", "*", 0, UINT64_MAX, 0, "hdd", 30 * 86400.0},   // not accessed for 30 days
+  };
+  ObjectMeta o;
+  o.bucket = "b";
+  o.key = "k";
+  o.mtime_ns = now - 90 * day;
+  auto name = [&](int64_t atime) {
+    const TierPolicy* m = MatchTierPolicy(p, o, now, atime);
+    return m ? m->name : std::string("none");
+  };
+  EXPECT_EQ(name(0), "cold");               // never read, written 90 days ago
+  EXPECT_EQ(name(now - 3 * day), "hot");    // read 3 days ago
+  EXPECT_EQ(name(now - 7 * day), "hot");    // edges included
+  EXPECT_EQ(name(now - 10 * day), "none");  // neither: stays where it is
+  EXPECT_EQ(name(now - 30 * day), "cold");
+  o.mtime_ns = now - 1 * day;  // rewritten yesterday: a write is an access
+  EXPECT_EQ(name(now - 60 * day), "hot");
+  auto back = TierPoliciesFromJson(TierPoliciesToJson(p));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, p);
+  std::unordered_map<std::string, int64_t> times = {{AccessKey("b", "k"), 42}};
+  EXPECT_EQ(LastRead(times, o), 42);
+  o.key = "other";
+  EXPECT_EQ(LastRead(times, o), 0);
+}
+
+TEST(TieringTest, AccessClockRecordsEachObjectOncePerGranularity) {
+  TempDir dir;
+  auto meta = OpenSqliteMetaStore(dir / "meta.db").value();
+  ASSERT_TRUE(meta->CreateBucket("bkt").ok());
+  AccessClock hourly(3600);
+  for (int i = 0; i < 100; ++i) hourly.Touch("bkt", "k");  // a hot object: one write an hour
+  hourly.Touch("bkt", "k2");
+  EXPECT_EQ(hourly.pending(), 2u);
+  ASSERT_TRUE(hourly.Flush(*meta).ok());
+  EXPECT_EQ(hourly.recorded(), 2u);
+  EXPECT_EQ(hourly.pending(), 0u);
+  hourly.Touch("bkt", "k");
+  EXPECT_EQ(hourly.pending(), 0u);  // recorded within the hour
+  auto times = meta->AccessTimes().value();
+  ASSERT_EQ(times.size(), 2u);
+  EXPECT_GT(times.at(AccessKey("bkt", "k")), 0);
+  AccessClock every(0);
+  every.Touch("bkt", "k");
+  every.Touch("bkt", "k");
+  EXPECT_EQ(every.pending(), 2u);
+  ASSERT_TRUE(every.Flush(*meta).ok());
+  EXPECT_GE(meta->AccessTimes()->at(AccessKey("bkt", "k")), times.at(AccessKey("bkt", "k")));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fnmatch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -26,6 +27,8 @@ std::string TierPoliciesToJson(const std::vector<TierPolicy>& policies) {
     if (p.min_size > 0) j["min_size"] = p.min_size;
     if (p.max_size != UINT64_MAX) j["max_size"] = p.max_size;
     if (p.older_than_s > 0) j["older_than_s"] = p.older_than_s;
+    if (p.idle_s > 0) j["idle_s"] = p.idle_s;
+    if (p.accessed_within_s > 0) j["accessed_within_s"] = p.accessed_within_s;
     a.push_back(std::move(j));
   }
   return a.dump();
@@ -45,6 +48,8 @@ Result<std::vector<TierPolicy>> TierPoliciesFromJson(const std::string& text) {
       p.min_size = j.value("min_size", uint64_t{0});
       p.max_size = j.value("max_size", UINT64_MAX);
       p.older_than_s = j.value("older_than_s", 0.0);
+      p.idle_s = j.value("idle_s", 0.0);
+      p.accessed_within_s = j.value("accessed_within_s", 0.0);
       if (p.name.empty() || p.pool.empty()) return InvalidArgument("a tiering policy needs a name and a pool");
       out.push_back(std::move(p));
     }
@@ -71,15 +76,25 @@ bool GlobMatch(const std::string& pattern, const std::string& text) {
   return fnmatch(pattern.c_str(), text.c_str(), 0) == 0;
 }
 
-const TierPolicy* MatchTierPolicy(const std::vector<TierPolicy>& policies, const ObjectMeta& o, int64_t now_ns) {
+const TierPolicy* MatchTierPolicy(const std::vector<TierPolicy>& policies, const ObjectMeta& o, int64_t now_ns,
+                                  int64_t atime_ns) {
   const double age = static_cast<double>(now_ns - o.mtime_ns) / 1e9;
+  const double idle = static_cast<double>(now_ns - std::max(o.mtime_ns, atime_ns)) / 1e9;
   for (const auto& p : policies) {
     if (!GlobMatch(p.bucket, o.bucket) || !GlobMatch(p.key, o.key)) continue;
     if (o.size < p.min_size || o.size > p.max_size) continue;
     if (p.older_than_s > 0 && age < p.older_than_s) continue;
+    if (p.idle_s > 0 && idle < p.idle_s) continue;
+    if (p.accessed_within_s > 0 && idle > p.accessed_within_s) continue;
     return &p;
   }
   return nullptr;
+}
+
+int64_t LastRead(const std::unordered_map<std::string, int64_t>& times, const ObjectMeta& o) {
+  if (times.empty()) return 0;
+  auto it = times.find(AccessKey(o.bucket, o.key));
+  return it == times.end() ? 0 : it->second;
 }
 
 std::string TierReportToJson(const TierReport& r) {
@@ -125,11 +140,15 @@ Result<TierReport> Mover::Run(const std::vector<TierPolicy>& policies, const Tie
     if (ahead > 0) std::this_thread::sleep_for(std::chrono::duration<double>(std::min(ahead, 1.0)));
   };
   const int64_t now_ns = NowNs();
+  bool by_access = false;
+  for (const auto& p : policies) by_access |= p.idle_s > 0 || p.accessed_within_s > 0;
+  std::unordered_map<std::string, int64_t> atimes;
+  if (by_access) atimes = AQ_TRY(meta_.AccessTimes());
   AQ_TRY(ForEachObject(
       meta_,
       [&](ObjectMeta o) -> Status {
         ++r.objects;
-        const TierPolicy* p = MatchTierPolicy(policies, o, now_ns);
+        const TierPolicy* p = MatchTierPolicy(policies, o, now_ns, LastRead(atimes, o));
         if (p != nullptr) ++r.matched;
         std::vector<BlockRef> copies, old;
         for (auto& b : o.blocks) {
@@ -192,11 +211,19 @@ Result<TierReport> Mover::Run(const std::vector<TierPolicy>& policies, const Tie
   return r;
 }
 
-Result<uint64_t> RemoveStrayCopies(MetaStore& meta, BlockStore& blocks) {
+Result<uint64_t> RemoveStrayCopies(MetaStore& meta, BlockStore& blocks, const std::string& node) {
   if (blocks.pools().size() < 2) return uint64_t{0};
-  std::unordered_map<std::string, std::string> home;  // block id -> the pool its layout names
+  std::unordered_map<std::string, std::string> home;  // piece id -> the pool its layout names
   AQ_TRY(ForEachObject(meta, [&](const ObjectMeta& o) -> Status {
-    for (const auto& b : o.blocks) home[b.id] = b.pool;
+    for (const auto& b : o.blocks) {
+      if (node.empty() || b.nodes.empty()) {
+        home[b.id] = b.pool;
+        continue;
+      }
+      for (const auto& [holder, piece] : StoredPieces(b)) {
+        if (holder == node) home[piece.id] = piece.pool;
+      }
+    }
     return Status::Ok();
   }));
   uint64_t removed = 0;

@@ -1,6 +1,8 @@
 // File pool policies and the mover: the right data on the right media,
-// paths unchanged. A policy matches objects by bucket and key glob, size and
-// age (since last modification) and names the pool their blocks belong in;
+// paths unchanged. A policy matches objects by bucket and key glob, size,
+// age (since last modification) and last access (the later of the last
+// read, as AccessClock records it, and the last write), and names the pool
+// their blocks belong in;
 // the first matching policy, in order, wins; objects no policy matches stay
 // where they are. Policies are kept with the metadata (setting
 // "tier/policies", JSON), so they survive restarts and every tool sees them.
@@ -23,6 +25,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/mutex.h"
@@ -38,8 +41,10 @@ struct TierPolicy {
   std::string bucket = "*";  // glob (fnmatch: * ? [..])
   std::string key = "*";     // glob over the whole key ("train/*", "*.tfrecord")
   uint64_t min_size = 0, max_size = UINT64_MAX;
-  double older_than_s = 0;  // last modified at least this long ago
-  std::string pool;         // where matching objects' blocks belong
+  double older_than_s = 0;       // last modified at least this long ago
+  std::string pool;              // where matching objects' blocks belong
+  double idle_s = 0;             // not read nor written for at least this long
+  double accessed_within_s = 0;  // read or written at most this long ago
   bool operator==(const TierPolicy&) const = default;
 };
 
@@ -55,8 +60,12 @@ Result<std::vector<TierPolicy>> LoadTierPolicies(MetaStore& meta);
 Status SaveTierPolicies(MetaStore& meta, const std::vector<TierPolicy>& policies);
 
 bool GlobMatch(const std::string& pattern, const std::string& text);
-// The first policy that matches the object at `now_ns`, or null.
-const TierPolicy* MatchTierPolicy(const std::vector<TierPolicy>& policies, const ObjectMeta& object, int64_t now_ns);
+// The first policy that matches the object at `now_ns`, or null. `atime_ns`:
+// its last recorded read (0: none recorded).
+const TierPolicy* MatchTierPolicy(const std::vector<TierPolicy>& policies, const ObjectMeta& object, int64_t now_ns,
+                                  int64_t atime_ns = 0);
+// The object's last recorded read in `times` (MetaStore::AccessTimes), or 0.
+int64_t LastRead(const std::unordered_map<std::string, int64_t>& times, const ObjectMeta& object);
 
 struct TierOptions {
   double bytes_per_second = 100e6;  // copy budget
@@ -92,8 +101,9 @@ class Mover {
 };
 
 // Removes copies of blocks that sit in a pool their layout does not name
-// (left by a mover that stopped after switching a layout). REQUIRES: no
-// mover running (call at start, before serving).
-Result<uint64_t> RemoveStrayCopies(MetaStore& meta, BlockStore& blocks);
+// (left by a mover that stopped after switching a layout). On a cluster's
+// node (`node` given): of the pieces the layouts place on that node.
+// REQUIRES: no mover running here (call at start, before serving).
+Result<uint64_t> RemoveStrayCopies(MetaStore& meta, BlockStore& blocks, const std::string& node = {});
 
 }  // namespace aq::store

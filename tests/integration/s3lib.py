@@ -179,3 +179,76 @@ def request(port, method, path, query="", body=b"", headers=None, sign_it=True, 
     data = r.read()
     c.close()
     return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+
+
+# ---- clusters: a real etcd and node processes on 127.0.0.1 ----
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def until(pred, timeout, step=0.3):
+    """Calls pred until it returns true (exceptions count as false)."""
+    import time
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            if pred():
+                return True
+        except Exception:  # noqa: BLE001
+            pass
+        time.sleep(step)
+    return False
+
+
+class Etcd:
+    """A single-member etcd under `tmp`, on free ports; url is etcd://..."""
+
+    def __init__(self, tmp):
+        port, peer = free_port(), free_port()
+        self.url = f"etcd://127.0.0.1:{port}"
+        self.p = subprocess.Popen(
+            ["etcd", "--data-dir", os.path.join(tmp, "etcd"),
+             "--listen-client-urls", f"http://127.0.0.1:{port}", "--advertise-client-urls", f"http://127.0.0.1:{port}",
+             "--listen-peer-urls", f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls",
+             f"http://127.0.0.1:{peer}", "--initial-cluster", f"default=http://127.0.0.1:{peer}"],
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "etcd.log"), "w"))
+        if not until(lambda: socket.create_connection(("127.0.0.1", port), timeout=1), 15):
+            self.p.kill()
+            raise SystemExit("etcd did not start: " + open(os.path.join(tmp, "etcd.log")).read()[-2000:])
+
+    def stop(self):
+        self.p.kill()
+        self.p.wait()
+
+
+class ClusterNode:
+    """aquifer serve --meta ETCD as node `name` (data and log under tmp),
+    started when it has joined the cluster."""
+
+    def __init__(self, aq, tmp, name, meta, credentials, *extra):
+        self.name, self.port, self.metrics = name, free_port(), free_port()
+        self.log = os.path.join(tmp, name + ".log")
+        self.args = [aq, "serve", "--data", os.path.join(tmp, name), "--listen", f"127.0.0.1:{self.port}",
+                     "--metrics", f"127.0.0.1:{self.metrics}", "--credentials", credentials, "--meta", meta,
+                     "--node-id", name, *extra]
+        self.start()
+
+    def start(self):
+        self.p = subprocess.Popen(self.args, stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
+        if not until(lambda: "cluster: node" in open(self.log).read(), 20):
+            self.p.kill()
+            raise SystemExit(f"node {self.name} did not start:\n" + open(self.log).read())
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.p.poll() is None:
+            self.p.send_signal(sig)
+            try:
+                self.p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()

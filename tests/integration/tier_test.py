@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import s3lib  # noqa: E402
@@ -27,7 +28,8 @@ tmp = tempfile.mkdtemp(prefix="aq_tier_test_")
 creds = s3lib.write_credentials(os.path.join(tmp, "keys"))
 data = f"{tmp}/data"
 args = ["--pool", f"ssd={tmp}/ssd,media=ssd", "--pool", f"hdd={tmp}/hdd,media=hdd,latency=1ms",
-        "--block-size", "64KiB", "--tier-interval", "0", "--tier-rate", "20", "--cache-size", "0"]
+        "--block-size", "64KiB", "--tier-interval", "0", "--tier-rate", "20", "--cache-size", "0",
+        "--atime-granularity", "1"]
 
 
 def aq(*a):
@@ -140,6 +142,21 @@ try:
             named[b["pool"]] += 1
     check(files("ssd") == named["ssd"] and files("hdd") == named["hdd"],
           f"no stray copies: files ssd {files('ssd')} hdd {files('hdd')}, layouts {named}")
+
+    # Last access: train/part-0 is read, the other train objects are not.
+    r = aq("tier", "policy", "add", "idle", "--pool", "hdd", "--key", "train/*", "--not-accessed-for", "3s",
+           "--data", data)
+    check(r.returncode == 0, "policy add idle (not accessed for 3s): " + r.stderr)
+    t_end = time.time() + 4.5
+    while time.time() < t_end:
+        c.get_object(Bucket="lake", Key="train/part-0")["Body"].read()
+        time.sleep(0.3)
+    r = aq("tier", "run", "--data", data, "--timeout", "60", "--json")
+    check(r.returncode == 0 and json.loads(r.stdout or "{}").get("blocks_moved", 0) > 0, "an idle pass: " + r.stderr)
+    pools = {k: {b["pool"] for b in json.loads(aq("stat-file", f"lake/{k}", "--data", data, "--json").stdout or "{}")
+                 .get("blocks", [])} for k in ("train/part-0", "train/part-1")}
+    check(pools == {"train/part-0": {"ssd"}, "train/part-1": {"hdd"}},
+          f"the object being read stays on ssd, the idle one moves: {pools}")
     node.stop()
     r = aq("tier", "run", "--data", data, "--timeout", "2")
     check(r.returncode != 0 and "no node serving" in r.stderr, "tier run without a node says so: " + r.stderr)
