@@ -19,6 +19,7 @@
 #include "cluster/etcd_client.h"
 #include "cluster/etcd_meta_store.h"
 #include "cluster/membership.h"
+#include "cluster/placement.h"
 #include "common/units.h"
 #include "io/file_system.h"
 #include "store/meta_store.h"
@@ -30,7 +31,7 @@ namespace {
 struct TierFlags {
   std::string data = "aquifer-data";
   std::string meta;  // etcd://...: a cluster's
-  std::string name, pool, bucket = "*", key = "*", min_size, max_size, older_than, idle, accessed_within;
+  std::string name, pool, media, bucket = "*", key = "*", min_size, max_size, older_than, idle, accessed_within;
   int at = -1;
   bool dry_run = false;
   double timeout_s = 600;
@@ -87,26 +88,61 @@ Result<std::unique_ptr<store::MetaStore>> OpenMeta(Globals& g, const TierFlags& 
   return store::OpenSqliteMetaStore(path);
 }
 
-// The pools a policy may name, "name (media)" for messages: a single node's
-// (published at its start), or every cluster member's with how many nodes
-// have each. Empty when unknown (a node never started).
-Result<std::map<std::string, std::string>> KnownPools(store::MetaStore& meta, const TierFlags& f) {
-  std::map<std::string, std::string> out;
+// The pools a policy may name: a single node's (published at its start),
+// or every cluster member's, with their media and (in a cluster) how many
+// nodes have each. Empty when unknown (a node never started).
+struct KnownPool {
+  std::string media;
+  int nodes = 1;
+};
+Result<std::map<std::string, KnownPool>> KnownPools(store::MetaStore& meta, const TierFlags& f) {
+  std::map<std::string, KnownPool> out;
   if (!f.meta.empty()) {
     auto etcd = AQ_TRY(cluster::EtcdClient::Connect(f.meta));
-    std::map<std::string, int> nodes;
     for (const auto& n : AQ_TRY(cluster::ReadClusterMap(*etcd, kClusterPrefix))) {
       if (n.state == "removed") continue;
-      for (const auto& p : n.pools) nodes[p]++;
+      for (size_t i = 0; i < n.pools.size(); ++i) {
+        auto [it, fresh] = out.try_emplace(n.pools[i], KnownPool{i < n.pool_media.size() ? n.pool_media[i] : "", 1});
+        if (!fresh) it->second.nodes++;
+      }
     }
-    for (const auto& [p, k] : nodes) out[p] = fmt::format("on {} node{}", k, k == 1 ? "" : "s");
     return out;
   }
   if (auto pools = meta.GetSetting("node/pools"); pools.ok()) {
     auto j = nlohmann::json::parse(*pools, nullptr, false);
-    for (const auto& e : j.is_array() ? j : nlohmann::json::array()) out[e.value("name", "")] = e.value("media", "");
+    for (const auto& e : j.is_array() ? j : nlohmann::json::array()) {
+      if (e.is_object()) out[e.value("name", "")] = {e.value("media", ""), 1};
+    }
   }
   return out;
+}
+
+// The policies with a media resolved to a pool, as the node (the pool of
+// that media it has first) or the cluster's repair (the one most nodes
+// have) resolves it.
+Result<std::vector<store::TierPolicy>> Resolved(store::MetaStore& meta, const TierFlags& f,
+                                                const std::vector<store::TierPolicy>& policies) {
+  bool any = false;
+  for (const auto& p : policies) any |= p.pool.empty();
+  if (!any) return policies;
+  if (!f.meta.empty()) {
+    auto etcd = AQ_TRY(cluster::EtcdClient::Connect(f.meta));
+    const auto nodes = AQ_TRY(cluster::ReadClusterMap(*etcd, kClusterPrefix));
+    return store::ResolveTierMedia(policies, [&](const std::string& m) { return cluster::PoolForMedia(nodes, m); });
+  }
+  std::vector<std::pair<std::string, std::string>> order;  // the node's pools in its order
+  if (auto pools = meta.GetSetting("node/pools"); pools.ok()) {
+    auto j = nlohmann::json::parse(*pools, nullptr, false);
+    for (const auto& e : j.is_array() ? j : nlohmann::json::array()) {
+      if (e.is_object()) order.emplace_back(e.value("name", ""), e.value("media", ""));
+    }
+  }
+  return store::ResolveTierMedia(policies, [&](const std::string& m) {
+    for (const auto& [name, media] : order) {
+      if (media == m) return name;
+    }
+    return std::string();
+  });
 }
 
 std::string Where(const TierFlags& f) { return f.meta.empty() ? f.data : f.meta; }
@@ -118,7 +154,7 @@ std::string Describe(const store::TierPolicy& p) {
   if (p.older_than_s > 0) s += fmt::format(", modified over {:.0f} s ago", p.older_than_s);
   if (p.idle_s > 0) s += fmt::format(", not accessed for {:.0f} s", p.idle_s);
   if (p.accessed_within_s > 0) s += fmt::format(", accessed within {:.0f} s", p.accessed_within_s);
-  return s + " -> pool " + p.pool;
+  return s + " -> " + store::TierTarget(p);
 }
 
 Status Add(Globals& g, const TierFlags& f) {
@@ -126,6 +162,11 @@ Status Add(Globals& g, const TierFlags& f) {
   store::TierPolicy p;
   p.name = f.name;
   p.pool = f.pool;
+  p.media = f.media;
+  if (p.pool.empty() == p.media.empty()) return InvalidArgument("give either --pool NAME or --media ssd|hdd");
+  if (!p.media.empty() && p.media != "ssd" && p.media != "hdd") {
+    return InvalidArgument(fmt::format("--media {}: expected ssd or hdd", p.media));
+  }
   p.bucket = f.bucket;
   p.key = f.key;
   if (!f.min_size.empty()) p.min_size = AQ_TRY(units::ParseBytes(f.min_size));
@@ -139,12 +180,22 @@ Status Add(Globals& g, const TierFlags& f) {
   }
   // Pools the node (or the cluster's nodes) published: a policy naming another is refused now.
   const auto pools = AQ_TRY(KnownPools(*meta, f));
-  if (!pools.empty() && !pools.count(p.pool)) {
-    std::string names;
-    for (const auto& [n, what] : pools)
-      names += (names.empty() ? "" : ", ") + n + (what.empty() ? "" : " (" + what + ")");
-    return InvalidArgument(
-        fmt::format("{} has no pool '{}' (its pools: {})", f.meta.empty() ? "the node" : "the cluster", p.pool, names));
+  bool media_known = false;
+  std::string names;
+  for (const auto& [n, k] : pools) {
+    media_known |= k.media == p.media;
+    names += (names.empty() ? "" : ", ") + n + " (" + (k.media.empty() ? "" : k.media) +
+             (f.meta.empty()
+                  ? ""
+                  : fmt::format("{}on {} node{}", k.media.empty() ? "" : ", ", k.nodes, k.nodes == 1 ? "" : "s")) +
+             ")";
+  }
+  const char* who = f.meta.empty() ? "the node" : "the cluster";
+  if (!pools.empty() && !p.pool.empty() && !pools.count(p.pool)) {
+    return InvalidArgument(fmt::format("{} has no pool '{}' (its pools: {})", who, p.pool, names));
+  }
+  if (!pools.empty() && !p.media.empty() && !media_known) {
+    return InvalidArgument(fmt::format("{} has no {} pool (its pools: {})", who, p.media, names));
   }
   auto policies = AQ_TRY(store::LoadTierPolicies(*meta));
   for (const auto& q : policies) {
@@ -243,7 +294,7 @@ Result<Placement> Measure(store::MetaStore& meta, const std::vector<store::TierP
 // A cluster moves continuously (every node's repair passes): run waits
 // until nothing is left to move, printing progress.
 Status RunCluster(Globals& g, const TierFlags& f, store::MetaStore& meta) {
-  const auto policies = AQ_TRY(store::LoadTierPolicies(meta));
+  const auto policies = AQ_TRY(Resolved(meta, f, AQ_TRY(store::LoadTierPolicies(meta))));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(f.timeout_s);
   const auto t0 = std::chrono::steady_clock::now();
   uint64_t first = UINT64_MAX, last_printed = UINT64_MAX;
@@ -316,7 +367,7 @@ Status Run(Globals& g, const TierFlags& f) {
 
 Status StatusCmd(Globals& g, const TierFlags& f) {
   auto meta = AQ_TRY(OpenMeta(g, f));
-  auto policies = AQ_TRY(store::LoadTierPolicies(*meta));
+  auto policies = AQ_TRY(Resolved(*meta, f, AQ_TRY(store::LoadTierPolicies(*meta))));
   auto m = AQ_TRY(Measure(*meta, policies));
   nlohmann::json last;
   if (f.meta.empty()) {
@@ -371,8 +422,10 @@ void RegisterTierCommands(CLI::App& app, Globals& g) {
   auto* add = policy->add_subcommand("add", "Add a policy: objects matching it belong in --pool");
   add->add_option("name", f->name, "Policy name")->required();
   add->add_option("--pool", f->pool,
-                  "Target pool (serve --pool NAME=...; in a cluster, blocks move to nodes that have this pool)")
-      ->required();
+                  "Target pool (serve --pool NAME=...; in a cluster, blocks move to nodes that have this pool)");
+  add->add_option("--media", f->media,
+                  "Instead of --pool: a pool of this media, ssd or hdd (a node's first such pool; in a cluster the "
+                  "one most nodes have)");
   add->add_option("--bucket", f->bucket, "Bucket glob")->capture_default_str();
   add->add_option("--key", f->key, "Key glob, over the whole key (e.g. 'train/*', '*.tfrecord')")
       ->capture_default_str();

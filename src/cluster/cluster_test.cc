@@ -189,6 +189,16 @@ TEST(PlacementTest, APoolPlacesOnlyOnNodesThatHaveIt) {
     EXPECT_EQ(Place(id, nodes, 9, "tape").size(), 0u);
     EXPECT_EQ(Place(id, nodes, 9).size(), 6u);  // no pool: every node
   }
+  // Media: the pool of that media most nodes have.
+  for (auto& n : nodes) n.pool_media.assign(n.pools.size(), "ssd");
+  nodes[3].pool_media = {"hdd"};
+  nodes[4].pool_media = {"hdd"};
+  nodes[5].pool_media = {"hdd", "ssd"};
+  EXPECT_EQ(PoolForMedia(nodes, "hdd"), "archive");
+  EXPECT_EQ(PoolForMedia(nodes, "ssd"), "flash");
+  nodes[3].up = nodes[4].up = nodes[5].up = false;
+  EXPECT_EQ(PoolForMedia(nodes, "hdd"), "");
+  nodes[3].up = nodes[4].up = nodes[5].up = true;
   NodeInfo old;
   old.id = "old";
   EXPECT_TRUE(HasPool(old, "flash"));  // a member that published no pools takes any

@@ -21,11 +21,9 @@ int64_t NowNs() {
 }
 
 json MemberJson(const NodeInfo& n) {
-  return {{"address", n.address},
-          {"pools", n.pools},
-          {"capacity_bytes", n.capacity_bytes},
-          {"state", n.state},
-          {"joined_ns", n.joined_ns}};
+  return {{"address", n.address},       {"pools", n.pools},
+          {"pool_media", n.pool_media}, {"capacity_bytes", n.capacity_bytes},
+          {"state", n.state},           {"joined_ns", n.joined_ns}};
 }
 
 }  // namespace
@@ -207,7 +205,14 @@ Result<std::vector<NodeInfo>> ReadClusterMap(EtcdClient& etcd, const std::string
     NodeInfo n;
     n.id = kv.key.substr(prefix.size() + 8);
     n.address = v.value("address", "");
-    if (v.contains("pools") && v["pools"].is_array()) n.pools = v["pools"].get<std::vector<std::string>>();
+    for (const char* field : {"pools", "pool_media"}) {
+      auto& into = std::string_view(field) == "pools" ? n.pools : n.pool_media;
+      if (!v.contains(field) || !v[field].is_array()) continue;
+      for (const auto& e : v[field]) {
+        if (!e.is_string()) return Corruption(fmt::format("etcd record '{}': {} holds a non-string", kv.key, field));
+        into.push_back(e.get<std::string>());
+      }
+    }
     n.capacity_bytes = v.value("capacity_bytes", uint64_t{0});
     n.state = v.value("state", "active");
     n.joined_ns = v.value("joined_ns", int64_t{0});

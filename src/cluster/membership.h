@@ -35,6 +35,7 @@ struct NodeInfo {
   std::string id;
   std::string address;  // host:port of its S3 / block API
   std::vector<std::string> pools;
+  std::vector<std::string> pool_media;  // "ssd" or "hdd", one per pool (empty: not published)
   uint64_t capacity_bytes = 0;
   std::string state = "active";
   int64_t joined_ns = 0;

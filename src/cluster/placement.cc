@@ -33,6 +33,25 @@ bool HasPool(const NodeInfo& node, const std::string& pool) {
          std::find(node.pools.begin(), node.pools.end(), pool) != node.pools.end();
 }
 
+std::string PoolForMedia(const std::vector<NodeInfo>& nodes, const std::string& media) {
+  std::map<std::string, int> count;
+  for (const auto& n : nodes) {
+    if (!n.up || n.state != "active") continue;
+    for (size_t i = 0; i < n.pools.size() && i < n.pool_media.size(); ++i) {
+      if (n.pool_media[i] == media) count[n.pools[i]]++;
+    }
+  }
+  std::string best;
+  int most = 0;
+  for (const auto& [pool, k] : count) {
+    if (k > most) {
+      best = pool;
+      most = k;
+    }
+  }
+  return best;
+}
+
 std::vector<std::string> Place(const std::string& block_id, const std::vector<NodeInfo>& nodes, size_t replicas,
                                const std::string& pool) {
   std::vector<std::pair<uint64_t, const std::string*>> scored;

@@ -197,6 +197,11 @@ Status Repairer::Pass() {
   std::unordered_map<std::string, int64_t> atimes;
   if (auto t = store::LoadTierPolicies(meta_); t.ok()) {
     tiers = std::move(*t);
+    // A media names the pool of that media most nodes have; none: the
+    // policy's objects stay where they are (tier_blocked).
+    for (auto& p : tiers) {
+      if (p.pool.empty()) p.pool = PoolForMedia(nodes, p.media);
+    }
     bool by_access = false;
     for (const auto& p : tiers) by_access |= p.idle_s > 0 || p.accessed_within_s > 0;
     if (by_access) {
@@ -242,7 +247,7 @@ Status Repairer::Pass() {
           std::string home = b.pool;
           if (tier != nullptr && tier->pool != b.pool) {
             ++tier_misplaced;
-            if (Place(b.id, nodes, form.width(), tier->pool).size() >= form.width()) {
+            if (!tier->pool.empty() && Place(b.id, nodes, form.width(), tier->pool).size() >= form.width()) {
               home = tier->pool;
             } else {
               ++tier_blocked;

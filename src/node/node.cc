@@ -253,7 +253,10 @@ Status Node::JoinCluster() {
   cluster::NodeInfo self;
   self.id = node_id_;
   self.address = o_.advertise.empty() ? s3::HostPort{o_.host, s3_->port()}.ToString() : o_.advertise;
-  for (const auto& p : blocks_->pools()) self.pools.push_back(p.name);
+  for (const auto& p : blocks_->pools()) {
+    self.pools.push_back(p.name);
+    self.pool_media.push_back(p.media == store::Media::kHdd ? "hdd" : "ssd");
+  }
   struct statvfs vfs {};
   if (::statvfs(blocks_->pools().front().path.c_str(), &vfs) == 0) {
     self.capacity_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;

@@ -1030,7 +1030,7 @@ TEST(TieringTest, PoliciesMatchByGlobSizeAndAgeFirstMatchWins) {
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(*back, p);
   EXPECT_EQ(TierPoliciesFromJson("{}").status().code(), StatusCode::kCorruption);
-  EXPECT_EQ(TierPoliciesFromJson(R"([{"name":"x"}])").status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(TierPoliciesFromJson(R"([{"name":"x"}])").status().code(), StatusCode::kInvalidArgument);  // no target
   EXPECT_EQ(TierPoliciesFromJson(R"([{"name":"","pool":"p"}])").status().code(), StatusCode::kInvalidArgument);
 }
 
@@ -1059,6 +1059,18 @@ TEST(TieringTest, PoliciesOnLastAccessCountReadsAndWrites) {
   auto back = TierPoliciesFromJson(TierPoliciesToJson(p));
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(*back, p);
+  // A media instead of a pool: resolved to a pool of that media.
+  std::vector<TierPolicy> by_media = {{"cold", "*", "*", 0, UINT64_MAX, 0, "", 0, 0, "hdd"}};
+  auto json = TierPoliciesToJson(by_media);
+  EXPECT_EQ(TierPoliciesFromJson(json).value(), by_media);
+  auto resolved = ResolveTierMedia(by_media, [](const std::string& m) { return m == "hdd" ? "slow" : ""; });
+  ASSERT_TRUE(resolved.ok());
+  EXPECT_EQ((*resolved)[0].pool, "slow");
+  EXPECT_EQ(ResolveTierMedia(by_media, [](const std::string&) { return std::string(); }).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(TierPoliciesFromJson(R"([{"name":"x","media":"tape"}])").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(TierPoliciesFromJson(R"([{"name":"x","media":"hdd","pool":"p"}])").status().code(),
+            StatusCode::kInvalidArgument);
   std::unordered_map<std::string, int64_t> times = {{AccessKey("b", "k"), 42}};
   EXPECT_EQ(LastRead(times, o), 42);
   o.key = "other";

@@ -23,7 +23,9 @@ double Seconds() { return std::chrono::duration<double>(std::chrono::steady_cloc
 std::string TierPoliciesToJson(const std::vector<TierPolicy>& policies) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& p : policies) {
-    nlohmann::json j = {{"name", p.name}, {"bucket", p.bucket}, {"key", p.key}, {"pool", p.pool}};
+    nlohmann::json j = {{"name", p.name}, {"bucket", p.bucket}, {"key", p.key}};
+    if (!p.pool.empty()) j["pool"] = p.pool;
+    if (!p.media.empty()) j["media"] = p.media;
     if (p.min_size > 0) j["min_size"] = p.min_size;
     if (p.max_size != UINT64_MAX) j["max_size"] = p.max_size;
     if (p.older_than_s > 0) j["older_than_s"] = p.older_than_s;
@@ -44,13 +46,19 @@ Result<std::vector<TierPolicy>> TierPoliciesFromJson(const std::string& text) {
       p.name = j.at("name").get<std::string>();
       p.bucket = j.value("bucket", "*");
       p.key = j.value("key", "*");
-      p.pool = j.at("pool").get<std::string>();
+      p.pool = j.value("pool", "");
+      p.media = j.value("media", "");
       p.min_size = j.value("min_size", uint64_t{0});
       p.max_size = j.value("max_size", UINT64_MAX);
       p.older_than_s = j.value("older_than_s", 0.0);
       p.idle_s = j.value("idle_s", 0.0);
       p.accessed_within_s = j.value("accessed_within_s", 0.0);
-      if (p.name.empty() || p.pool.empty()) return InvalidArgument("a tiering policy needs a name and a pool");
+      if (p.name.empty() || p.pool.empty() == p.media.empty()) {
+        return InvalidArgument("a tiering policy needs a name and either a pool or a media");
+      }
+      if (!p.media.empty() && p.media != "ssd" && p.media != "hdd") {
+        return InvalidArgument(fmt::format("tiering policy '{}': media '{}' (expected ssd or hdd)", p.name, p.media));
+      }
       out.push_back(std::move(p));
     }
   } catch (const nlohmann::json::exception& e) {
@@ -71,6 +79,21 @@ Result<std::vector<TierPolicy>> LoadTierPolicies(MetaStore& meta) {
 Status SaveTierPolicies(MetaStore& meta, const std::vector<TierPolicy>& policies) {
   return meta.PutSetting(kTierPoliciesSetting, TierPoliciesToJson(policies));
 }
+
+Result<std::vector<TierPolicy>> ResolveTierMedia(const std::vector<TierPolicy>& policies,
+                                                 const std::function<std::string(const std::string&)>& resolve) {
+  std::vector<TierPolicy> out = policies;
+  for (auto& p : out) {
+    if (!p.pool.empty()) continue;
+    p.pool = resolve(p.media);
+    if (p.pool.empty()) {
+      return InvalidArgument(fmt::format("tiering policy '{}': no pool has media {}", p.name, p.media));
+    }
+  }
+  return out;
+}
+
+std::string TierTarget(const TierPolicy& p) { return p.pool.empty() ? "a " + p.media + " pool" : "pool " + p.pool; }
 
 bool GlobMatch(const std::string& pattern, const std::string& text) {
   return fnmatch(pattern.c_str(), text.c_str(), 0) == 0;
@@ -115,9 +138,15 @@ std::string TierReportToJson(const TierReport& r) {
       .dump();
 }
 
-Result<TierReport> Mover::Run(const std::vector<TierPolicy>& policies, const TierOptions& options,
+Result<TierReport> Mover::Run(const std::vector<TierPolicy>& named, const TierOptions& options,
                               const std::atomic<bool>* stop) {
   MutexLock one(pass_mu_);
+  const auto policies = AQ_TRY(ResolveTierMedia(named, [&](const std::string& media) {
+    for (const auto& pool : blocks_.pools()) {
+      if ((pool.media == Media::kHdd ? "hdd" : "ssd") == media) return pool.name;
+    }
+    return std::string();
+  }));
   for (const auto& p : policies) {
     bool known = false;
     for (const auto& pool : blocks_.pools()) known |= pool.name == p.pool;

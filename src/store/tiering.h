@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -45,6 +46,7 @@ struct TierPolicy {
   std::string pool;              // where matching objects' blocks belong
   double idle_s = 0;             // not read nor written for at least this long
   double accessed_within_s = 0;  // read or written at most this long ago
+  std::string media;             // with no pool: a pool of this media ("ssd", "hdd")
   bool operator==(const TierPolicy&) const = default;
 };
 
@@ -60,6 +62,12 @@ Result<std::vector<TierPolicy>> LoadTierPolicies(MetaStore& meta);
 Status SaveTierPolicies(MetaStore& meta, const std::vector<TierPolicy>& policies);
 
 bool GlobMatch(const std::string& pattern, const std::string& text);
+// The policies with `pool` set for those that name a media: `resolve`
+// gives the pool for a media ("" when there is none: InvalidArgument).
+Result<std::vector<TierPolicy>> ResolveTierMedia(const std::vector<TierPolicy>& policies,
+                                                 const std::function<std::string(const std::string&)>& resolve);
+// "pool X" or "a hdd pool": what a policy targets, for messages.
+std::string TierTarget(const TierPolicy& policy);
 // The first policy that matches the object at `now_ns`, or null. `atime_ns`:
 // its last recorded read (0: none recorded).
 const TierPolicy* MatchTierPolicy(const std::vector<TierPolicy>& policies, const ObjectMeta& object, int64_t now_ns,

@@ -6,7 +6,8 @@ prefix to "archive" and every block moves to the archive nodes (copy,
 verify, layout switch, old copies dropped) while readers read every object
 through every node: zero failed reads, every byte verified. Policies on
 last access: an object read again moves back to flash, and when the reads
-stop it goes back to archive. Policies naming a pool no node has are
+stop it goes back to archive (policies naming a media: the pool of that
+media the nodes have). Policies naming a pool no node has are
 refused; a restarted node holds no copy its layouts do not name.
 usage: cluster_tier_test.py path/to/aquifer"""
 import glob
@@ -76,7 +77,7 @@ try:
           f"writes through a flash node land on the flash nodes: pools {pools}, holders {holders}")
 
     r = aq("tier", "policy", "add", "bad", "--pool", "tape", "--meta", etcd.url)
-    check(r.returncode != 0 and "the cluster has no pool 'tape'" in r.stderr and "archive (on 2 nodes)" in r.stderr,
+    check(r.returncode != 0 and "the cluster has no pool 'tape'" in r.stderr and "archive (hdd, on 2 nodes)" in r.stderr,
           "a policy naming a pool no node has is refused: " + r.stderr)
     r = aq("tier", "policy", "add", "cold", "--pool", "archive", "--key", "data/*", "--meta", etcd.url)
     check(r.returncode == 0, "policy add cold (in etcd): " + r.stderr)
@@ -133,15 +134,17 @@ try:
 
     # Last access: read within 4 s -> flash; not read for 4 s -> archive.
     aq("tier", "policy", "rm", "cold", "--meta", etcd.url)
-    r = aq("tier", "policy", "add", "hot", "--pool", "flash", "--key", "data/*", "--accessed-within", "4s",
+    r = aq("tier", "policy", "add", "hot", "--media", "ssd", "--key", "data/*", "--accessed-within", "4s",
            "--meta", etcd.url)
-    check(r.returncode == 0, "policy add hot (accessed within): " + r.stderr)
-    r = aq("tier", "policy", "add", "idle", "--pool", "archive", "--key", "data/*", "--not-accessed-for", "4s",
+    check(r.returncode == 0, "policy add hot (accessed within, media ssd): " + r.stderr)
+    r = aq("tier", "policy", "add", "idle", "--media", "hdd", "--key", "data/*", "--not-accessed-for", "4s",
            "--meta", etcd.url)
-    check(r.returncode == 0, "policy add idle (not accessed for): " + r.stderr)
+    check(r.returncode == 0, "policy add idle (not accessed for, media hdd): " + r.stderr)
     r = aq("tier", "policy", "add", "never", "--pool", "flash", "--not-accessed-for", "5s", "--accessed-within", "4s",
            "--meta", etcd.url)
     check(r.returncode != 0 and "no age" in r.stderr, "contradictory access ages are refused: " + r.stderr)
+    # The readers above made every object hot for a moment: once idle, all go (back) to archive.
+    time.sleep(5)
     check(s3lib.until(lambda: all(where(k)[0] == {"archive"} for k in objects), 60),
           "objects the readers left idle stay (or go back) on archive")
     stop.clear()

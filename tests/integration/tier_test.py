@@ -144,7 +144,11 @@ try:
           f"no stray copies: files ssd {files('ssd')} hdd {files('hdd')}, layouts {named}")
 
     # Last access: train/part-0 is read, the other train objects are not.
-    r = aq("tier", "policy", "add", "idle", "--pool", "hdd", "--key", "train/*", "--not-accessed-for", "3s",
+    r = aq("tier", "policy", "add", "idle", "--media", "tape", "--key", "train/*", "--data", data)
+    check(r.returncode != 0 and "expected ssd or hdd" in r.stderr, "an unknown media is refused: " + r.stderr)
+    r = aq("tier", "policy", "add", "idle", "--media", "hdd", "--pool", "hdd", "--data", data)
+    check(r.returncode != 0 and "either --pool" in r.stderr, "a pool and a media are refused: " + r.stderr)
+    r = aq("tier", "policy", "add", "idle", "--media", "hdd", "--key", "train/*", "--not-accessed-for", "3s",
            "--data", data)
     check(r.returncode == 0, "policy add idle (not accessed for 3s): " + r.stderr)
     t_end = time.time() + 4.5
