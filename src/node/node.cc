@@ -360,6 +360,7 @@ std::string Node::Describe() const {
     std::string extra;
     if (p.direct) extra += ", O_DIRECT";
     if (p.read_latency_s > 0) extra += fmt::format(", +{:.3g} ms per block read", p.read_latency_s * 1e3);
+    if (p.spindles > 0) extra += fmt::format(" ({} at once)", p.spindles);
     out +=
         fmt::format("  pool {:<10} {} ({}{})\n", p.name, p.path, p.media == store::Media::kSsd ? "ssd" : "hdd", extra);
   }

@@ -112,10 +112,21 @@ Result<PoolConfig> ParsePool(std::string_view spec) {
             fmt::format("pool '{}': latency '{}' is not a duration (8ms, 500us, 0.01s)", spec, opt.substr(8)));
       }
       p.read_latency_s = *d;
+    } else if (opt.rfind("spindles=", 0) == 0) {
+      const std::string n(opt.substr(9));
+      char* end = nullptr;
+      const long v = std::strtol(n.c_str(), &end, 10);
+      if (n.empty() || end != n.c_str() + n.size() || v < 1 || v > 4096) {
+        return InvalidArgument(fmt::format("pool '{}': spindles '{}' is not a count from 1 to 4096", spec, n));
+      }
+      p.spindles = static_cast<int>(v);
     } else {
-      return InvalidArgument(
-          fmt::format("pool '{}': unknown option '{}' (media=ssd|hdd, direct, latency=DURATION)", spec, opt));
+      return InvalidArgument(fmt::format(
+          "pool '{}': unknown option '{}' (media=ssd|hdd, direct, latency=DURATION, spindles=N)", spec, opt));
     }
+  }
+  if (p.spindles > 0 && p.read_latency_s <= 0) {
+    return InvalidArgument(fmt::format("pool '{}': spindles= limits emulated reads: it needs latency=", spec));
   }
   return p;
 }
@@ -128,6 +139,12 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(io::FileSystem& fs, std::ve
     AQ_TRY(fs.MakeDirs(io::JoinPath(p.path, "blocks")));
   }
   return std::unique_ptr<BlockStore>(new BlockStore(fs, std::move(pools)));
+}
+
+BlockStore::BlockStore(io::FileSystem& fs, std::vector<PoolConfig> pools) : fs_(fs), pools_(std::move(pools)) {
+  for (const auto& p : pools_) {
+    spindles_.push_back(p.spindles > 0 ? std::make_unique<std::counting_semaphore<>>(p.spindles) : nullptr);
+  }
 }
 
 Result<const PoolConfig*> BlockStore::Pool(const std::string& name) const {
@@ -188,7 +205,10 @@ Result<std::string> BlockStore::Read(const BlockRef& ref, uint64_t offset, uint6
   const PoolConfig* pool = AQ_TRY(Pool(ref.pool));
   const std::string path = PathOf(ref);
   if (pool->read_latency_s > 0) {
+    auto* heads = spindles_[static_cast<size_t>(pool - pools_.data())].get();
+    if (heads != nullptr) heads->acquire();
     std::this_thread::sleep_for(std::chrono::duration<double>(pool->read_latency_s));
+    if (heads != nullptr) heads->release();
   }
   auto f = AQ_TRY(fs_.OpenRead(path, pool->direct ? io::AccessHint::kDirect : io::AccessHint::kSequential));
   auto corrupt = [&](const std::string& why) {

@@ -19,6 +19,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <memory>
+#include <semaphore>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,9 +39,12 @@ struct PoolConfig {
   Media media = Media::kSsd;
   bool direct = false;        // read blocks with O_DIRECT (past the page cache)
   double read_latency_s = 0;  // added to every block read: emulates a slower device
+  // With a latency: at most this many reads wait it at once, the others
+  // queue (a disk's heads serve one seek at a time; 0: no limit).
+  int spindles = 0;
 };
 
-// "NAME=PATH[,media=ssd|hdd][,direct][,latency=DURATION]" (DURATION: 8ms, 500us, 0.01s)
+// "NAME=PATH[,media=ssd|hdd][,direct][,latency=DURATION[,spindles=N]]" (DURATION: 8ms, 500us, 0.01s)
 Result<PoolConfig> ParsePool(std::string_view spec);
 
 struct GcReport {
@@ -81,10 +86,11 @@ class BlockStore {
   std::string PathOf(const BlockRef& ref) const;
 
  private:
-  BlockStore(io::FileSystem& fs, std::vector<PoolConfig> pools) : fs_(fs), pools_(std::move(pools)) {}
+  BlockStore(io::FileSystem& fs, std::vector<PoolConfig> pools);
   Result<const PoolConfig*> Pool(const std::string& name) const;
   io::FileSystem& fs_;
   std::vector<PoolConfig> pools_;
+  std::vector<std::unique_ptr<std::counting_semaphore<>>> spindles_;  // per pool, null: no limit
 };
 
 // A new random block id (128 bits, 32 lowercase hex digits).

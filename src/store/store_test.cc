@@ -619,6 +619,25 @@ TEST(BlockStoreTest, PoolOptions) {
   EXPECT_FALSE(ParsePool("a=/x,latency=-1ms").ok());
   EXPECT_FALSE(ParsePool("a=/x,latency=60s").ok());
   EXPECT_FALSE(ParsePool("a=/x,turbo").ok());
+  EXPECT_EQ(ParsePool("a=/x,latency=8ms,spindles=4")->spindles, 4);
+  EXPECT_EQ(ParsePool("a=/x,latency=8ms")->spindles, 0);
+  EXPECT_FALSE(ParsePool("a=/x,spindles=4").ok());  // limits emulated reads: needs a latency
+  EXPECT_FALSE(ParsePool("a=/x,latency=8ms,spindles=0").ok());
+  EXPECT_FALSE(ParsePool("a=/x,latency=8ms,spindles=two").ok());
+}
+
+TEST(BlockStoreTest, OneSpindleServesOneEmulatedReadAtATime) {
+  TempDir dir;
+  auto fs = io::NewPosixFileSystem();
+  auto pool = ParsePool("hdd=" + (dir / "hdd") + ",media=hdd,latency=20ms,spindles=1").value();
+  auto blocks = BlockStore::Open(*fs, {pool}).value();
+  BlockRef ref = blocks->Write("hdd", "block").value();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> readers;
+  for (int i = 0; i < 4; ++i) readers.emplace_back([&] { EXPECT_EQ(blocks->Read(ref).value(), "block"); });
+  for (auto& t : readers) t.join();
+  // Four reads queued on one head: at least 4 x 20 ms, not 20 ms.
+  EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0.079);
 }
 
 TEST(BlockStoreTest, DirectReadsOnARealFileSystem) {
