@@ -36,6 +36,8 @@ PACKAGES=(
   libjpeg-turbo-progs
   # the peer the pipeline is compared with: PyTorch's DataLoader + torchvision
   python3-numpy python3-torch python3-torchvision
+  # the second peer (bench/compare_peers): OpenCV's decode and resize in the same DataLoader
+  python3-opencv
   # the Python package (pybind11 extension for /usr/bin/python3) and its tests
   pybind11-dev python3-dev python3-pytest
   # the peer the storage bench is compared with; the browser that checks the HTML report
