@@ -29,40 +29,17 @@ check = Checks()
 tmp = tempfile.mkdtemp(prefix="aq_cluster_integrity_")
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+free_port, wait_for = s3lib.free_port, s3lib.until
 
 
-def wait_for(pred, timeout, step=0.25):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            if pred():
-                return True
-        except Exception:
-            pass
-        time.sleep(step)
-    return False
-
-
-ETCD_PORT, PEER_PORT = free_port(), free_port()
-META = f"etcd://127.0.0.1:{ETCD_PORT}"
+ETCD = s3lib.Etcd(tmp, start=False)
+ETCD_PORT = ETCD.port
+META = ETCD.url
 procs = {}
 
 
 def start_etcd():
-    c, p = f"http://127.0.0.1:{ETCD_PORT}", f"http://127.0.0.1:{PEER_PORT}"
-    proc = subprocess.Popen(["etcd", "--data-dir", os.path.join(tmp, "etcd"), "--listen-client-urls", c,
-                             "--advertise-client-urls", c, "--listen-peer-urls", p, "--initial-advertise-peer-urls",
-                             p, "--initial-cluster", "default=" + p],
-                            stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "etcd.log"), "a"))
-    if not wait_for(lambda: socket.create_connection(("127.0.0.1", ETCD_PORT), timeout=1), 15):
-        raise SystemExit("etcd did not start")
-    return proc
+    return ETCD.start()
 
 
 def start_node(name, creds, meta=None):

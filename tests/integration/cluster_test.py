@@ -12,15 +12,18 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-import boto3
-from botocore.config import Config
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from s3lib import Etcd, free_port  # noqa: E402  (clears the caller's AWS settings)
+from s3lib import until as wait_for  # noqa: E402
+
+import boto3  # noqa: E402
+from botocore.config import Config  # noqa: E402
 
 AQ = os.path.abspath(sys.argv[1])
 KEY, SECRET = "AQCLUSTERKEY", "aq-cluster-secret-0123456789"
@@ -36,43 +39,17 @@ def check(cond, what):
         print("FAIL:", what, file=sys.stderr)
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def wait_for(pred, timeout, step=0.25):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            if pred():
-                return True
-        except Exception:
-            pass
-        time.sleep(step)
-    return False
-
-
 tmp = tempfile.mkdtemp(prefix="aq_cluster_test_")
 creds = os.path.join(tmp, "keys")
 with open(creds, "w") as f:
     f.write(f"{KEY} {SECRET}\n")
-ETCD_PORT, PEER_PORT = free_port(), free_port()
-META = f"etcd://127.0.0.1:{ETCD_PORT}"
+ETCD = Etcd(tmp, start=False)
+ETCD_PORT = ETCD.port
+META = ETCD.url
 
 
 def start_etcd():
-    c, p = f"http://127.0.0.1:{ETCD_PORT}", f"http://127.0.0.1:{PEER_PORT}"
-    proc = subprocess.Popen(["etcd", "--data-dir", os.path.join(tmp, "etcd"), "--listen-client-urls", c,
-                             "--advertise-client-urls", c, "--listen-peer-urls", p, "--initial-advertise-peer-urls",
-                             p, "--initial-cluster", "default=" + p],
-                            stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "etcd.log"), "a"))
-    if not wait_for(lambda: socket.create_connection(("127.0.0.1", ETCD_PORT), timeout=1), 15):
-        raise SystemExit("etcd did not start")
-    return proc
+    return ETCD.start()
 
 
 nodes = {}  # name -> dict(proc, port, metrics)

@@ -35,36 +35,10 @@ with open(creds, "w") as f:
     f.write(f"{s3lib.KEY} {s3lib.SECRET}\n")
 
 
-def free_port():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+free_port, until = s3lib.free_port, s3lib.until
 
-
-def until(pred, timeout, step=0.3):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            if pred():
-                return True
-        except Exception:
-            pass
-        time.sleep(step)
-    return False
-
-
-ETCD, PEER = free_port(), free_port()
-META = f"etcd://127.0.0.1:{ETCD}"
-etcd = subprocess.Popen(["etcd", "--data-dir", os.path.join(tmp, "etcd"),
-                         "--listen-client-urls", f"http://127.0.0.1:{ETCD}",
-                         "--advertise-client-urls", f"http://127.0.0.1:{ETCD}",
-                         "--listen-peer-urls", f"http://127.0.0.1:{PEER}",
-                         "--initial-advertise-peer-urls", f"http://127.0.0.1:{PEER}",
-                         "--initial-cluster", f"default=http://127.0.0.1:{PEER}"],
-                        stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "etcd.log"), "w"))
+etcd = s3lib.Etcd(tmp)
+META = etcd.url
 nodes = {}
 
 
@@ -116,8 +90,6 @@ def summary(st):
 
 
 try:
-    if not until(lambda: __import__("socket").create_connection(("127.0.0.1", ETCD), timeout=1), 15):
-        raise SystemExit("etcd did not start")
     for n in ("n1", "n2", "n3", "n4", "n5", "n6"):
         start(n)
 

@@ -206,20 +206,37 @@ def until(pred, timeout, step=0.3):
 
 
 class Etcd:
-    """A single-member etcd under `tmp`, on free ports; url is etcd://..."""
+    """A single-member etcd under `tmp`, on free ports (kept across
+    restarts); url is etcd://... Started unless start=False."""
 
-    def __init__(self, tmp):
-        port, peer = free_port(), free_port()
-        self.url = f"etcd://127.0.0.1:{port}"
+    def __init__(self, tmp, start=True):
+        self.tmp, self.port, self.peer = tmp, free_port(), free_port()
+        self.url = f"etcd://127.0.0.1:{self.port}"
+        self.p = None
+        if start:
+            self.start()
+
+    def start(self):
+        c, p = f"http://127.0.0.1:{self.port}", f"http://127.0.0.1:{self.peer}"
+        log = os.path.join(self.tmp, "etcd.log")
         self.p = subprocess.Popen(
-            ["etcd", "--data-dir", os.path.join(tmp, "etcd"),
-             "--listen-client-urls", f"http://127.0.0.1:{port}", "--advertise-client-urls", f"http://127.0.0.1:{port}",
-             "--listen-peer-urls", f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls",
-             f"http://127.0.0.1:{peer}", "--initial-cluster", f"default=http://127.0.0.1:{peer}"],
-            stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "etcd.log"), "w"))
-        if not until(lambda: socket.create_connection(("127.0.0.1", port), timeout=1), 15):
+            ["etcd", "--data-dir", os.path.join(self.tmp, "etcd"), "--listen-client-urls", c,
+             "--advertise-client-urls", c, "--listen-peer-urls", p, "--initial-advertise-peer-urls", p,
+             "--initial-cluster", "default=" + p],
+            stdout=subprocess.DEVNULL, stderr=open(log, "a"))
+        if not until(lambda: socket.create_connection(("127.0.0.1", self.port), timeout=1), 15):
             self.p.kill()
-            raise SystemExit("etcd did not start: " + open(os.path.join(tmp, "etcd.log")).read()[-2000:])
+            raise SystemExit("etcd did not start: " + open(log).read()[-2000:])
+        return self
+
+    def send_signal(self, sig):
+        self.p.send_signal(sig)
+
+    def terminate(self):
+        self.p.terminate()
+
+    def wait(self):
+        return self.p.wait()
 
     def stop(self):
         self.p.kill()
