@@ -98,6 +98,8 @@ class ClusterBlockService final : public store::BlockService {
   Status RemovePiece(const std::string& node, const store::BlockRef& piece);
 
   ClusterBlockStats Stats() const;
+  // The cluster map as the membership last read it (none before Attach).
+  std::vector<NodeInfo> Nodes() const;
   // The node that caches a block: its live holder of highest placement weight.
   static std::string Owner(const store::BlockRef& ref, const std::map<std::string, NodeInfo>& map);
   size_t replicas() const { return replicas_; }
@@ -105,7 +107,6 @@ class ClusterBlockService final : public store::BlockService {
 
  private:
   std::map<std::string, NodeInfo> Map() const;
-  std::vector<NodeInfo> Nodes() const;
   // Writes `data` as block `ref` (id, pool set) in `form` on the nodes
   // placement ranks first, stand-ins taking the places of nodes that fail.
   Result<store::BlockRef> WriteAs(store::BlockRef ref, std::string_view data, const Policy& form);

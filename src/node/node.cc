@@ -167,6 +167,35 @@ Status Node::StartImpl() {
   objects_->set_l3(l3_.get());
   access_ = std::make_unique<store::AccessClock>(o_.atime_granularity_s);
   objects_->set_access_clock(access_.get());
+  // New objects go straight to their tiering policy's pool.
+  std::function<std::string(const std::string&)> resolve;
+  std::function<bool(const std::string&, const std::string&)> usable;
+  if (cluster) {
+    resolve = [this](const std::string& media) { return cluster::PoolForMedia(cluster_blocks_->Nodes(), media); };
+    usable = [this](const std::string& bucket, const std::string& pool) {
+      size_t eligible = 0;
+      for (const auto& n : cluster_blocks_->Nodes())
+        eligible += n.up && n.state == "active" && cluster::HasPool(n, pool);
+      return eligible >= cluster_blocks_->PolicyFor(bucket).width();
+    };
+  } else {
+    resolve = [this](const std::string& media) {
+      for (const auto& p : blocks_->pools()) {
+        if ((p.media == store::Media::kHdd ? "hdd" : "ssd") == media) return p.name;
+      }
+      return std::string();
+    };
+    usable = [this](const std::string&, const std::string& pool) {
+      for (const auto& p : blocks_->pools()) {
+        if (p.name == pool) return true;
+      }
+      return false;
+    };
+  }
+  placer_ = std::make_unique<store::TierPlacer>(*meta_, std::move(resolve), std::move(usable));
+  objects_->set_pool_chooser([p = placer_.get()](const std::string& bucket, const std::string& key, uint64_t size) {
+    return p->PoolFor(bucket, key, size);
+  });
   if (!cluster) {
     mover_ = std::make_unique<store::Mover>(*meta_, *blocks_, objects_->reclaimer());
     // The pools, for tools that check a policy's pool before the mover does.

@@ -161,6 +161,7 @@ class Node {
   std::unique_ptr<store::LocalBlockService> local_;
   std::unique_ptr<cluster::BlockClient> block_client_;
   std::unique_ptr<cluster::ClusterBlockService> cluster_blocks_;
+  std::unique_ptr<store::TierPlacer> placer_;  // before objects_, which calls it
   std::unique_ptr<store::ObjectStore> objects_;
   std::unique_ptr<store::Prefetcher> prefetch_;
   std::unique_ptr<server::NodeStats> stats_;

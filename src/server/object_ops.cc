@@ -447,7 +447,16 @@ void S3Handler::PutObject(S3Request& r) {
   if (Status s = store::CheckObjectKey(r.key); !s.ok()) return SendError(r, KeyError(s));
   store::ObjectAttrs attrs;
   if (!StoredHeaders(r, &attrs.headers)) return;
-  auto writer = objects_.Put(r.bucket, r.key, std::move(attrs));
+  // The object's size, for tiering policies on size (a bad value is refused later, by ReceiveBody).
+  uint64_t size = store::ObjectStore::kUnknownSize;
+  if (const std::string d = r.req.headers.Get("x-amz-decoded-content-length"); !d.empty()) {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(d.c_str(), &end, 10);
+    if (end == d.c_str() + d.size()) size = v;
+  } else if (r.req.content_length && !r.req.chunked) {
+    size = *r.req.content_length;
+  }
+  auto writer = objects_.Put(r.bucket, r.key, std::move(attrs), size);
   if (!writer.ok()) return SendStatus(r, writer.status(), Subject::kBucket);
   if (!ReceiveBody(r, **writer)) return;  // the writer's blocks go with it
   auto meta = (*writer)->Commit();
@@ -523,7 +532,7 @@ void S3Handler::CopyObject(S3Request& r) {
   } else if (!StoredHeaders(r, &attrs.headers)) {
     return;
   }
-  auto writer = objects_.Put(r.bucket, r.key, std::move(attrs));
+  auto writer = objects_.Put(r.bucket, r.key, std::move(attrs), source.size);
   if (!writer.ok()) return SendStatus(r, writer.status(), Subject::kBucket);
   if (Status s = objects_.CopyInto(source, 0, source.size, **writer); !s.ok()) {
     return SendStatus(r, s, Subject::kObject);

@@ -19,7 +19,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <memory>
 #include <semaphore>
 #include <string>
 #include <string_view>

@@ -142,14 +142,22 @@ ObjectStore::ObjectStore(MetaStore& meta, BlockStore& blocks, BlockService& serv
 
 ObjectStore::~ObjectStore() = default;
 
+std::string ObjectStore::PoolFor(const std::string& bucket, const std::string& key, uint64_t size) const {
+  if (choose_pool_) {
+    std::string pool = choose_pool_(bucket, key, size);
+    if (!pool.empty()) return pool;
+  }
+  return options_.pool;
+}
+
 Result<std::unique_ptr<ObjectWriter>> ObjectStore::Put(const std::string& bucket, const std::string& key,
-                                                       ObjectAttrs attrs) {
+                                                       ObjectAttrs attrs, uint64_t size) {
   AQ_TRY(CheckObjectKey(key));
   // The bucket must exist before any byte is stored.
   auto page = meta_.ListObjects({bucket, "", "", 0});
   if (!page.ok()) return page.status();
-  return std::unique_ptr<ObjectWriter>(new ObjectWriter(meta_, *service_, *reclaimer_, bucket, key, options_.pool,
-                                                        options_.block_size, std::move(attrs)));
+  return std::unique_ptr<ObjectWriter>(new ObjectWriter(
+      meta_, *service_, *reclaimer_, bucket, key, PoolFor(bucket, key, size), options_.block_size, std::move(attrs)));
 }
 
 bool ObjectStore::Available(const ObjectMeta& o, uint64_t offset, uint64_t n) {
@@ -236,8 +244,8 @@ Result<std::unique_ptr<ObjectWriter>> ObjectStore::PutPart(const std::string& up
     return InvalidArgument(fmt::format("part number {} outside 1..{}", number, kMaxPartNumber));
   }
   AQ_TRY(GetUpload(upload_id, bucket, key));
-  std::unique_ptr<ObjectWriter> w(
-      new ObjectWriter(meta_, *service_, *reclaimer_, bucket, key, options_.pool, options_.block_size, {}));
+  std::unique_ptr<ObjectWriter> w(new ObjectWriter(meta_, *service_, *reclaimer_, bucket, key,
+                                                   PoolFor(bucket, key, kUnknownSize), options_.block_size, {}));
   w->upload_id_ = upload_id;
   w->part_ = number;
   return w;

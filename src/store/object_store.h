@@ -100,13 +100,22 @@ class ObjectStore {
   void set_l3(L3Cache* l3) { l3_ = l3; }
   // Reads are recorded here (last access times for tiering policies).
   void set_access_clock(AccessClock* clock) { access_ = clock; }
+  // Where a new object's blocks go (tiering policies at write time): the
+  // pool for (bucket, key, size; kUnknownSize when not known), or "" for
+  // the default pool.
+  static constexpr uint64_t kUnknownSize = UINT64_MAX;
+  using PoolChooser = std::function<std::string(const std::string&, const std::string&, uint64_t)>;
+  void set_pool_chooser(PoolChooser chooser) { choose_pool_ = std::move(chooser); }
   L3Cache* l3() const { return l3_; }
   ~ObjectStore();
 
   // Starts a put. The bucket must exist and the key be valid (checked now,
   // so a bad request fails before any byte is stored). `attrs.headers` are
   // stored with the object.
-  Result<std::unique_ptr<ObjectWriter>> Put(const std::string& bucket, const std::string& key, ObjectAttrs attrs = {});
+  // `size`: the object's size when the caller knows it (a PUT's length),
+  // for tiering policies on size.
+  Result<std::unique_ptr<ObjectWriter>> Put(const std::string& bucket, const std::string& key, ObjectAttrs attrs = {},
+                                            uint64_t size = kUnknownSize);
   Result<ObjectMeta> Head(const std::string& bucket, const std::string& key);
   // Keeps the object's blocks readable until the pin is dropped, whatever
   // writes or deletes happen meanwhile (bounded: ReclaimerOptions).
@@ -167,6 +176,8 @@ class ObjectStore {
   BlockCache* cache_;
   L3Cache* l3_ = nullptr;
   AccessClock* access_ = nullptr;
+  PoolChooser choose_pool_;
+  std::string PoolFor(const std::string& bucket, const std::string& key, uint64_t size) const;
   Prefetcher* prefetch_ = nullptr;
   std::unique_ptr<Reclaimer> reclaimer_;
 };

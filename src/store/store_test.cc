@@ -1096,6 +1096,32 @@ TEST(TieringTest, PoliciesOnLastAccessCountReadsAndWrites) {
   EXPECT_EQ(LastRead(times, o), 0);
 }
 
+TEST(TieringTest, NewObjectsGoToTheirPolicysPoolAtWriteTime) {
+  TempDir dir;
+  auto meta = OpenSqliteMetaStore(dir / "meta.db").value();
+  std::vector<TierPolicy> p = {
+      {"old", "*", "logs/*", 0, UINT64_MAX, 86400.0, "hdd"},             // never a new object
+      {"idle", "*", "idle/*", 0, UINT64_MAX, 0, "hdd", 3600.0},          // nor this
+      {"big", "*", "*", 100 << 20, UINT64_MAX, 0, "hdd"},                // by size, when known
+      {"hot", "*", "train/*", 0, UINT64_MAX, 0, "", 0, 86400.0, "ssd"},  // accessed within: yes
+      {"gone", "*", "tmp/*", 0, UINT64_MAX, 0, "nvme"},                  // a pool nobody has
+  };
+  ASSERT_TRUE(SaveTierPolicies(*meta, p).ok());
+  TierPlacer placer(
+      *meta, [](const std::string& media) { return media == "ssd" ? std::string("fast") : std::string(); },
+      [](const std::string&, const std::string& pool) { return pool != "nvme"; }, 0);
+  constexpr uint64_t kUnknown = UINT64_MAX;
+  EXPECT_EQ(placer.PoolFor("b", "logs/x", 10), "");
+  EXPECT_EQ(placer.PoolFor("b", "idle/x", 10), "");
+  EXPECT_EQ(placer.PoolFor("b", "data/x", 200 << 20), "hdd");
+  EXPECT_EQ(placer.PoolFor("b", "data/x", kUnknown), "");  // size unknown: the sized policy is passed over
+  EXPECT_EQ(placer.PoolFor("b", "train/x", 10), "fast");   // the media resolved
+  EXPECT_EQ(placer.PoolFor("b", "train/x", kUnknown), "fast");
+  EXPECT_EQ(placer.PoolFor("b", "tmp/x", 10), "");  // not usable: the default pool
+  ASSERT_TRUE(SaveTierPolicies(*meta, {}).ok());
+  EXPECT_EQ(placer.PoolFor("b", "train/x", 10), "");  // re-read (refresh 0 here)
+}
+
 TEST(TieringTest, AccessClockRecordsEachObjectOncePerGranularity) {
   TempDir dir;
   auto meta = OpenSqliteMetaStore(dir / "meta.db").value();

@@ -240,6 +240,48 @@ Result<TierReport> Mover::Run(const std::vector<TierPolicy>& named, const TierOp
   return r;
 }
 
+TierPlacer::TierPlacer(MetaStore& meta, std::function<std::string(const std::string&)> resolve,
+                       std::function<bool(const std::string&, const std::string&)> usable, double refresh_seconds)
+    : meta_(meta), resolve_(std::move(resolve)), usable_(std::move(usable)), refresh_s_(refresh_seconds) {}
+
+std::string TierPlacer::PoolFor(const std::string& bucket, const std::string& key, uint64_t size) {
+  const double now = Seconds();
+  bool stale;
+  {
+    MutexLock lock(mu_);
+    stale = now - loaded_at_ >= refresh_s_;
+  }
+  if (stale) {
+    MutexLock one(load_mu_);  // one reload; the others wait for it
+    bool still;
+    {
+      MutexLock lock(mu_);
+      still = now - loaded_at_ >= refresh_s_;
+    }
+    if (still) {
+      auto loaded = LoadTierPolicies(meta_);
+      MutexLock lock(mu_);
+      if (loaded.ok()) policies_ = std::move(*loaded);
+      loaded_at_ = now;
+    }
+  }
+  std::vector<TierPolicy> policies;
+  {
+    MutexLock lock(mu_);
+    if (policies_.empty()) return "";
+    policies = policies_;
+  }
+  for (const auto& p : policies) {
+    if (!GlobMatch(p.bucket, bucket) || !GlobMatch(p.key, key)) continue;
+    const bool sized = p.min_size > 0 || p.max_size != UINT64_MAX;
+    if (sized && (size == UINT64_MAX || size < p.min_size || size > p.max_size)) continue;
+    if (p.older_than_s > 0 || p.idle_s > 0) continue;  // a new object is neither old nor idle
+    std::string pool = p.pool.empty() ? resolve_(p.media) : p.pool;
+    return !pool.empty() && usable_(bucket, pool) ? pool : "";
+  }
+  return "";
+}
+
 Result<uint64_t> RemoveStrayCopies(MetaStore& meta, BlockStore& blocks, const std::string& node) {
   if (blocks.pools().size() < 2) return uint64_t{0};
   std::unordered_map<std::string, std::string> home;  // piece id -> the pool its layout names

@@ -108,6 +108,35 @@ class Mover {
   Mutex pass_mu_;
 };
 
+// Tiering policies at write time: the pool a new object's blocks go to, so
+// data lands on the right media before any mover pass. A new object is as
+// young as can be and has just been accessed: "older than" and "not
+// accessed for" do not match it, "accessed within" does; a policy on size
+// is passed over when the size is not known (the next pass moves the
+// object if it should). Policies are re-read every `refresh_seconds`.
+//
+// Thread safety: PoolFor may be called from any thread.
+class TierPlacer {
+ public:
+  // `resolve(media)`: the pool of that media ("" if none); `usable(bucket,
+  // pool)`: whether the bucket's new blocks can go there (a cluster: enough
+  // nodes have it).
+  TierPlacer(MetaStore& meta, std::function<std::string(const std::string&)> resolve,
+             std::function<bool(const std::string&, const std::string&)> usable, double refresh_seconds = 2);
+  // The pool for a new object ("": the default pool).
+  std::string PoolFor(const std::string& bucket, const std::string& key, uint64_t size);
+
+ private:
+  MetaStore& meta_;
+  const std::function<std::string(const std::string&)> resolve_;
+  const std::function<bool(const std::string&, const std::string&)> usable_;
+  const double refresh_s_;
+  Mutex load_mu_;  // one reload at a time
+  mutable Mutex mu_;
+  std::vector<TierPolicy> policies_ AQ_GUARDED_BY(mu_);
+  double loaded_at_ AQ_GUARDED_BY(mu_) = -1e18;
+};
+
 // Removes copies of blocks that sit in a pool their layout does not name
 // (left by a mover that stopped after switching a layout). On a cluster's
 // node (`node` given): of the pieces the layouts place on that node.

@@ -127,6 +127,10 @@ try:
     moved = sum(json.loads(aq("stats", f"127.0.0.1:{n.metrics}", "--json").stdout or "{}")
                 .get("cluster", {}).get("repair", {}).get("tiered", 0) for n in nodes.values())
     check(moved >= 24, f"the nodes count the blocks they moved between pools: {moved}")
+    c.put_object(Bucket="lake", Key="data/new", Body=os.urandom(300_000))
+    check(where("data/new")[0] == {"archive"} and where("data/new")[1] <= {"a1", "a2"},
+          f"a new object written through a flash node goes straight to the archive nodes: {where('data/new')}")
+    c.delete_object(Bucket="lake", Key="data/new")
     r = aq("tier", "status", "--meta", etcd.url, "--json")
     ts = json.loads(r.stdout or "{}")
     check(ts.get("pools", {}).get("archive", {}).get("blocks") == 24 and "flash" not in ts.get("pools", {}),

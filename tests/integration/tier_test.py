@@ -161,6 +161,15 @@ try:
                  .get("blocks", [])} for k in ("train/part-0", "train/part-1")}
     check(pools == {"train/part-0": {"ssd"}, "train/part-1": {"hdd"}},
           f"the object being read stays on ssd, the idle one moves: {pools}")
+    # A new object matching a policy is written to its pool at once (no pass).
+    c.put_object(Bucket="lake", Key="archive/new", Body=os.urandom(200_000))
+    r = aq("stat-file", "lake/archive/new", "--data", data, "--json")
+    check({b["pool"] for b in json.loads(r.stdout or "{}").get("blocks", [])} == {"hdd"},
+          "a new object goes straight to its policy's pool: " + r.stdout[-300:])
+    c.put_object(Bucket="lake", Key="other/new", Body=os.urandom(100_000))
+    r = aq("stat-file", "lake/other/new", "--data", data, "--json")
+    check({b["pool"] for b in json.loads(r.stdout or "{}").get("blocks", [])} == {"ssd"},
+          "one no policy matches goes to the first pool")
     node.stop()
     r = aq("tier", "run", "--data", data, "--timeout", "2")
     check(r.returncode != 0 and "no node serving" in r.stderr, "tier run without a node says so: " + r.stderr)
