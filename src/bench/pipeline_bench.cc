@@ -84,7 +84,8 @@ Result<PipelineBenchReport> RunPipelineBench(io::FileSystem& fs, const PipelineB
       fmt::format("{} {}x{} {} {}, batch {}, {} workers, {} readers, shuffle buffer {}{}{}",
                   p.training ? "train" : "eval", p.image_size, p.image_size, LayoutName(p.store.layout),
                   DTypeName(p.store.dtype), p.batch_size, r.stats.stages[1].threads, r.stats.stages[0].threads,
-                  p.shuffle_buffer, p.decode_only ? ", decode only" : "", p.dct_scaling ? "" : ", no DCT scaling");
+                  p.shuffle_buffer, p.entropy_only ? ", entropy decode only" : (p.decode_only ? ", decode only" : ""),
+                  p.dct_scaling ? "" : ", no DCT scaling");
   return r;
 }
 

@@ -143,6 +143,8 @@ void AddPipelineFlags(CLI::App* cmd, BenchFlags* f) {
   cmd->add_flag("--fast-idct", p.fast_idct, "libjpeg's fast integer IDCT (slightly less accurate)");
   cmd->add_flag("--no-dct-scaling", f->no_dct, "Never decode at 1/2, 1/4, 1/8 scale");
   cmd->add_flag("--decode-only", p.decode_only, "Only decode every JPEG fully (the decoder's bound)");
+  cmd->add_flag("--entropy-only", p.entropy_only,
+                "Only entropy-decode every JPEG (Huffman, no IDCT or colour): the floor under any decode");
   cmd->add_flag(
       "--no-damage-check", [pp = &p](int64_t) { pp->damage_check = false; },
       "Stop reading a JPEG below its crop: faster, but damage there goes unreported");

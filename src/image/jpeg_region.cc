@@ -302,6 +302,23 @@ Result<DecodedRegion> RegionDecoder::Decode(std::string_view jpeg, RegionChooser
   return r;
 }
 
+Status RegionDecoder::DecodeEntropy(std::string_view jpeg) {
+  if (!LooksLikeJpeg(jpeg)) return NotJpeg(jpeg);
+  s_->Reset();
+  auto& c = s_->cinfo;
+  if (setjmp(s_->err.jump)) return s_->ErrorStatus("JPEG decode failed");
+  jpeg_mem_src(&c, reinterpret_cast<const unsigned char*>(jpeg.data()), jpeg.size());
+  jpeg_read_header(&c, TRUE);
+  if (!HasEndMarker(jpeg, jpeg.size() - c.src->bytes_in_buffer)) {
+    return Truncated(
+        fmt::format("JPEG is cut short: no end-of-image marker after the scan data ({} bytes)", jpeg.size()));
+  }
+  jpeg_read_coefficients(&c);
+  jpeg_finish_decompress(&c);
+  if (s_->err.damage > 0) return s_->DamageStatus();
+  return Status::Ok();
+}
+
 Result<const Image*> RegionDecoder::DecodeFull(std::string_view jpeg, bool fast_idct) {
   RegionRequest req;
   req.x = 0;

@@ -75,6 +75,12 @@ class RegionDecoder {
   // damage anywhere in the file is found (verify, pack, the decode-only
   // bound).
   Result<const Image*> DecodeFull(std::string_view jpeg, bool fast_idct = false);
+  // Entropy-decodes every block's coefficients to the end-of-image marker
+  // and stops there: no IDCT, upsampling or colour conversion. The floor
+  // under any decode of a sequential JPEG's pixels at full or partial size
+  // (every row above a crop's bottom must be entropy-decoded), measured by
+  // the entropy-only bound.
+  Status DecodeEntropy(std::string_view jpeg);
 
  private:
   struct State;

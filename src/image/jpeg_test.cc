@@ -217,6 +217,7 @@ TEST(Jpeg, ABadFileLeavesNothingBehindForTheNextOnTheSameThread) {
     EXPECT_FALSE(ReadJpegInfo(bad).ok()) << what;
     EXPECT_FALSE(CheckJpeg(bad).ok()) << what;
     EXPECT_FALSE(region.DecodeFull(bad).ok()) << what;
+    EXPECT_FALSE(region.DecodeEntropy(bad).ok()) << what;
     // Then valid images, several times, on this thread and decoder.
     for (int k = 0; k < 3; ++k) {
       auto info = ReadJpegInfo(good);
@@ -228,6 +229,7 @@ TEST(Jpeg, ABadFileLeavesNothingBehindForTheNextOnTheSameThread) {
       auto full = region.DecodeFull(good);
       ASSERT_TRUE(full.ok()) << "after " << what << ": " << full.status().ToString();
       EXPECT_EQ((*full)->pixels, expected->pixels) << "after " << what;
+      EXPECT_TRUE(region.DecodeEntropy(good).ok()) << "after " << what;
     }
   }
 }
@@ -295,6 +297,8 @@ TEST(Jpeg, DamagedDataIsAnErrorNotAWarning) {
   auto checked = d.Decode(broken, top);
   ASSERT_FALSE(checked.ok());
   EXPECT_EQ(checked.status().code(), StatusCode::kCorruption);
+  // The entropy-only pass reads every block too.
+  EXPECT_EQ(d.DecodeEntropy(broken).code(), StatusCode::kCorruption);
 }
 
 TEST(Jpeg, EverySamplingLibjpegDecodesIsAccepted) {

@@ -352,7 +352,7 @@ struct Pipeline::Impl {
   // decoded whole, then the same crop, resampling and augmentation.
   Status DecodeOther(Worker& w, std::string_view encoded, Rng& rng, void* dst) {
     const image::Image img = image::ToRgb(AQ_TRY(image::DecodeImage(encoded)));
-    if (o.decode_only) return Status::Ok();
+    if (o.decode_only || o.entropy_only) return Status::Ok();
     ChooseContext ctx{this, &rng, &w.boxes};
     const image::RegionRequest req = Choose(image::JpegHeader{img.width, img.height, 3}, &ctx);
     const double x = std::clamp(req.x, 0.0, img.width - 1.0), y = std::clamp(req.y, 0.0, img.height - 1.0);
@@ -365,6 +365,7 @@ struct Pipeline::Impl {
     if (!image::LooksLikeJpeg(jpeg) && image::IsConvertible(image::SniffImageFormat(jpeg))) {
       return DecodeOther(w, jpeg, rng, dst);
     }
+    if (o.entropy_only) return w.decoder.DecodeEntropy(jpeg);
     if (o.decode_only) {
       AQ_TRY(w.decoder.DecodeFull(jpeg, o.fast_idct));
       return Status::Ok();

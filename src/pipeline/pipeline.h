@@ -67,7 +67,8 @@ struct PipelineOptions {
   // Decode.
   bool dct_scaling = true;  // decode at 1/2, 1/4, 1/8 when the crop allows
   bool fast_idct = false;
-  bool decode_only = false;  // full decode only (measures the decoder bound)
+  bool decode_only = false;   // full decode only (measures the decoder bound)
+  bool entropy_only = false;  // entropy decode only (the floor under any decode)
   // Read each JPEG's coded data to its end marker, rows below the crop too
   // (entropy decoding only), so a damaged file is reported whatever its
   // random crop covers. Once per sample per run: a file read clean once is
