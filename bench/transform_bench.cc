@@ -31,7 +31,13 @@ aq::image::Image Photo(int w, int h) {
 void BM_ResampleCrop(benchmark::State& state) {
   const auto src = Photo(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
   aq::image::Resampler r;
-  r.set_force_portable(state.range(2) != 0);
+  // Third argument: 0 portable, 1 SSE, 2 AVX2 + FMA (levels the CPU lacks are skipped).
+  const auto level = static_cast<aq::image::Resampler::Kernels>(state.range(2));
+  if (level > aq::image::Resampler::BestKernels()) {
+    state.SkipWithError("kernels not available on this CPU");
+    return;
+  }
+  r.set_kernels(level);
   aq::image::Image out;
   for (auto _ : state) {
     auto s = r.Run(src, src.width * 0.1, src.height * 0.15, src.width * 0.7, src.height * 0.6, 224, 224, &out);
@@ -40,11 +46,11 @@ void BM_ResampleCrop(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations());
 }
-// Third argument 1: the portable code, for the SIMD path's ratio in the same run.
+// Each kernel level in the same run, for the SIMD paths' ratios.
 BENCHMARK(BM_ResampleCrop)
-    ->ArgsProduct({{500}, {375}, {0, 1}})
-    ->ArgsProduct({{250}, {188}, {0, 1}})
-    ->ArgsProduct({{1600}, {1200}, {0, 1}});
+    ->ArgsProduct({{500}, {375}, {0, 1, 2}})
+    ->ArgsProduct({{250}, {188}, {0, 1, 2}})
+    ->ArgsProduct({{1600}, {1200}, {0, 1, 2}});
 
 void BM_StoreFp32Nchw(benchmark::State& state) {
   const auto img = Photo(224, 224);

@@ -13,4 +13,12 @@ bool SimdDisabled() {
   return disabled;
 }
 
+bool Avx2Disabled() {
+  static const bool disabled = [] {
+    const char* v = std::getenv("AQUIFER_NO_AVX2");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return disabled;
+}
+
 }  // namespace aq

@@ -13,4 +13,6 @@ namespace aq {
 // AQUIFER_NO_SIMD=1: hand-written SIMD paths step aside for the portable
 // code, so what they buy can be measured in the same binary (read once).
 bool SimdDisabled();
+// AQUIFER_NO_AVX2=1: hand-written AVX2 paths step aside for the SSE ones.
+bool Avx2Disabled();
 }  // namespace aq
