@@ -274,8 +274,10 @@ AQ_HOT_CLONES void StoreRow(const uint8_t* rgb, int W, int y, int H, bool flip, 
       }
       return;
     }
-    // Normalised floats for this row, in the output layout's order.
-    float* f = row.data();
+    // Normalised floats for this row, in the output layout's order: fp32
+    // straight into the slot, fp16 through a row of floats.
+    const bool direct = o.dtype == DType::kFloat32;
+    float* f = direct && o.layout == Layout::kNHWC ? static_cast<float*>(dst) + at * 3 : row.data();
     if (o.layout == Layout::kNHWC) {
       for (int x = 0; x < W; ++x, src += step) {
         f[3 * x] = src[0] * scale[0] + bias[0];
@@ -284,6 +286,12 @@ AQ_HOT_CLONES void StoreRow(const uint8_t* rgb, int W, int y, int H, bool flip, 
       }
     } else {
       float *r = f, *g = f + W, *b = f + 2 * W;
+      if (direct) {
+        float* d = static_cast<float*>(dst) + at;
+        r = d;
+        g = d + plane;
+        b = d + 2 * plane;
+      }
       int x = 0;
 #if defined(__x86_64__)
       if (kHaveSsse3 && !o.portable && !SimdDisabled()) {
@@ -297,14 +305,7 @@ AQ_HOT_CLONES void StoreRow(const uint8_t* rgb, int W, int y, int H, bool flip, 
         b[x] = src[2] * scale[2] + bias[2];
       }
     }
-    if (o.dtype == DType::kFloat32) {
-      auto* d = static_cast<float*>(dst);
-      if (o.layout == Layout::kNHWC) {
-        std::memcpy(d + at * 3, f, sizeof(float) * W * 3);
-      } else {
-        for (int c = 0; c < 3; ++c) std::memcpy(d + c * plane + at, f + c * W, sizeof(float) * W);
-      }
-    } else {
+    if (!direct) {
       auto* d = static_cast<uint16_t*>(dst);
       if (o.layout == Layout::kNHWC) {
         FloatsToHalves(f, d + at * 3, static_cast<size_t>(W) * 3);

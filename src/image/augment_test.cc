@@ -139,16 +139,35 @@ TEST(Store, SimdRowsEqualPortable) {
     Image img(W, H, 3);
     for (auto& v : img.pixels) v = static_cast<uint8_t>(rng.Below(256));
     for (bool flip : {false, true}) {
-      for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kUint8}) {
-        StoreOptions simd;
-        simd.dtype = dt;
-        StoreOptions portable = simd;
-        portable.portable = true;
-        const size_t bytes = static_cast<size_t>(W) * H * 3 * DTypeSize(dt);
-        std::vector<uint8_t> a(bytes), b(bytes);
-        StoreSample(img, flip, simd, a.data());
-        StoreSample(img, flip, portable, b.data());
-        ASSERT_EQ(a, b) << "width " << W << " flip " << flip << " dtype " << static_cast<int>(dt);
+      for (Layout layout : {Layout::kNCHW, Layout::kNHWC}) {
+        for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kUint8}) {
+          StoreOptions simd;
+          simd.dtype = dt;
+          simd.layout = layout;
+          StoreOptions portable = simd;
+          portable.portable = true;
+          const size_t bytes = static_cast<size_t>(W) * H * 3 * DTypeSize(dt);
+          std::vector<uint8_t> a(bytes), b(bytes);
+          StoreSample(img, flip, simd, a.data());
+          StoreSample(img, flip, portable, b.data());
+          ASSERT_EQ(a, b) << "width " << W << " flip " << flip << " layout " << static_cast<int>(layout) << " dtype "
+                          << static_cast<int>(dt);
+          if (dt != DType::kFloat32) continue;
+          // Against the formula: (pixel - mean) / std at the flipped column.
+          std::vector<float> f(static_cast<size_t>(W) * H * 3);
+          std::memcpy(f.data(), a.data(), bytes);
+          for (int y = 0; y < H; ++y) {
+            for (int x = 0; x < W; ++x) {
+              for (int c = 0; c < 3; ++c) {
+                const int sx = flip ? W - 1 - x : x;
+                const float want = (img.row(y)[3 * sx + c] - simd.mean[c]) / simd.std[c];
+                const size_t at = layout == Layout::kNCHW ? (static_cast<size_t>(c) * H + y) * W + x
+                                                          : (static_cast<size_t>(y) * W + x) * 3 + c;
+                ASSERT_NEAR(f[at], want, 1e-4) << "width " << W << " flip " << flip << " at " << x << "," << y;
+              }
+            }
+          }
+        }
       }
     }
   }
