@@ -1,11 +1,12 @@
 #include "io/sequential_reader.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace aq::io {
 
 SequentialReader::SequentialReader(const RandomAccessFile& file, size_t buffer_size, uint64_t start)
-    : file_(file), buf_(buffer_size, '\0'), pos_(start) {}
+    : file_(file), buffer_size_(std::max<size_t>(buffer_size, 1)), pos_(start) {}
 
 void SequentialReader::Seek(uint64_t offset) { pos_ = offset; }
 
@@ -22,12 +23,15 @@ Result<size_t> SequentialReader::Read(size_t n, void* out) {
       continue;
     }
     size_t want = n - done;
-    if (want >= buf_.size()) {  // large read: straight into the caller's memory
+    if (want >= buffer_size_) {  // large read: straight into the caller's memory
       size_t got = AQ_TRY(file_.ReadAt(pos_, want, dst + done));
       done += got;
       pos_ += got;
       return done;  // got < want only at end of file
     }
+    if (buf_.empty())
+      buf_.resize(buffer_size_);  // on the first small read: a reader of
+                                  // whole records may never need it
     size_t got = AQ_TRY(file_.ReadAt(pos_, buf_.size(), buf_.data()));
     buf_start_ = pos_;
     buf_len_ = got;

@@ -31,7 +31,8 @@ class SequentialReader {
 
  private:
   const RandomAccessFile& file_;
-  std::string buf_;
+  size_t buffer_size_;
+  std::string buf_;         // allocated on the first read smaller than buffer_size_
   uint64_t buf_start_ = 0;  // file offset of buf_[0]
   size_t buf_len_ = 0;      // valid bytes in buf_
   uint64_t pos_;

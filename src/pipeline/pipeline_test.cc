@@ -10,6 +10,7 @@
 #include "format/example.h"
 #include "format/tfrecord.h"
 #include "image/jpeg.h"
+#include "io/file_system.h"
 
 namespace aq::pipeline {
 namespace {
@@ -110,6 +111,70 @@ TEST_F(PipelineTest, EveryEpochSeesEverySampleOnceWithLabels) {
   }
   EXPECT_EQ(r.stats.bad_samples, 0u);
   EXPECT_EQ(r.stats.images, 120u);
+}
+
+// Slots are sized at the 99th percentile of record sizes; a record past it
+// is read whole into memory of its own, and a slot it used serves small
+// records again afterwards.
+TEST_F(PipelineTest, RecordsLargerThanTheSlotsAreReadWhole) {
+  dataset::SynthOptions s;
+  s.out = "/mixed";
+  s.classes = 2;
+  s.images = 120;
+  s.seed = 9;
+  s.common.progress = false;
+  ASSERT_TRUE(dataset::Synthesize(*fs_, s).ok());
+  s.out = "/large";
+  s.classes = 1;
+  s.images = 1;
+  s.profile = dataset::SizeProfile::kLarge;
+  ASSERT_TRUE(dataset::Synthesize(*fs_, s).ok());
+  auto first_dir = [&](const std::string& dir) {
+    auto l = fs_->List(dir);
+    EXPECT_TRUE(l.ok());
+    for (const auto& f : l.ok() ? *l : std::vector<io::FileInfo>{}) {
+      if (f.is_dir) return dir + "/" + f.name;
+    }
+    return std::string();
+  };
+  const std::string mixed_class = first_dir("/mixed"), large_class = first_dir("/large");
+  ASSERT_FALSE(mixed_class.empty() || large_class.empty());
+  auto large_files = fs_->List(large_class);
+  ASSERT_TRUE(large_files.ok() && large_files->size() == 1);
+  const std::string large_path = large_class + "/" + large_files->front().name;
+  auto large = io::ReadFileToString(*fs_, large_path);
+  ASSERT_TRUE(large.ok());
+  const std::string in_mixed = mixed_class + "/zz_large.jpg";
+  ASSERT_TRUE(io::WriteFileAtomic(*fs_, in_mixed, *large).ok());
+
+  // Evaluation transform: each sample's pixels depend on the sample alone.
+  auto outputs_of_large = [&](const std::string& data, uint32_t epochs, const std::string& file) {
+    PipelineOptions o = Options(data);
+    o.training = false;
+    o.epochs = epochs;
+    o.remainder = Remainder::kPad;
+    std::vector<std::string> got;
+    auto p = Pipeline::Create(*fs_, o);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    if (!p.ok()) return got;
+    while (true) {
+      auto b = (*p)->Next();
+      EXPECT_TRUE(b.ok()) << b.status().ToString();
+      if (!b.ok() || *b == nullptr) break;
+      for (uint32_t i = 0; i < (*b)->size; ++i) {
+        if ((*p)->files()[(*p)->where((*b)->samples[i]).file] != file) continue;
+        got.emplace_back(static_cast<const char*>((*b)->data) + i * (*b)->sample_bytes, (*b)->sample_bytes);
+      }
+    }
+    EXPECT_EQ((*p)->Stats().bad_samples, 0u) << data;
+    return got;
+  };
+  const auto alone = outputs_of_large("/large", 1, large_path);
+  const auto mixed = outputs_of_large("/mixed", 3, in_mixed);
+  ASSERT_FALSE(alone.empty());  // padded to a whole batch
+  ASSERT_GE(mixed.size(), 3u);
+  for (const auto& m : mixed)
+    EXPECT_TRUE(m == alone[0]) << "the large record's pixels differ when it is past the slots";
 }
 
 TEST_F(PipelineTest, FormatsAgreeOnLabels) {
