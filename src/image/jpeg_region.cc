@@ -313,7 +313,19 @@ Status RegionDecoder::DecodeEntropy(std::string_view jpeg) {
     return Truncated(
         fmt::format("JPEG is cut short: no end-of-image marker after the scan data ({} bytes)", jpeg.size()));
   }
-  jpeg_read_coefficients(&c);
+  // Not jpeg_read_coefficients: that keeps every block of the image in a
+  // whole-image array, which costs more than decoding large images. Rows
+  // skipped whole are only entropy-decoded; the last row is read (at 1/8
+  // scale, a DC-only IDCT) so the decoder reaches the end-of-image marker.
+  // A progressive JPEG's scans are all entropy-decoded by the start.
+  c.scale_num = 1;
+  c.scale_denom = 8;
+  jpeg_start_decompress(&c);
+  if (s_->err.damage > 0) return s_->DamageStatus();
+  if (c.output_height > 1) jpeg_skip_scanlines(&c, c.output_height - 1);
+  s_->tail.resize(static_cast<size_t>(c.output_width) * c.output_components);
+  JSAMPROW row = s_->tail.data();
+  if (jpeg_read_scanlines(&c, &row, 1) != 1) return Truncated("JPEG ends early: last row missing");
   jpeg_finish_decompress(&c);
   if (s_->err.damage > 0) return s_->DamageStatus();
   return Status::Ok();
