@@ -37,16 +37,14 @@ struct FreeDeleter {
   void operator()(void* p) const { std::free(p); }
 };
 
-// Memory the pipeline keeps for its whole life, 64-byte aligned. With
-// `huge` (batch buffers, written whole) from 2 MiB up it is aligned to
-// 2 MiB and marked for transparent huge pages where the kernel offers them
+// A batch buffer, 64-byte aligned. From 2 MiB up it is aligned to 2 MiB
+// and marked for transparent huge pages where the kernel offers them
 // (advice only): touching 150 MB of batch buffers then costs 75 page
 // faults, not 37,000, which matters most in VMs where a fault costs
-// microseconds. The payload slab stays on small pages: a slot's record
-// rarely fills it, and untouched pages cost no memory.
-void* AllocateLongLived(size_t bytes, bool huge) {
+// microseconds.
+void* AllocateBatchBuffer(size_t bytes) {
   constexpr size_t kHuge = 2u << 20;
-  if (!huge || bytes < kHuge) return std::aligned_alloc(64, (bytes + 63) & ~size_t{63});
+  if (bytes < kHuge) return std::aligned_alloc(64, (bytes + 63) & ~size_t{63});
   const size_t rounded = (bytes + kHuge - 1) & ~(kHuge - 1);
   void* p = std::aligned_alloc(kHuge, rounded);
 #if defined(MADV_HUGEPAGE)
@@ -93,7 +91,7 @@ struct BatchLease::Buffers {
       return b;
     }
     auto b = std::make_unique<Buffer>();
-    b->data.reset(static_cast<uint8_t*>(AllocateLongLived(bytes, true)));
+    b->data.reset(static_cast<uint8_t*>(AllocateBatchBuffer(bytes)));
     if (!b->data) return Status(StatusCode::kNoSpace, fmt::format("cannot allocate a batch buffer of {} bytes", bytes));
     std::memset(b->data.get(), 0, bytes);  // touch the pages now, not while a batch is due
     b->labels.assign(batch_size, -1);
@@ -128,20 +126,11 @@ struct Pipeline::Impl {
   uint64_t memory_bound = 0;
   std::vector<Run> runs;
 
-  // A slot holds one record: in its stretch of the slab (slot_stride bytes,
-  // the 99th percentile of record sizes) or, for a larger record, in `big`.
-  // Records are read straight into it: no zero-filling.
   struct Slot {
-    char* base = nullptr;
-    size_t len = 0;
-    bool in_big = false;
-    std::string big;
+    std::string data;
     Status error;
-    std::string_view data() const { return {in_big ? big.data() : base, len}; }
   };
   std::vector<Slot> slots;
-  std::unique_ptr<char, FreeDeleter> slab;  // capacity * slot_stride bytes, touched as slots fill
-  size_t slot_stride = 0;
   std::shared_ptr<BatchLease::Buffers> pool;
   uint64_t window = 1;  // batches workers fill ahead of the next one delivered
 
@@ -240,11 +229,7 @@ struct Pipeline::Impl {
       const SampleRef& ref = SampleAt(epoch, pos);
       auto t0 = Clock::now();
       in->Seek(ref.offset);
-      const size_t n = static_cast<size_t>(ref.size);
-      slot.in_big = n > slot_stride;
-      if (slot.in_big) slot.big.resize(n);
-      auto got = in->Read(n, slot.in_big ? slot.big.data() : slot.base);
-      slot.len = got.ok() ? *got : 0;
+      auto got = in->Read(static_cast<size_t>(ref.size), &slot.data);
       read_ns += Nanos(t0, Clock::now());
       if (!got.ok()) {
         slot.error = got.status();
@@ -461,7 +446,7 @@ struct Pipeline::Impl {
       int32_t label = -1;
       Status status = slots[s].error;
       if (status.ok()) {
-        status = Process(w, sample_id, ref, slots[s].data(), j, buf.data.get() + i * sample_bytes, &label);
+        status = Process(w, sample_id, ref, slots[s].data, j, buf.data.get() + i * sample_bytes, &label);
       }
       buf.labels[i] = label;
       buf.samples[i] = sample_id;
@@ -471,8 +456,8 @@ struct Pipeline::Impl {
       {
         std::lock_guard<std::mutex> lock(mu);
         slot_of[gpos] = -2;
-        if (slots[s].big.capacity() > 4 * typical_payload) {
-          std::string().swap(slots[s].big);  // a rare large record: give its memory back
+        if (slots[s].data.capacity() > 4 * typical_payload) {
+          std::string().swap(slots[s].data);  // a rare large record: give its memory back
         }
         free_slots.push_back(s);
         --held;
@@ -694,13 +679,7 @@ Result<std::unique_ptr<Pipeline>> Pipeline::Create(io::FileSystem& fs, const Pip
         impl->typical_payload / 1048576.0, max_payload / 1048576.0, scratch_mem / 1048576.0));
   }
   impl->slots.resize(impl->capacity);
-  impl->slot_stride = (static_cast<size_t>(impl->typical_payload) + 63) & ~size_t{63};
-  impl->slab.reset(static_cast<char*>(AllocateLongLived(impl->capacity * impl->slot_stride, false)));
-  if (!impl->slab) {
-    return Status(StatusCode::kNoSpace, fmt::format("cannot allocate {:.0f} MiB for {} payload slots",
-                                                    impl->capacity * impl->slot_stride / 1048576.0, impl->capacity));
-  }
-  for (size_t i = 0; i < impl->capacity; ++i) impl->slots[i].base = impl->slab.get() + i * impl->slot_stride;
+  for (auto& s : impl->slots) s.data.reserve(static_cast<size_t>(impl->typical_payload));
   impl->free_slots.reserve(impl->capacity);
   for (int64_t i = static_cast<int64_t>(impl->capacity) - 1; i >= 0; --i)
     impl->free_slots.push_back(static_cast<int32_t>(i));
