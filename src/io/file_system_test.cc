@@ -118,6 +118,21 @@ TEST_P(FileSystemTest, SequentialReaderAcrossBufferBoundaries) {
   r.Seek(5);
   ASSERT_TRUE(r.Read(3, &part).ok());
   EXPECT_EQ(part, data.substr(5, 3));
+
+  // Readers made one after another with one lent buffer (larger than theirs
+  // after the first, holding the last one's bytes) read the same data.
+  std::string lent;
+  for (size_t buffer : {64, 16, 300}) {
+    SequentialReader l(**f, buffer, 0, &lent);
+    got.clear();
+    for (size_t step : {1, 7, 63, 64, 65, 1000, 5000, 100000}) {
+      ASSERT_TRUE(l.Read(step, &part).ok());
+      got += part;
+    }
+    EXPECT_EQ(got, data) << "buffer " << buffer;
+    EXPECT_GE(lent.size(), buffer);
+  }
+  EXPECT_EQ(lent.size(), 300u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Both, FileSystemTest, testing::Values(true, false),

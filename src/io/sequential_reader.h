@@ -14,7 +14,13 @@ namespace aq::io {
 
 class SequentialReader {
  public:
-  SequentialReader(const RandomAccessFile& file, size_t buffer_size = 1 << 20, uint64_t start = 0);
+  // With `buffer`, reads are buffered in that string (grown here when
+  // smaller than buffer_size, never shrunk) so a thread that makes a reader
+  // per run of records allocates and touches its buffer once, not per run.
+  // Without, the reader allocates its own on its first read smaller than
+  // buffer_size (one that only reads whole records never does).
+  SequentialReader(const RandomAccessFile& file, size_t buffer_size = 1 << 20, uint64_t start = 0,
+                   std::string* buffer = nullptr);
 
   // Reads exactly n bytes into out, or fewer only at end of file; the count
   // is returned.
@@ -32,7 +38,8 @@ class SequentialReader {
  private:
   const RandomAccessFile& file_;
   size_t buffer_size_;
-  std::string buf_;         // allocated on the first read smaller than buffer_size_
+  std::string own_;         // the buffer when none is lent
+  std::string* buf_;        // allocated on the first read smaller than buffer_size_
   uint64_t buf_start_ = 0;  // file offset of buf_[0]
   size_t buf_len_ = 0;      // valid bytes in buf_
   uint64_t pos_;

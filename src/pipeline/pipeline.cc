@@ -183,6 +183,7 @@ struct Pipeline::Impl {
   void ReaderLoop() {
     std::unique_ptr<io::RandomAccessFile> file;
     uint32_t open_file = UINT32_MAX;
+    std::string read_buffer;  // every run's, allocated once
     while (true) {
       const size_t r = next_run.fetch_add(1);
       if (r >= runs.size()) return;
@@ -203,8 +204,8 @@ struct Pipeline::Impl {
       }
       uint64_t run_bytes = 0;
       for (uint64_t k = 0; k < run.count; ++k) run_bytes += SampleAt(run.epoch, run.first + k).size;
-      io::SequentialReader in(*file, static_cast<size_t>(std::clamp<uint64_t>(run_bytes, 4096, 4u << 20)),
-                              first.offset);
+      io::SequentialReader in(*file, static_cast<size_t>(std::clamp<uint64_t>(run_bytes, 4096, 4u << 20)), first.offset,
+                              &read_buffer);
       for (uint64_t k = 0; k < run.count; ++k) {
         if (!Deliver(run.epoch, run.first + k, &in, Status::Ok())) return;
       }
