@@ -255,6 +255,18 @@ Result<size_t> Exchange::ReadBody(char* out, size_t n) {
   return produced;
 }
 
+// "100 Continue" ahead of the final answer to an Expect: 100-continue request
+// without a body (Content-Length: 0). The server may omit it there (RFC 9110
+// 10.1.1), but a client that waits for it takes any other first status line
+// for an early final answer and may keep treating the connection that way:
+// botocore then reads the next response's status line as a header on that
+// connection and loses its headers (an UploadPart without its ETag).
+std::string Exchange::InterimContinue() {
+  if (!request_.expect_continue || continued_ || has_body()) return {};
+  continued_ = true;
+  return "HTTP/1.1 100 Continue\r\n\r\n";
+}
+
 Status Exchange::Begin(int status, Headers headers, uint64_t content_length) {
   if (began_) return Internal("a response was already sent for this request");
   began_ = true;
@@ -270,7 +282,7 @@ Status Exchange::Begin(int status, Headers headers, uint64_t content_length) {
   if (!no_body) headers.Add("Content-Length", std::to_string(content_length));
   if (close_) headers.Set("Connection", "close");
   content_length_ = (no_body || request_.method == "HEAD") ? 0 : content_length;
-  Status s = stream_.Write(SerializeHead(status, headers));
+  Status s = stream_.Write(InterimContinue() + SerializeHead(status, headers));
   if (!s.ok()) failed_ = true;
   return s;
 }
@@ -285,7 +297,7 @@ Status Exchange::Respond(int status, Headers headers, std::string_view body) {
   if (!headers.Has("Server")) headers.Add("Server", options_.server_name);
   headers.Set("Content-Length", std::to_string(body.size()));
   if (close_) headers.Set("Connection", "close");
-  std::string out = SerializeHead(status, headers);
+  std::string out = InterimContinue() + SerializeHead(status, headers);
   const bool send_body = request_.method != "HEAD" && status != 204 && status != 304;
   if (send_body) out.append(body);
   content_length_ = send_body ? body.size() : 0;

@@ -100,7 +100,9 @@ class Exchange {
   // Whether the request announced a body (Content-Length > 0 or chunked).
   bool has_body() const;
 
-  // A whole response with a small body (Content-Length set).
+  // A whole response with a small body (Content-Length set). Both this and
+  // Begin put "100 Continue" ahead of the head when an Expect: 100-continue
+  // request has no body, so the client's wait ends the usual way.
   Status Respond(int status, Headers headers, std::string_view body);
   // A response head announcing `content_length` bytes, to be sent with Write.
   // For HEAD requests only the head goes out and Write discards.
@@ -120,6 +122,7 @@ class Exchange {
  private:
   Result<size_t> ReadRaw(char* out, size_t n);
   Status CheckOverrun();
+  std::string InterimContinue();  // "100 Continue" owed ahead of the head, or ""
 
   Stream& stream_;
   const Request& request_;
