@@ -60,7 +60,10 @@ try:
         nodes[name] = s3lib.ClusterNode(
             AQ, tmp, name, etcd.url, creds, "--pool", f"{pool}={tmp}/{name}-{pool},{media}", "--replicas", "2",
             "--lease-ttl", "3", "--block-size", "256KiB", "--cache-size", "0", "--prefetch-window", "0",
-            "--reclaim-delay", "1", "--repair-interval", "0.5", "--atime-granularity", "1", "--tier-rate", "50")
+            "--reclaim-delay", "1", "--repair-interval", "0.5", "--atime-granularity", "1",
+            # slow enough (24 blocks of 256 KiB: a few seconds) that the dry run
+            # below sees the moves the nodes start as soon as the policy lands
+            "--tier-rate", "1")
     c = s3lib.boto(nodes["f1"].port)
     c.create_bucket(Bucket="lake")
     objects = {}
