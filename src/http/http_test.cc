@@ -214,12 +214,17 @@ TEST(HttpServerTest, ClientReceivesIntoBufferAndRetriesStaleConnections) {
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->received, 100000u);
   EXPECT_EQ(buf, std::string(100000, 'z'));
-  // The pooled connection idles out on the server (the wait is the idle
-  // time itself); the next request goes on a fresh one without an error.
-  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  // The pooled connection idles out on the server: wait until the server
+  // says it closed it, so the next request really meets a stale connection
+  // and must go on a fresh one without an error.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((*server)->Stats().idle_closed == 0 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ((*server)->Stats().idle_closed, 1u);
   auto b = pool.Send(at, r);
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_EQ(b->status, 200);
+  EXPECT_EQ((*server)->Stats().accepted, 2u);  // the retry opened a new connection
   // Too small a buffer is an error, not an overflow.
   std::string small(10, '\0');
   EXPECT_FALSE(pool.SendInto(at, r, small.data(), small.size()).ok());
