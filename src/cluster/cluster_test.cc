@@ -317,6 +317,32 @@ TEST_P(MetaStoreContract, ObjectsSwitchLayoutsWhole) {
   EXPECT_EQ(meta_->DeleteObject("nobucket", "x").status().message().rfind("no bucket", 0), 0u);
 }
 
+// A prefix is bytes: one with multi-byte UTF-8 characters matches exactly
+// the keys that start with those bytes (aws s3 ls/sync list "ds/données/").
+TEST_P(MetaStoreContract, ListingUnderANonAsciiPrefix) {
+  ASSERT_TRUE(meta_->CreateBucket("data").ok());
+  for (const char* k : {"ds/données/1.jpg", "ds/données/2.jpg", "ds/donnéesX", "ds/donne/1", "ds/日本/a", "ds/😀/b"})
+    ASSERT_TRUE(meta_->PutObject(Obj("data", k, {})).ok());
+  auto keys = [&](const std::string& prefix) {
+    std::vector<std::string> out;
+    auto page = meta_->ListObjects({"data", prefix, "", 100}).value();
+    for (const auto& o : page.objects) out.push_back(o.key);
+    return out;
+  };
+  EXPECT_EQ(keys("ds/données/"), (std::vector<std::string>{"ds/données/1.jpg", "ds/données/2.jpg"}));
+  EXPECT_EQ(keys("ds/données"), (std::vector<std::string>{"ds/données/1.jpg", "ds/données/2.jpg", "ds/donnéesX"}));
+  EXPECT_EQ(keys("ds/日本/"), std::vector<std::string>{"ds/日本/a"});
+  EXPECT_EQ(keys("ds/😀/"), std::vector<std::string>{"ds/😀/b"});
+  EXPECT_EQ(keys("ds/").size(), 6u);
+  auto page = meta_->ListObjects({"data", "ds/données/", "", 1}).value();
+  ASSERT_EQ(page.objects.size(), 1u);
+  EXPECT_TRUE(page.truncated);
+  page = meta_->ListObjects({"data", "ds/données/", page.objects[0].key, 1}).value();
+  ASSERT_EQ(page.objects.size(), 1u);
+  EXPECT_EQ(page.objects[0].key, "ds/données/2.jpg");
+  EXPECT_FALSE(page.truncated);
+}
+
 TEST_P(MetaStoreContract, ListingByPrefixWithPagination) {
   ASSERT_TRUE(meta_->CreateBucket("data").ok());
   for (const char* k : {"a/1", "a/2", "a/3", "b/1", "a%_"}) ASSERT_TRUE(meta_->PutObject(Obj("data", k, {})).ok());

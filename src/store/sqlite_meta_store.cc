@@ -434,9 +434,11 @@ class SqliteMetaStore final : public MetaStore {
     AQ_TRY(RequireBucket(r.bucket));
     // Keys with the prefix sort in [prefix, prefix + U+10FFFF...); compare
     // with substr instead of LIKE so '%' and '_' in keys need no escaping.
+    // As BLOBs: substr counts bytes there (the prefix's size is in bytes),
+    // characters on TEXT, which would cut a non-ASCII prefix short.
     Stmt s(db_,
            "SELECT key, size, mtime_ns, etag, block_size, version FROM objects "
-           "WHERE bucket = ? AND key > ? AND substr(key, 1, ?) = ? ORDER BY key LIMIT ?");
+           "WHERE bucket = ? AND key > ? AND substr(CAST(key AS BLOB), 1, ?) = CAST(? AS BLOB) ORDER BY key LIMIT ?");
     s.Bind(1, r.bucket)
         .Bind(2, r.start_after)
         .Bind(3, static_cast<int64_t>(r.prefix.size()))
