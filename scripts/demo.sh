@@ -9,9 +9,9 @@
 # model beside what was measured; the sizing answer for 72 such GPUs; a
 # one-screen summary and an HTML report at DEMO_DIR/report.html. Prints how
 # long each part took.
-# usage: scripts/demo.sh BUILD_DIR DEMO_DIR JOBS BUILD_TYPE
+# usage: scripts/demo.sh BUILD_DIR DEMO_DIR JOBS BUILD_TYPE [IMAGES]
 set -euo pipefail
-BUILD=${1:-build} DIR=${2:-demo-data} JOBS=${3:-$(nproc)} TYPE=${4:-RelWithDebInfo}
+BUILD=${1:-build} DIR=${2:-demo-data} JOBS=${3:-$(nproc)} TYPE=${4:-RelWithDebInfo} IMAGES=${5:-600}
 AQ=$BUILD/aquifer
 RESULTS=$DIR/results
 t0=$(date +%s)
@@ -26,7 +26,7 @@ t_built=$(date +%s)
 
 rm -rf "$DIR"
 step "a synthetic dataset, packed and verified"
-"$AQ" dataset synth --out "$DIR/images" --classes 10 --images 600 --seed 1
+"$AQ" dataset synth --out "$DIR/images" --classes 10 --images "$IMAGES" --seed 1
 "$AQ" dataset pack "$DIR/images" --out "$DIR/tfrecord" --format tfrecord --shards 8
 "$AQ" dataset pack "$DIR/images" --out "$DIR/recordio" --format recordio
 "$AQ" dataset verify "$DIR/tfrecord" --num-classes 10
@@ -40,7 +40,7 @@ step "a readers sweep, the cache model, sizing"
   --result "$(ls "$RESULTS"/bench-storage-*.json | head -1)" --out "$RESULTS"
 "$AQ" size --from "$(ls "$RESULTS"/bench-train-*.json | head -1)" --gpus 72 --out "$RESULTS"
 echo
-echo "== demo summary: 600 synthetic images packed, verified, served by a storage node and measured the documents' way =="
+echo "== demo summary: $IMAGES synthetic images packed, verified, served by a storage node and measured the documents' way =="
 "$AQ" report "$RESULTS" -o "$DIR/report.html" --title "aquifer demo"
 t1=$(date +%s)
 echo

@@ -30,12 +30,12 @@ import time
 
 # (pattern, replacement, why): applied to every runnable line, in order.
 SUBSTITUTIONS = [
-    (r"--images (\d{5,})", "--images 1200", "dataset size"),
+    (r"--images (\d{5,})", "--images 240", "dataset size"),
     (r"--shards (\d{3,})", "--shards 4", "dataset size"),
     (r"--copies (\d{2,})", "--copies 2", "dataset size"),
-    (r"--duration (\d{2,})", "--duration 3", "run time"),
-    (r"(\s)-d (\d{2,})\b", r"\1-d 3", "run time"),
-    (r"^make demo\b", 'make -C "$AQ_REPO" --no-print-directory demo DEMO_DIR="$PWD/demo-data"',
+    (r"--duration (\d{2,})", "--duration 2", "run time"),
+    (r"(\s)-d (\d{2,})\b", r"\1-d 1", "run time"),
+    (r"^make demo\b", 'make -C "$AQ_REPO" --no-print-directory demo DEMO_DIR="$PWD/demo-data" DEMO_IMAGES=200',
      "the demo runs in the checkout, its data here"),
     (r"\bcompare_torchvision( .*)?$", r"compare_torchvision\1 --images 48 --batch 16 --repeats 1", "run time"),
     (r"\bcompare_peers( .*)?$", r"compare_peers\1 --images 48 --batch 16 --repeats 1", "run time"),
@@ -131,6 +131,7 @@ def script_for(doc, doc_blocks, report):
             report.append(f"{doc}:{start}: block not run: this build has no Python package (build/python)")
             continue
         lines.append(f"echo '== {doc}:{start}' >&2")
+        lines.append("__aq_t0=$(date +%s%N)")
         continued = False
         heredoc = None  # the terminator while inside a here-document (passed through as is)
         for k, raw in enumerate(body):
@@ -159,6 +160,7 @@ def script_for(doc, doc_blocks, report):
             lines.append(text)
             continued = text.rstrip().endswith("\\")
         lines.append("__aq_stop_jobs")
+        lines.append(f"echo \"__AQ_TOOK {doc}:{start} $(( ($(date +%s%N) - __aq_t0) / 1000000 ))\"")
     return "\n".join(lines) + "\n"
 
 
@@ -199,7 +201,9 @@ def run_doc(repo, build, doc):
     ok = proc.returncode == 0 and "__AQ_FAILED" not in out
     took = time.time() - t0
     if ok:
-        print(f"{doc}: {runnable} block(s) ran in {took:.0f} s")
+        blocks_ms = sorted(((int(ms), where) for where, ms in re.findall(r"__AQ_TOOK (\S+) (\d+)", out)), reverse=True)
+        slowest = ", ".join(f"{where} {ms / 1000:.0f} s" for ms, where in blocks_ms[:3])
+        print(f"{doc}: {runnable} block(s) ran in {took:.0f} s" + (f" (slowest: {slowest})" if slowest else ""))
         shutil.rmtree(scratch, ignore_errors=True)
         return True
     failed = re.findall(r"__AQ_FAILED (.*)", out)
