@@ -7,8 +7,19 @@ BUILD_TYPE  ?= RelWithDebInfo
 FUZZ_SECONDS ?= 15
 JOBS        ?= $(shell nproc)
 DEMO_DIR    ?= demo-data
+DEMO_IMAGES ?= 600
 
-.PHONY: all deps build demo check test docs-test install fuzz sanitize format format-check layers bench clean
+.PHONY: all deps build build-only ctest demo check test docs-test install fuzz fuzz-build fuzz-run sanitize sanitize-full asan-build tsan-build tsan-run \
+	format format-check layers bench clean
+
+# Each step of `make check` and `make sanitize` is timed by scripts/stage.sh
+# into $(AQ_TIMING); scripts/timing_report.py prints the table at the end
+# (each stage, then the slowest tests of every CTest run). .ci/run sets
+# AQ_TIMING itself so that one table covers the whole run.
+AQ_TIMING ?= $(CURDIR)/$(BUILD)/timing.tsv
+export AQ_TIMING
+STAGE  = bash scripts/stage.sh
+REPORT = /usr/bin/python3 scripts/timing_report.py
 
 all: build
 
@@ -18,21 +29,37 @@ deps:
 $(BUILD)/build.ninja:
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
 
-build: deps $(BUILD)/build.ninja
+build: deps build-only
+
+build-only: $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
+
+# CTest in CTEST_BUILD (LABELS: a -L regex; default every test), with a JUnit
+# file of each test's time for the timing table.
+CTEST_BUILD ?= $(BUILD)
+CTEST_ARGS  ?=
+ctest:
+	cd $(CTEST_BUILD) && $(CTEST_ENV) ctest --output-on-failure -j $(JOBS) --output-junit $(CURDIR)/$(CTEST_BUILD)/ctest-junit.xml \
+	  $(CTEST_ARGS)
 
 # The whole method on the embedded default, end to end; builds only the
 # aquifer binary and says how long each part took (scripts/demo.sh).
 demo:
-	@bash scripts/demo.sh $(BUILD) $(DEMO_DIR) $(JOBS) $(BUILD_TYPE)
+	@bash scripts/demo.sh $(BUILD) $(DEMO_DIR) $(JOBS) $(BUILD_TYPE) $(DEMO_IMAGES)
 
 # Every test: unit and integration tests under CTest, then the fuzz targets
-# for a short while, then the format check and the layer check.
-check: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
-	$(MAKE) --no-print-directory fuzz
-	$(MAKE) --no-print-directory format-check
-	$(MAKE) --no-print-directory layers
+# for a short while, then the format check and the layer check; then a table
+# of where the time went (printed on failure too).
+check:
+	@[ -n "$${AQ_TIMING_KEEP:-}" ] || rm -f $(AQ_TIMING)
+	@$(STAGE) deps $(MAKE) --no-print-directory deps \
+	  && $(STAGE) "build $(BUILD)" $(MAKE) --no-print-directory build-only \
+	  && $(STAGE) "ctest $(BUILD)" $(MAKE) --no-print-directory ctest CTEST_BUILD=$(BUILD) \
+	  && $(STAGE) "fuzz build" $(MAKE) --no-print-directory fuzz-build \
+	  && $(STAGE) "fuzz run" $(MAKE) --no-print-directory fuzz-run \
+	  && $(STAGE) format $(MAKE) --no-print-directory format-check \
+	  && $(STAGE) layers $(MAKE) --no-print-directory layers; \
+	rc=$$?; $(REPORT) $(AQ_TIMING) $(BUILD)/ctest-junit.xml --title "make check"; exit $$rc
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -52,8 +79,12 @@ $(FUZZ_BUILD)/build.ninja:
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAQ_FUZZ=ON \
 	  -DAQ_BUILD_TESTS=OFF -DAQ_BUILD_BENCH=OFF
 
-fuzz: deps $(FUZZ_BUILD)/build.ninja
+fuzz: deps fuzz-build fuzz-run
+
+fuzz-build: $(FUZZ_BUILD)/build.ninja
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+
+fuzz-run:
 	@rm -rf $(FUZZ_BUILD)/seeds && /usr/bin/python3 fuzz/make_seeds.py $(FUZZ_BUILD)/seeds
 	@set -e; for t in fuzz_tfrecord fuzz_example fuzz_recordio fuzz_jpeg fuzz_region_decode fuzz_image_decode fuzz_index fuzz_report fuzz_s3_xml fuzz_s3_request fuzz_layout; do \
 	  mkdir -p $(FUZZ_BUILD)/corpus/$$t; \
@@ -64,20 +95,49 @@ fuzz: deps $(FUZZ_BUILD)/build.ninja
 	  grep -E "^#[0-9]+.*DONE" $(FUZZ_BUILD)/$$t.log | tail -1; \
 	done
 
-# The whole suite again under AddressSanitizer, UndefinedBehaviorSanitizer
-# and LeakSanitizer (a Debug build in build-asan), then the threaded code
+# The sanitizers (docs/testing.md says which suite runs where, and why).
+# `make sanitize` (CI): every unit test, and the end-to-end tests labelled
+# `asan` (the C++ paths only they reach: the CLI, the mount's FUSE adapter,
+# hostile and real S3 clients, damaged images, the cluster's fault and
+# erasure paths) under AddressSanitizer, UndefinedBehaviorSanitizer and
+# LeakSanitizer (a Debug build in build-asan); then the threaded code
 # (pipeline, thread pool, HTTP server, store, S3 handler, in-process nodes
-# and cluster) under ThreadSanitizer. TSan uses clang, which also checks the
-# lock annotations (-Wthread-safety); GCC 12's TSan runtime crashes at
-# startup on kernels with 28+ bits of mmap ASLR.
-sanitize: deps
+# and cluster) under ThreadSanitizer. `make sanitize-full` runs every CTest
+# test under ASan instead. TSan uses clang, which also checks the lock
+# annotations (-Wthread-safety); GCC 12's TSan runtime crashes at startup on
+# kernels with 28+ bits of mmap ASLR.
+ASAN_ENV = UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+TSAN_TESTS = pipeline_test common_test http_test store_test server_test node_test
+
+sanitize:
+	@[ -n "$${AQ_TIMING_KEEP:-}" ] || rm -f $(AQ_TIMING)
+	@$(STAGE) deps $(MAKE) --no-print-directory deps \
+	  && $(STAGE) "build build-asan" $(MAKE) --no-print-directory asan-build \
+	  && $(STAGE) "ctest build-asan (unit + asan)" $(MAKE) --no-print-directory ctest CTEST_BUILD=build-asan \
+	       CTEST_ENV="$(ASAN_ENV)" CTEST_ARGS="-L 'unit|asan'" \
+	  && $(STAGE) "build build-tsan" $(MAKE) --no-print-directory tsan-build \
+	  && $(STAGE) "tsan tests" $(MAKE) --no-print-directory tsan-run; \
+	rc=$$?; $(REPORT) $(AQ_TIMING) build-asan/ctest-junit.xml --title "make sanitize"; exit $$rc
+
+sanitize-full: deps asan-build
+	$(MAKE) --no-print-directory ctest CTEST_BUILD=build-asan CTEST_ENV="$(ASAN_ENV)"
+	$(MAKE) --no-print-directory tsan-build tsan-run
+
+build-asan/build.ninja:
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DAQ_SANITIZE=address,undefined -DAQ_BUILD_BENCH=OFF
+
+asan-build: build-asan/build.ninja
 	cmake --build build-asan -j $(JOBS)
-	cd build-asan && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+
+build-tsan/build.ninja:
 	CC=clang CXX=clang++ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAQ_SANITIZE=thread \
 	  -DAQ_BUILD_BENCH=OFF
-	cmake --build build-tsan -j $(JOBS) --target pipeline_test common_test http_test store_test server_test node_test
-	@set -e; for t in pipeline_test common_test http_test store_test server_test node_test; do \
+
+tsan-build: build-tsan/build.ninja
+	cmake --build build-tsan -j $(JOBS) --target $(TSAN_TESTS)
+
+tsan-run:
+	@set -e; for t in $(TSAN_TESTS); do \
 	  echo "tsan: $$t"; TSAN_OPTIONS=halt_on_error=1 build-tsan/$$t --gtest_brief=1; done
 
 FORMAT_FILES = $(shell git ls-files '*.cc' '*.h')

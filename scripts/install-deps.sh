@@ -7,6 +7,8 @@ set -euo pipefail
 PACKAGES=(
   # build
   cmake ninja-build g++ pkg-config
+  # rebuilds of unchanged sources, across checkouts (CMakeLists.txt)
+  ccache
   # benchmark scripts
   bc
   # libraries
