@@ -135,6 +135,10 @@ Result<DeleteObjectsRequest> ParseDeleteObjects(std::string_view xml) {
     if (path == "Delete/Object/Key") {
       key = text;
       has_key = true;
+    } else if (path == "Delete/Object/ETag" || path == "Delete/Object/LastModifiedTime" ||
+               path == "Delete/Object/Size") {
+      if (r.condition.empty())
+        r.condition = path.substr(path.rfind('/') + 1) + " of object " + std::to_string(r.keys.size() + 1);
     } else if (path == "Delete/Object") {
       if (!has_key) return InvalidArgument(fmt::format("Object {} has no Key", r.keys.size() + 1));
       if (r.keys.size() == 1000) return InvalidArgument("more than 1000 keys in one Delete");

@@ -26,6 +26,9 @@ Result<std::vector<CompletedPart>> ParseCompleteMultipartUpload(std::string_view
 struct DeleteObjectsRequest {
   std::vector<std::string> keys;
   bool quiet = false;
+  // The first condition an Object entry carries (ETag, LastModifiedTime or
+  // Size: S3's conditional delete), as "ETag of 'key'"; "" when none.
+  std::string condition;
 };
 // <Delete><Quiet>true</Quiet><Object><Key>…</Key></Object>…; at most 1000 keys.
 Result<DeleteObjectsRequest> ParseDeleteObjects(std::string_view xml);

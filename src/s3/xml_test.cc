@@ -58,6 +58,11 @@ TEST(S3XmlTest, DeleteObjects) {
   ASSERT_EQ(r->keys.size(), 2u);
   EXPECT_EQ(r->keys[0], "train/a & b.tfrecord");
   EXPECT_EQ(r->keys[1], "x");
+  EXPECT_EQ(r->condition, "");
+  auto c = ParseDeleteObjects(
+      "<Delete><Object><Key>a</Key></Object><Object><Key>b</Key><ETag>\"e\"</ETag></Object></Delete>");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->condition, "ETag of object 2");
   EXPECT_FALSE(ParseDeleteObjects("<Delete><Object></Object></Delete>").ok());
   EXPECT_FALSE(ParseDeleteObjects("<Delete><Quiet>yes</Quiet><Object><Key>k</Key></Object></Delete>").ok());
   EXPECT_FALSE(ParseDeleteObjects("<Delete></Delete>").ok());

@@ -242,6 +242,10 @@ void S3Handler::ListObjectVersions(S3Request& r) {
 void S3Handler::DeleteObjects(S3Request& r, const std::string& body) {
   auto request = s3::ParseDeleteObjects(body);
   if (!request.ok()) return SendError(r, {400, "MalformedXML", request.status().message()});
+  if (!request->condition.empty()) {
+    return SendError(r, {501, "NotImplemented",
+                         "conditional deletes are not implemented (" + request->condition + "); nothing was deleted"});
+  }
   // The bucket first: a missing bucket fails the whole request.
   auto page = objects_.meta().ListObjects({r.bucket, "", "", 0});
   if (!page.ok()) return SendStatus(r, page.status(), Subject::kBucket);

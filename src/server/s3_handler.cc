@@ -80,6 +80,16 @@ std::string UnsupportedHeader(const S3Request& r) {
         StartsWith(name, "x-amz-copy-source-server-side-encryption")) {
       return name + " (server-side encryption)";
     }
+    // Conditional deletes (If-Match and S3's size/time conditions) would
+    // need the check and the delete in one metadata transaction; until they
+    // have it, they are refused rather than ignored (ignoring one deletes an
+    // object the client asked to keep).
+    if (m == "DELETE" && !r.key.empty() &&
+        (http::EqualsIgnoreCase(name, "If-Match") || http::EqualsIgnoreCase(name, "If-None-Match") ||
+         http::EqualsIgnoreCase(name, "x-amz-if-match-size") ||
+         http::EqualsIgnoreCase(name, "x-amz-if-match-last-modified-time"))) {
+      return name + " (conditional deletes)";
+    }
     if (m != "PUT" && m != "POST") continue;
     if (StartsWith(name, "x-amz-object-lock") || StartsWith(name, "x-amz-bucket-object-lock")) {
       if (!(StartsWith(name, "x-amz-bucket-object-lock-enabled") && http::EqualsIgnoreCase(value, "false"))) {

@@ -87,5 +87,32 @@ TEST(S3HandlerTest, RefusesUnimplementedSubresourcesBeforeTheBody) {
   EXPECT_EQ(meta.size, 4u);
 }
 
+// Conditional deletes were ignored: a DELETE with a wrong If-Match, or a
+// DeleteObjects entry naming a wrong ETag, deleted the object anyway. They
+// are refused (501) and nothing is deleted.
+TEST(S3HandlerTest, ConditionalDeletesAreRefusedAndDeleteNothing) {
+  InProcess node;
+  ASSERT_EQ(node.Send("PUT /bkt/k HTTP/1.1\r\nContent-Length: 4\r\n\r\ndata").rfind("HTTP/1.1 200", 0), 0u);
+  for (const char* h : {"If-Match: \"0123\"", "If-None-Match: *", "x-amz-if-match-size: 3",
+                        "x-amz-if-match-last-modified-time: Wed, 01 Jan 2020 00:00:00 GMT"}) {
+    const std::string reply = node.Send(std::string("DELETE /bkt/k HTTP/1.1\r\n") + h + "\r\n\r\n");
+    EXPECT_EQ(reply.rfind("HTTP/1.1 501", 0), 0u) << h << ": " << reply;
+    EXPECT_NE(reply.find("conditional deletes"), std::string::npos) << reply;
+  }
+  for (const char* cond :
+       {"<ETag>\"0123\"</ETag>", "<Size>3</Size>", "<LastModifiedTime>2020-01-01T00:00:00Z</LastModifiedTime>"}) {
+    const std::string body =
+        std::string("<Delete><Object><Key>other</Key></Object><Object><Key>k</Key>") + cond + "</Object></Delete>";
+    const std::string reply =
+        node.Send("POST /bkt?delete HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+    EXPECT_EQ(reply.rfind("HTTP/1.1 501", 0), 0u) << cond << ": " << reply;
+    EXPECT_NE(reply.find("nothing was deleted"), std::string::npos) << reply;
+  }
+  EXPECT_EQ(node.objects().Head("bkt", "k")->size, 4u);
+  const std::string plain = node.Send("DELETE /bkt/k HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(plain.rfind("HTTP/1.1 204", 0), 0u) << plain;
+  EXPECT_EQ(node.objects().Head("bkt", "k").status().code(), StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace aq::server

@@ -98,6 +98,16 @@ try:
         st, _, data = request(port, "PUT", "/bk1/obj", "", b"replaced!", {header: value})
         check(st == 501, f"PUT with {header}: {value} refused: {st} {data[:120]}")
     check(s3.get_object(Bucket="bk1", Key="obj")["Body"].read() == original, "object unchanged after refused PUTs")
+    # Conditional deletes were ignored (the object was deleted whatever the condition): refused, object kept.
+    for header, value in [("If-Match", '"0123456789abcdef"'), ("x-amz-if-match-size", "1"),
+                          ("x-amz-if-match-last-modified-time", "Wed, 01 Jan 2020 00:00:00 GMT")]:
+        st, _, data = request(port, "DELETE", "/bk1/obj", "", b"", {header: value})
+        check(st == 501 and b"NotImplemented" in data, f"DELETE with {header} refused: {st} {data[:120]}")
+    body = b'<Delete><Object><Key>obj</Key><ETag>"0123456789abcdef"</ETag></Object></Delete>'
+    md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
+    st, _, data = request(port, "POST", "/bk1", "delete", body, {"Content-MD5": md5})
+    check(st == 501 and b"NotImplemented" in data, f"DeleteObjects with an ETag condition refused: {st} {data[:120]}")
+    check(s3.get_object(Bucket="bk1", Key="obj")["Body"].read() == original, "object kept after conditional deletes")
     st, _, _ = request(port, "PUT", "/bk1/acl-private", "", b"ok", {"x-amz-acl": "private"})
     check(st == 200, "x-amz-acl: private is the node's behaviour and accepted")
 
