@@ -30,7 +30,7 @@ import time
 
 # (pattern, replacement, why): applied to every runnable line, in order.
 SUBSTITUTIONS = [
-    (r"--images (\d{5,})", "--images 240", "dataset size"),
+    (r"--images (\d{5,})", "--images 320", "dataset size"),
     (r"--shards (\d{3,})", "--shards 4", "dataset size"),
     (r"--copies (\d{2,})", "--copies 2", "dataset size"),
     (r"--duration (\d{2,})", "--duration 2", "run time"),
