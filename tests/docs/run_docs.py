@@ -30,11 +30,12 @@ import time
 
 # (pattern, replacement, why): applied to every runnable line, in order.
 SUBSTITUTIONS = [
-    (r"--images (\d{5,})", "--images 320", "dataset size"),
+    (r"--images (\d{5,})", "--images 1200", "dataset size"),
+    (r"(\bdataset synth\b.*--images 1200\b.*)--profile small\b", r"\1--profile tiny", "image size"),
     (r"--shards (\d{3,})", "--shards 4", "dataset size"),
     (r"--copies (\d{2,})", "--copies 2", "dataset size"),
-    (r"--duration (\d{2,})", "--duration 2", "run time"),
-    (r"(\s)-d (\d{2,})\b", r"\1-d 1", "run time"),
+    (r"--duration (\d{2,})", "--duration 3", "run time"),
+    (r"(\s)-d (\d{2,})\b", r"\1-d 3", "run time"),
     (r"^make demo\b", 'make -C "$AQ_REPO" --no-print-directory demo DEMO_DIR="$PWD/demo-data" DEMO_IMAGES=200',
      "the demo runs in the checkout, its data here"),
     (r"\bcompare_torchvision( .*)?$", r"compare_torchvision\1 --images 48 --batch 16 --repeats 1", "run time"),
