@@ -16,7 +16,10 @@ import xml.etree.ElementTree as ET
 
 
 def minutes(s):
-    return f"{int(s // 60)}:{int(round(s % 60)):02d}" if s >= 60 else f"{s:.0f} s"
+    if s < 59.5:
+        return f"{s:.0f} s"
+    r = int(round(s))
+    return f"{r // 60}:{r % 60:02d}"
 
 
 def stages(path):
