@@ -1122,6 +1122,152 @@ TEST(TieringTest, NewObjectsGoToTheirPolicysPoolAtWriteTime) {
   EXPECT_EQ(placer.PoolFor("b", "train/x", 10), "");  // re-read (refresh 0 here)
 }
 
+// A policy moves an object away, is replaced, and the object moves back
+// while the first move's release is still pending: when the reclaimer then
+// removes what it was handed, the object must still read whole (the copy
+// the newest layout uses is never one a release names).
+TEST(TieringTest, MovingThereAndBackWithinTheReclaimDelayLosesNothing) {
+  TempDir dir;
+  auto mem = io::NewMemFileSystem();
+  auto meta = OpenSqliteMetaStore(dir / "meta.db").value();
+  ASSERT_TRUE(meta->CreateBucket("bkt").ok());
+  auto blocks = BlockStore::Open(*mem, {{"fast", "/fast", Media::kSsd}, {"cold", "/cold", Media::kHdd}}).value();
+  ObjectStoreOptions oo;
+  oo.block_size = 1000;
+  oo.reclaim.min_delay_s = 3600;  // every release stays pending until drained
+  ObjectStore objects(*meta, *blocks, oo);
+  std::string v(3500, '\0');
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<char>(i * 7 + 3);
+  {
+    auto w = objects.Put("bkt", "obj").value();
+    ASSERT_TRUE(w->Write(v).ok());
+    ASSERT_TRUE(w->Commit().ok());
+  }
+  auto read = [&] {
+    auto m = objects.Head("bkt", "obj");
+    if (!m.ok()) return m.status().ToString();
+    std::string out;
+    Status s = objects.Read(*m, 0, m->size, [&](std::string_view b) {
+      out.append(b);
+      return Status::Ok();
+    });
+    return s.ok() ? out : s.ToString();
+  };
+  Mover mover(*meta, *blocks, objects.reclaimer());
+  const std::vector<TierPolicy> to_cold = {{"cold", "*", "*", 0, UINT64_MAX, 0, "cold"}};
+  const std::vector<TierPolicy> to_fast = {{"fast", "*", "*", 0, UINT64_MAX, 0, "fast"}};
+  for (int round = 0; round < 3; ++round) {
+    auto there = mover.Run(to_cold, {}).value();
+    EXPECT_EQ(there.objects_moved, 1u);
+    EXPECT_EQ(there.errors, 0u) << there.last_error;
+    auto back = mover.Run(to_fast, {}).value();
+    EXPECT_EQ(back.objects_moved, 1u);
+    EXPECT_EQ(back.errors, 0u) << back.last_error;
+  }
+  EXPECT_EQ(read(), v);
+  objects.reclaimer().Drain();  // every pending release removed now
+  EXPECT_EQ(read(), v);
+  const auto o = meta->GetObject("bkt", "obj").value();
+  for (const auto& b : o.blocks) {
+    EXPECT_EQ(b.pool, "fast");
+    EXPECT_TRUE(blocks->Has(b)) << b.id;
+  }
+  EXPECT_TRUE(blocks->List("cold").value().empty());  // nothing left behind
+  EXPECT_EQ(blocks->List("fast").value().size(), o.blocks.size());
+}
+
+// Mover passes flipping every object between two pools beside heavy
+// overwrites, deletes and reads: no read of an object that exists fails or
+// returns other bytes than a version written, and no pass fails (an object
+// changed during its move is a conflict, not an error).
+TEST(TieringTest, PassesBesideWritesDeletesAndReadsNeverFailAReader) {
+  TempDir dir;
+  auto mem = io::NewMemFileSystem();
+  auto meta = OpenSqliteMetaStore(dir / "meta.db").value();
+  ASSERT_TRUE(meta->CreateBucket("bkt").ok());
+  auto blocks = BlockStore::Open(*mem, {{"fast", "/fast", Media::kSsd}, {"cold", "/cold", Media::kHdd}}).value();
+  ObjectStoreOptions oo;
+  oo.block_size = 1000;
+  oo.reclaim.min_delay_s = 0.2;  // the single node's default is 2 s; short here to reclaim often
+  oo.reclaim.tick_s = 0.05;
+  ObjectStore objects(*meta, *blocks, oo);
+  constexpr int kKeys = 16;
+  auto value = [](int key, int gen) {
+    return std::string(1000 + 700 * (gen % 4), static_cast<char>('A' + (key + gen) % 50));
+  };
+  auto put = [&](int key, int gen) -> Status {
+    auto w = objects.Put("bkt", "k" + std::to_string(key));
+    if (!w.ok()) return w.status();
+    if (Status s = (*w)->Write(value(key, gen)); !s.ok()) return s;
+    return (*w)->Commit().status();
+  };
+  for (int k = 0; k < kKeys; ++k) ASSERT_TRUE(put(k, 0).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad_reads{0}, reads{0}, writes{0};
+  std::string first_bad;
+  Mutex bad_mu;
+  std::thread writer([&] {
+    std::mt19937 rng(7);
+    for (int gen = 1; !stop; ++gen) {
+      const int k = static_cast<int>(rng() % kKeys);
+      if (rng() % 4 == 0) {
+        (void)objects.Delete("bkt", "k" + std::to_string(k));
+      } else if (put(k, gen).ok()) {
+        ++writes;
+      }
+    }
+  });
+  std::thread reader([&] {
+    std::mt19937 rng(11);
+    while (!stop) {
+      const std::string key = "k" + std::to_string(rng() % kKeys);
+      auto m = objects.Head("bkt", key);
+      if (!m.ok()) continue;  // deleted: fine
+      auto pin = objects.Hold(*m);
+      std::string out;
+      Status s = objects.Read(*m, 0, m->size, [&](std::string_view b) {
+        out.append(b);
+        return Status::Ok();
+      });
+      ++reads;
+      const bool whole =
+          s.ok() && out.size() == m->size && !out.empty() && out.find_first_not_of(out[0]) == std::string::npos;
+      if (!whole) {
+        ++bad_reads;
+        MutexLock lock(bad_mu);
+        if (first_bad.empty()) first_bad = key + ": " + (s.ok() ? "mixed bytes" : s.ToString());
+      }
+    }
+  });
+  Mover mover(*meta, *blocks, objects.reclaimer());
+  const std::vector<TierPolicy> to_cold = {{"cold", "*", "*", 0, UINT64_MAX, 0, "cold"}};
+  const std::vector<TierPolicy> to_fast = {{"fast", "*", "*", 0, UINT64_MAX, 0, "fast"}};
+  TierReport total;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (int pass = 0; std::chrono::steady_clock::now() < until; ++pass) {
+    auto r = mover.Run(pass % 2 ? to_fast : to_cold, {});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    total.objects_moved += r->objects_moved;
+    total.conflicts += r->conflicts;
+    total.errors += r->errors;
+    if (r->errors > 0) total.last_error = r->last_error;
+  }
+  stop = true;
+  writer.join();
+  reader.join();
+  EXPECT_EQ(total.errors, 0u) << total.last_error;
+  EXPECT_EQ(bad_reads.load(), 0) << first_bad;
+  EXPECT_GT(total.objects_moved, 0u);
+  EXPECT_GT(reads.load(), 0);
+  EXPECT_GT(writes.load(), 0);
+  objects.reclaimer().Drain();
+  for (int k = 0; k < kKeys; ++k) {  // what remains reads whole after every release is done
+    auto m = objects.Head("bkt", "k" + std::to_string(k));
+    if (!m.ok()) continue;
+    for (const auto& b : m->blocks) EXPECT_TRUE(blocks->Has(b)) << "k" << k << " block " << b.id;
+  }
+}
+
 TEST(TieringTest, AccessClockRecordsEachObjectOncePerGranularity) {
   TempDir dir;
   auto meta = OpenSqliteMetaStore(dir / "meta.db").value();

@@ -180,6 +180,7 @@ Result<TierReport> Mover::Run(const std::vector<TierPolicy>& named, const TierOp
         const TierPolicy* p = MatchTierPolicy(policies, o, now_ns, LastRead(atimes, o));
         if (p != nullptr) ++r.matched;
         std::vector<BlockRef> copies, old;
+        Status failed;
         for (auto& b : o.blocks) {
           if (p == nullptr || b.pool == p->pool || !b.nodes.empty()) continue;  // (a cluster's blocks stay)
           ++r.blocks_to_move;
@@ -187,24 +188,39 @@ Result<TierReport> Mover::Run(const std::vector<TierPolicy>& named, const TierOp
           if (options.dry_run) continue;
           throttle(b.size);
           // Copy, verified: the source read checks the block's checksum, the
-          // written copy's checksum must be the same.
+          // written copy's checksum must be the same. The copy gets a new id:
+          // a (block, pool) file is never written twice, so a release of the
+          // old layout's copy can never remove one a newer layout uses (a
+          // move there and back within the reclaim delay would otherwise
+          // lose the object).
           auto bytes = blocks_.Read(b);
-          Result<BlockRef> copy = bytes.ok() ? blocks_.WriteWithId(b.id, p->pool, *bytes) : bytes.status();
+          Result<BlockRef> copy = bytes.ok() ? blocks_.Write(p->pool, *bytes) : bytes.status();
           if (copy.ok() && copy->crc32c != b.crc32c) copy = Corruption(fmt::format("block {}: copy differs", b.id));
           if (!copy.ok()) {
-            ++r.errors;
-            r.last_error = std::string(copy.status().message());
+            failed = copy.status();
             break;  // this object stays where it is this pass
           }
           old.push_back(b);
           copies.push_back(*copy);
+          b.id = copy->id;
           b.pool = p->pool;
         }
-        if (copies.empty()) return Status::Ok();
-        if (copies.size() != old.size() || r.errors > 0) {
+        if (!failed.ok()) {
           for (const auto& c : copies) (void)blocks_.Remove(c);
+          // A block that went away because the object was overwritten or
+          // deleted meanwhile is a lost race, not a failure.
+          auto now = meta_.GetObject(o.bucket, o.key);
+          const bool changed =
+              (!now.ok() && now.status().code() == StatusCode::kNotFound) || (now.ok() && now->version != o.version);
+          if (changed) {
+            ++r.conflicts;
+          } else {
+            ++r.errors;
+            r.last_error = std::string(failed.message());
+          }
           return Status::Ok();
         }
+        if (copies.empty()) return Status::Ok();
         auto switched = meta_.UpdateLayout(o);
         if (!switched.ok() || !*switched) {
           // Changed meanwhile (a newer write won) or not committed: the copies go.

@@ -8,15 +8,18 @@
 // "tier/policies", JSON), so they survive restarts and every tool sees them.
 //
 // The mover (one pass: Mover::Run) walks every object; each block not in
-// its policy's pool is copied there under the same id, checked against its
-// checksum, and the object's layout switched to the new pools in one
+// its policy's pool is copied there under a new block id, checked against
+// its checksum, and the object's layout switched to the new copies in one
 // metadata transaction if the object did not change meanwhile (else the
 // copies are removed: a newer write won). The old copies are then released
 // to the reclaimer, so readers that resolved the old layout finish first.
-// A crash before the switch leaves the object on its old pools (the copies
-// are taken again by the next pass); after it, on the new ones (the old
-// copies are strays, removed at the next start). Reads never fail: every
-// layout a reader can see names blocks that exist.
+// A new id per copy means a (block, pool) file is written once and removed
+// once: a delayed release can never remove a copy a later layout uses, even
+// when a policy moves an object away and back within the reclaim delay.
+// A crash before the switch leaves the object on its old blocks (the copies
+// are garbage, collected at the next start, and taken again by the next
+// pass); after it, on the new ones (the old copies are garbage). Reads never
+// fail: every layout a reader can see names blocks that exist.
 //
 // Thread safety: Mover::Run may be called from any thread, one pass at a time.
 #pragma once
@@ -83,7 +86,8 @@ struct TierOptions {
 struct TierReport {
   uint64_t objects = 0, matched = 0, objects_moved = 0, blocks_moved = 0, bytes_moved = 0;
   uint64_t blocks_to_move = 0, bytes_to_move = 0;  // found misplaced (dry run: all of them)
-  uint64_t conflicts = 0, errors = 0;
+  uint64_t conflicts = 0;                          // objects changed or deleted during their move (a newer write won)
+  uint64_t errors = 0;                             // objects that could not be moved (read, write or commit failed)
   std::string last_error;
   double seconds = 0;
   int64_t finished_ns = 0;
