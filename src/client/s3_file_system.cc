@@ -506,16 +506,31 @@ class StoreWriter final : public io::WritableFile {
     if (f_) std::fclose(f_);
     ::unlink(spool_.c_str());
   }
+  // A failed append (a full spool disk) fails the file for good: Close then
+  // sends nothing, so a later close can never store the part before the
+  // failure as if it were the whole.
   Status Append(std::string_view d) override {
     if (!f_) return InvalidArgument(fmt::format("'{}' is closed", path_));
-    if (std::fwrite(d.data(), 1, d.size(), f_) != d.size()) return ErrnoStatus(errno, "spool", spool_);
+    if (!failed_.ok()) return failed_;
+    if (std::fwrite(d.data(), 1, d.size(), f_) != d.size()) {
+      failed_ = ErrnoStatus(errno, "spool", spool_);
+      return failed_;
+    }
     size_ += d.size();
     return Status::Ok();
   }
   Status Sync() override { return Status::Ok(); }  // durable once Close's upload is acknowledged
   Status Close() override {
     if (!f_) return InvalidArgument(fmt::format("'{}' is already closed", path_));
-    if (std::fflush(f_) != 0) return ErrnoStatus(errno, "spool", spool_);
+    if (!failed_.ok()) {
+      std::fclose(f_);
+      f_ = nullptr;
+      return Status(failed_.code(), fmt::format("{} not stored: a write failed: {}", path_, failed_.message()));
+    }
+    if (std::fflush(f_) != 0) {
+      failed_ = ErrnoStatus(errno, "spool", spool_);
+      return failed_;
+    }
     Status s = size_ > fs_.options().multipart_threshold ? Multipart() : PutWhole();
     std::fclose(f_);
     f_ = nullptr;
@@ -595,6 +610,7 @@ class StoreWriter final : public io::WritableFile {
   std::string path_, spool_;
   std::FILE* f_;
   uint64_t size_ = 0;
+  Status failed_;
 };
 
 Result<std::unique_ptr<io::RandomAccessFile>> StoreFs::OpenRead(const std::string& path, io::AccessHint) {

@@ -136,7 +136,19 @@ struct Handle {
   bool finished = false;  // what was written is stored (or failed: finish_errno)
   int finish_errno = 0;
   bool existing = false;  // opened for writing without O_TRUNC: only a truncate to 0 makes it a writer
+  pid_t opener = 0;       // the process (thread group) that opened it: only its close sends the file
+  int broken = 0;         // a write failed (errno): nothing is ever sent, every later call fails
 };
+
+// The thread group (process) of a thread: FUSE names the calling thread.
+pid_t ProcessOf(pid_t tid) {
+  std::ifstream in("/proc/" + std::to_string(tid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Tgid:", 0) == 0) return static_cast<pid_t>(std::atol(line.c_str() + 5));
+  }
+  return tid;  // gone already (an exiting process): its own id
+}
 
 struct DirHandle {
   std::shared_ptr<const Listing> listing;
@@ -232,6 +244,7 @@ class Fs {
       if (o_.read_only) return (void)fuse_reply_err(req, EROFS);
       const uint64_t want = static_cast<uint64_t>(attr->st_size);
       Handle* h = fi ? reinterpret_cast<Handle*>(fi->fh) : nullptr;
+      if (h != nullptr && h->broken != 0) return (void)fuse_reply_err(req, h->broken);
       if (h != nullptr && h->existing && !h->writer) {
         auto got = GetNode(ino);
         const uint64_t size = got.ok() ? got->size : 0;
@@ -350,6 +363,7 @@ class Fs {
         h->ino = ino;
         h->url = url;
         h->existing = true;
+        h->opener = ProcessOf(fuse_req_ctx(req)->pid);
         fi->fh = reinterpret_cast<uint64_t>(h.release());
         return (void)fuse_reply_open(req, fi);
       }
@@ -409,7 +423,7 @@ class Fs {
 
   void Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi) {
     auto* h = reinterpret_cast<Handle*>(fi->fh);
-    if (h->writer || (h->existing && !h->reader)) return (void)fuse_reply_err(req, EBADF);
+    if (h->writer || h->broken != 0 || (h->existing && !h->reader)) return (void)fuse_reply_err(req, EBADF);
     if (!h->expected.empty()) {
       Status s = OpenLazily(*h);
       if (!s.ok()) return Fail(req, s, "read");
@@ -435,6 +449,7 @@ class Fs {
 
   void Write(fuse_req_t req, const char* data, size_t size, off_t off, fuse_file_info* fi) {
     auto* h = reinterpret_cast<Handle*>(fi->fh);
+    if (h->broken != 0) return (void)fuse_reply_err(req, h->broken);
     if (h->existing && !h->writer) {
       return Refuse(req, h->url,
                     fmt::format("write at byte {} into an existing object (objects are written whole: "
@@ -453,10 +468,10 @@ class Fs {
       // from those bytes, and the next close sends the whole again.
       if (h->finish_errno != 0) return (void)fuse_reply_err(req, h->finish_errno);
       Status r = Reopen(*h);
-      if (!r.ok()) return Fail(req, r, "write");
+      if (!r.ok()) return Break(req, *h, r);
     }
     Status s = h->writer->Append(std::string_view(data, size));
-    if (!s.ok()) return Fail(req, s, "write");
+    if (!s.ok()) return Break(req, *h, s);
     h->written += size;
     stats_.writes++;
     stats_.written_bytes += size;
@@ -468,15 +483,33 @@ class Fs {
     fuse_reply_write(req, size);
   }
 
+  // close(2) of a descriptor. The file is sent when the process that opened
+  // it closes it (the writer learns the upload's outcome from close); a
+  // close by another process (a child that inherited the descriptor and
+  // exited, while the parent still writes) sends nothing. A file whose
+  // opener closed first is sent at the last close (Release), when the
+  // error can only be logged. A failed write fails every close.
   void Flush(fuse_req_t req, fuse_file_info* fi) {
     auto* h = reinterpret_cast<Handle*>(fi->fh);
-    fuse_reply_err(req, h->writer ? Finish(*h) : 0);
+    if (h->broken != 0) return (void)fuse_reply_err(req, h->broken);
+    if (!h->writer) return (void)fuse_reply_err(req, 0);
+    const pid_t by = ProcessOf(fuse_req_ctx(req)->pid);
+    if (by != h->opener) {
+      log::debug("mount: {} closed by process {}, opened by {}: sent at the opener's close", h->url, by, h->opener);
+      std::lock_guard<std::mutex> lock(h->mu);
+      return (void)fuse_reply_err(req, h->finished ? h->finish_errno : 0);
+    }
+    fuse_reply_err(req, Finish(*h));
   }
 
   void Release(fuse_req_t req, fuse_file_info* fi) {
     std::unique_ptr<Handle> h(reinterpret_cast<Handle*>(fi->fh));
-    if (h->writer) {
-      Finish(*h);
+    if (h->broken != 0) {
+      MutexLock lock(mu_);
+      auto it = nodes_.find(h->ino);
+      if (it != nodes_.end() && it->second.writers > 0) it->second.writers--;
+    } else if (h->writer) {
+      Finish(*h);  // sent now if its opener closed before the others (a failure is logged)
       MutexLock lock(mu_);
       auto it = nodes_.find(h->ino);
       if (it != nodes_.end() && it->second.writers > 0) it->second.writers--;
@@ -765,6 +798,7 @@ class Fs {
     h->ino = ino;
     h->url = url;
     h->writer = std::move(*w);
+    h->opener = ProcessOf(fuse_req_ctx(req)->pid);
     {
       MutexLock lock(mu_);
       Node& n = nodes_[ino];
@@ -891,6 +925,26 @@ class Fs {
     h.writer = std::move(w);
     h.finished = false;
     return Status::Ok();
+  }
+
+  // A write failed: the spool goes (a full spool disk is freed at once),
+  // nothing of this file is ever sent, and every later write and close of
+  // it fails with the same errno. An existing object keeps its version.
+  void Break(fuse_req_t req, Handle& h, const Status& s) {
+    h.broken = Errno(s);
+    if (h.broken == 0) h.broken = EIO;
+    h.writer.reset();
+    stats_.upload_errors++;
+    log::error("mount: {}: a write failed, the file will not be stored: {}", h.url, s.message());
+    {
+      MutexLock nl(mu_);
+      auto it = nodes_.find(h.ino);
+      if (it != nodes_.end()) {
+        it->second.attr_at = 0;  // asked again: the previous version, or nothing
+        it->second.size = 0;
+      }
+    }
+    fuse_reply_err(req, h.broken);
   }
 
   // Sends what a writer spooled; the first call's errno is every call's.

@@ -14,9 +14,12 @@
 //     them when it changed;
 //   - reads go to the client at up to max_read bytes, with the client's
 //     read-ahead for sequential readers; a random read fetches what is asked;
-//   - a new file written front to back is spooled and sent on close (one PUT,
-//     or a multipart upload when large): it appears whole or not at all, and
-//     close(2) returns the upload's error;
+//   - a new file written front to back is spooled and sent when the process
+//     that opened it closes it (one PUT, or a multipart upload when large):
+//     it appears whole or not at all, and close(2) returns the upload's
+//     error; another process's close (a child that inherited the
+//     descriptor) sends nothing; a failed write fails every later write and
+//     close, and nothing is sent;
 //   - unlink, mkdir (a "dir/" marker), rmdir (of an empty prefix), rename of
 //     a file (a server-side copy, then a delete); a directory's rename is
 //     EXDEV, so mv copies it.

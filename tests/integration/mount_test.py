@@ -2,7 +2,10 @@
 """aquifer mount against a real node: cp -r and tar round trips, a 10,000
 entry directory, Python reads of TFRecord shards, aquifer bench storage and
 bench pipeline and fio through the mount, what a write-once store refuses
-(with the right errno, the object untouched), an object changed behind the
+(with the right errno, the object untouched), a file stored only at its
+opener's close (a child's close of an inherited descriptor stores nothing),
+a full spool disk (ENOSPC from write and close, nothing stored, the previous
+version kept), an object changed behind the
 mount, a node killed under a reader (EIO, the mount stays up and recovers),
 unmount under load, and a killed mount process cleared by aquifer umount.
 Skips (exit 77) where /dev/fuse cannot be used.
@@ -56,12 +59,13 @@ def wait_for(pred, timeout, step=0.1):
 
 
 class Mount:
-    def __init__(self, url, *extra):
+    def __init__(self, url, *extra, at=None, env=None):
+        at = at or mnt
         self.stats = os.path.join(tmp, "mount-stats.json")
         self.log = open(os.path.join(tmp, "mount.log"), "a")
-        self.p = subprocess.Popen([AQ, "--credentials", creds, "mount", "-f", url, mnt, "--stats-file", self.stats,
-                                   *extra], stdout=self.log, stderr=self.log)
-        if not wait_for(lambda: os.path.ismount(mnt), 15):
+        self.p = subprocess.Popen([AQ, "--credentials", creds, "mount", "-f", url, at, "--stats-file", self.stats,
+                                   *extra], stdout=self.log, stderr=self.log, env=env)
+        if not wait_for(lambda: os.path.ismount(at), 15):
             self.p.kill()
             raise SystemExit("the mount did not appear: " + open(os.path.join(tmp, "mount.log")).read())
 
@@ -193,6 +197,39 @@ try:
     check(os.path.getsize(f"{mnt}/t.txt") == 0 and
           s3.get_object(Bucket="data", Key="t.txt")["Body"].read() == b"", "truncate to 0 replaces the object")
 
+    # ---- a file is stored at its opener's close, never cut short ----
+    # A child inherits the descriptor and exits while the parent still
+    # writes: the child's close stores nothing; the previous version stays
+    # until the parent's close stores the whole file.
+    s3.put_object(Bucket="data", Key="inherit.bin", Body=b"old version")
+    half = os.urandom(3 << 20)
+    fd = os.open(f"{mnt}/inherit.bin", os.O_WRONLY | os.O_TRUNC)
+    os.write(fd, half)
+    pid = os.fork()
+    if pid == 0:
+        os.close(fd)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    seen = s3.get_object(Bucket="data", Key="inherit.bin")["Body"].read()
+    check(seen == b"old version", f"a child's close stores nothing: the object is still the old one ({len(seen)} B)")
+    os.write(fd, half)
+    os.close(fd)
+    seen = s3.get_object(Bucket="data", Key="inherit.bin")["Body"].read()
+    check(seen == half + half, f"the parent's close stores the whole file ({len(seen)} of {2 * len(half)} B)")
+    # A shell redirect (the child opens, dup2s to 1, closes the original)
+    # and a writer that dup()s and closes one copy early still store all.
+    r = subprocess.run(f"(echo one; sleep 0.2; echo two) > {mnt}/redirect.txt", shell=True, capture_output=True)
+    check(r.returncode == 0 and s3.get_object(Bucket="data", Key="redirect.txt")["Body"].read() == b"one\ntwo\n",
+          "a shell redirect through a subshell stores every line")
+    fd = os.open(f"{mnt}/dup.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    fd2 = os.dup(fd)
+    os.write(fd, b"a" * 1000)
+    os.close(fd)
+    os.write(fd2, b"b" * 1000)
+    os.close(fd2)
+    check(s3.get_object(Bucket="data", Key="dup.bin")["Body"].read() == b"a" * 1000 + b"b" * 1000,
+          "writes after closing a dup() continue the file")
+
     # ---- what a write-once store refuses ----
     shard = f"{mnt}/copy/tf/{shards[0]}"
     before = md5(shard)
@@ -217,6 +254,47 @@ try:
           "the object is untouched by what was refused")
     log = open(os.path.join(tmp, "mount.log")).read()
     check("refused to write at byte 100 into an existing object" in log, "a refusal is logged")
+
+    # ---- a full spool disk: the write fails, so does close, nothing is stored ----
+    small = os.path.join(tmp, "small")
+    os.mkdir(small)
+    if run("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", small).returncode != 0:
+        print("SKIP part: a 16 MiB tmpfs cannot be mounted here (full-spool checks)")
+    else:
+        mnt2 = os.path.join(tmp, "mnt2")
+        os.mkdir(mnt2)
+        good = os.urandom(32 << 20)
+        s3.put_object(Bucket="data", Key="full/big.bin", Body=good)
+        with open(os.path.join(tmp, "new.bin"), "wb") as f:
+            f.write(os.urandom(32 << 20))
+        m2 = Mount(url + "/data", at=mnt2, env=dict(os.environ, TMPDIR=small))
+        try:
+            r = run("cp", os.path.join(tmp, "new.bin"), f"{mnt2}/full/big.bin")
+            check(r.returncode != 0 and "No space" in r.stderr, f"cp onto a full spool fails: {r.stderr.strip()}")
+            seen = s3.get_object(Bucket="data", Key="full/big.bin")["Body"].read()
+            check(seen == good, f"... and the object keeps its previous version ({len(seen)} B)")
+            f = open(f"{mnt2}/full/new.bin", "wb", buffering=0)
+            errors = []
+            try:
+                for _ in range(32):
+                    f.write(b"z" * (1 << 20))
+            except OSError as ex:
+                errors.append(ex.errno)
+            try:
+                f.close()
+            except OSError as ex:
+                errors.append(ex.errno)
+            check(errors == [errno.ENOSPC, errno.ENOSPC], f"a failed write, then close, both ENOSPC: {errors}")
+            check(s3lib.error_code(lambda: s3.head_object(Bucket="data", Key="full/new.bin")) == "404",
+                  "a file whose write failed is not stored at all")
+            check(os.listdir(small) == [], f"the spool is freed: {os.listdir(small)}")
+            with open(f"{mnt2}/full/after.txt", "wb") as f:  # the space is back
+                f.write(b"fits")
+            check(s3.get_object(Bucket="data", Key="full/after.txt")["Body"].read() == b"fits",
+                  "a write that fits succeeds afterwards")
+        finally:
+            m2.stop()
+            run("umount", small)
 
     # ---- an object changed behind the mount; the page cache kept when not ----
     key = "copy/images/synset_labels.txt"
