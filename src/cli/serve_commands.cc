@@ -136,21 +136,37 @@ Status CopyFile(io::FileSystem& fs, const std::string& from, const std::string& 
   return out->Close();
 }
 
-Status CopyTree(io::FileSystem& fs, const std::string& from, const std::string& to, bool recursive, uint64_t* files,
-                uint64_t* bytes) {
+// What a copy did: files and bytes copied; keys no file name can stand for.
+struct CopyCount {
+  uint64_t files = 0, bytes = 0;
+  std::vector<std::string> skipped;
+};
+
+Status CopyTree(io::FileSystem& fs, const std::string& from, const std::string& to, bool recursive, CopyCount& n) {
   auto st = AQ_TRY(fs.Stat(from));
   if (!st.is_dir) {
     AQ_TRY(fs.MakeDirs(std::string(io::DirName(to))));  // the destination's directory, or bucket
-    AQ_TRY(CopyFile(fs, from, to, bytes));
-    ++*files;
+    AQ_TRY(CopyFile(fs, from, to, &n.bytes));
+    ++n.files;
     return Status::Ok();
   }
   if (!recursive) return InvalidArgument(fmt::format("'{}' is a directory (use -r)", from));
   AQ_TRY(fs.MakeDirs(to));
-  for (const auto& e : AQ_TRY(fs.List(from))) {
-    AQ_TRY(CopyTree(fs, io::JoinPath(from, e.name), io::JoinPath(to, e.name), true, files, bytes));
+  for (const auto& e : AQ_TRY(fs.ListWithSkipped(from, &n.skipped))) {
+    AQ_TRY(CopyTree(fs, io::JoinPath(from, e.name), io::JoinPath(to, e.name), true, n));
   }
   return Status::Ok();
+}
+
+// Keys a copy could not name are an error, after everything else is copied.
+Status Skipped(const std::vector<std::string>& skipped, const char* verb) {
+  if (skipped.empty()) return Status::Ok();
+  for (const auto& s : skipped) {
+    std::fprintf(stderr, "%s: skipped %s%s: an empty, '.' or '..' path segment cannot be a file name\n", verb,
+                 s.c_str(), s.back() == '/' ? " (and every key below it)" : "");
+  }
+  return InvalidArgument(fmt::format("{} key(s) or prefix(es) not {} (listed above; first: {})", skipped.size(),
+                                     std::string(verb) == "cp" ? "copied" : "removed", skipped.front()));
 }
 
 }  // namespace
@@ -162,16 +178,17 @@ void RegisterFileCommands(CLI::App& app, Globals& g) {
   c->add_flag("-r,--recursive", cp->recursive, "Copy directories (prefixes) and everything below them");
   AddOutputFlags(c, g, false);
   c->callback([cp, &g] {
-    uint64_t files = 0, bytes = 0;
-    Status s = CopyTree(*g.fs, cp->paths[0], cp->paths[1], cp->recursive, &files, &bytes);
+    CopyCount n;
+    Status s = CopyTree(*g.fs, cp->paths[0], cp->paths[1], cp->recursive, n);
     if (!s.ok()) return Fail(g, s);
     if (g.json) {
-      std::printf("{\"files\": %llu, \"bytes\": %llu}\n", static_cast<unsigned long long>(files),
-                  static_cast<unsigned long long>(bytes));
+      std::printf("{\"files\": %llu, \"bytes\": %llu, \"skipped\": %zu}\n", static_cast<unsigned long long>(n.files),
+                  static_cast<unsigned long long>(n.bytes), n.skipped.size());
     } else {
-      std::printf("copied %llu file(s), %s\n", static_cast<unsigned long long>(files),
-                  units::Bytes(static_cast<double>(bytes)).c_str());
+      std::printf("copied %llu file(s), %s\n", static_cast<unsigned long long>(n.files),
+                  units::Bytes(static_cast<double>(n.bytes)).c_str());
     }
+    if (Status k = Skipped(n.skipped, "cp"); !k.ok()) return Fail(g, k);
   });
   auto* ls = g.Own<std::string>();
   auto* l = app.add_subcommand("ls", "List a directory or prefix (local or aquifer://)");
@@ -193,11 +210,12 @@ void RegisterFileCommands(CLI::App& app, Globals& g) {
   r->add_option("paths", rm->paths, "Paths to remove")->required();
   r->add_flag("-r,--recursive", rm->recursive, "Remove directories (prefixes) and everything below them");
   r->callback([rm, &g] {
+    std::vector<std::string> skipped;
     std::function<Status(const std::string&)> remove = [&](const std::string& p) -> Status {
       auto st = AQ_TRY(g.fs->Stat(p));
       if (st.is_dir) {
         if (!rm->recursive) return InvalidArgument(fmt::format("'{}' is a directory (use -r)", p));
-        for (const auto& e : AQ_TRY(g.fs->List(p))) AQ_TRY(remove(io::JoinPath(p, e.name)));
+        for (const auto& e : AQ_TRY(g.fs->ListWithSkipped(p, &skipped))) AQ_TRY(remove(io::JoinPath(p, e.name)));
         return p.rfind("aquifer://", 0) == 0 ? Status::Ok() : g.fs->Remove(p);
       }
       return g.fs->Remove(p);
@@ -205,6 +223,7 @@ void RegisterFileCommands(CLI::App& app, Globals& g) {
     for (const auto& p : rm->paths) {
       if (Status s = remove(p); !s.ok()) return Fail(g, s);
     }
+    if (Status k = Skipped(skipped, "rm"); !k.ok()) return Fail(g, k);
   });
 }
 

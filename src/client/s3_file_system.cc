@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 
+#include "common/log.h"
 #include "common/mutex.h"
 #include "ec/erasure.h"
 #include "http/client.h"
@@ -68,6 +69,7 @@ class StoreFs final : public io::FileSystem {
   Result<std::unique_ptr<io::WritableFile>> OpenWrite(const std::string& path) override;
   Result<io::FileInfo> Stat(const std::string& path) override;
   Result<std::vector<io::FileInfo>> List(const std::string& dir) override;
+  Result<std::vector<io::FileInfo>> ListWithSkipped(const std::string& dir, std::vector<std::string>* skipped) override;
   Status MakeDirs(const std::string& path) override;
   Status Remove(const std::string& path) override;
   // A server-side copy, then the delete of the source: the new name appears
@@ -712,6 +714,18 @@ Result<io::FileInfo> StoreFs::Stat(const std::string& path) {
 }
 
 Result<std::vector<io::FileInfo>> StoreFs::List(const std::string& dir) {
+  std::vector<std::string> skipped;
+  auto out = AQ_TRY(ListWithSkipped(dir, &skipped));
+  if (!skipped.empty()) {
+    log::warn(
+        "list {}: {} key(s) or prefix(es) left out: an empty, '.' or '..' path segment is no file name (first: {})",
+        dir, skipped.size(), skipped.front());
+  }
+  return out;
+}
+
+Result<std::vector<io::FileInfo>> StoreFs::ListWithSkipped(const std::string& dir, std::vector<std::string>* skipped) {
+  auto nameable = [](const std::string& name) { return !name.empty() && name != "." && name != ".."; };
   StorePath p = AQ_TRY(ParseStorePath(dir));
   std::string prefix = p.key;
   if (!prefix.empty() && prefix.back() != '/') prefix += '/';
@@ -731,6 +745,10 @@ Result<std::vector<io::FileInfo>> StoreFs::List(const std::string& dir) {
     for (const auto& o : page->objects) {
       if (o.key.size() <= prefix.size()) continue;  // the prefix's own marker object
       const std::string name = o.key.substr(prefix.size());
+      if (!nameable(name)) {
+        if (skipped != nullptr) skipped->push_back(base + "/" + name);
+        continue;
+      }
       io::FileInfo info{name, o.size, false, ParseIsoTime(o.last_modified), o.etag};
       Remember(base + "/" + name, info);
       out.push_back(std::move(info));
@@ -738,7 +756,11 @@ Result<std::vector<io::FileInfo>> StoreFs::List(const std::string& dir) {
     for (const auto& cp : page->prefixes) {
       std::string name = cp.substr(prefix.size());
       if (!name.empty() && name.back() == '/') name.pop_back();
-      if (!name.empty()) out.push_back({name, 0, true});
+      if (nameable(name)) {
+        out.push_back({name, 0, true});
+      } else if (skipped != nullptr) {
+        skipped->push_back(base + "/" + cp.substr(prefix.size()));  // "a//": every key below it
+      }
     }
     if (!page->truncated || page->next_token.empty()) break;
     token = page->next_token;
@@ -801,6 +823,9 @@ class RoutingFs final : public io::FileSystem {
   Result<std::unique_ptr<io::WritableFile>> OpenWrite(const std::string& p) override { return For(p).OpenWrite(p); }
   Result<io::FileInfo> Stat(const std::string& p) override { return For(p).Stat(p); }
   Result<std::vector<io::FileInfo>> List(const std::string& d) override { return For(d).List(d); }
+  Result<std::vector<io::FileInfo>> ListWithSkipped(const std::string& d, std::vector<std::string>* s) override {
+    return For(d).ListWithSkipped(d, s);
+  }
   Status MakeDirs(const std::string& p) override { return For(p).MakeDirs(p); }
   Status Remove(const std::string& p) override { return For(p).Remove(p); }
   Status Rename(const std::string& a, const std::string& b) override { return For(a).Rename(a, b); }

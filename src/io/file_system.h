@@ -81,6 +81,15 @@ class FileSystem {
   virtual Result<FileInfo> Stat(const std::string& path) = 0;
   // Direct children of a directory, sorted by name, without "." and "..".
   virtual Result<std::vector<FileInfo>> List(const std::string& dir) = 0;
+  // List, also naming (in `skipped`) the children no file name can stand
+  // for: an object store's keys with an empty, "." or ".." path segment
+  // ("a//x", "/abs/x", "a/../x"; a prefix stands for every key below it),
+  // which List leaves out. A copy or a mount reports them instead of
+  // passing over them in silence. The default skips nothing.
+  virtual Result<std::vector<FileInfo>> ListWithSkipped(const std::string& dir, std::vector<std::string>* skipped) {
+    (void)skipped;
+    return List(dir);
+  }
   // Creates the directory and its missing parents; OK if it exists.
   virtual Status MakeDirs(const std::string& path) = 0;
   virtual Status Remove(const std::string& path) = 0;

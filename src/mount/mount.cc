@@ -749,7 +749,15 @@ class Fs {
       auto l = listings_.find(dir);
       if (l != listings_.end() && Now() - l->second->at < o_.attr_ttl_s) return l->second;
     }
-    auto entries = AQ_TRY(store_.List(Url(dir)));
+    std::vector<std::string> skipped;
+    auto entries = AQ_TRY(store_.ListWithSkipped(Url(dir), &skipped));
+    if (!skipped.empty()) {
+      stats_.unnameable += skipped.size();
+      log::warn(
+          "mount: {} key(s) or prefix(es) under {} are not shown: an empty, '.' or '..' path segment is no "
+          "file name (first: {})",
+          skipped.size(), Url(dir), skipped.front());
+    }
     stats_.listings++;
     stats_.listed_entries += entries.size();
     auto l = std::make_shared<Listing>();
@@ -1109,6 +1117,7 @@ std::string StatsJson(const MountStats& s, const MountOptions& o) {
   j["uploads"] = s.uploads.load();
   j["upload_errors"] = s.upload_errors.load();
   j["refused"] = s.refused.load();
+  j["unnameable"] = s.unnameable.load();
   return j.dump(1);
 }
 

@@ -173,6 +173,16 @@ try:
     check(took < 30, f"ls -l of 10,000 entries took {took:.1f} s")
     print(f"ls -l of 10,000 entries: {took:.2f} s")
 
+    # ---- keys no file name can stand for: not shown, but said ----
+    s3.put_object(Bucket="data", Key="odd/a//x", Body=b"x")
+    s3.put_object(Bucket="data", Key="odd/a/ok", Body=b"x")
+    check(os.listdir(f"{mnt}/odd/a") == ["ok"], f"a key with an empty segment is not shown: {os.listdir(f'{mnt}/odd/a')}")
+    log = open(os.path.join(tmp, "mount.log")).read()
+    check("odd/a//" in log and "not shown" in log, "... and the mount's log says so")
+    check(m.counters()["unnameable"] >= 1, "... and counts it")
+    for k in ("odd/a//x", "odd/a/ok"):
+        s3.delete_object(Bucket="data", Key=k)
+
     # ---- writes that work ----
     r = subprocess.run(f"echo hello > {mnt}/shell.txt && echo again >> /dev/null", shell=True, capture_output=True,
                        text=True)

@@ -377,6 +377,22 @@ try:
         open(os.path.join(tf, f), "rb").read() == open(os.path.join(back, f), "rb").read()
         for f in os.listdir(tf) if os.path.isfile(os.path.join(tf, f)))
     check(same, "aquifer cp -r down, byte for byte: " + r.stderr)
+    # Keys no file name can stand for (the node refuses '.' and '..'
+    # segments, S3 takes empty ones) are reported, never passed over in
+    # silence.
+    for k in ("odd/fine", "odd/a//x", "odd//abs"):
+        s3.put_object(Bucket="datasets", Key=k, Body=b"x")
+    odd = os.path.join(tmp, "odd")
+    r = aq("cp", "-r", f"aquifer://127.0.0.1:{port}/datasets/odd", odd)
+    check(r.returncode != 0 and os.path.exists(os.path.join(odd, "fine")) and
+          all(f"/datasets/odd/{k} (and every key below it)" in r.stderr for k in ("a//", "/")) and
+          "2 key(s) or prefix(es) not copied" in r.stderr,
+          f"cp -r of keys with empty path segments: reported, exit {r.returncode}: {r.stderr}")
+    r = aq("rm", "-r", f"aquifer://127.0.0.1:{port}/datasets/odd")
+    check(r.returncode != 0 and "odd/a//" in r.stderr and "not removed" in r.stderr,
+          f"rm -r reports what it could not remove: {r.stderr}")
+    for k in ("odd/a//x", "odd//abs"):
+        s3.delete_object(Bucket="datasets", Key=k)
     # A 17 MB object copied down in 16 MiB reads, each fetched as 4 parallel ranges.
     r = aq("cp", f"aquifer://127.0.0.1:{port}/train/big/shard.bin", os.path.join(tmp, "big.back"))
     check(r.returncode == 0 and open(os.path.join(tmp, "big.back"), "rb").read() == big,
