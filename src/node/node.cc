@@ -138,6 +138,7 @@ Status Node::StartImpl() {
   oo.block_size = o_.block_size;
   oo.reclaim.min_delay_s = o_.reclaim_delay_s >= 0 ? o_.reclaim_delay_s : (cluster ? 60 : 2);
   oo.reclaim.max_hold_s = o_.reclaim_max_s;
+  oo.reclaim.free_early_when_full = !cluster;  // one node's readers all pin
   server::S3ServerOptions so;
   cluster::ClusterConfig config;
   if (cluster) {

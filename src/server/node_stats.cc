@@ -154,8 +154,8 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
                        {"memory_bytes", pf->options().memory_bytes}};
     }
     auto rs = objects.reclaimer().Stats();
-    j["reclaim"] = {{"freed", rs.freed},   {"removed", rs.removed}, {"deferred", rs.deferred},
-                    {"forced", rs.forced}, {"pending", rs.pending}, {"readers", rs.pins}};
+    j["reclaim"] = {{"freed", rs.freed}, {"removed", rs.removed}, {"deferred", rs.deferred}, {"forced", rs.forced},
+                    {"early", rs.early}, {"pending", rs.pending}, {"readers", rs.pins}};
     nlohmann::json pools = nlohmann::json::array();
     if (auto usage = objects.blocks().Usage(); usage.ok()) {
       for (const auto& u : *usage) pools.push_back({{"name", u.name}, {"blocks", u.blocks}, {"bytes", u.bytes}});

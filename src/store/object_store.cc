@@ -55,6 +55,9 @@ Status ObjectWriter::Write(std::string_view data) {
 Status ObjectWriter::FlushBlock() {
   if (buffer_.empty()) return Status::Ok();
   auto ref = blocks_.Write(pool_, buffer_, bucket_);
+  if (!ref.ok() && ref.status().code() == StatusCode::kNoSpace && reclaimer_.FreeEarly() > 0) {
+    ref = blocks_.Write(pool_, buffer_, bucket_);  // freed blocks waiting for their delay made room
+  }
   if (!ref.ok()) {
     Abort();
     return ref.status();
@@ -107,6 +110,9 @@ Result<ObjectMeta> ObjectWriter::Commit() {
     return m;
   }
   auto old = meta_.PutObject(m);
+  if (!old.ok() && old.status().code() == StatusCode::kNoSpace && reclaimer_.FreeEarly() > 0) {
+    old = meta_.PutObject(m);
+  }
   if (!old.ok()) return failed(old.status());
   done_ = true;
   reclaimer_.Release(*old);

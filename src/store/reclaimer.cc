@@ -83,7 +83,7 @@ void Reclaimer::Release(const std::vector<BlockRef>& blocks) {
   for (const auto& b : now) (void)blocks_.Remove(b);
 }
 
-void Reclaimer::RemoveDue(bool all) {
+uint64_t Reclaimer::RemoveDue(bool all, bool early) {
   std::vector<BlockRef> due;
   {
     MutexLock lock(mu_);
@@ -91,8 +91,9 @@ void Reclaimer::RemoveDue(bool all) {
     std::vector<Pending> keep;
     for (auto& p : pending_) {
       const bool pinned = pins_.count(p.ref.id) > 0;
-      if (all || t >= p.deadline || (!pinned && t >= p.due)) {
+      if (all || t >= p.deadline || (!pinned && (early || t >= p.due))) {
         if (pinned) ++stats_.forced;
+        if (early && !pinned && t < p.due) ++stats_.early;
         due.push_back(std::move(p.ref));
       } else {
         keep.push_back(std::move(p));
@@ -102,7 +103,10 @@ void Reclaimer::RemoveDue(bool all) {
     stats_.removed += due.size();
   }
   for (const auto& b : due) (void)blocks_.Remove(b);
+  return due.size();
 }
+
+uint64_t Reclaimer::FreeEarly() { return options_.free_early_when_full ? RemoveDue(false, true) : 0; }
 
 void Reclaimer::Run() {
   for (;;) {

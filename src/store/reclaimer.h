@@ -32,6 +32,10 @@ struct ReclaimerOptions {
   double min_delay_s = 0;   // every freed block waits at least this long
   double max_hold_s = 600;  // ... and at most this long, pinned or not
   double tick_s = 0.5;      // how often due blocks are looked for
+  // When a write finds the disk full, FreeEarly removes unpinned blocks
+  // before their min_delay ends. Only where every reader pins (one node):
+  // a cluster's min_delay covers readers on other nodes.
+  bool free_early_when_full = false;
 };
 
 struct ReclaimerStats {
@@ -39,6 +43,7 @@ struct ReclaimerStats {
   uint64_t removed = 0;   // ... removed
   uint64_t deferred = 0;  // ... that had to wait for a reader or the delay
   uint64_t forced = 0;    // ... removed at max_hold while still pinned
+  uint64_t early = 0;     // ... removed before min_delay because the disk was full
   uint64_t pending = 0;   // waiting now
   uint64_t pins = 0;      // layouts held by readers now
 };
@@ -73,6 +78,9 @@ class Reclaimer {
   void Drain();
   // Removes what is due now (the background thread does this every tick).
   void RemoveDueNow();
+  // The disk is full: removes every pending block no reader holds, delay
+  // or not, when free_early_when_full; returns how many.
+  uint64_t FreeEarly();
   ReclaimerStats Stats() const;
 
  private:
@@ -83,7 +91,7 @@ class Reclaimer {
   };
   void Unpin(const std::vector<std::string>& ids);
   void Run();
-  void RemoveDue(bool all);
+  uint64_t RemoveDue(bool all, bool early = false);
 
   BlockService& blocks_;
   const ReclaimerOptions options_;

@@ -1,11 +1,22 @@
 // MetaStore on SQLite: one connection, guarded by a mutex; every change in
 // one transaction (BEGIN IMMEDIATE ... COMMIT) with synchronous=FULL.
+//
+// A full disk must not stop the changes that free space: SQLite needs room
+// for its write-ahead log even to delete. The store keeps a reserve file
+// (META-reserve, kReserveBytes) beside the database; a delete, an abort or
+// a bucket's removal that fails for want of space gives the reserve up and
+// tries again. Changes that add data take the reserve back first, when
+// there is room (at most every few seconds), and never use it.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <mutex>
 
+#include "common/log.h"
 #include "common/mutex.h"
 #include "store/meta_store.h"
 
@@ -129,13 +140,44 @@ int64_t NowNs() {
       .count();
 }
 
+constexpr off_t kReserveBytes = 4 << 20;
+
+// A file of kReserveBytes allocated blocks; false (and no file) without room.
+bool MakeReserve(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  const bool ok = ::posix_fallocate(fd, 0, kReserveBytes) == 0 && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok) ::unlink(path.c_str());
+  return ok;
+}
+
+StatusCode CodeOf(const Status& s) { return s.code(); }
+template <typename T>
+StatusCode CodeOf(const Result<T>& r) {
+  return r.ok() ? StatusCode::kOk : r.status().code();
+}
+
 class SqliteMetaStore final : public MetaStore {
  public:
-  SqliteMetaStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  SqliteMetaStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)), reserve_path_(path_ + "-reserve") {
+    if (path_ == ":memory:") return;  // nothing on a disk to fill
+    reserved_ = MakeReserve(reserve_path_);
+    if (!reserved_)
+      log::warn("metadata {}: no room for the {} MiB reserve that lets deletes work on a full disk", path_,
+                kReserveBytes >> 20);
+  }
   ~SqliteMetaStore() override { sqlite3_close(db_); }
+
+  // Whether the reserve is held now (tests, stats).
+  bool reserved() {
+    std::lock_guard<std::mutex> lock(reserve_mu_);
+    return reserved_;
+  }
 
   Status CreateBucket(const std::string& name) override {
     AQ_TRY(CheckBucketName(name));
+    KeepReserve();
     MutexLock lock(mu_);
     Stmt s(db_, "INSERT INTO buckets(name, created_ns) VALUES(?, ?)");
     s.Bind(1, name).Bind(2, NowNs());
@@ -156,6 +198,9 @@ class SqliteMetaStore final : public MetaStore {
   }
 
   Status DeleteBucket(const std::string& name) override {
+    return Shrinking([&] { return DeleteBucketOnce(name); });
+  }
+  Status DeleteBucketOnce(const std::string& name) {
     MutexLock lock(mu_);
     AQ_TRY(Exec("BEGIN IMMEDIATE"));
     Status st = [&]() AQ_REQUIRES(mu_) -> Status {
@@ -215,6 +260,7 @@ class SqliteMetaStore final : public MetaStore {
 
   Result<std::vector<BlockRef>> PutObject(const ObjectMeta& o) override {
     AQ_TRY(CheckObjectKey(o.key));
+    KeepReserve();
     AQ_TRY(CheckSize(o));
     MutexLock lock(mu_);
     AQ_TRY(Exec("BEGIN IMMEDIATE"));
@@ -225,6 +271,7 @@ class SqliteMetaStore final : public MetaStore {
 
   Status CreateUpload(const UploadInfo& u) override {
     AQ_TRY(CheckObjectKey(u.key));
+    KeepReserve();
     MutexLock lock(mu_);
     AQ_TRY(Exec("BEGIN IMMEDIATE"));
     Status st = [&]() AQ_REQUIRES(mu_) -> Status {
@@ -289,6 +336,7 @@ class SqliteMetaStore final : public MetaStore {
   }
 
   Result<std::vector<BlockRef>> PutPart(const std::string& id, const PartMeta& p) override {
+    KeepReserve();
     uint64_t sum = 0;
     for (const auto& b : p.blocks) sum += b.size;
     if (sum != p.size) {
@@ -386,6 +434,9 @@ class SqliteMetaStore final : public MetaStore {
   }
 
   Result<std::vector<BlockRef>> AbortUpload(const std::string& id) override {
+    return Shrinking([&] { return AbortUploadOnce(id); });
+  }
+  Result<std::vector<BlockRef>> AbortUploadOnce(const std::string& id) {
     MutexLock lock(mu_);
     AQ_TRY(Exec("BEGIN IMMEDIATE"));
     std::vector<BlockRef> freed;
@@ -406,6 +457,9 @@ class SqliteMetaStore final : public MetaStore {
   }
 
   Result<std::vector<BlockRef>> DeleteObject(const std::string& bucket, const std::string& key) override {
+    return Shrinking([&] { return DeleteObjectOnce(bucket, key); });
+  }
+  Result<std::vector<BlockRef>> DeleteObjectOnce(const std::string& bucket, const std::string& key) {
     MutexLock lock(mu_);
     AQ_TRY(Exec("BEGIN IMMEDIATE"));
     std::vector<BlockRef> old;
@@ -546,6 +600,33 @@ class SqliteMetaStore final : public MetaStore {
   }
 
  private:
+  // Runs a change that frees space; one that failed for want of space runs
+  // again once the reserve is given up.
+  template <typename F>
+  auto Shrinking(F once) -> decltype(once()) {
+    auto r = once();
+    if (CodeOf(r) != StatusCode::kNoSpace || !ReleaseReserve()) return r;
+    return once();
+  }
+  bool ReleaseReserve() {
+    std::lock_guard<std::mutex> lock(reserve_mu_);
+    if (!reserved_) return false;
+    reserved_ = false;
+    ::unlink(reserve_path_.c_str());
+    log::warn("metadata {}: the disk is full: gave up the {} MiB reserve so deletes go on", path_, kReserveBytes >> 20);
+    return true;
+  }
+  // Before a change that adds data: the reserve back, if there is room.
+  void KeepReserve() {
+    std::lock_guard<std::mutex> lock(reserve_mu_);
+    if (reserved_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - reserve_tried_ < std::chrono::seconds(2)) return;
+    reserve_tried_ = now;
+    reserved_ = MakeReserve(reserve_path_);
+    if (reserved_) log::info("metadata {}: the reserve for deletes on a full disk is back", path_);
+  }
+
   Status Error(const std::string& what) AQ_REQUIRES(mu_) {
     int code = sqlite3_errcode(db_);
     if (code == SQLITE_FULL) {
@@ -555,9 +636,12 @@ class SqliteMetaStore final : public MetaStore {
   }
   Status Exec(const char* sql) AQ_REQUIRES(mu_) {
     char* err = nullptr;
-    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    if (const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err); rc != SQLITE_OK) {
       std::string msg = err ? err : "?";
       sqlite3_free(err);
+      if ((rc & 0xff) == SQLITE_FULL) {
+        return Status(StatusCode::kNoSpace, fmt::format("{}: {}: the disk is full", path_, sql));
+      }
       return IoError(fmt::format("{}: {}: {}", path_, sql, msg));
     }
     return Status::Ok();
@@ -686,6 +770,10 @@ class SqliteMetaStore final : public MetaStore {
   Mutex mu_;
   sqlite3* db_ AQ_GUARDED_BY(mu_);
   std::string path_;
+  std::string reserve_path_;
+  std::mutex reserve_mu_;
+  bool reserved_ = false;  // guarded by reserve_mu_
+  std::chrono::steady_clock::time_point reserve_tried_;
 };
 
 }  // namespace

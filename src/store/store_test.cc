@@ -919,6 +919,29 @@ TEST(ReclaimerTest, DelayAndBound) {
   EXPECT_EQ(bounded.Stats().forced, 1u);
 }
 
+// A full disk: blocks waiting only for their delay go at once where every
+// reader pins (one node), never a pinned one; a cluster's delay holds.
+TEST(ReclaimerTest, AFullDiskFreesUnpinnedBlocksBeforeTheirDelay) {
+  RecordingBlocks blocks;
+  ReclaimerOptions o;
+  o.min_delay_s = 3600;
+  o.tick_s = 3600;
+  o.free_early_when_full = true;
+  Reclaimer r(blocks, o);
+  auto pin = r.Hold({Ref("read", 1)});
+  r.Release({Ref("read", 1), Ref("free", 1)});
+  EXPECT_EQ(r.FreeEarly(), 1u);
+  EXPECT_EQ(blocks.Removed(), std::vector<std::string>{"free"});
+  EXPECT_EQ(r.Stats().early, 1u);
+  EXPECT_EQ(r.Stats().pending, 1u);  // the read one waits for its reader
+  RecordingBlocks other;
+  o.free_early_when_full = false;
+  Reclaimer cluster(other, o);
+  cluster.Release({Ref("x", 1)});
+  EXPECT_EQ(cluster.FreeEarly(), 0u);
+  EXPECT_TRUE(other.Removed().empty());
+}
+
 }  // namespace
 }  // namespace aq::store
 
