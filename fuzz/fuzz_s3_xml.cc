@@ -1,4 +1,5 @@
-// Any bytes as a CompleteMultipartUpload or Delete request body: parsed or
+// Any bytes as a CompleteMultipartUpload, Delete or LifecycleConfiguration
+// request body: parsed or
 // refused with an error, never a crash; what parses obeys the documented
 // limits.
 #include <cstddef>
@@ -18,5 +19,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   auto del = aq::s3::ParseDeleteObjects(xml);
   if (del.ok() && (del->keys.empty() || del->keys.size() > 1000)) __builtin_trap();
+  auto rules = aq::s3::ParseLifecycle(xml);
+  if (rules.ok()) {
+    if (rules->empty() || rules->size() > 1000) __builtin_trap();
+    for (const auto& r : *rules) {
+      if (r.abort_days == 0 || r.id.size() > 255) __builtin_trap();
+    }
+  }
   return 0;
 }

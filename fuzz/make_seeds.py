@@ -100,6 +100,10 @@ put("fuzz_s3_xml", "complete",
     b'</CompleteMultipartUpload>')
 put("fuzz_s3_xml", "delete",
     b'<Delete><Quiet>true</Quiet><Object><Key>a/b.tfrecord</Key></Object><Object><Key>x&amp;y</Key></Object></Delete>')
+put("fuzz_s3_xml", "lifecycle",
+    b"<LifecycleConfiguration><Rule><ID>t</ID><Filter><Prefix>tmp/</Prefix></Filter><Status>Enabled</Status>"
+    b"<AbortIncompleteMultipartUpload><DaysAfterInitiation>3</DaysAfterInitiation></AbortIncompleteMultipartUpload>"
+    b"</Rule></LifecycleConfiguration>")
 put("fuzz_s3_xml", "doctype", b'<!DOCTYPE d [<!ENTITY a "aaaa">]><Delete><Object><Key>&a;</Key></Object></Delete>')
 
 # Raw requests to the node, as S3 clients send them (anonymous), and broken ones.

@@ -27,6 +27,7 @@ struct ServeFlags {
   node::NodeOptions o;
   std::string listen = "127.0.0.1:9000", metrics, credentials, cache_policy = "tinylfu";
   std::string block_size = "4MiB", cache_size = "1GiB", prefetch_memory = "256MiB", l3_size;
+  std::string upload_expiry = "7d", lifecycle_day = "1d";
   std::vector<std::string> pools;
   double net_limit_mb = 0, repair_rate_mb = 200, tier_rate_mb = 100;
 };
@@ -65,6 +66,12 @@ Result<node::NodeOptions> NodeOptionsFrom(const ServeFlags& f) {
                                         std::tuple{&f.cache_size, &o.cache_bytes, "--cache-size"},
                                         std::tuple{&f.prefetch_memory, &o.prefetch_memory, "--prefetch-memory"}}) {
     auto v = units::ParseBytes(*text);
+    if (!v.ok()) return flag(name)(v.status());
+    *out = *v;
+  }
+  for (const auto& [text, out, name] : {std::tuple{&f.upload_expiry, &o.upload_expiry_s, "--upload-expiry"},
+                                        std::tuple{&f.lifecycle_day, &o.lifecycle_day_s, "--lifecycle-day"}}) {
+    auto v = units::ParseDuration(*text);
     if (!v.ok()) return flag(name)(v.status());
     *out = *v;
   }
@@ -325,6 +332,15 @@ void PrintStats(const std::string& node, const nlohmann::json& now, const nlohma
                   units::Bytes(num(r, "bytes_tiered")).c_str());
     }
   }
+  if (now.contains("uploads") && now["uploads"].is_object()) {
+    const auto& u = now["uploads"];
+    const double expiry = num(u, "expiry_seconds");
+    std::printf("  uploads %.0f in progress (%.0f parts, %s; oldest %s), %.0f abandoned ones aborted (%s), %s\n",
+                num(u, "in_progress"), num(u, "parts"), units::Bytes(num(u, "part_bytes")).c_str(),
+                units::Duration(num(u, "oldest_age_seconds")).c_str(), num(u, "expired"),
+                units::Bytes(num(u, "expired_bytes")).c_str(),
+                expiry > 0 ? ("after " + units::Duration(expiry)).c_str() : "only by lifecycle rules");
+  }
   for (const auto& p : now.value("pools", nlohmann::json::array())) {
     std::printf("  pool    %-10s %8.0f blocks %12s\n", p.value("name", "").c_str(), num(p, "blocks"),
                 units::Bytes(num(p, "bytes")).c_str());
@@ -569,6 +585,12 @@ void RegisterServeCommands(CLI::App& app, Globals& g) {
       ->capture_default_str();
   cmd->add_option("--reclaim-delay", f->o.reclaim_delay_s,
                   "Seconds blocks freed by an overwrite or delete outlive it for readers (default 2, 60 in a cluster)");
+  cmd->add_option("--upload-expiry", f->upload_expiry,
+                  "Abort multipart uploads older than this (s, m, h, d; 0 = only by bucket lifecycle rules)")
+      ->capture_default_str();
+  cmd->add_option("--lifecycle-day", f->lifecycle_day,
+                  "How long a day of a bucket lifecycle rule lasts (shorter only to test rules)")
+      ->capture_default_str();
   cmd->add_option("--cache-size", f->cache_size, "RAM block cache (0 = off)")->capture_default_str();
   cmd->add_option("--l3", f->o.l3_dir,
                   "L3 cache: a directory on an SSD holding copies of hdd pools' blocks that RAM does not keep "

@@ -74,4 +74,30 @@ Result<uint64_t> ParseBytes(std::string_view text) {
   return static_cast<uint64_t>(v * mult + 0.5);
 }
 
+Result<double> ParseDuration(std::string_view text) {
+  std::string t(text);
+  size_t i = 0;
+  while (i < t.size() && (std::isdigit(static_cast<unsigned char>(t[i])) || t[i] == '.')) ++i;
+  char* end = nullptr;
+  const std::string number = t.substr(0, i);
+  const double v = number.empty() ? 0 : std::strtod(number.c_str(), &end);
+  if (number.empty() || end != number.c_str() + number.size()) {
+    return InvalidArgument(fmt::format("not a duration: '{}' (e.g. 90s, 15m, 12h, 7d)", text));
+  }
+  const std::string unit = t.substr(i);
+  double mult;
+  if (unit.empty() || unit == "s") {
+    mult = 1;
+  } else if (unit == "m") {
+    mult = 60;
+  } else if (unit == "h") {
+    mult = 3600;
+  } else if (unit == "d") {
+    mult = 86400;
+  } else {
+    return InvalidArgument(fmt::format("unknown duration unit in '{}' (s, m, h or d)", text));
+  }
+  return v * mult;
+}
+
 }  // namespace aq::units

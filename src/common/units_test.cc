@@ -5,6 +5,17 @@
 namespace aq::units {
 namespace {
 
+TEST(Units, ParseDuration) {
+  EXPECT_EQ(*ParseDuration("90"), 90.0);
+  EXPECT_EQ(*ParseDuration("1.5m"), 90.0);
+  EXPECT_EQ(*ParseDuration("12h"), 43200.0);
+  EXPECT_EQ(*ParseDuration("7d"), 604800.0);
+  EXPECT_EQ(*ParseDuration("0"), 0.0);
+  for (const char* bad : {"", "d", "1w", "-3s", "1.2.3s", "3 s", "1e3"}) {
+    EXPECT_FALSE(ParseDuration(bad).ok()) << bad;
+  }
+}
+
 TEST(Units, ParseBytes) {
   EXPECT_EQ(*ParseBytes("1234"), 1234u);
   EXPECT_EQ(*ParseBytes("4k"), 4096u);

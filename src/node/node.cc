@@ -49,6 +49,7 @@ Status NodeOptions::Validate() const {
     if (!advertise.empty()) AQ_TRY(s3::ParseHostPort(advertise, false));
   }
   if (reclaim_max_s <= 0) return InvalidArgument("the bound on holding freed blocks must be > 0 s");
+  if (lifecycle_day_s <= 0) return InvalidArgument("a lifecycle day must be > 0 s");
   return Status::Ok();
 }
 
@@ -230,9 +231,21 @@ Status Node::StartImpl() {
   if (cluster) AQ_TRY(JoinCluster());
 
   if (o_.metrics_port >= 0) {
-    std::function<nlohmann::json()> extra;
+    std::function<nlohmann::json()> extra = [this]() -> nlohmann::json {
+      MutexLock lock(uploads_mu_);
+      return {{"uploads",
+               {{"in_progress", uploads_.in_progress},
+                {"parts", uploads_.parts},
+                {"part_bytes", uploads_.part_bytes},
+                {"oldest_age_seconds", uploads_.oldest_age_s},
+                {"expired", uploads_expired_},
+                {"expired_bytes", uploads_expired_bytes_},
+                {"expiry_seconds", o_.upload_expiry_s},
+                {"sweep_errors", uploads_.errors},
+                {"last_error", uploads_.last_error}}}};
+    };
     if (cluster) {
-      extra = [this]() -> nlohmann::json {
+      extra = [this, uploads = extra]() -> nlohmann::json {
         auto b = cluster_blocks_->Stats();
         auto r = repairer_->Stats();
         nlohmann::json blocks_j = {{"local_reads", b.local_reads},
@@ -270,7 +283,9 @@ Status Node::StartImpl() {
                             {"rejoins", membership_->rejoins()},
                             {"blocks", std::move(blocks_j)},
                             {"repair", std::move(repair_j)}};
-        return {{"cluster", std::move(c)}};
+        nlohmann::json out = uploads();
+        out["cluster"] = std::move(c);
+        return out;
       };
     }
     metrics_ = AQ_TRY(server::MetricsServer::Start(*stats_, *objects_, o_.metrics_host, o_.metrics_port, extra));
@@ -333,9 +348,11 @@ void Node::TierLoop() {
     if (Status s = access_->Flush(*meta_); !s.ok())
       log::warn("tiering: access times not recorded yet: {}", s.message());
   };
+  SweepUploads();  // the counts are there from the start
   while (!tier_stop_.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     const double now = seconds();
+    SweepUploads();
     if (now - flushed >= std::min(2.0, std::max(0.2, o_.atime_granularity_s))) {
       flush();
       flushed = now;
@@ -366,6 +383,34 @@ void Node::TierLoop() {
     }
   }
   flush();
+}
+
+// Every so often (a quarter of the shortest limit, between 0.5 and 60 s):
+// abort the multipart uploads past their age limit, and count the rest.
+void Node::SweepUploads() {
+  const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  double every = std::min(60.0, o_.lifecycle_day_s / 4);
+  if (o_.upload_expiry_s > 0) every = std::min(every, o_.upload_expiry_s / 4);
+  if (uploads_swept_at_ > 0 && now - uploads_swept_at_ < std::max(0.5, every)) return;
+  uploads_swept_at_ = now;
+  store::UploadExpiryOptions uo;
+  uo.max_age_s = o_.upload_expiry_s;
+  uo.day_s = o_.lifecycle_day_s;
+  const int64_t now_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  auto sweep = store::ExpireUploads(*objects_, uo, now_ns);
+  if (!sweep.ok()) {
+    log::warn("uploads: the sweep for abandoned multipart uploads failed: {}", sweep.status().message());
+    return;
+  }
+  if (sweep->expired > 0) {
+    log::info("uploads: aborted {} abandoned multipart upload(s) ({} bytes of parts)", sweep->expired,
+              sweep->expired_bytes);
+  }
+  MutexLock lock(uploads_mu_);
+  uploads_ = *sweep;
+  uploads_expired_ += sweep->expired;
+  uploads_expired_bytes_ += sweep->expired_bytes;
 }
 
 void Node::Stop() {

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "io/file_system.h"
 #include "s3/auth.h"
@@ -30,6 +31,7 @@
 #include "store/block_store.h"
 #include "store/l3_cache.h"
 #include "store/tiering.h"
+#include "store/uploads.h"
 
 namespace aq::cluster {
 class BlockClient;
@@ -96,6 +98,11 @@ struct NodeOptions {
   // on how long a reader can hold them.
   double reclaim_delay_s = -1;
   double reclaim_max_s = 600;
+
+  // Multipart uploads older than this are aborted (<= 0: only by bucket
+  // lifecycle rules), and how long a lifecycle rule's day is (tests only).
+  double upload_expiry_s = 7 * 86400.0;
+  double lifecycle_day_s = 86400;
 
   // A cluster: etcd endpoints ("etcd://HOST:PORT[,...]"); empty = single node.
   std::string etcd;
@@ -173,6 +180,13 @@ class Node {
   void TierLoop();
   std::unique_ptr<store::AccessClock> access_;
   std::unique_ptr<store::Mover> mover_;
+  // Abandoned multipart uploads: swept by the same thread.
+  void SweepUploads();
+  double uploads_swept_at_ = 0;
+  mutable Mutex uploads_mu_;
+  store::UploadSweep uploads_ AQ_GUARDED_BY(uploads_mu_);
+  uint64_t uploads_expired_ AQ_GUARDED_BY(uploads_mu_) = 0;
+  uint64_t uploads_expired_bytes_ AQ_GUARDED_BY(uploads_mu_) = 0;
   std::thread tier_thread_;
   std::atomic<bool> tier_stop_{false};
   std::unique_ptr<server::MetricsServer> metrics_;

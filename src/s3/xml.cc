@@ -158,6 +158,74 @@ Result<DeleteObjectsRequest> ParseDeleteObjects(std::string_view xml) {
   return r;
 }
 
+Result<std::vector<LifecycleRule>> ParseLifecycle(std::string_view xml) {
+  std::vector<LifecycleRule> rules;
+  LifecycleRule rule;
+  bool root = false, has_status = false, has_action = false, has_days = false, has_prefix = false;
+  constexpr std::string_view kRule = "LifecycleConfiguration/Rule/";
+  AQ_TRY(Walker::Run(xml, "LifecycleConfiguration", [&](const std::string& path, const std::string& text) -> Status {
+    const std::string what = fmt::format("rule {}", rules.size() + 1);
+    if (path == "LifecycleConfiguration") {
+      root = true;
+      return Status::Ok();
+    }
+    if (path == "LifecycleConfiguration/Rule") {
+      if (!has_status) return InvalidArgument(what + " has no Status");
+      if (!has_action) return InvalidArgument(what + " names no action (AbortIncompleteMultipartUpload)");
+      if (rules.size() == 1000) return InvalidArgument("more than 1000 lifecycle rules");
+      for (const auto& r : rules) {
+        if (!rule.id.empty() && r.id == rule.id)
+          return InvalidArgument(fmt::format("two rules have the ID '{}'", r.id));
+      }
+      rules.push_back(std::move(rule));
+      rule = LifecycleRule();
+      has_status = has_action = has_days = has_prefix = false;
+      return Status::Ok();
+    }
+    if (path.compare(0, kRule.size(), kRule) != 0) {
+      return InvalidArgument(fmt::format("unexpected element {} in a LifecycleConfiguration", path));
+    }
+    const std::string part = path.substr(kRule.size());
+    if (part == "ID") {
+      if (text.size() > 255) return InvalidArgument(what + ": the ID is over 255 characters");
+      rule.id = text;
+    } else if (part == "Prefix" || part == "Filter/Prefix") {
+      if (has_prefix) return InvalidArgument(what + " has two prefixes");
+      has_prefix = true;
+      rule.prefix = text;
+    } else if (part == "Filter") {
+    } else if (part == "Status") {
+      if (text != "Enabled" && text != "Disabled") {
+        return InvalidArgument(fmt::format("{}: Status '{}' is neither Enabled nor Disabled", what, text));
+      }
+      has_status = true;
+      rule.enabled = text == "Enabled";
+    } else if (part == "AbortIncompleteMultipartUpload/DaysAfterInitiation") {
+      uint32_t days = 0;
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), days);
+      if (ec != std::errc() || end != text.data() + text.size() || days == 0) {
+        return InvalidArgument(fmt::format("{}: DaysAfterInitiation '{}' is not a positive integer", what, text));
+      }
+      rule.abort_days = days;
+      has_days = true;
+    } else if (part == "AbortIncompleteMultipartUpload") {
+      if (!has_days) return InvalidArgument(what + ": AbortIncompleteMultipartUpload has no DaysAfterInitiation");
+      has_action = true;
+    } else {
+      const std::string element = part.substr(0, part.find('/'));
+      if (element == "Filter") {
+        return Unsupported(fmt::format("{}: the lifecycle filter {} is not implemented (only Prefix)", what, part));
+      }
+      return Unsupported(fmt::format(
+          "{}: the lifecycle action {} is not implemented (only AbortIncompleteMultipartUpload)", what, element));
+    }
+    return Status::Ok();
+  }));
+  if (!root) return InvalidArgument("the body is not a LifecycleConfiguration");
+  if (rules.empty()) return InvalidArgument("a LifecycleConfiguration needs at least one Rule");
+  return rules;
+}
+
 Status WalkXml(std::string_view xml, const char* what,
                const std::function<Status(const std::string& path, const std::string& text)>& on_end, size_t max_text) {
   return Walker::Run(xml, what, on_end, max_text);

@@ -33,6 +33,20 @@ struct DeleteObjectsRequest {
 // <Delete><Quiet>true</Quiet><Object><Key>…</Key></Object>…; at most 1000 keys.
 Result<DeleteObjectsRequest> ParseDeleteObjects(std::string_view xml);
 
+// <LifecycleConfiguration><Rule>…</Rule>…</LifecycleConfiguration>. Only
+// AbortIncompleteMultipartUpload rules filtered by a key prefix are carried
+// out by the node: any other action (Expiration, Transition, …) or filter
+// (Tag, And, object sizes) is Unsupported, naming it, so nothing is stored
+// that would not be done. Malformed rules are InvalidArgument. At most 1000
+// rules; DaysAfterInitiation is a positive integer.
+struct LifecycleRule {
+  std::string id;
+  std::string prefix;
+  bool enabled = true;
+  uint32_t abort_days = 0;
+};
+Result<std::vector<LifecycleRule>> ParseLifecycle(std::string_view xml);
+
 // Calls on_end(path, text) for every element as it closes, with the path of
 // element names from the root ("Delete/Object/Key", namespaces dropped) and
 // the element's own text (at most max_text bytes). Depth is bounded (16).

@@ -71,5 +71,54 @@ TEST(S3XmlTest, DeleteObjects) {
   EXPECT_FALSE(ParseDeleteObjects(many + "</Delete>").ok());
 }
 
+TEST(S3XmlTest, LifecycleKeepsOnlyWhatTheNodeCarriesOut) {
+  auto r = ParseLifecycle(
+      "<LifecycleConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+      "<Rule><ID>tmp</ID><Filter><Prefix>tmp/</Prefix></Filter><Status>Enabled</Status>"
+      "<AbortIncompleteMultipartUpload><DaysAfterInitiation>3</DaysAfterInitiation></AbortIncompleteMultipartUpload>"
+      "</Rule><Rule><Prefix>old/</Prefix><Status>Disabled</Status><AbortIncompleteMultipartUpload>"
+      "<DaysAfterInitiation>1</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule>"
+      "<Rule><Filter/><Status>Enabled</Status><AbortIncompleteMultipartUpload><DaysAfterInitiation>7"
+      "</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule></LifecycleConfiguration>");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 3u);
+  EXPECT_EQ((*r)[0].id, "tmp");
+  EXPECT_EQ((*r)[0].prefix, "tmp/");
+  EXPECT_TRUE((*r)[0].enabled);
+  EXPECT_EQ((*r)[0].abort_days, 3u);
+  EXPECT_EQ((*r)[1].prefix, "old/");
+  EXPECT_FALSE((*r)[1].enabled);
+  EXPECT_EQ((*r)[2].prefix, "");
+  EXPECT_EQ((*r)[2].abort_days, 7u);
+  const std::string abort =
+      "<AbortIncompleteMultipartUpload><DaysAfterInitiation>1</DaysAfterInitiation></AbortIncompleteMultipartUpload>";
+  auto code = [](const std::string& xml) { return ParseLifecycle(xml).status().code(); };
+  auto rule = [&](const std::string& inner) {
+    return "<LifecycleConfiguration><Rule>" + inner + "</Rule></LifecycleConfiguration>";
+  };
+  // Actions and filters not carried out: refused, whatever else the rule has.
+  EXPECT_EQ(code(rule("<Status>Enabled</Status><Expiration><Days>1</Days></Expiration>")), StatusCode::kUnsupported);
+  EXPECT_EQ(code(rule("<Status>Enabled</Status>" + abort + "<Transition><Days>1</Days></Transition>")),
+            StatusCode::kUnsupported);
+  EXPECT_EQ(code(rule("<Filter><Tag><Key>a</Key><Value>b</Value></Tag></Filter><Status>Enabled</Status>" + abort)),
+            StatusCode::kUnsupported);
+  EXPECT_EQ(code(rule("<Filter><And><Prefix>a</Prefix></And></Filter><Status>Enabled</Status>" + abort)),
+            StatusCode::kUnsupported);
+  // Malformed.
+  for (const std::string bad :
+       {rule("<Status>Enabled</Status>"), rule(abort), rule("<Status>On</Status>" + abort),
+        rule("<Status>Enabled</Status><AbortIncompleteMultipartUpload><DaysAfterInitiation>0</DaysAfterInitiation>"
+             "</AbortIncompleteMultipartUpload>"),
+        rule("<Status>Enabled</Status><AbortIncompleteMultipartUpload><DaysAfterInitiation>-1</DaysAfterInitiation>"
+             "</AbortIncompleteMultipartUpload>"),
+        rule("<Status>Enabled</Status><AbortIncompleteMultipartUpload></AbortIncompleteMultipartUpload>"),
+        rule("<Prefix>a</Prefix><Filter><Prefix>b</Prefix></Filter><Status>Enabled</Status>" + abort),
+        std::string("<LifecycleConfiguration></LifecycleConfiguration>"), std::string("<Other/>"),
+        "<LifecycleConfiguration><Rule><ID>x</ID><Status>Enabled</Status>" + abort + "</Rule><Rule><ID>x</ID>" +
+            "<Status>Enabled</Status>" + abort + "</Rule></LifecycleConfiguration>"}) {
+    EXPECT_EQ(code(bad), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace aq::s3

@@ -9,6 +9,7 @@
 #include "s3/sigv4.h"
 #include "s3/xml.h"
 #include "server/s3_handler.h"
+#include "store/uploads.h"
 
 namespace aq::server {
 namespace {
@@ -117,8 +118,74 @@ void S3Handler::CreateBucket(S3Request& r) {
   SendEmpty(r, 200, std::move(h));
 }
 
+// As S3: a bucket without objects is deleted even while multipart uploads
+// are in progress in it; they are aborted first (their parts freed). A
+// bucket with objects is refused before any upload is touched.
 void S3Handler::DeleteBucket(S3Request& r) {
-  Status s = objects_.meta().DeleteBucket(r.bucket);
+  store::MetaStore& meta = objects_.meta();
+  Status s;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto page = meta.ListObjects({r.bucket, "", "", 1});
+    if (!page.ok()) return SendStatus(r, page.status(), Subject::kBucket);
+    if (!page->objects.empty()) {
+      return SendStatus(r, NotEmpty(fmt::format("bucket '{}' is not empty", r.bucket)), Subject::kBucket);
+    }
+    auto uploads = meta.ListUploads(r.bucket);
+    if (!uploads.ok()) return SendStatus(r, uploads.status(), Subject::kBucket);
+    for (const auto& u : *uploads) {
+      Status a = objects_.AbortUpload(u.id, u.bucket, u.key);
+      if (!a.ok() && a.code() != StatusCode::kNotFound) return SendStatus(r, a, Subject::kUpload);
+    }
+    s = meta.DeleteBucket(r.bucket);
+    if (s.code() != StatusCode::kNotEmpty) break;  // an upload or object arrived meanwhile: look again
+  }
+  if (!s.ok()) return SendStatus(r, s, Subject::kBucket);
+  (void)store::SaveUploadRules(meta, r.bucket, {});  // a new bucket of that name starts without rules
+  SendEmpty(r, 204);
+}
+
+void S3Handler::GetLifecycle(S3Request& r) {
+  auto page = objects_.meta().ListObjects({r.bucket, "", "", 0});
+  if (!page.ok()) return SendStatus(r, page.status(), Subject::kBucket);
+  auto rules = store::LoadUploadRules(objects_.meta(), r.bucket);
+  if (!rules.ok()) return SendStatus(r, rules.status(), Subject::kBucket);
+  if (rules->empty()) {
+    return SendError(r, {404, "NoSuchLifecycleConfiguration", "The lifecycle configuration does not exist"});
+  }
+  std::string xml = fmt::format("<LifecycleConfiguration xmlns=\"{}\">", kXmlns);
+  for (const auto& rule : *rules) {
+    xml += "<Rule>";
+    if (!rule.id.empty()) xml += "<ID>" + s3::XmlText(rule.id) + "</ID>";
+    xml += "<Filter><Prefix>" + s3::XmlText(rule.prefix) + "</Prefix></Filter>";
+    xml += fmt::format(
+        "<Status>{}</Status><AbortIncompleteMultipartUpload><DaysAfterInitiation>{}</DaysAfterInitiation>"
+        "</AbortIncompleteMultipartUpload></Rule>",
+        rule.enabled ? "Enabled" : "Disabled", rule.days);
+  }
+  SendXml(r, xml + "</LifecycleConfiguration>");
+}
+
+void S3Handler::PutLifecycle(S3Request& r, const std::string& body) {
+  auto parsed = s3::ParseLifecycle(body);
+  if (!parsed.ok()) {
+    if (parsed.status().code() == StatusCode::kUnsupported) {
+      return SendError(r, {501, "NotImplemented", std::string(parsed.status().message()) + "; nothing was stored"});
+    }
+    return SendError(r, {400, "MalformedXML", parsed.status().message()});
+  }
+  auto page = objects_.meta().ListObjects({r.bucket, "", "", 0});
+  if (!page.ok()) return SendStatus(r, page.status(), Subject::kBucket);
+  std::vector<store::UploadRule> rules;
+  for (const auto& p : *parsed) rules.push_back({p.id, p.prefix, p.enabled, p.abort_days});
+  Status s = store::SaveUploadRules(objects_.meta(), r.bucket, rules);
+  if (!s.ok()) return SendStatus(r, s, Subject::kBucket);
+  SendEmpty(r, 200);
+}
+
+void S3Handler::DeleteLifecycle(S3Request& r) {
+  auto page = objects_.meta().ListObjects({r.bucket, "", "", 0});
+  if (!page.ok()) return SendStatus(r, page.status(), Subject::kBucket);
+  Status s = store::SaveUploadRules(objects_.meta(), r.bucket, {});
   if (!s.ok()) return SendStatus(r, s, Subject::kBucket);
   SendEmpty(r, 204);
 }

@@ -39,6 +39,7 @@ std::set<std::string, std::less<>> Allowed(const S3Request& r) {
       if (r.Has("location")) return {"location"};
       if (r.Has("versioning")) return {"versioning"};
       if (r.Has("acl")) return {"acl"};
+      if (r.Has("lifecycle")) return {"lifecycle"};
       if (r.Has("uploads")) {
         return {"uploads", "prefix", "delimiter", "max-uploads", "key-marker", "upload-id-marker", "encoding-type"};
       }
@@ -49,6 +50,7 @@ std::set<std::string, std::less<>> Allowed(const S3Request& r) {
               "continuation-token", "start-after", "encoding-type", "fetch-owner"};
     }
     if (m == "POST") return {"delete"};
+    if ((m == "PUT" || m == "DELETE") && r.Has("lifecycle")) return {"lifecycle"};
     return {};
   }
   if (m == "GET" && r.Has("uploadId")) return {"uploadId", "max-parts", "part-number-marker", "encoding-type"};
@@ -120,7 +122,10 @@ std::string UnsupportedHeader(const S3Request& r) {
 Op Classify(const S3Request& r) {
   if (r.bucket.empty()) return r.req.method == "GET" ? Op::kList : Op::kOther;
   if (r.key.empty()) {
-    if (r.req.method == "GET" && !r.Has("location") && !r.Has("versioning") && !r.Has("uploads")) return Op::kList;
+    if (r.req.method == "GET" && !r.Has("location") && !r.Has("versioning") && !r.Has("uploads") &&
+        !r.Has("lifecycle") && !r.Has("acl")) {
+      return Op::kList;
+    }
     return Op::kBucket;
   }
   if (r.req.method == "GET") return Op::kGet;
@@ -295,11 +300,18 @@ void S3Handler::Route(S3Request& r) {
       if (r.Has("location")) return BucketLocation(r);
       if (r.Has("versioning")) return BucketVersioning(r);
       if (r.Has("acl")) return Acl(r);
+      if (r.Has("lifecycle")) return GetLifecycle(r);
       if (r.Has("uploads")) return ListUploads(r);
       if (r.Has("versions")) return ListObjectVersions(r);
       return ListObjects(r);
     }
     if (m == "HEAD") return HeadBucket(r);
+    if (m == "PUT" && r.Has("lifecycle")) {
+      std::string body;
+      if (!ReadSmallBody(r, &body, 256 << 10)) return;
+      return PutLifecycle(r, body);
+    }
+    if (m == "DELETE" && r.Has("lifecycle")) return DeleteLifecycle(r);
     if (m == "PUT") return CreateBucket(r);
     if (m == "DELETE") return DeleteBucket(r);
     if (r.Has("delete")) {

@@ -109,6 +109,10 @@ class S3Handler {
   void HeadBucket(S3Request& r);
   void BucketLocation(S3Request& r);
   void BucketVersioning(S3Request& r);
+  // ?lifecycle: only AbortIncompleteMultipartUpload rules (store/uploads.h).
+  void GetLifecycle(S3Request& r);
+  void PutLifecycle(S3Request& r, const std::string& body);
+  void DeleteLifecycle(S3Request& r);
   void ListObjects(S3Request& r);
   void ListObjectVersions(S3Request& r);
   void DeleteObjects(S3Request& r, const std::string& body);

@@ -16,6 +16,7 @@
 #include "store/object_store.h"
 #include "store/reclaimer.h"
 #include "store/tiering.h"
+#include "store/uploads.h"
 
 namespace aq::store {
 namespace {
@@ -1143,6 +1144,58 @@ TEST(TieringTest, NewObjectsGoToTheirPolicysPoolAtWriteTime) {
   EXPECT_EQ(placer.PoolFor("b", "tmp/x", 10), "");  // not usable: the default pool
   ASSERT_TRUE(SaveTierPolicies(*meta, {}).ok());
   EXPECT_EQ(placer.PoolFor("b", "train/x", 10), "");  // re-read (refresh 0 here)
+}
+
+TEST(UploadExpiryTest, TheShortestLimitForTheKeyWins) {
+  UploadExpiryOptions o;
+  o.max_age_s = 7 * 86400.0;
+  const std::vector<UploadRule> rules = {{"tmp", "tmp/", true, 1}, {"off", "", false, 1}, {"logs", "logs/", true, 30}};
+  EXPECT_EQ(UploadAgeLimit(rules, "tmp/x", o), 86400.0);
+  EXPECT_EQ(UploadAgeLimit(rules, "data/x", o), 7 * 86400.0);  // the disabled rule does not count
+  EXPECT_EQ(UploadAgeLimit(rules, "logs/x", o), 7 * 86400.0);  // the node's limit is shorter
+  o.max_age_s = 0;                                             // only rules
+  EXPECT_EQ(UploadAgeLimit(rules, "logs/x", o), 30 * 86400.0);
+  EXPECT_LE(UploadAgeLimit(rules, "data/x", o), 0.0);
+  o.day_s = 2;
+  EXPECT_EQ(UploadAgeLimit(rules, "tmp/x", o), 2.0);
+}
+
+TEST(UploadExpiryTest, ASweepAbortsOnlyWhatIsPastItsLimitAndFreesTheParts) {
+  TempDir dir;
+  auto mem = io::NewMemFileSystem();
+  auto meta = OpenSqliteMetaStore(dir / "meta.db").value();
+  ASSERT_TRUE(meta->CreateBucket("bkt").ok());
+  auto blocks = BlockStore::Open(*mem, {{"default", "/pool", Media::kSsd}}).value();
+  ObjectStore objects(*meta, *blocks, {});
+  auto part = [&](const std::string& key) {
+    auto u = objects.CreateUpload("bkt", key).value();
+    auto w = objects.PutPart(u.id, "bkt", key, 1).value();
+    EXPECT_TRUE(w->Write(std::string(1000, 'p')).ok());
+    EXPECT_TRUE(w->Commit().ok());
+    return u;
+  };
+  const auto old = part("tmp/a");
+  const auto young = part("data/b");
+  ASSERT_TRUE(SaveUploadRules(*meta, "bkt", {{"", "tmp/", true, 1}}).ok());
+  EXPECT_EQ(LoadUploadRules(*meta, "bkt").value().size(), 1u);
+  UploadExpiryOptions o;
+  o.max_age_s = 3600;
+  o.day_s = 60;
+  // 2 minutes after both began: the rule's day (60 s) is past, the node's hour is not.
+  auto sweep = ExpireUploads(objects, o, old.created_ns + int64_t{120} * 1'000'000'000).value();
+  EXPECT_EQ(sweep.expired, 1u);
+  EXPECT_EQ(sweep.expired_bytes, 1000u);
+  EXPECT_EQ(sweep.in_progress, 1u);
+  EXPECT_EQ(sweep.part_bytes, 1000u);
+  EXPECT_FALSE(meta->GetUpload(old.id).ok());
+  EXPECT_TRUE(meta->GetUpload(young.id).ok());
+  objects.reclaimer().Drain();
+  EXPECT_EQ(blocks->List().value().size(), 1u);  // the aborted part's block is gone
+  sweep = ExpireUploads(objects, o, young.created_ns + int64_t{7200} * 1'000'000'000).value();
+  EXPECT_EQ(sweep.expired, 1u);
+  EXPECT_EQ(sweep.in_progress, 0u);
+  ASSERT_TRUE(SaveUploadRules(*meta, "bkt", {}).ok());
+  EXPECT_TRUE(LoadUploadRules(*meta, "bkt").value().empty());
 }
 
 // A policy moves an object away, is replaced, and the object moves back

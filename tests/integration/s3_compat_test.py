@@ -74,7 +74,7 @@ try:
           "a public ACL refused")
     check(error_code(lambda: s3.get_object_tagging(Bucket="bk1", Key="nope")) == "NoSuchKey", "tags of no object")
     check(s3.get_object(Bucket="bk1", Key="obj")["Body"].read() == original, "object bytes unchanged by tag/acl calls")
-    bucket_subresources = ["policy", "policyStatus", "lifecycle", "cors", "website", "logging", "notification",
+    bucket_subresources = ["policy", "policyStatus", "cors", "website", "logging", "notification",
                            "replication", "encryption", "tagging", "requestPayment", "accelerate", "analytics",
                            "inventory", "metrics", "intelligent-tiering", "object-lock", "ownershipControls",
                            "publicAccessBlock", "metadataTable", "session"]
