@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <openssl/hmac.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -11,8 +12,11 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 
+#include "s3/checksum.h"
 #include "s3/sigv4.h"
 
 namespace aq::s3 {
@@ -142,6 +146,151 @@ AuthOutcome Presigned(const http::Request& req, const AuthOptions& o, int64_t no
   return out;
 }
 
+// Signature Version 2 (HMAC-SHA1), which older clients still send: boto3's
+// presigned URLs in its default configuration, s3fs -o sigv2, s3cmd with
+// signature_v2. StringToSign = VERB \n Content-MD5 \n Content-Type \n
+// Date-or-Expires \n x-amz-* headers (lower-case, sorted, "name:value\n")
+// and the resource: the path as sent, then the sub-resources S3 names,
+// sorted, with their values decoded.
+std::string V2StringToSign(const http::Request& req, const std::string& when, const std::string& resource) {
+  std::map<std::string, std::string> amz;
+  for (const auto& [k, v] : req.headers.fields()) {
+    std::string name = k;
+    for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (name.rfind("x-amz-", 0) != 0) continue;
+    std::string value(v);
+    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.pop_back();
+    value.erase(0, value.find_first_not_of(" \t"));
+    auto [it, fresh] = amz.emplace(name, value);
+    if (!fresh) it->second += "," + value;
+  }
+  std::string out =
+      req.method + "\n" + req.headers.Get("Content-MD5") + "\n" + req.headers.Get("Content-Type") + "\n" + when + "\n";
+  for (const auto& [k, v] : amz) out += k + ":" + v + "\n";
+  return out + resource;
+}
+
+// The resources a V2 client may have signed: the path as sent with S3's
+// sub-resources (sorted, values decoded); for a bucket, also with a
+// trailing "/"; and, as botocore signs, with the first query parameter
+// (the one its operation's URI carries: list-type=2, uploads, x-id=...)
+// kept before them.
+std::vector<std::string> V2Resources(const http::Request& req) {
+  static const std::set<std::string, std::less<>> kSubresources = {"acl",
+                                                                   "cors",
+                                                                   "delete",
+                                                                   "lifecycle",
+                                                                   "location",
+                                                                   "logging",
+                                                                   "notification",
+                                                                   "partNumber",
+                                                                   "policy",
+                                                                   "requestPayment",
+                                                                   "restore",
+                                                                   "tagging",
+                                                                   "torrent",
+                                                                   "uploadId",
+                                                                   "uploads",
+                                                                   "versionId",
+                                                                   "versioning",
+                                                                   "versions",
+                                                                   "website",
+                                                                   "response-cache-control",
+                                                                   "response-content-disposition",
+                                                                   "response-content-encoding",
+                                                                   "response-content-language",
+                                                                   "response-content-type",
+                                                                   "response-expires"};
+  std::map<std::string, std::string> subs;
+  for (const auto& [k, v] : ParseQuery(req.query)) {
+    if (kSubresources.count(k) > 0) subs[k] = v;
+  }
+  std::string query;
+  for (const auto& [k, v] : subs) query += (query.empty() ? "?" : "&") + k + (v.empty() ? "" : "=" + v);
+  std::vector<std::string> out = {req.path + query};
+  if (req.path.size() > 1 && req.path.find('/', 1) == std::string::npos) out.push_back(req.path + "/" + query);
+  const std::string first = req.query.substr(0, req.query.find('&'));
+  if (!first.empty()) out.push_back(req.path + "?" + first + query);
+  return out;
+}
+
+std::string V2Signature(const std::string& secret, const std::string& string_to_sign) {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  HMAC(EVP_sha1(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(string_to_sign.data()), string_to_sign.size(), mac, &len);
+  return Base64Encode(std::string_view(reinterpret_cast<const char*>(mac), len));
+}
+
+AuthOutcome V2Verified(const http::Request& req, const Credential& cred, const std::string& signature,
+                       const std::string& when, bool presigned) {
+  bool match = false;
+  for (const auto& resource : V2Resources(req)) {
+    match = match || SameSignature(V2Signature(cred.secret, V2StringToSign(req, when, resource)), signature);
+  }
+  if (!match) {
+    return Fail(403, "SignatureDoesNotMatch",
+                "the request signature we calculated does not match the signature you provided");
+  }
+  AuthOutcome out;
+  out.ok = true;
+  out.result.access_key = cred.access_key;
+  out.result.presigned = presigned;
+  return out;
+}
+
+// A query-string (presigned) V2 URL: AWSAccessKeyId, Expires (Unix time), Signature.
+AuthOutcome PresignedV2(const http::Request& req, const AuthOptions& o, int64_t now) {
+  std::string key, expires_s, signature;
+  for (const auto& [k, v] : ParseQuery(req.query)) {
+    if (k == "AWSAccessKeyId") key = v;
+    if (k == "Expires") expires_s = v;
+    if (k == "Signature") signature = v;
+  }
+  int64_t expires = -1;
+  auto [end, ec] = std::from_chars(expires_s.data(), expires_s.data() + expires_s.size(), expires);
+  if (key.empty() || signature.empty() || ec != std::errc() || end != expires_s.data() + expires_s.size()) {
+    return Fail(403, "AccessDenied",
+                "a Signature Version 2 URL needs AWSAccessKeyId, Expires (Unix seconds) and Signature");
+  }
+  const Credential* cred = o.lookup ? o.lookup(key) : nullptr;
+  if (cred == nullptr) return Fail(403, "InvalidAccessKeyId", "the access key id is not known to this node");
+  if (now > expires) return Fail(403, "AccessDenied", "Request has expired");
+  if (expires - now > 604800) return Fail(403, "AccessDenied", "Expires is more than 7 days ahead");
+  return V2Verified(req, *cred, signature, expires_s, true);
+}
+
+// An HTTP date, or RFC 822's with a numeric zone ("+0000"), which V2
+// clients send.
+std::optional<int64_t> RequestDate(const std::string& text) {
+  if (auto t = http::ParseHttpDate(text)) return t;
+  std::tm tm{};
+  const char* end = strptime(text.c_str(), "%a, %d %b %Y %H:%M:%S %z", &tm);
+  if (end == nullptr || *end != '\0') return std::nullopt;
+  return static_cast<int64_t>(timegm(&tm)) - tm.tm_gmtoff;
+}
+
+// Authorization: AWS ACCESS_KEY:SIGNATURE, timed by x-amz-date or Date.
+AuthOutcome HeaderV2(const http::Request& req, const AuthOptions& o, int64_t now) {
+  const std::string value = req.headers.Get("Authorization");
+  const size_t colon = value.rfind(':');
+  if (colon == std::string::npos || colon <= 4) {
+    return Fail(400, "AuthorizationHeaderMalformed", "expected 'AWS ACCESS_KEY:SIGNATURE'");
+  }
+  const std::string key = value.substr(4, colon - 4), signature = value.substr(colon + 1);
+  const Credential* cred = o.lookup ? o.lookup(key) : nullptr;
+  if (cred == nullptr) return Fail(403, "InvalidAccessKeyId", "the access key id is not known to this node");
+  const bool amz = req.headers.Has("x-amz-date");
+  auto t = RequestDate(amz ? req.headers.Get("x-amz-date") : req.headers.Get("Date"));
+  if (!t) return Fail(403, "AccessDenied", "a Signature Version 2 request needs a Date or x-amz-date (HTTP date)");
+  const int64_t skew = now - *t;
+  if (skew > o.max_clock_skew_seconds || skew < -o.max_clock_skew_seconds) {
+    return Fail(403, "RequestTimeTooSkewed", fmt::format("the request time is {} s off", skew));
+  }
+  // With x-amz-date the Date line is empty (x-amz-date is among the x-amz-* headers).
+  return V2Verified(req, *cred, signature, amz ? "" : req.headers.Get("Date"), false);
+}
+
 }  // namespace
 
 Result<std::vector<Credential>> LoadCredentials(const std::string& path) {
@@ -206,6 +355,10 @@ AuthOutcome Authenticate(const http::Request& req, const AuthOptions& o) {
   const int64_t now = o.now_unix != 0 ? o.now_unix : static_cast<int64_t>(std::time(nullptr));
   const bool presigned = req.query.find("X-Amz-Signature=") != std::string::npos ||
                          req.query.find("X-Amz-Algorithm=") != std::string::npos;
+  const bool presigned_v2 = !presigned && req.query.find("Signature=") != std::string::npos &&
+                            req.query.find("AWSAccessKeyId=") != std::string::npos;
+  if (req.headers.Get("Authorization").rfind("AWS ", 0) == 0) return HeaderV2(req, o, now);
+  if (presigned_v2 && !req.headers.Has("Authorization")) return PresignedV2(req, o, now);
   if (!req.headers.Has("Authorization") && !presigned) {
     if (o.anonymous) {
       AuthOutcome out;

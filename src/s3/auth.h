@@ -1,9 +1,13 @@
-// Who sent an S3 request: AWS Signature Version 4 verified the way S3 does,
-// from the request as it arrived. Three forms are accepted:
+// Who sent an S3 request: AWS Signature Version 4 (or 2) verified the way
+// S3 does, from the request as it arrived. These forms are accepted:
 //   - the Authorization header, with the time in x-amz-date or (when a
 //     client sends only that) the Date header, which must then be signed;
 //   - a presigned URL (X-Amz-Algorithm ... X-Amz-Signature in the query),
 //     valid until X-Amz-Date + X-Amz-Expires (at most 7 days);
+//   - Signature Version 2 (HMAC-SHA1), which boto3's default presigned URLs
+//     and older clients still use: "Authorization: AWS KEY:SIGNATURE" timed
+//     by Date or x-amz-date, or a URL with AWSAccessKeyId, Expires (Unix
+//     time, at most 7 days ahead) and Signature;
 //   - none at all, only when anonymous access is enabled.
 // The host header must always be among the signed headers (else a request
 // could be replayed against another endpoint). Streaming uploads

@@ -128,6 +128,43 @@ TEST(AuthTest, PresignedUrls) {
   EXPECT_EQ(Authenticate(Parse(other), Options(now)).error.code, "SignatureDoesNotMatch");
 }
 
+// AWS's Signature Version 2 examples ("Signing and authenticating REST
+// requests"), as path-style requests: the header form and a query-string URL.
+TEST(AuthTest, SignatureVersion2HeaderAndQuery) {
+  const int64_t t = 1175024202;  // Tue, 27 Mar 2007 19:36:42 GMT
+  const std::string get = "GET /awsexamplebucket1/photos/puppy.jpg HTTP/1.1\r\nHost: s3.us-west-1.amazonaws.com\r\n";
+  auto a = Authenticate(Parse(get + "Date: Tue, 27 Mar 2007 19:36:42 +0000\r\n"
+                                    "Authorization: AWS AKIAIOSFODNN7EXAMPLE:qgk2+6Sv9/oM7G3qLEjTH1a1l1g=\r\n\r\n"),
+                        Options(t + 60));
+  EXPECT_TRUE(a.ok) << a.error.code << ": " << a.error.message;
+  EXPECT_EQ(a.result.access_key, kAws.access_key);
+  auto wrong = Authenticate(Parse(get + "Date: Tue, 27 Mar 2007 19:36:43 +0000\r\n"
+                                        "Authorization: AWS AKIAIOSFODNN7EXAMPLE:qgk2+6Sv9/oM7G3qLEjTH1a1l1g=\r\n\r\n"),
+                            Options(t + 60));
+  EXPECT_EQ(wrong.error.code, "SignatureDoesNotMatch");
+  auto skewed =
+      Authenticate(Parse(get + "Date: Tue, 27 Mar 2007 19:36:42 +0000\r\n"
+                               "Authorization: AWS AKIAIOSFODNN7EXAMPLE:qgk2+6Sv9/oM7G3qLEjTH1a1l1g=\r\n\r\n"),
+                   Options(t + 3600));
+  EXPECT_EQ(skewed.error.code, "RequestTimeTooSkewed");
+  EXPECT_EQ(Authenticate(Parse(get + "Date: Tue, 27 Mar 2007 19:36:42 +0000\r\nAuthorization: AWS nocolon\r\n\r\n"),
+                         Options(t))
+                .error.code,
+            "AuthorizationHeaderMalformed");
+  const std::string url =
+      "GET /johnsmith/photos/puppy.jpg?AWSAccessKeyId=AKIAIOSFODNN7EXAMPLE&"
+      "Signature=NpgCjnDzrM%2BWFzoENXmpNDUsSn8%3D&Expires=1175139620 HTTP/1.1\r\nHost: s3.amazonaws.com\r\n\r\n";
+  auto q = Authenticate(Parse(url), Options(1175139620 - 100));
+  EXPECT_TRUE(q.ok) << q.error.code << ": " << q.error.message;
+  EXPECT_TRUE(q.result.presigned);
+  auto late = Authenticate(Parse(url), Options(1175139620 + 1));
+  EXPECT_EQ(late.error.code, "AccessDenied");
+  EXPECT_NE(late.error.message.find("expired"), std::string::npos);
+  std::string other = url;
+  other.replace(other.find("puppy"), 5, "kitty");
+  EXPECT_EQ(Authenticate(Parse(other), Options(1175139620 - 100)).error.code, "SignatureDoesNotMatch");
+}
+
 TEST(AuthTest, DateHeaderOnlyAndHostMustBeSigned) {
   // A request timed by the Date header, signed the SigV4 way.
   SigV4Request r;

@@ -18,8 +18,16 @@ namespace {
 // Query parameters that select no operation of their own: presigned URLs'
 // signature fields and the operation hint some SDKs add.
 const std::set<std::string, std::less<>> kNeutral = {
-    "x-id",          "X-Amz-Algorithm",     "X-Amz-Credential", "X-Amz-Date",
-    "X-Amz-Expires", "X-Amz-SignedHeaders", "X-Amz-Signature",
+    "x-id",
+    "X-Amz-Algorithm",
+    "X-Amz-Credential",
+    "X-Amz-Date",
+    "X-Amz-Expires",
+    "X-Amz-SignedHeaders",
+    "X-Amz-Signature",
+    "AWSAccessKeyId",
+    "Signature",
+    "Expires",  // Signature Version 2 URLs
 };
 
 const std::set<std::string, std::less<>> kResponseOverrides = {

@@ -348,6 +348,56 @@ try:
     except urllib.error.HTTPError as e:
         code, text = e.code, e.read()
     check(code == 403 and b"expired" in text, f"an expired presigned URL -> 403: {code} {text[:150]}")
+    # Signature Version 2: boto3's presigned URLs in its default configuration
+    # (AWSAccessKeyId/Expires/Signature), and a client signing every request
+    # with it (s3fs -o sigv2, old s3cmd).
+    import boto3
+    import http.client
+    from botocore.config import Config
+    plain = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", aws_access_key_id=KEY,
+                         aws_secret_access_key=SECRET, region_name="us-east-1")
+    url = plain.generate_presigned_url("get_object", Params={"Bucket": "bk1", "Key": "obj"}, ExpiresIn=60)
+    check("AWSAccessKeyId=" in url and urllib.request.urlopen(url, timeout=10).read() == original,
+          f"a default-configuration presigned GET (Signature Version 2): {url[:120]}")
+
+    def raw_put(url, body):
+        sp = urllib.parse.urlsplit(url)
+        c = http.client.HTTPConnection(sp.hostname, sp.port, timeout=10)
+        c.request("PUT", sp.path + "?" + sp.query, body=body)
+        r = c.getresponse()
+        return r.status, r.read()
+
+    url = plain.generate_presigned_url("put_object", Params={"Bucket": "bk1", "Key": "v2 put/ü"}, ExpiresIn=60)
+    st, data = raw_put(url, b"v2 presigned")
+    check(st == 200 and s3.get_object(Bucket="bk1", Key="v2 put/ü")["Body"].read() == b"v2 presigned",
+          f"a V2 presigned PUT of a key with a space and non-ASCII: {st} {data[:150]}")
+    st, data = raw_put(url.replace("v2%20put", "v2%20pux"), b"x")
+    check(st == 403 and b"SignatureDoesNotMatch" in data, f"a V2 URL for another key: {st}")
+    expired = plain.generate_presigned_url("get_object", Params={"Bucket": "bk1", "Key": "obj"}, ExpiresIn=-5)
+    try:
+        urllib.request.urlopen(expired, timeout=10)
+        code, text = 200, b""
+    except urllib.error.HTTPError as e:
+        code, text = e.code, e.read()
+    check(code == 403 and b"expired" in text, f"an expired V2 URL -> 403: {code} {text[:150]}")
+    v2 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", aws_access_key_id=KEY,
+                      aws_secret_access_key=SECRET, config=Config(signature_version="s3", retries={"max_attempts": 1}))
+    v2.put_object(Bucket="bk1", Key="v2/a b", Body=b"v2 header", ContentType="text/plain", Metadata={"k": "v"})
+    got = v2.get_object(Bucket="bk1", Key="v2/a b", ResponseContentType="x/y")
+    check(got["Body"].read() == b"v2 header" and got["ContentType"] == "x/y", "V2 header-signed PUT and GET")
+    check([o["Key"] for o in v2.list_objects_v2(Bucket="bk1", Prefix="v2/")["Contents"]] == ["v2/a b"],
+          "V2 header-signed ListObjectsV2")
+    up = v2.create_multipart_upload(Bucket="bk1", Key="v2/mp")["UploadId"]
+    etag = v2.upload_part(Bucket="bk1", Key="v2/mp", UploadId=up, PartNumber=1, Body=b"p" * 1000)["ETag"]
+    v2.complete_multipart_upload(Bucket="bk1", Key="v2/mp", UploadId=up,
+                                 MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})
+    v2.delete_objects(Bucket="bk1", Delete={"Objects": [{"Key": "v2/mp"}, {"Key": "v2/a b"}]})
+    check(s3.list_objects_v2(Bucket="bk1", Prefix="v2/")["KeyCount"] == 0, "V2 header-signed multipart and delete")
+    wrong = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", aws_access_key_id=KEY,
+                         aws_secret_access_key="not-the-secret",
+                         config=Config(signature_version="s3", retries={"max_attempts": 1}))
+    check(error_code(lambda: wrong.get_object(Bucket="bk1", Key="obj")) == "SignatureDoesNotMatch",
+          "a V2 signature with the wrong secret is refused")
     st, _, data = request(port, "GET", "/bk1/obj", date_header=True)
     check(st == 200 and data == original, "a request dated by the Date header only authenticates")
     h = {"host": f"127.0.0.1:{port}"}
