@@ -111,6 +111,12 @@ reqs = {
     "get": b"GET /bkt/obj HTTP/1.1\r\nHost: n\r\nRange: bytes=10-200\r\n\r\n",
     "list": b"GET /bkt?list-type=2&prefix=o&delimiter=%2F&encoding-type=url HTTP/1.1\r\nHost: n\r\n\r\n",
     "put": b"PUT /bkt/new HTTP/1.1\r\nHost: n\r\nContent-Length: 5\r\nx-amz-meta-a: b\r\n\r\nhello",
+    "put-meta": b"PUT /bkt/m HTTP/1.1\r\nHost: n\r\nContent-Length: 1\r\nx-amz-meta-a: =?UTF-8?B?Y2Fmw6k=?= x\r\n"
+                b"x-amz-meta-b: =?iso-8859-1?Q?caf=E9?=\r\nx-amz-meta-c: caf\xe9\r\n\r\nz",
+    "lifecycle": b"PUT /bkt?lifecycle HTTP/1.1\r\nHost: n\r\nContent-Length: 231\r\n\r\n<LifecycleConfiguration><Rule>"
+                 b"<Filter><Prefix>t/</Prefix></Filter><Status>Enabled</Status><AbortIncompleteMultipartUpload>"
+                 b"<DaysAfterInitiation>1</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule>"
+                 b"</LifecycleConfiguration>",
     "chunked": b"PUT /bkt/c HTTP/1.1\r\nHost: n\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
     "awschunked": b"PUT /bkt/a HTTP/1.1\r\nHost: n\r\nContent-Encoding: aws-chunked\r\n"
                   b"x-amz-content-sha256: STREAMING-UNSIGNED-PAYLOAD-TRAILER\r\nx-amz-decoded-content-length: 3\r\n"

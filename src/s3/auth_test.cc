@@ -16,6 +16,7 @@
 #include "s3/endpoint.h"
 #include "s3/errors.h"
 #include "s3/layout.h"
+#include "s3/metadata.h"
 #include "s3/sigv4.h"
 #include "s3/xml.h"
 
@@ -247,6 +248,27 @@ TEST(ChunkedTest, UnsignedWithTrailingChecksum) {
     AwsChunkedDecoder f(c, "x-amz-checksum-crc32");
     EXPECT_FALSE(f.Feed(bad, &out).ok()) << bad;
   }
+}
+
+TEST(S3Test, MetadataValuesAreTextInAndMailSafeOut) {
+  EXPECT_EQ(MetadataValueIn("plain value").value(), "plain value");
+  EXPECT_EQ(MetadataValueIn("caf\xc3\xa9").value(), "caf\xc3\xa9");
+  EXPECT_EQ(MetadataValueIn("caf\xe9").value(), "caf\xc3\xa9");  // not UTF-8: ISO-8859-1
+  EXPECT_EQ(MetadataValueIn("=?utf-8?b?Y2Fmw6k=?=").value(), "caf\xc3\xa9");
+  EXPECT_EQ(MetadataValueIn("=?UTF-8?Q?a_b=3F?= =?UTF-8?B?Yw==?=").value(), "a b?c");  // space between words dropped
+  EXPECT_EQ(MetadataValueIn("x =?UTF-8?B?Yw==?= y").value(), "x c y");
+  EXPECT_EQ(MetadataValueIn("=?UTF-8?B?not base64!?=").value(), "=?UTF-8?B?not base64!?=");  // not a word: text
+  EXPECT_EQ(MetadataValueIn("=?koi8-r?B?Yw==?=").value(), "=?koi8-r?B?Yw==?=");              // unknown charset
+  EXPECT_EQ(MetadataValueIn("=?UTF-8?B?/w==?=").value(), "=?UTF-8?B?/w==?=");                // not UTF-8 inside
+  EXPECT_FALSE(MetadataValueIn("a\nb").ok());
+  EXPECT_FALSE(MetadataValueIn("=?UTF-8?Q?a=0Ab?=").ok());  // a control character, encoded
+  EXPECT_EQ(MetadataValueOut("plain"), "plain");
+  EXPECT_EQ(MetadataValueOut("caf\xc3\xa9"), "=?UTF-8?B?Y2Fmw6k=?=");
+  EXPECT_EQ(MetadataValueIn(MetadataValueOut("\xe6\x97\xa5\xe6\x9c\xac")).value(), "\xe6\x97\xa5\xe6\x9c\xac");
+  EXPECT_TRUE(IsUtf8("\xf0\x9f\x98\x80"));
+  EXPECT_FALSE(IsUtf8("\xc0\xaf"));          // overlong
+  EXPECT_FALSE(IsUtf8("\xed\xa0\x80"));      // a surrogate
+  EXPECT_FALSE(IsUtf8("\xf4\x90\x80\x80"));  // past U+10FFFF
 }
 
 TEST(S3Test, ChecksumsAndBase64) {

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "s3/checksum.h"
 #include "s3/chunked.h"
+#include "s3/metadata.h"
 #include "s3/sigv4.h"
 #include "s3/xml.h"
 #include "server/s3_handler.h"
@@ -148,7 +149,18 @@ bool S3Handler::StoredHeaders(S3Request& r, std::map<std::string, std::string>* 
     const bool stored =
         lower.rfind("x-amz-meta-", 0) == 0 ||
         std::any_of(std::begin(kStored), std::end(kStored), [&](const auto& k) { return lower == k.first; });
-    // S3 keeps metadata as US-ASCII (REST); anything else is refused, not mangled.
+    if (lower.rfind("x-amz-meta-", 0) == 0) {
+      // Text: RFC 2047 words decoded, UTF-8 kept, ISO-8859-1 converted (s3/metadata.h).
+      auto text = s3::MetadataValueIn(value);
+      if (!text.ok()) {
+        SendError(r, {400, "InvalidArgument", fmt::format("the header {}: {}", name, text.status().message())});
+        return false;
+      }
+      user += lower.size() - 11 + text->size();
+      (*out)[lower] = std::move(*text);
+      continue;
+    }
+    // S3 keeps the other stored headers as US-ASCII; anything else is refused, not mangled.
     if (stored && std::any_of(value.begin(), value.end(), [](char c) {
           const auto u = static_cast<unsigned char>(c);
           return (u < 0x20 && u != '\t') || u > 0x7e;
@@ -158,16 +170,12 @@ bool S3Handler::StoredHeaders(S3Request& r, std::map<std::string, std::string>* 
                  fmt::format("the header {} holds bytes that are not printable US-ASCII; S3 metadata must be", name)});
       return false;
     }
-    if (lower.rfind("x-amz-meta-", 0) == 0) {
-      user += lower.size() - 11 + value.size();
-      (*out)[lower] = value;
-      continue;
-    }
     for (const auto& [stored, spelled] : kStored) {
       if (lower != stored) continue;
       std::string v = value;
-      if (lower == "content-encoding") {
-        // aws-chunked describes this request's framing, not the object.
+      if (lower == "content-encoding" && http::ToLower(v).find("aws-chunked") != std::string::npos) {
+        // aws-chunked describes this request's framing, not the object
+        // (a value without it is kept as sent, spaces and all).
         std::string kept;
         size_t start = 0;
         while (start <= v.size()) {
@@ -176,7 +184,7 @@ bool S3Handler::StoredHeaders(S3Request& r, std::map<std::string, std::string>* 
           std::string one = std::string(std::string_view(v).substr(start, comma - start));
           while (!one.empty() && one.front() == ' ') one.erase(0, 1);
           while (!one.empty() && one.back() == ' ') one.pop_back();
-          if (!one.empty() && !http::EqualsIgnoreCase(one, "aws-chunked")) kept += (kept.empty() ? "" : ",") + one;
+          if (!one.empty() && !http::EqualsIgnoreCase(one, "aws-chunked")) kept += (kept.empty() ? "" : ", ") + one;
           start = comma + 1;
         }
         v = kept;
@@ -265,7 +273,7 @@ void S3Handler::GetObject(S3Request& r) {
       if (name == stored) spelled = s;
     }
     has_type = has_type || name == "content-type";
-    h.Add(spelled, value);
+    h.Add(spelled, name.rfind("x-amz-meta-", 0) == 0 ? s3::MetadataValueOut(value) : value);
   }
   if (!has_type) h.Add("Content-Type", "binary/octet-stream");
   // An aquifer:// client opening the object learns its layout with its first

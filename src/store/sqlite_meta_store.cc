@@ -619,7 +619,7 @@ class SqliteMetaStore final : public MetaStore {
   // Before a change that adds data: the reserve back, if there is room.
   void KeepReserve() {
     std::lock_guard<std::mutex> lock(reserve_mu_);
-    if (reserved_) return;
+    if (reserved_ || path_ == ":memory:") return;
     const auto now = std::chrono::steady_clock::now();
     if (now - reserve_tried_ < std::chrono::seconds(2)) return;
     reserve_tried_ = now;
