@@ -236,7 +236,11 @@ void S3Handler::ListObjects(S3Request& r) {
   std::string xml = fmt::format(
       "<ListBucketResult xmlns=\"{}\"><Name>{}</Name><Prefix>{}</Prefix><MaxKeys>{}</MaxKeys>"
       "<IsTruncated>{}</IsTruncated>",
-      kXmlns, s3::XmlText(r.bucket), enc(q.prefix), q.max_keys, page->truncated ? "true" : "false");
+      kXmlns, s3::XmlText(r.bucket),
+      // ListObjects (V1) sends its own Prefix back as given even with
+      // encoding-type=url, as S3 does (and botocore expects: it decodes the
+      // V2 Prefix but not the V1 one).
+      v2 ? enc(q.prefix) : s3::XmlText(q.prefix), q.max_keys, page->truncated ? "true" : "false");
   if (!q.delimiter.empty()) xml += "<Delimiter>" + enc(q.delimiter) + "</Delimiter>";
   if (enc.url) xml += "<EncodingType>url</EncodingType>";
   const bool owner = !v2 || r.Param("fetch-owner") == "true";

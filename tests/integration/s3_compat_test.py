@@ -281,6 +281,15 @@ try:
     check(sorted(got) == sorted("w/" + k for k in weird), "encoding-type=url round-trips: " + repr(got))
     st, _, data = request(port, "GET", "/bk1", "list-type=2&prefix=w%2F")
     check(st == 200 and xml_ok(data), "the listing without encoding-type is valid XML")
+    # The listing's own Prefix, as boto3 hands it back (it asks for
+    # encoding-type=url itself, and decodes V2's Prefix but not V1's).
+    s3.put_object(Bucket="bk1", Key="ds/donn\u00e9es a/x", Body=b"x")
+    v1 = s3.list_objects(Bucket="bk1", Prefix="ds/donn\u00e9es a/")
+    v2l = s3.list_objects_v2(Bucket="bk1", Prefix="ds/donn\u00e9es a/")
+    check(v1["Prefix"] == v2l["Prefix"] == "ds/donn\u00e9es a/" and
+          [o["Key"] for o in v1["Contents"]] == [o["Key"] for o in v2l["Contents"]] == ["ds/donn\u00e9es a/x"],
+          f"V1 and V2 listings under a non-ASCII prefix: {v1['Prefix']!r} {v2l['Prefix']!r}")
+    s3.delete_object(Bucket="bk1", Key="ds/donn\u00e9es a/x")
     for bad in ["ctl\x01x", "inv\udcff"]:
         st, _, data = request(port, "PUT", "/bk1/" + urllib.request.quote(bad.encode("utf-8", "surrogateescape")),
                               "", b"x")
@@ -457,6 +466,47 @@ try:
     body2 = body.replace(crc.encode(), base64.b64encode(b"\0\0\0\0"))
     st, _, data = request(port, "PUT", "/bk1/unsigned", "", body2, headers, sign_it=False)
     check(st == 400 and b"BadDigest" in data, "a wrong trailing checksum -> BadDigest")
+
+    # ---- S3's status and error code for invalid ranges, part numbers and signatures ----
+    s3.put_object(Bucket="bk1", Key="ten", Body=b"0123456789")
+    up = s3.create_multipart_upload(Bucket="bk1", Key="mpx")["UploadId"]
+    cases = [
+        ("GET", "/bk1/ten", "", {"Range": "bytes=10-"}, 416, "InvalidRange"),
+        ("GET", "/bk1/ten", "", {"Range": "bytes=10-20"}, 416, "InvalidRange"),
+        ("GET", "/bk1/ten", "", {"Range": "bytes=-0"}, 416, "InvalidRange"),
+        ("GET", "/bk1/ten", "", {"Range": "bytes=5-3"}, 200, ""),        # invalid: ignored (RFC 7233)
+        ("GET", "/bk1/ten", "", {"Range": "bytes=1-2,4-5"}, 200, ""),    # several: the whole object
+        ("GET", "/bk1/ten", "", {"Range": "bytes=8-100"}, 206, ""),
+        ("GET", "/bk1/ten", "partNumber=0", {}, 400, "InvalidArgument"),
+        ("GET", "/bk1/ten", "partNumber=10001", {}, 400, "InvalidArgument"),
+        ("GET", "/bk1/ten", "partNumber=x", {}, 400, "InvalidArgument"),
+        ("GET", "/bk1/ten", "partNumber=2", {}, 416, "InvalidPartNumber"),
+        ("GET", "/bk1/ten", "partNumber=1", {"Range": "bytes=0-1"}, 400, "InvalidRequest"),
+        ("PUT", "/bk1/mpx", f"partNumber=0&uploadId={up}", {}, 400, "InvalidArgument"),
+        ("PUT", "/bk1/mpx", f"partNumber=10001&uploadId={up}", {}, 400, "InvalidArgument"),
+        ("PUT", "/bk1/mpx", "partNumber=1&uploadId=nope", {}, 404, "NoSuchUpload"),
+        ("GET", "/bk1/mpx", f"uploadId={up}&max-parts=-1", {}, 400, "InvalidArgument"),
+        ("GET", "/bk1", "max-keys=x", {}, 400, "InvalidArgument"),
+    ]
+    for method, path, query, headers, want, code in cases:
+        st, _, data = request(port, method, path, query, b"x" if method == "PUT" else b"", headers)
+        got = data.split(b"<Code>")[1].split(b"</Code>")[0].decode() if b"<Code>" in data else ""
+        check(st == want and got == code, f"{method} {path}?{query} {headers}: {want} {code} ({st} {got})")
+    body = b"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\"00\"</ETag></Part>" \
+           b"</CompleteMultipartUpload>"
+    st, _, data = request(port, "POST", "/bk1/mpx", f"uploadId={up}", body)
+    check(st == 400 and b"InvalidPart" in data, f"completing with a part never uploaded: 400 InvalidPart ({st})")
+    for auth, want, code in [("AWS4-HMAC-SHA256 garbage", 400, "AuthorizationHeaderMalformed"),
+                             ("AWS nocolon", 400, "AuthorizationHeaderMalformed"),
+                             ("AWS NOSUCHKEY:c2ln", 403, "InvalidAccessKeyId"),
+                             ("Bearer xyz", 400, "AuthorizationHeaderMalformed")]:
+        h = {"Authorization": auth, "x-amz-date": time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()),
+             "x-amz-content-sha256": "UNSIGNED-PAYLOAD", "Date": time.strftime("%a, %d %b %Y %H:%M:%S GMT",
+                                                                               time.gmtime())}
+        st, _, data = request(port, "GET", "/bk1/ten", headers=h, sign_it=False)
+        got = data.split(b"<Code>")[1].split(b"</Code>")[0].decode() if b"<Code>" in data else ""
+        check(st == want and got == code, f"Authorization {auth!r}: {want} {code} ({st} {got})")
+    s3.abort_multipart_upload(Bucket="bk1", Key="mpx", UploadId=up)
 
     # ---- errors: RequestId in body and header; no server paths ----
     st, h, data = request(port, "GET", "/bk1/nope")
