@@ -60,6 +60,7 @@ struct Node {
   uint64_t lookups = 0;   // the kernel's references (lookup count)
   double attr_at = 0;     // when size and mtime were learned
   int writers = 0;        // handles writing it: its size is what they wrote
+  int readers = 0;        // handles reading it (never at once with writers)
   bool unlinked = false;  // its path no longer names it
 };
 
@@ -137,6 +138,7 @@ struct Handle {
   int finish_errno = 0;
   bool existing = false;  // opened for writing without O_TRUNC: only a truncate to 0 makes it a writer
   pid_t opener = 0;       // the process (thread group) that opened it: only its close sends the file
+  bool reading = false;   // counted in its inode's readers
   int broken = 0;         // a write failed (errno): nothing is ever sent, every later call fails
 };
 
@@ -217,7 +219,7 @@ class Fs {
     }
   }
 
-  void GetAttr(fuse_req_t req, fuse_ino_t ino) {
+  void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     Node n;
     {
       MutexLock lock(mu_);
@@ -236,6 +238,13 @@ class Fs {
       }
     }
     struct stat st = Attr(ino, n);
+    // Asked through an open file (the kernel's read path, fstat): the size
+    // of the version that handle reads, so the kernel never cuts its reads
+    // at another version's size.
+    if (fi != nullptr && fi->fh != 0) {
+      auto* h = reinterpret_cast<Handle*>(fi->fh);
+      if (h->reader) st.st_size = static_cast<off_t>(h->reader->size());
+    }
     fuse_reply_attr(req, &st, o_.attr_ttl_s);
   }
 
@@ -253,12 +262,24 @@ class Fs {
         }
         if (want == 0) {  // from here on a writer of a new version, sent on close
           std::lock_guard<std::mutex> lock(h->mu);
+          {
+            MutexLock nl(mu_);
+            Node& n = nodes_[ino];
+            if (n.readers > 0) {
+              log::warn("mount: {}: not written while this mount reads it (EBUSY)", h->url);
+              return (void)fuse_reply_err(req, EBUSY);
+            }
+            n.writers++;
+          }
           auto w = store_.OpenWrite(h->url);
-          if (!w.ok()) return Fail(req, w.status(), "truncate");
+          if (!w.ok()) {
+            MutexLock nl(mu_);
+            nodes_[ino].writers--;
+            return Fail(req, w.status(), "truncate");
+          }
           h->writer = std::move(*w);
           MutexLock nl(mu_);
           Node& n = nodes_[ino];
-          n.writers++;
           n.size = 0;
           n.version.clear();
         }
@@ -287,7 +308,7 @@ class Fs {
     // Mode, owner and times have nowhere to live in an object store: the
     // call succeeds (tar and cp -p set them) and the attributes stay.
     if (to_set & ~FUSE_SET_ATTR_SIZE) log::debug("mount: attributes other than the size are not kept (ino {})", ino);
-    GetAttr(req, ino);
+    GetAttr(req, ino, nullptr);
   }
 
   void OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -369,10 +390,18 @@ class Fs {
       }
       return StartWriter(req, ino, url, fi, nullptr);
     }
+    // Within one mount a file is read or written, not both at once: the
+    // kernel's one inode would show the writer's size to the readers of the
+    // stored version (short reads, or zeros past its end).
+    if (!AddReader(ino)) {
+      log::warn("mount: {}: not opened for reading while this mount writes it (EBUSY)", url);
+      return (void)fuse_reply_err(req, EBUSY);
+    }
     if (!n.version.empty() && Now() - n.attr_at < o_.attr_ttl_s) {
       // Validated within the attribute TTL and its pages are in the kernel:
       // no request now; the store is asked only if the kernel asks to read.
       auto h = std::make_unique<Handle>();
+      h->reading = true;
       h->ino = ino;
       h->url = url;
       h->expected = n.version;
@@ -383,8 +412,12 @@ class Fs {
       return (void)fuse_reply_open(req, fi);
     }
     auto file = store_.OpenRead(url, io::AccessHint::kSequential);
-    if (!file.ok()) return Fail(req, file.status(), "open");
+    if (!file.ok()) {
+      DropReader(ino);
+      return Fail(req, file.status(), "open");
+    }
     auto h = std::make_unique<Handle>();
+    h->reading = true;
     h->ino = ino;
     h->url = url;
     h->reader = std::move(*file);
@@ -397,14 +430,22 @@ class Fs {
         // Blocks are immutable: an unchanged ETag means the kernel's pages
         // of this object are still right.
         fi->keep_cache = !version.empty() && it->second.version == version;
-        attrs_changed = it->second.size != h->reader->size();
+        attrs_changed = it->second.size != h->reader->size() ||
+                        (!it->second.version.empty() && !version.empty() && it->second.version != version);
         it->second.version = version;
         it->second.size = h->reader->size();
         it->second.attr_at = Now();
       }
     }
     if (fi->keep_cache) stats_.opens_kept_cache++;
-    if (attrs_changed) Invalidate(ino);  // the kernel's size is stale
+    if (attrs_changed) {
+      // The kernel's size is of another version (the object changed between
+      // its lookup and this open): it would cut reads short, or end them
+      // early. This handle reads around the page cache, to the end of the
+      // version it opened; the kernel learns the new size meanwhile.
+      fi->direct_io = 1;
+      Invalidate(ino);
+    }
     fi->noflush = 1;
     fi->fh = reinterpret_cast<uint64_t>(h.release());
     fuse_reply_open(req, fi);
@@ -504,6 +545,7 @@ class Fs {
 
   void Release(fuse_req_t req, fuse_file_info* fi) {
     std::unique_ptr<Handle> h(reinterpret_cast<Handle*>(fi->fh));
+    if (h->reading) DropReader(h->ino);
     if (h->broken != 0) {
       MutexLock lock(mu_);
       auto it = nodes_.find(h->ino);
@@ -797,8 +839,24 @@ class Fs {
 
   void StartWriter(fuse_req_t req, fuse_ino_t ino, const std::string& url, fuse_file_info* fi,
                    const fuse_entry_param* created) {
+    bool busy = false;
+    {
+      MutexLock lock(mu_);
+      Node& n = nodes_[ino];
+      busy = n.readers > 0;
+      if (!busy) n.writers++;
+    }
+    if (busy) {
+      log::warn("mount: {}: not written while this mount reads it (EBUSY)", url);
+      if (created) Forget(created->ino, 1);
+      return (void)fuse_reply_err(req, EBUSY);
+    }
     auto w = store_.OpenWrite(url);
     if (!w.ok()) {
+      {
+        MutexLock lock(mu_);
+        nodes_[ino].writers--;
+      }
       if (created) Forget(created->ino, 1);
       return Fail(req, w.status(), "create");
     }
@@ -810,7 +868,6 @@ class Fs {
     {
       MutexLock lock(mu_);
       Node& n = nodes_[ino];
-      n.writers++;
       n.size = 0;
       n.version.clear();
       n.mtime = ::time(nullptr);
@@ -824,6 +881,20 @@ class Fs {
     } else {
       fuse_reply_open(req, fi);
     }
+  }
+
+  // A reader of the inode, unless this mount writes it now.
+  bool AddReader(fuse_ino_t ino) {
+    MutexLock lock(mu_);
+    Node& n = nodes_[ino];
+    if (n.writers > 0) return false;
+    n.readers++;
+    return true;
+  }
+  void DropReader(fuse_ino_t ino) {
+    MutexLock lock(mu_);
+    auto it = nodes_.find(ino);
+    if (it != nodes_.end() && it->second.readers > 0) it->second.readers--;
   }
 
   // A read: straight from the store for a random reader or a small file
@@ -1034,7 +1105,7 @@ fuse_lowlevel_ops Operations() {
     for (size_t k = 0; k < count; ++k) Self(r)->Forget(f[k].ino, f[k].nlookup);
     fuse_reply_none(r);
   };
-  ops.getattr = [](fuse_req_t r, fuse_ino_t i, fuse_file_info*) { Self(r)->GetAttr(r, i); };
+  ops.getattr = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* f) { Self(r)->GetAttr(r, i, f); };
   ops.setattr = [](fuse_req_t r, fuse_ino_t i, struct stat* a, int s, fuse_file_info* f) {
     Self(r)->SetAttr(r, i, a, s, f);
   };
