@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/utf8.h"
 #include "s3/checksum.h"
 #include "s3/chunked.h"
 #include "s3/endpoint.h"

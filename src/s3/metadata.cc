@@ -5,39 +5,11 @@
 #include <cctype>
 #include <optional>
 
+#include "common/utf8.h"
 #include "s3/checksum.h"
 
 namespace aq::s3 {
 namespace {
-
-// Bytes of the UTF-8 sequence at s[i], 0 when invalid.
-size_t Sequence(std::string_view s, size_t i) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  if (c < 0x80) return 1;
-  size_t n;
-  uint32_t cp;
-  if ((c & 0xe0) == 0xc0) {
-    n = 2;
-    cp = c & 0x1f;
-  } else if ((c & 0xf0) == 0xe0) {
-    n = 3;
-    cp = c & 0x0f;
-  } else if ((c & 0xf8) == 0xf0) {
-    n = 4;
-    cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    const auto b = static_cast<unsigned char>(s[i + k]);
-    if ((b & 0xc0) != 0x80) return 0;
-    cp = (cp << 6) | (b & 0x3f);
-  }
-  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-  return n;
-}
 
 std::string Latin1ToUtf8(std::string_view s) {
   std::string out;
@@ -102,15 +74,6 @@ std::optional<std::string> DecodeWord(std::string_view word) {
 }
 
 }  // namespace
-
-bool IsUtf8(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    const size_t n = Sequence(s, i);
-    if (n == 0) return false;
-    i += n;
-  }
-  return true;
-}
 
 Result<std::string> MetadataValueIn(std::string_view raw) {
   for (size_t i = 0; i < raw.size(); ++i) {

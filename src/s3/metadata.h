@@ -20,7 +20,4 @@ namespace aq::s3 {
 Result<std::string> MetadataValueIn(std::string_view raw);
 std::string MetadataValueOut(std::string_view stored);
 
-// Whether `s` is valid UTF-8 (no overlong forms, no surrogates, <= U+10FFFF).
-bool IsUtf8(std::string_view s);
-
 }  // namespace aq::s3

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "common/utf8.h"
 #include "store/meta_store.h"
 
 namespace aq::store {
@@ -171,40 +172,6 @@ Status CheckBucketName(const std::string& n) {
   if (n.size() >= 8 && n.compare(n.size() - 8, 8, "-s3alias") == 0) return bad("must not end with '-s3alias'");
   return Status::Ok();
 }
-
-namespace {
-
-// The length of the UTF-8 sequence at s[i], or 0 when it is not valid
-// (overlong forms, surrogates, beyond U+10FFFF, U+FFFE/U+FFFF all refused).
-size_t Utf8Sequence(const std::string& s, size_t i) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = b(i);
-  if (c < 0x80) return 1;
-  size_t n;
-  uint32_t cp;
-  if ((c & 0xE0) == 0xC0) {
-    n = 2;
-    cp = c & 0x1F;
-  } else if ((c & 0xF0) == 0xE0) {
-    n = 3;
-    cp = c & 0x0F;
-  } else if ((c & 0xF8) == 0xF0) {
-    n = 4;
-    cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((b(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (b(i + k) & 0x3F);
-  }
-  static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF) || cp == 0xFFFE || cp == 0xFFFF) return 0;
-  return n;
-}
-
-}  // namespace
 
 Status CheckObjectKey(const std::string& key) {
   auto bad = [&](StatusCode code, std::string why) { return Status(code, Subject::kObject, std::move(why)); };

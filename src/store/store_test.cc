@@ -1198,16 +1198,24 @@ TEST(UploadExpiryTest, ASweepAbortsOnlyWhatIsPastItsLimitAndFreesTheParts) {
   EXPECT_TRUE(LoadUploadRules(*meta, "bkt").value().empty());
 }
 
+// A bucket "bkt" over two pools in memory, "fast" (ssd) and "cold" (hdd).
+struct TwoPools {
+  TempDir dir;
+  std::unique_ptr<io::FileSystem> mem = io::NewMemFileSystem();
+  std::unique_ptr<MetaStore> meta = OpenSqliteMetaStore(dir / "meta.db").value();
+  std::unique_ptr<BlockStore> blocks =
+      BlockStore::Open(*mem, {{"fast", "/fast", Media::kSsd}, {"cold", "/cold", Media::kHdd}}).value();
+  TwoPools() { EXPECT_TRUE(meta->CreateBucket("bkt").ok()); }
+};
+
 // A policy moves an object away, is replaced, and the object moves back
 // while the first move's release is still pending: when the reclaimer then
 // removes what it was handed, the object must still read whole (the copy
 // the newest layout uses is never one a release names).
 TEST(TieringTest, MovingThereAndBackWithinTheReclaimDelayLosesNothing) {
-  TempDir dir;
-  auto mem = io::NewMemFileSystem();
-  auto meta = OpenSqliteMetaStore(dir / "meta.db").value();
-  ASSERT_TRUE(meta->CreateBucket("bkt").ok());
-  auto blocks = BlockStore::Open(*mem, {{"fast", "/fast", Media::kSsd}, {"cold", "/cold", Media::kHdd}}).value();
+  TwoPools store;
+  auto& meta = store.meta;
+  auto& blocks = store.blocks;
   ObjectStoreOptions oo;
   oo.block_size = 1000;
   oo.reclaim.min_delay_s = 3600;  // every release stays pending until drained
@@ -1257,11 +1265,9 @@ TEST(TieringTest, MovingThereAndBackWithinTheReclaimDelayLosesNothing) {
 // returns other bytes than a version written, and no pass fails (an object
 // changed during its move is a conflict, not an error).
 TEST(TieringTest, PassesBesideWritesDeletesAndReadsNeverFailAReader) {
-  TempDir dir;
-  auto mem = io::NewMemFileSystem();
-  auto meta = OpenSqliteMetaStore(dir / "meta.db").value();
-  ASSERT_TRUE(meta->CreateBucket("bkt").ok());
-  auto blocks = BlockStore::Open(*mem, {{"fast", "/fast", Media::kSsd}, {"cold", "/cold", Media::kHdd}}).value();
+  TwoPools store;
+  auto& meta = store.meta;
+  auto& blocks = store.blocks;
   ObjectStoreOptions oo;
   oo.block_size = 1000;
   oo.reclaim.min_delay_s = 0.2;  // the single node's default is 2 s; short here to reclaim often

@@ -142,6 +142,15 @@ def anomaly(what):
     print("ANOMALY:", what, flush=True)
 
 
+def judge(op, what, body):
+    """A successful read's body: its value id into op, or an anomaly."""
+    vid, problem = parse_body(body)
+    if problem:
+        anomaly(f"{what} at {op['inv']:.2f}-{op['comp']:.2f}: answered with {problem}")
+    else:
+        op["val"] = vid
+
+
 def path(key):
     return "/" + BUCKET + "/" + urllib.parse.quote(key, safe="/")
 
@@ -195,11 +204,7 @@ class Client(threading.Thread):
         op["comp"] = now()
         op["status"] = st
         if st == 200:
-            vid, problem = parse_body(b)
-            if problem:
-                anomaly(f"GET {key} at {op['inv']:.2f}-{op['comp']:.2f}: 200 with {problem}")
-            else:
-                op["val"] = vid
+            judge(op, f"GET {key}", b)
         elif st == 404:
             op["val"] = ABSENT
         record(op)
@@ -302,11 +307,7 @@ class Client(threading.Thread):
         op["comp"] = now()
         if r.returncode == 0:
             b = open(dst, "rb").read()
-            vid, problem = parse_body(b)
-            if problem:
-                anomaly(f"aquifer cp of {key} at {op['inv']:.2f}-{op['comp']:.2f}: exit 0 with {problem}")
-            else:
-                op["val"] = vid
+            judge(op, f"aquifer cp of {key}", b)
         elif "404" in r.stderr or "not found" in r.stderr.lower() or "no object" in r.stderr.lower():
             op["val"] = ABSENT
         record(op)
@@ -332,11 +333,7 @@ class Client(threading.Thread):
             with open(os.path.join(self.mnt, key), "rb") as f:
                 b = f.read()
             op["comp"] = now()
-            vid, problem = parse_body(b)
-            if problem:
-                anomaly(f"mount read of {key} at {op['inv']:.2f}-{op['comp']:.2f}: {problem}")
-            else:
-                op["val"] = vid
+            judge(op, f"mount read of {key}", b)
         except FileNotFoundError:
             op["comp"] = now()
             op["val"] = ABSENT
