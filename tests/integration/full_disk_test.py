@@ -13,20 +13,13 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import s3lib  # noqa: E402
 from s3lib import Checks, request  # noqa: E402
 
 AQ = os.path.abspath(sys.argv[1])
-tmp = tempfile.mkdtemp(prefix="aq_full_")
-data = os.path.join(tmp, "data")
-os.mkdir(data)
-if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", data], capture_output=True).returncode != 0:
-    shutil.rmtree(tmp)
-    print("SKIP: a tmpfs cannot be mounted here (a full disk needs a small file system; run as root)")
-    sys.exit(77)
+tmp, data = s3lib.small_disk("aq_full_", "24m", "a full disk needs a small file system")
 
 check = Checks()
 creds = s3lib.write_credentials(os.path.join(tmp, "keys"))

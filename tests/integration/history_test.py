@@ -55,13 +55,7 @@ AQ = os.path.abspath(args.aquifer)
 SEED = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
 print(f"history: seed {SEED}, {args.duration:.0f} s, {args.clients} clients, {args.keys} keys", flush=True)
 
-tmp = tempfile.mkdtemp(prefix="aq_history_")
-data = os.path.join(tmp, "data")
-os.mkdir(data)
-if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", data], capture_output=True).returncode != 0:
-    shutil.rmtree(tmp)
-    print("SKIP: a tmpfs cannot be mounted here (the full-disk fault needs one; run as root)")
-    sys.exit(77)
+tmp, data = s3lib.small_disk("aq_history_", "48m", "the full-disk fault needs one")
 creds = s3lib.write_credentials(os.path.join(tmp, "keys"))
 BUCKET = "hist"
 KEYS = [f"k{i}" for i in range(args.keys)] + ["dir/é ü", "dir/a b"]  # odd names too

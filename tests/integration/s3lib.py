@@ -71,6 +71,23 @@ class Node:
         return self.p.returncode
 
 
+def small_disk(prefix, size, why):
+    """A temporary directory with a tmpfs of `size` (e.g. "24m") mounted at
+    TMP/data, for full-disk tests; exits 77 (skip) where none can be mounted
+    (root is needed). Returns (tmp, data); unmount data before removing tmp."""
+    import shutil
+    import tempfile
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    data = os.path.join(tmp, "data")
+    os.mkdir(data)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", data],
+                      capture_output=True).returncode != 0:
+        shutil.rmtree(tmp)
+        print(f"SKIP: a tmpfs cannot be mounted here ({why}; run as root)")
+        sys.exit(77)
+    return tmp, data
+
+
 def write_credentials(path):
     with open(path, "w") as f:
         f.write(f"# test key\n{KEY} {SECRET}\n")
