@@ -201,7 +201,28 @@ def request(port, method, path, query="", body=b"", headers=None, sign_it=True, 
 # ---- clusters: a real etcd and node processes on 127.0.0.1 ----
 
 def free_port():
-    s = socket.socket()
+    """A port free now for a server started a moment later. Chosen below the
+    kernel's ephemeral range (net.ipv4.ip_local_port_range), where a port the
+    kernel hands out (port 0, every outgoing connection's own end) would
+    collide with it; tests that open thousands of connections at once would
+    otherwise take the port between this choice and the server's bind."""
+    import random
+    try:
+        low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(max(1024, low - 12000), low)
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            s.close()
+    s = socket.socket()  # a crowded machine: whatever the kernel gives
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
