@@ -56,11 +56,16 @@ struct Node {
   bool is_dir = false;
   uint64_t size = 0;
   int64_t mtime = 0;
-  std::string version;    // the ETag whose pages the kernel may hold ("" none)
-  uint64_t lookups = 0;   // the kernel's references (lookup count)
-  double attr_at = 0;     // when size and mtime were learned
-  int writers = 0;        // handles writing it: its size is what they wrote
-  int readers = 0;        // handles reading it (never at once with writers)
+  std::string version;   // the ETag whose pages the kernel may hold ("" none)
+  uint64_t lookups = 0;  // the kernel's references (lookup count)
+  double attr_at = 0;    // when size and mtime were learned
+  int writers = 0;       // handles writing it: its size is what they wrote
+  int readers = 0;       // handles reading it (never at once with writers)
+  // While readers are open, the kernel keeps the size of the version the
+  // first of them opened (open_size), whatever lookups find meanwhile: a
+  // new size would end their reads early (the kernel reads up to its size).
+  bool pinned = false;
+  uint64_t open_size = 0;
   bool unlinked = false;  // its path no longer names it
 };
 
@@ -397,7 +402,17 @@ class Fs {
       log::warn("mount: {}: not opened for reading while this mount writes it (EBUSY)", url);
       return (void)fuse_reply_err(req, EBUSY);
     }
-    if (!n.version.empty() && Now() - n.attr_at < o_.attr_ttl_s) {
+    bool lazy = !n.version.empty() && Now() - n.attr_at < o_.attr_ttl_s;
+    if (lazy) {  // the kernel's size must be this version's (see Node::pinned)
+      MutexLock lock(mu_);
+      Node& node = nodes_[ino];
+      if (!node.pinned) {
+        node.pinned = true;
+        node.open_size = node.size;
+      }
+      lazy = node.open_size == node.size && node.version == n.version;
+    }
+    if (lazy) {
       // Validated within the attribute TTL and its pages are in the kernel:
       // no request now; the store is asked only if the kernel asks to read.
       auto h = std::make_unique<Handle>();
@@ -429,9 +444,15 @@ class Fs {
       if (it != nodes_.end()) {
         // Blocks are immutable: an unchanged ETag means the kernel's pages
         // of this object are still right.
-        fi->keep_cache = !version.empty() && it->second.version == version;
-        attrs_changed = it->second.size != h->reader->size() ||
-                        (!it->second.version.empty() && !version.empty() && it->second.version != version);
+        Node& node = it->second;
+        fi->keep_cache = !version.empty() && node.version == version;
+        const uint64_t kernel_size = node.pinned ? node.open_size : node.size;  // what the kernel was told
+        attrs_changed =
+            kernel_size != h->reader->size() || (!node.version.empty() && !version.empty() && node.version != version);
+        if (!node.pinned) {
+          node.pinned = true;
+          node.open_size = h->reader->size();
+        }
         it->second.version = version;
         it->second.size = h->reader->size();
         it->second.attr_at = Now();
@@ -756,9 +777,10 @@ class Fs {
     st.st_nlink = n.is_dir ? 2 : 1;
     st.st_uid = uid_;
     st.st_gid = gid_;
-    st.st_size = static_cast<off_t>(n.size);
+    const uint64_t size = n.pinned ? n.open_size : n.size;
+    st.st_size = static_cast<off_t>(size);
     st.st_blksize = 1 << 20;
-    st.st_blocks = static_cast<blkcnt_t>((n.size + 511) / 512);
+    st.st_blocks = static_cast<blkcnt_t>((size + 511) / 512);
     st.st_mtim.tv_sec = st.st_ctim.tv_sec = st.st_atim.tv_sec = n.mtime;
     return st;
   }
@@ -894,7 +916,7 @@ class Fs {
   void DropReader(fuse_ino_t ino) {
     MutexLock lock(mu_);
     auto it = nodes_.find(ino);
-    if (it != nodes_.end() && it->second.readers > 0) it->second.readers--;
+    if (it != nodes_.end() && it->second.readers > 0 && --it->second.readers == 0) it->second.pinned = false;
   }
 
   // A read: straight from the store for a random reader or a small file
