@@ -73,6 +73,7 @@ def client(port, secret=SECRET):
 
 
 tmp = tempfile.mkdtemp(prefix="aq_s3_test_")
+node = None
 try:
     creds = os.path.join(tmp, "credentials")
     with open(creds, "w") as f:
@@ -418,6 +419,9 @@ try:
     check(r.returncode == 1 and "127.0.0.1:1" in r.stderr, "unreachable node named: " + r.stderr)
     check(stop(node) == 0, "second stop")
 finally:
+    if node is not None and node.poll() is None:  # a check raised: never leave a node behind
+        node.kill()
+        node.wait()
     shutil.rmtree(tmp, ignore_errors=True)
 
 print(f"{passed} passed, {failed} failed")
