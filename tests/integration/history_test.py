@@ -397,59 +397,153 @@ def faults_loop(stop):
 
 # ---------------------------------------------------------------- the checker
 
+def unknown(op):
+    """Whether a failed write may still have happened: no answer (a kill, a
+    timeout), a 500 or 503 (the node could not tell), or a tool's exit
+    status. A 4xx or 507 answer is a refusal: nothing was written."""
+    st = op.get("status")
+    return not isinstance(st, int) or st in (500, 503)
+
+
 def check_history():
-    """Regular-register check per key, over reads and listings."""
-    by_key = {}
+    """Regular-register check per key, over reads and listings. A read over
+    [inv, comp] may see a write w that began before comp and that no
+    acknowledged write superseded before inv: superseded means some
+    acknowledged w2 began after w ended and ended before inv, i.e. w ended
+    before M(inv), the latest start of an acknowledged write that ended
+    before inv. Indexed, so a 30-minute history checks in seconds."""
+    import bisect
+    keys = {}
+
+    class Key:
+        def __init__(self):
+            self.acked = []      # acknowledged writes, by completion
+            self.unknown = []    # may have happened: (inv, op)
+            self.by_val = {}     # value -> writes
+            self.copies = []     # unknown copies: the source's values may appear
+
     for op in history:
-        if op["kind"] == "write":
-            op.setdefault("ok", False)
-            by_key.setdefault(op["key"], []).append(op)
-    initial = {"kind": "write", "val": ABSENT, "inv": -INF, "comp": -INF, "ok": True, "via": "initial"}
-    written_to = {}  # key -> ids ever written there by a put (for unacknowledged copies)
-    for key, ws in by_key.items():
-        written_to[key] = {w["val"] for w in ws}
+        if op["kind"] != "write":
+            continue
+        k = keys.setdefault(op["key"], Key())
+        k.first_unknown = getattr(k, "first_unknown", {True: INF, False: INF})
+        k.copy_from = getattr(k, "copy_from", {})
+        if op.get("ok"):
+            k.acked.append(op)
+        elif unknown(op):
+            k.unknown.append(op)
+            if op["val"].startswith("?copy:"):
+                src = op["val"][6:]
+                k.copy_from[src] = min(k.copy_from.get(src, INF), op["inv"])
+                for present in (True, False):
+                    k.first_unknown[present] = min(k.first_unknown[present], op["inv"])
+            else:
+                present = op["val"] != ABSENT
+                k.first_unknown[present] = min(k.first_unknown[present], op["inv"])
+        else:
+            continue  # refused: never happened
+        if not op["val"].startswith("?copy:"):
+            k.by_val.setdefault(op["val"], []).append(op)
+    written_to = {key: set(k.by_val) for key, k in keys.items()}
+    for k in keys.values():
+        k.acked.sort(key=lambda w: w["comp"])
+        k.comps = [w["comp"] for w in k.acked]
+        k.prefmax, m = [], -INF
+        for w in k.acked:
+            m = max(m, w["inv"])
+            k.prefmax.append(m)
 
-    def candidates(key, inv, comp):
-        """Writes a read over [inv, comp] may observe."""
-        ws = [initial] + by_key.get(key, [])
-        acked = [w for w in ws if w["ok"]]
-        out = []
-        for w in ws:
-            wcomp = w["comp"] if w["ok"] else INF
-            if w["inv"] >= comp:
-                continue  # began after the read ended
-            superseded = any(w2 is not w and wcomp < w2["inv"] and w2["comp"] < inv for w2 in acked)
-            if not superseded:
-                out.append(w)
-        return out
+    def horizon(k, inv):
+        """M(inv): the latest start of an acknowledged write ended before inv."""
+        i = bisect.bisect_left(k.comps, inv)
+        return k.prefmax[i - 1] if i > 0 else -INF
 
-    def matches(w, val):
-        if w["val"] == val:
+    def possible(k, w, inv, comp):
+        wcomp = w["comp"] if w.get("ok") else INF
+        return w["inv"] < comp and wcomp >= horizon(k, inv)
+
+    def may_see(key, val, inv, comp):
+        k = keys.get(key)
+        if k is None:
+            return val == ABSENT
+        if val == ABSENT and horizon(k, inv) == -INF:
+            return True  # nothing acknowledged yet: the initial absence
+        if any(possible(k, w, inv, comp) for w in k.by_val.get(val, [])):
             return True
-        if w["val"].startswith("?copy:"):  # an unacknowledged copy may have written anything its source held
-            return val == ABSENT or val in written_to.get(w["val"][6:], set())
-        return False
+        # A copy with no answer may have written anything its source held.
+        return any(first < comp and (val == ABSENT or val in written_to.get(src, ()))
+                   for src, first in k.copy_from.items())
+
+    def may_list(key, present, inv, comp):
+        k = keys.get(key)
+        if k is None:
+            return not present
+        if not present and horizon(k, inv) == -INF:
+            return True
+        m = horizon(k, inv)
+        i = bisect.bisect_left(k.comps, m)
+        for w in k.acked[i:]:  # ended at or after M: a candidate if it began before comp
+            if w["comp"] > comp + 300:
+                break
+            if w["inv"] < comp and ((w["val"] != ABSENT) == present or w["val"].startswith("?copy:")):
+                return True
+        return k.first_unknown[present] < comp
 
     reads = lists = 0
     for op in history:
         if op["kind"] == "read" and "val" in op:
             reads += 1
-            c = candidates(op["key"], op["inv"], op["comp"])
-            if not any(matches(w, op["val"]) for w in c):
-                latest = max((w for w in by_key.get(op["key"], []) if w["ok"] and w["comp"] < op["inv"]),
-                             key=lambda w: w["comp"], default=None)
+            if not may_see(op["key"], op["val"], op["inv"], op["comp"]):
+                k = keys.get(op["key"])
+                last = None
+                if k is not None:
+                    i = bisect.bisect_left(k.comps, op["inv"])
+                    last = k.acked[i - 1] if i > 0 else None
                 anomaly(f"read of {op['key']} via {op['via']} at {op['inv']:.2f}-{op['comp']:.2f} returned "
-                        f"{op['val']}; possible: {sorted({w['val'] for w in c})}; last acknowledged before: "
-                        f"{latest and (latest['val'], latest['via'], round(latest['inv'], 2), round(latest['comp'], 2))}")
+                        f"{op['val']}; last acknowledged before it: "
+                        f"{last and (last['val'], last['via'], round(last['inv'], 2), round(last['comp'], 2))}")
         elif op["kind"] == "list" and "keys" in op:
             lists += 1
             for key in KEYS:
                 present = key in op["keys"]
-                c = candidates(key, op["inv"], op["comp"])
-                if not any((w["val"] != ABSENT) == present or w["val"].startswith("?copy:") for w in c):
+                if not may_list(key, present, op["inv"], op["comp"]):
                     anomaly(f"listing at {op['inv']:.2f}-{op['comp']:.2f} has {key} "
-                            f"{'present' if present else 'absent'}; possible: {sorted({w['val'] for w in c})}")
+                            f"{'present' if present else 'absent'}")
     return reads, lists
+
+
+def self_test():
+    """The checker on histories made by hand: it must flag what it exists to flag."""
+    global history
+    W = lambda key, val, inv, comp, ok=True, status=200: {"kind": "write", "via": "s3", "key": key, "val": val,
+                                                         "inv": inv, "comp": comp, "ok": ok, "status": status}
+    R = lambda key, val, inv, comp: {"kind": "read", "via": "s3", "key": key, "val": val, "inv": inv, "comp": comp}
+    L = lambda keys, inv, comp: {"kind": "list", "keys": set(keys), "inv": inv, "comp": comp}
+    cases = [
+        ([W("k0", "a", 0, 1), R("k0", "a", 2, 3)], 0),
+        ([W("k0", "a", 0, 1), W("k0", "b", 2, 3), R("k0", "a", 4, 5)], 1),        # stale: b acknowledged first
+        ([W("k0", "a", 0, 1), W("k0", "b", 2, 3), R("k0", "a", 2.5, 3.5)], 0),    # b still in flight
+        ([W("k0", "a", 0, 1), W("k0", ABSENT, 2, 3, status=204), R("k0", "a", 4, 5)], 1),  # a delete undone
+        ([W("k0", "a", 0, 1), R("k0", ABSENT, 2, 3)], 1),                         # an acknowledged write lost
+        ([W("k0", "a", 0, 1, False, "ConnectionResetError"), R("k0", "a", 2, 3)], 0),  # maybe happened
+        ([W("k0", "a", 0, 1, False, 507), R("k0", "a", 2, 3)], 1),                # refused: never happened
+        ([R("k0", "zz", 0, 1)], 1),                                               # never written
+        ([W("k0", "a", 0, 1), L([], 2, 3)], 1),                                   # listing lost it
+        ([W("k0", "a", 0, 1), W("k0", ABSENT, 2, 3, status=204), L(["k0"], 4, 5)], 1),
+        ([W("k0", "a", 0, 1), L(["k0"], 2, 3)], 0),
+    ]
+    failures = 0
+    for n, (h, want) in enumerate(cases):
+        history = h
+        before = len(anomalies)
+        check_history()
+        got = len(anomalies) - before
+        del anomalies[before:]
+        if (got > 0) != (want > 0):
+            print(f"self-test case {n}: {'missed' if want else 'false'} anomaly: {h}")
+            failures += 1
+    history = []
+    return failures
 
 
 # ---------------------------------------------------------------- the run
@@ -459,6 +553,8 @@ mount_p = None
 stop = threading.Event()
 code = 1
 try:
+    if self_test():
+        raise SystemExit("the checker's self-test failed: it would miss anomalies, or invent them")
     start_node()
     st, _, b = request(node["port"], "PUT", "/" + BUCKET)
     assert st == 200, b
@@ -505,9 +601,16 @@ try:
     print(f"history: {len(history)} operations; {reads} reads and {lists} listings checked")
     for k, (n, ok) in sorted(by_via.items()):
         print(f"  {k:22s} {n:5d} ({ok} acknowledged or answered)")
+    import bisect
+    timed = sorted((op["inv"], op["comp"]) for op in history if "inv" in op and "comp" in op)
+    invs = [t[0] for t in timed]
     for fault, n in faults.items():
-        during = sum(1 for op in history for f, s, e in windows
-                     if f == fault and op.get("inv", -1) < e and op.get("comp", -1) > s)
+        during = 0
+        for f, start, end in windows:
+            if f != fault:
+                continue
+            lo, hi = bisect.bisect_left(invs, start - 120), bisect.bisect_left(invs, end)  # ops last < 120 s
+            during += sum(1 for inv, comp in timed[lo:hi] if comp > start)
         print(f"  fault {fault:20s} {n:3d} times, {during} operations overlapped it")
     errors = [op for op in history if op["kind"] == "error"]
     if errors:
