@@ -17,6 +17,7 @@ namespace {
 
 // Query parameters that select no operation of their own: presigned URLs'
 // signature fields and the operation hint some SDKs add.
+// (AWSAccessKeyId, Signature and Expires: Signature Version 2 URLs.)
 const std::set<std::string, std::less<>> kNeutral = {
     "x-id",
     "X-Amz-Algorithm",
@@ -27,7 +28,7 @@ const std::set<std::string, std::less<>> kNeutral = {
     "X-Amz-Signature",
     "AWSAccessKeyId",
     "Signature",
-    "Expires",  // Signature Version 2 URLs
+    "Expires",
 };
 
 const std::set<std::string, std::less<>> kResponseOverrides = {
