@@ -54,7 +54,12 @@ class Loader:
         core), reader threads, batches prepared ahead, the most the pipeline
         may hold (bytes or "1GiB"; checked before starting).
     on_error: "skip" replaces a damaged sample by another of its batch and
-        reports it in stats(); "fail" raises.
+        reports it in stats(); "fail" raises. It applies to damaged bytes
+        only: a store that cannot deliver a sample is never a damaged one.
+    retry_deadline: aquifer:// only: seconds a read keeps failing over to
+        the cluster's other nodes (and waiting for one to come back) before
+        the loader raises ConnectionError naming the nodes tried (default
+        60, or AQUIFER_RETRY_DEADLINE).
     framework: "torch" (tensors) or "numpy" (arrays). device: "cpu" or a
         CUDA device, where batches are copied asynchronously from pinned
         memory on a side stream.
@@ -77,7 +82,7 @@ class Loader:
                  seed=1, shuffle=True, shuffle_buffer=10000, rank=None, world_size=None, remainder="drop",
                  threads=0, readers=1, prefetch=2, memory_limit="2GiB", on_error="skip", format="auto",
                  labels_zero_based=True, damage_check=True, framework="torch", device="cpu", ids=False,
-                 credentials=None, profile=None):
+                 credentials=None, profile=None, retry_deadline=None):
         dtype = _DTYPES.get(_torch_dtype_name(dtype))
         if dtype is None:
             raise ValueError("dtype must be float32, float16 or uint8")
@@ -93,7 +98,7 @@ class Loader:
             shuffle_buffer=shuffle_buffer if shuffle else 1, rank=rank, world_size=world_size,
             remainder=remainder, threads=threads, readers=readers, prefetch=prefetch, memory_limit=memory_limit,
             on_error=on_error, format=format, labels_zero_based=labels_zero_based, damage_check=damage_check,
-            credentials=credentials, profile=profile)
+            credentials=credentials, profile=profile, retry_deadline=retry_deadline)
         self.framework = framework
         self.device = str(device)
         self.ids = bool(ids)

@@ -20,6 +20,7 @@ struct MountFlags {
   std::string max_read = "1MiB", read_ahead = "16MiB";
   unsigned threads = 16;
   std::string stats_file;
+  double retry_deadline = -1;  // -1: AQUIFER_RETRY_DEADLINE or the client's default
 };
 
 struct UmountFlags {
@@ -67,6 +68,7 @@ Status RunMount(Globals& g, const MountFlags& f) {
   o.read_ahead = f.no_read_ahead ? 0 : AQ_TRY(units::ParseBytes(f.read_ahead));
   client::ClientOptions co = client::ClientOptionsFromEnvironment();
   co.read_ahead = false;  // the mount reads ahead itself, in parallel chunks
+  if (f.retry_deadline >= 0) co.retry_deadline_s = f.retry_deadline;
   auto store = client::NewStoreFileSystem([&g] { return client::FindCredentials(g.credentials); }, co);
   return mount::Mount(*store, o, [&] {
     std::printf("aquifer mount: %s on %s (%s%s, attributes cached %.0f s)%s\n", o.root.c_str(), o.mountpoint.c_str(),
@@ -98,6 +100,9 @@ void RegisterMountCommands(CLI::App& app, Globals& g) {
       ->capture_default_str();
   cmd->add_flag("--no-read-ahead", f->no_read_ahead, "Fetch only what each read asks for");
   cmd->add_option("--threads", f->threads, "Request threads at most")->capture_default_str();
+  cmd->add_option("--retry-deadline", f->retry_deadline,
+                  "Seconds a request fails over to the cluster's other nodes (and waits for one to come back) "
+                  "before the call fails with EIO (default 60, or AQUIFER_RETRY_DEADLINE)");
   cmd->add_option("--stats-file", f->stats_file,
                   "Rewrite this file every second with the mount's counters and read latency (JSON)");
   cmd->callback([f, &g] {

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -15,7 +16,10 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
+#include <thread>
 
 #include "common/log.h"
 #include "common/mutex.h"
@@ -78,7 +82,18 @@ class StoreFs final : public io::FileSystem {
 
   // One signed request to `address` (HOST:PORT). A 2xx body goes into
   // `into` when given (at most `capacity` bytes).
-  Result<http::ClientResponse> Call(const std::string& address, const std::string& method, const std::string& raw_path,
+  Result<http::ClientResponse> CallAt(const std::string& address, const std::string& method,
+                                      const std::string& raw_path, const std::string& query, http::Headers headers,
+                                      const std::string& payload_hash, std::string_view body = {}, char* into = nullptr,
+                                      size_t capacity = 0, uint64_t body_length = 0,
+                                      std::function<Result<size_t>(uint64_t, char*, size_t)> source = nullptr);
+  // The same request about `p` to any node of its cluster: the nodes the
+  // path names first, then the members learned from them; a node that
+  // cannot be reached, cuts its answer short or answers 5xx is passed over
+  // for the next, with jittered backoff between rounds, until
+  // retry_deadline_s. Past it: kUnavailable naming every node tried. A 500
+  // that every node gives is the object's own failure and is returned.
+  Result<http::ClientResponse> Call(const StorePath& p, const std::string& method, const std::string& raw_path,
                                     const std::string& query, http::Headers headers, const std::string& payload_hash,
                                     std::string_view body = {}, char* into = nullptr, size_t capacity = 0,
                                     uint64_t body_length = 0,
@@ -94,6 +109,14 @@ class StoreFs final : public io::FileSystem {
  private:
   Result<ClientCredentials> Credentials();
   void Remember(const std::string& path, const io::FileInfo& info);
+  // The nodes to ask about `p`, best first: those it names, then the
+  // cluster's other members (re-learned when older than members_ttl_s or,
+  // at most once a second, when `stale`); nodes that failed in the last
+  // seconds go last.
+  std::vector<std::string> Candidates(const StorePath& p, bool stale);
+  // GET /_aquifer/cluster from the first of `named` that answers.
+  std::vector<std::string> LearnMembers(const std::vector<std::string>& named);
+  void MarkDown(const std::string& address, const std::string& why);
 
   std::function<Result<ClientCredentials>()> find_credentials_;
   ClientOptions options_;
@@ -103,6 +126,14 @@ class StoreFs final : public io::FileSystem {
   Mutex balance_mu_;
   std::map<std::string, int> in_flight_ AQ_GUARDED_BY(balance_mu_);  // by node address
   uint64_t rr_ AQ_GUARDED_BY(balance_mu_) = 0;
+  Mutex members_mu_;
+  struct Members {
+    std::vector<std::string> addresses;  // every live member, as the node says
+    double at = -1e18;                   // when learned
+    double asked = -1e18;                // when last asked
+  };
+  std::map<std::string, Members> members_ AQ_GUARDED_BY(members_mu_);  // by the path's named nodes
+  std::map<std::string, double> down_until_ AQ_GUARDED_BY(members_mu_);
   Mutex listed_mu_;
   // path -> what a listing said and when: Stat's answer for listing_ttl_s.
   std::map<std::string, std::pair<io::FileInfo, double>> listed_ AQ_GUARDED_BY(listed_mu_);
@@ -113,11 +144,11 @@ Result<ClientCredentials> StoreFs::Credentials() {
   return credentials_;
 }
 
-Result<http::ClientResponse> StoreFs::Call(const std::string& address, const std::string& method,
-                                           const std::string& raw_path, const std::string& query, http::Headers headers,
-                                           const std::string& payload_hash, std::string_view body, char* into,
-                                           size_t capacity, uint64_t body_length,
-                                           std::function<Result<size_t>(uint64_t, char*, size_t)> source) {
+Result<http::ClientResponse> StoreFs::CallAt(const std::string& address, const std::string& method,
+                                             const std::string& raw_path, const std::string& query,
+                                             http::Headers headers, const std::string& payload_hash,
+                                             std::string_view body, char* into, size_t capacity, uint64_t body_length,
+                                             std::function<Result<size_t>(uint64_t, char*, size_t)> source) {
   const ClientCredentials c = AQ_TRY(Credentials());
   http::ClientRequest r;
   r.method = method;
@@ -133,6 +164,117 @@ Result<http::ClientResponse> StoreFs::Call(const std::string& address, const std
   }
   if (into != nullptr) return pool_.SendInto(address, r, into, capacity);
   return pool_.Send(address, r);
+}
+
+std::vector<std::string> StoreFs::LearnMembers(const std::vector<std::string>& named) {
+  for (const auto& a : named) {
+    auto res = CallAt(a, "GET", "/_aquifer/cluster", "", {}, kEmptySha);
+    if (!res.ok() || res->status != 200) continue;
+    auto j = nlohmann::json::parse(res->body, nullptr, false);
+    if (!j.is_object() || !j.contains("nodes") || !j["nodes"].is_array()) continue;
+    std::vector<std::string> out;
+    for (const auto& n : j["nodes"]) {
+      if (n.is_object() && n.value("up", false) && n.contains("address") && n["address"].is_string()) {
+        out.push_back(n["address"].get<std::string>());
+      }
+    }
+    return out;
+  }
+  return {};
+}
+
+std::vector<std::string> StoreFs::Candidates(const StorePath& p, bool stale) {
+  const std::vector<std::string> named = p.addresses();
+  std::string group;
+  for (const auto& a : named) group += a + ",";
+  const double now = Now();
+  bool learn = false;
+  {
+    MutexLock lock(members_mu_);
+    Members& m = members_[group];
+    learn = now - m.at > options_.members_ttl_s || (stale && now - m.asked > 1);
+    if (learn) m.asked = now;
+  }
+  if (learn) {
+    auto learned = LearnMembers(named);
+    MutexLock lock(members_mu_);
+    Members& m = members_[group];
+    if (!learned.empty() || m.addresses.empty()) {
+      m.addresses = std::move(learned);
+      m.at = now;
+    }
+  }
+  MutexLock lock(members_mu_);
+  std::vector<std::string> order = named;
+  for (const auto& a : members_[group].addresses) {
+    if (std::find(order.begin(), order.end(), a) == order.end()) order.push_back(a);
+  }
+  // The cluster's other nodes share the load of a failover, so the order of
+  // all but the named nodes is this client's own.
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  if (order.size() > named.size() + 1)
+    std::shuffle(order.begin() + static_cast<std::ptrdiff_t>(named.size()), order.end(), rng);
+  std::stable_partition(order.begin(), order.end(), [&](const std::string& a) AQ_REQUIRES(members_mu_) {
+    auto it = down_until_.find(a);
+    return it == down_until_.end() || it->second <= now;
+  });
+  return order;
+}
+
+void StoreFs::MarkDown(const std::string& address, const std::string& why) {
+  bool fresh = false;
+  {
+    MutexLock lock(members_mu_);
+    double& until = down_until_[address];
+    fresh = until <= Now();
+    until = Now() + 2;
+  }
+  if (fresh) log::warn("aquifer:// node {} did not answer ({}); its requests go to other nodes", address, why);
+}
+
+Result<http::ClientResponse> StoreFs::Call(const StorePath& p, const std::string& method, const std::string& raw_path,
+                                           const std::string& query, http::Headers headers,
+                                           const std::string& payload_hash, std::string_view body, char* into,
+                                           size_t capacity, uint64_t body_length,
+                                           std::function<Result<size_t>(uint64_t, char*, size_t)> source) {
+  AQ_TRY(Credentials());
+  const double start = Now(), deadline = start + options_.retry_deadline_s;
+  std::map<std::string, std::string> tried;  // node -> why it did not answer
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  for (int round = 0;; ++round) {
+    bool transient = false;  // a node that could not answer (not one that answered 500)
+    std::optional<http::ClientResponse> failed;
+    for (const auto& address : Candidates(p, round > 0)) {
+      auto res =
+          CallAt(address, method, raw_path, query, headers, payload_hash, body, into, capacity, body_length, source);
+      if (res.ok() && res->status < 500) return res;
+      if (!res.ok()) {
+        // Too large an answer is the request's fault, not the node's.
+        if (res.status().code() == StatusCode::kInvalidArgument) return res.status();
+        tried[address] = res.status().message();
+        MarkDown(address, res.status().message());
+        transient = true;
+        continue;
+      }
+      tried[address] = fmt::format("HTTP {}", res->status);
+      if (res->status == 500) {
+        failed = std::move(*res);
+      } else {
+        transient = true;  // 502, 503 (SlowDown, ServiceUnavailable), 504
+      }
+    }
+    if (!transient && failed) return std::move(*failed);
+    const double now = Now();
+    if (now >= deadline) break;
+    // Jittered exponential backoff: 50 ms, 100 ms, ... 2 s, never past the deadline.
+    const double cap = std::min(2.0, 0.05 * std::pow(2.0, std::min(round, 6)));
+    const double wait = std::min(deadline - now, std::uniform_real_distribution<double>(cap / 2, cap)(rng));
+    std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+  }
+  std::string nodes;
+  for (const auto& [a, why] : tried) nodes += fmt::format("{}{} ({})", nodes.empty() ? "" : "; ", a, why);
+  return Unavailable(fmt::format("{} /{}: no node of the cluster answered within {:.0f} s: {}", method,
+                                 raw_path.substr(1), Now() - start, nodes));
 }
 
 Status StoreFs::Failure(const http::ClientResponse& res, const std::string& what) {
@@ -301,8 +443,8 @@ class StoreFile final : public io::RandomAccessFile {
     http::Headers h;
     h.Add("Range", fmt::format("bytes={}-{}", offset, offset + n - 1));
     if (!etag_.empty()) h.Add("If-Match", etag_);
-    auto res = AQ_TRY(
-        fs_.Call(via.empty() ? p_.address() : via, "GET", Resource(p_), "", std::move(h), kEmptySha, {}, out, n));
+    auto res = AQ_TRY(via.empty() ? fs_.Call(p_, "GET", Resource(p_), "", std::move(h), kEmptySha, {}, out, n)
+                                  : fs_.CallAt(via, "GET", Resource(p_), "", std::move(h), kEmptySha, {}, out, n));
     if (res.status != 206 && res.status != 200) return fs_.Failure(res, fmt::format("read {}", path_));
     if (res.received != n) {
       return Truncated(fmt::format("read at offset {} of {}: {} of {} bytes arrived", offset, path_, res.received, n));
@@ -333,7 +475,7 @@ class StoreFile final : public io::RandomAccessFile {
                                           s3::UriEncode(b.pool, true), b.size);
     for (const auto& address : fs_.RankHolders(b.addresses)) {
       fs_.Started(address, +1);
-      auto got = fs_.Call(address, "GET", resource, query, {}, kEmptySha, {}, out, take);
+      auto got = fs_.CallAt(address, "GET", resource, query, {}, kEmptySha, {}, out, take);
       fs_.Started(address, -1);
       if (got.ok() && got->status == 200 && got->received == take) return Status::Ok();
     }
@@ -370,7 +512,7 @@ class StoreFile final : public io::RandomAccessFile {
                                             s3::UriEncode(b.pool, true), f.size);
       for (const auto& address : f.addresses) {
         fs_.Started(address, +1);
-        auto got = fs_.Call(address, "GET", resource, query, {}, kEmptySha, {}, into, len);
+        auto got = fs_.CallAt(address, "GET", resource, query, {}, kEmptySha, {}, into, len);
         fs_.Started(address, -1);
         if (got.ok() && got->status == 200 && got->received == len) return true;
       }
@@ -563,7 +705,7 @@ class StoreWriter final : public io::WritableFile {
   }
   Result<http::ClientResponse> Send(const std::string& method, const std::string& query, uint64_t offset, uint64_t n) {
     const std::string hash = AQ_TRY(Hash(offset, n));
-    return fs_.Call(p_.address(), method, Resource(p_), query, {}, hash, {}, nullptr, 0, n,
+    return fs_.Call(p_, method, Resource(p_), query, {}, hash, {}, nullptr, 0, n,
                     [this, offset](uint64_t at, char* out, size_t len) { return ReadSpool(offset + at, out, len); });
   }
 
@@ -575,7 +717,7 @@ class StoreWriter final : public io::WritableFile {
 
   Status Multipart() {
     const std::string what = fmt::format("write {}", path_);
-    auto created = AQ_TRY(fs_.Call(p_.address(), "POST", Resource(p_), "uploads=", {}, kEmptySha));
+    auto created = AQ_TRY(fs_.Call(p_, "POST", Resource(p_), "uploads=", {}, kEmptySha));
     if (created.status != 200) return fs_.Failure(created, what);
     std::string id;
     AQ_TRY(s3::WalkXml(created.body, "InitiateMultipartUploadResult", [&](const std::string& p, const std::string& t) {
@@ -585,7 +727,7 @@ class StoreWriter final : public io::WritableFile {
     if (id.empty()) return IoError(fmt::format("{}: the node gave no upload id", what));
     const std::string upload = "uploadId=" + s3::UriEncode(id, true);
     auto abort = [&](Status s) {
-      (void)fs_.Call(p_.address(), "DELETE", Resource(p_), upload, {}, kEmptySha);
+      (void)fs_.Call(p_, "DELETE", Resource(p_), upload, {}, kEmptySha);
       return s;
     };
     const uint64_t part = fs_.options().part_size;
@@ -599,7 +741,7 @@ class StoreWriter final : public io::WritableFile {
                               s3::XmlText(res->headers.Get("ETag")));
     }
     complete += "</CompleteMultipartUpload>";
-    auto done = fs_.Call(p_.address(), "POST", Resource(p_), upload, {}, s3::Sha256Hex(complete), complete);
+    auto done = fs_.Call(p_, "POST", Resource(p_), upload, {}, s3::Sha256Hex(complete), complete);
     if (!done.ok()) return abort(done.status());
     if (done->status != 200 || done->body.find("<Error>") != std::string::npos) {
       return abort(fs_.Failure(*done, what));
@@ -624,7 +766,7 @@ Result<std::unique_ptr<io::RandomAccessFile>> StoreFs::OpenRead(const std::strin
   http::Headers h;
   h.Add("Range", fmt::format("bytes=0-{}", options_.open_bytes - 1));
   h.Add("x-aquifer-open", "1");
-  auto res = AQ_TRY(Call(p.address(), "GET", Resource(p), "", std::move(h), kEmptySha, {}, head.data(), head.size()));
+  auto res = AQ_TRY(Call(p, "GET", Resource(p), "", std::move(h), kEmptySha, {}, head.data(), head.size()));
   if (res.status != 200 && res.status != 206) return Failure(res, fmt::format("open {}", path));
   uint64_t size = res.received;
   if (res.status == 206) {
@@ -640,7 +782,7 @@ Result<std::unique_ptr<io::RandomAccessFile>> StoreFs::OpenRead(const std::strin
     Result<s3::Layout> l = Internal("");
     if (lh == "fetch") {
       const std::string resource = "/_aquifer/layout" + Resource(p);
-      auto got = Call(p.address(), "GET", resource, "", {}, kEmptySha);
+      auto got = Call(p, "GET", resource, "", {}, kEmptySha);
       l = !got.ok()            ? got.status()
           : got->status != 200 ? Failure(*got, fmt::format("layout of {}", path))
                                : s3::LayoutFromJson(got->body);
@@ -694,7 +836,7 @@ Result<io::FileInfo> StoreFs::Stat(const std::string& path) {
   auto list = [&](const std::string& prefix, int max) -> Result<s3::ListResult> {
     const std::string query = fmt::format("delimiter=%2F&encoding-type=url&list-type=2&max-keys={}&prefix={}", max,
                                           s3::UriEncode(prefix, true));
-    auto res = AQ_TRY(Call(p.address(), "GET", Resource(bucket), query, {}, kEmptySha));
+    auto res = AQ_TRY(Call(p, "GET", Resource(bucket), query, {}, kEmptySha));
     if (res.status != 200) return Failure(res, fmt::format("stat {}", path));
     return s3::ParseListResult(res.body);
   };
@@ -738,7 +880,7 @@ Result<std::vector<io::FileInfo>> StoreFs::ListWithSkipped(const std::string& di
   for (;;) {
     std::string query = "delimiter=%2F&encoding-type=url&list-type=2&prefix=" + s3::UriEncode(prefix, true);
     if (!token.empty()) query = "continuation-token=" + s3::UriEncode(token, true) + "&" + query;
-    auto res = AQ_TRY(Call(p.address(), "GET", Resource(bucket), query, {}, kEmptySha));
+    auto res = AQ_TRY(Call(p, "GET", Resource(bucket), query, {}, kEmptySha));
     if (res.status != 200) return Failure(res, fmt::format("list {}", dir));
     auto page = s3::ParseListResult(res.body);
     if (!page.ok()) return page.status().WithContext(fmt::format("list {}", dir));
@@ -773,7 +915,7 @@ Status StoreFs::MakeDirs(const std::string& path) {
   // Prefixes need no creating; the bucket does (again is fine).
   StorePath p = AQ_TRY(ParseStorePath(path));
   p.key.clear();
-  auto res = AQ_TRY(Call(p.address(), "PUT", Resource(p), "", {}, kEmptySha));
+  auto res = AQ_TRY(Call(p, "PUT", Resource(p), "", {}, kEmptySha));
   if (res.status == 200 || (res.status == 409 && s3::ParseErrorXml(res.body).first == "BucketAlreadyOwnedByYou")) {
     return Status::Ok();
   }
@@ -790,7 +932,7 @@ Status StoreFs::Rename(const std::string& from, const std::string& to) {
   }
   http::Headers h;
   h.Add("x-amz-copy-source", s3::UriEncode("/" + a.bucket + "/" + a.key, false));
-  auto res = AQ_TRY(Call(b.address(), "PUT", Resource(b), "", std::move(h), kEmptySha));
+  auto res = AQ_TRY(Call(b, "PUT", Resource(b), "", std::move(h), kEmptySha));
   // CopyObject can fail after its 200 status line: the body says.
   if (res.status != 200 || res.body.find("<Error>") != std::string::npos) {
     return Failure(res, fmt::format("rename {} -> {} (copy)", from, to));
@@ -804,7 +946,7 @@ Status StoreFs::Rename(const std::string& from, const std::string& to) {
 
 Status StoreFs::Remove(const std::string& path) {
   StorePath p = AQ_TRY(ParseStorePath(path));
-  auto res = AQ_TRY(Call(p.address(), "DELETE", Resource(p), "", {}, kEmptySha));
+  auto res = AQ_TRY(Call(p, "DELETE", Resource(p), "", {}, kEmptySha));
   if (res.status == 204 || res.status == 200) {
     MutexLock lock(listed_mu_);
     listed_.erase(path);
@@ -846,6 +988,15 @@ ClientOptions ClientOptionsFromEnvironment() {
   ClientOptions o;
   if (const char* v = std::getenv("AQUIFER_READAHEAD"); v != nullptr) o.read_ahead = std::string(v) == "1";
   if (const char* b = std::getenv("AQUIFER_BALANCE"); b != nullptr && *b != '\0') o.balance = b;
+  if (const char* d = std::getenv("AQUIFER_RETRY_DEADLINE"); d != nullptr && *d != '\0') {
+    char* end = nullptr;
+    const double v = std::strtod(d, &end);
+    if (end != d && *end == '\0' && v >= 0) {
+      o.retry_deadline_s = v;
+    } else {
+      log::warn("AQUIFER_RETRY_DEADLINE={}: not a number of seconds; using {}", d, o.retry_deadline_s);
+    }
+  }
   return o;
 }
 

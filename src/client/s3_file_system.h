@@ -15,7 +15,13 @@
 //     busy holder first, failing over to the others, then to the node the
 //     path names);
 //   - listings are ListObjectsV2 pages; the sizes they carry answer Stat
-//     for a few seconds, so walking a folder costs no HEAD per file.
+//     for a few seconds, so walking a folder costs no HEAD per file;
+//   - no node is a single point of failure: the client learns the cluster's
+//     members (GET /_aquifer/cluster, from any node the path names) and a
+//     request a node cannot answer (connection refused or reset, an answer
+//     cut short, 5xx) goes to the next, with jittered backoff between
+//     rounds, until retry_deadline_s; past it the request fails as
+//     kUnavailable naming the nodes tried, never as damaged data.
 // A write is spooled to a local temporary file and sent on Close, as one
 // PUT or, past multipart_threshold, as a multipart upload: it appears whole
 // or not at all, with bounded memory.
@@ -49,9 +55,14 @@ struct ClientOptions {
   uint64_t part_size = 16ull << 20;
   std::string balance = "least";  // cluster reads: least (busy) | round-robin | off (through the named node)
   double listing_ttl_s = 5;       // how long a listing's sizes answer Stat
+  // A cluster: how long a request keeps trying other nodes (and waiting
+  // for one to come back) before it fails as unavailable.
+  double retry_deadline_s = 60;
+  double members_ttl_s = 30;  // how long a learned member list is used before it is asked again
 };
-// Defaults, with AQUIFER_READAHEAD=1 turning read-ahead on and
-// AQUIFER_BALANCE choosing the cluster read policy.
+// Defaults, with AQUIFER_READAHEAD=1 turning read-ahead on,
+// AQUIFER_BALANCE choosing the cluster read policy and
+// AQUIFER_RETRY_DEADLINE (seconds) bounding failover.
 ClientOptions ClientOptionsFromEnvironment();
 
 // `credentials` is called once, at the first request (so command-line flags

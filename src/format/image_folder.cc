@@ -34,7 +34,7 @@ Result<ImageFolder> ScanImageFolder(io::FileSystem& fs, const std::string& root,
     std::string dir = io::JoinPath(root, out.classes[c]);
     auto files = fs.List(dir);
     if (!files.ok()) {
-      if (policy == ErrorPolicy::kFail)
+      if (policy == ErrorPolicy::kFail || IsOutage(files.status()))
         return files.status().WithContext(fmt::format("class {} ({})", c, out.classes[c]));
       out.skipped.push_back({dir, 0, c, 0, files.status().message()});
       continue;

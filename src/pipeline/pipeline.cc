@@ -471,14 +471,16 @@ struct Pipeline::Impl {
           // Under kFail the error must be visible before the batch can be
           // seen complete, or the consumer could take it with the bad slot
           // silently replaced.
-          if (o.policy == format::ErrorPolicy::kFail && fatal.ok()) {
+          // An outage stops the run under either policy: a sample the
+          // store could not deliver is not a damaged one.
+          if ((o.policy == format::ErrorPolicy::kFail || format::IsOutage(status)) && fatal.ok()) {
             fatal = status;
             stopping = true;
           }
         }
         complete = ++buf.filled == B;
       }
-      if (!status.ok() && o.policy == format::ErrorPolicy::kFail) {
+      if (!status.ok() && (o.policy == format::ErrorPolicy::kFail || format::IsOutage(status))) {
         cv_read.notify_all();
         cv_payload.notify_all();
         cv_buffer.notify_all();

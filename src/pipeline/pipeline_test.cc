@@ -485,10 +485,11 @@ namespace {
 // or a dropped NFS mount does.
 class FailingFileSystem final : public io::FileSystem {
  public:
-  FailingFileSystem(io::FileSystem& base, uint64_t fail_after) : base_(base), fail_after_(fail_after) {}
+  FailingFileSystem(io::FileSystem& base, uint64_t fail_after, StatusCode code = StatusCode::kIoError)
+      : base_(base), fail_after_(fail_after), code_(code) {}
   Result<std::unique_ptr<io::RandomAccessFile>> OpenRead(const std::string& path, io::AccessHint hint) override {
     auto f = AQ_TRY(base_.OpenRead(path, hint));
-    return std::unique_ptr<io::RandomAccessFile>(std::make_unique<File>(std::move(f), fail_after_));
+    return std::unique_ptr<io::RandomAccessFile>(std::make_unique<File>(std::move(f), fail_after_, code_));
   }
   Result<std::unique_ptr<io::WritableFile>> OpenWrite(const std::string& p) override { return base_.OpenWrite(p); }
   Result<io::FileInfo> Stat(const std::string& p) override { return base_.Stat(p); }
@@ -500,9 +501,15 @@ class FailingFileSystem final : public io::FileSystem {
  private:
   class File final : public io::RandomAccessFile {
    public:
-    File(std::unique_ptr<io::RandomAccessFile> f, uint64_t limit) : f_(std::move(f)), limit_(limit) {}
+    File(std::unique_ptr<io::RandomAccessFile> f, uint64_t limit, StatusCode code)
+        : f_(std::move(f)), limit_(limit), code_(code) {}
     Result<size_t> ReadAt(uint64_t off, size_t n, void* buf) const override {
-      if (off + n > limit_) return IoError("read '" + f_->path() + "': Input/output error");
+      if (off + n > limit_) {
+        if (code_ == StatusCode::kUnavailable) {
+          return Unavailable("read '" + f_->path() + "': no node of the cluster answered within 60 s");
+        }
+        return IoError("read '" + f_->path() + "': Input/output error");
+      }
       return f_->ReadAt(off, n, buf);
     }
     uint64_t size() const override { return f_->size(); }
@@ -511,9 +518,11 @@ class FailingFileSystem final : public io::FileSystem {
    private:
     std::unique_ptr<io::RandomAccessFile> f_;
     uint64_t limit_;
+    StatusCode code_;
   };
   io::FileSystem& base_;
   uint64_t fail_after_;
+  StatusCode code_;
 };
 
 // Regression: an I/O error in a reader dereferenced the failed read's result
@@ -531,6 +540,29 @@ TEST_F(PipelineTest, ReadErrorsAreReportedPerSampleNotFatal) {
   PipelineStats st = (*p)->Stats();
   ASSERT_GT(st.bad_samples, 0u);
   EXPECT_NE(st.problems[0].message.find("Input/output error"), std::string::npos) << st.problems[0].message;
+}
+
+// A store that cannot deliver (its nodes down past the client's retries) is
+// an outage, not damage: even with on_error=skip the run stops with
+// Unavailable, and no batch goes out with samples replaced by others.
+TEST_F(PipelineTest, AnOutageStopsTheRunEvenWhenSkippingDamage) {
+  FailingFileSystem down(*fs_, 400'000, StatusCode::kUnavailable);
+  PipelineOptions o = Options("/tf");
+  o.batch_size = 4;
+  o.policy = format::ErrorPolicy::kSkip;
+  auto p = Pipeline::Create(down, o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  Status end;
+  while (true) {
+    auto b = (*p)->Next();
+    if (!b.ok()) {
+      end = b.status();
+      break;
+    }
+    ASSERT_NE(*b, nullptr) << "the epoch ended as if every sample had been read";
+    EXPECT_EQ((*b)->replaced, 0u) << "a sample the store could not deliver was replaced by another";
+  }
+  EXPECT_EQ(end.code(), StatusCode::kUnavailable) << end.ToString();
 }
 
 }  // namespace

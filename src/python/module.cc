@@ -47,6 +47,10 @@ namespace {
       PyErr_SetString(PyExc_TimeoutError, s.ToString().c_str());
       throw py::error_already_set();
     }
+    case StatusCode::kUnavailable: {  // the store (the nodes it names) could not answer within the deadline
+      PyErr_SetString(PyExc_ConnectionError, s.ToString().c_str());
+      throw py::error_already_set();
+    }
     default: throw std::runtime_error(s.ToString());
   }
 }
@@ -71,7 +75,8 @@ uint64_t Bytes(const py::handle& v) {
 // PipelineOptions from the keyword arguments Loader passes; unknown keys
 // are an error, so a misspelt option never goes unnoticed.
 pipeline::PipelineOptions OptionsFrom(const py::dict& kw, int64_t* rank, int64_t* world, std::string* credentials,
-                                      std::string* profile, std::shared_ptr<const pipeline::Catalog>* catalog) {
+                                      std::string* profile, std::shared_ptr<const pipeline::Catalog>* catalog,
+                                      client::ClientOptions* client) {
   pipeline::PipelineOptions o;
   for (const auto& [k, v] : kw) {
     const std::string key = k.cast<std::string>();
@@ -185,6 +190,10 @@ pipeline::PipelineOptions OptionsFrom(const py::dict& kw, int64_t* rank, int64_t
       *credentials = v.cast<std::string>();
     } else if (key == "profile") {
       *profile = v.cast<std::string>();
+    } else if (key == "retry_deadline") {
+      const double d = v.cast<double>();
+      if (!(d >= 0)) throw py::value_error("retry_deadline: seconds, 0 or more");
+      client->retry_deadline_s = d;
     } else if (key == "catalog") {
       *catalog = v.cast<const CatalogHandle&>().catalog;
     } else {
@@ -201,14 +210,15 @@ class Source {
     int64_t rank = -1, world = -1;
     std::string credentials, profile;
     std::shared_ptr<const pipeline::Catalog> catalog;
-    options_ = OptionsFrom(kw, &rank, &world, &credentials, &profile, &catalog);
+    client::ClientOptions client = client::ClientOptionsFromEnvironment();
+    options_ = OptionsFrom(kw, &rank, &world, &credentials, &profile, &catalog, &client);
     const auto who = Take(pipeline::ResolveRank(rank, world));
     options_.rank = who.rank;
     options_.world = who.world;
     options_.catalog = std::move(catalog);
     client::CredentialOptions co{credentials, profile};
-    fs_ = client::NewRoutingFileSystem(io::NewPosixFileSystem(),
-                                       client::NewStoreFileSystem([co] { return client::FindCredentials(co); }));
+    fs_ = client::NewRoutingFileSystem(
+        io::NewPosixFileSystem(), client::NewStoreFileSystem([co] { return client::FindCredentials(co); }, client));
     pipe_ = Take([&] {
       py::gil_scoped_release unlocked;  // reading indexes may take a while (aquifer://)
       return pipeline::Pipeline::Create(*fs_, options_);

@@ -339,6 +339,13 @@ TEST(S3Test, EndpointsAndLayouts) {
   EXPECT_EQ(u.key, "a/b/");
   EXPECT_EQ(u.address(), "h:1");
   EXPECT_FALSE(ParseStoreUrl("aquifer://h:1/").ok());
+  // Several nodes of one cluster: the first is asked first.
+  auto many = ParseStoreUrl("aquifer://h:1,[::1]:2,g/bkt/k").value();
+  EXPECT_EQ(many.address(), "h:1");
+  EXPECT_EQ(many.addresses(), (std::vector<std::string>{"h:1", "[::1]:2", "g:80"}));
+  EXPECT_EQ(many.key, "k");
+  EXPECT_FALSE(ParseStoreUrl("aquifer://h:1,/bkt").ok());
+  EXPECT_FALSE(ParseStoreUrl("aquifer://h:1,h:x/bkt").ok());
   EXPECT_FALSE(ParseStoreUrl("s3://h/b").ok());
   Layout l{300, 7, "\"x\"", {{"a", "p", 100, 1, {"n1:1", "n2:2"}}, {"b", "p", 200, 2, {}}}};
   auto back = LayoutFromJson(LayoutToJson(l)).value();

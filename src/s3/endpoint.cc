@@ -32,6 +32,22 @@ Result<HostPort> ParseHostPort(std::string_view text, bool allow_zero) {
 
 std::string StoreUrl::address() const { return HostPort{host, port}.ToString(); }
 
+std::vector<std::string> StoreUrl::addresses() const {
+  std::vector<std::string> all{address()};
+  all.insert(all.end(), more.begin(), more.end());
+  return all;
+}
+
+namespace {
+
+// One node of an authority: HOST:PORT, [IPV6]:PORT or HOST (port 80).
+Result<HostPort> ParseNode(std::string_view node) {
+  if (node.find(':') == std::string_view::npos) return HostPort{std::string(node), 80};
+  return ParseHostPort(node, false);
+}
+
+}  // namespace
+
 bool IsStoreUrl(std::string_view path) { return path.substr(0, kScheme.size()) == kScheme; }
 
 Result<StoreUrl> ParseStoreUrl(std::string_view url) {
@@ -40,14 +56,20 @@ Result<StoreUrl> ParseStoreUrl(std::string_view url) {
   const size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
   StoreUrl u;
-  if (authority.find(':') == std::string_view::npos) {
-    u.host = std::string(authority);
-    u.port = 80;
-  } else {
-    auto hp = ParseHostPort(authority, false);
+  for (size_t at = 0, n = 0;; ++n) {
+    const size_t comma = authority.find(',', at);
+    const std::string_view node = authority.substr(at, comma == std::string_view::npos ? comma : comma - at);
+    auto hp = ParseNode(node);
     if (!hp.ok()) return hp.status().WithContext(fmt::format("'{}'", url));
-    u.host = hp->host;
-    u.port = hp->port;
+    if (hp->host.empty()) return InvalidArgument(fmt::format("'{}': a node without a host", url));
+    if (n == 0) {
+      u.host = hp->host;
+      u.port = hp->port;
+    } else {
+      u.more.push_back(hp->ToString());
+    }
+    if (comma == std::string_view::npos) break;
+    at = comma + 1;
   }
   if (u.host.empty()) return InvalidArgument(fmt::format("'{}': no host", url));
   std::string_view path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);

@@ -8,6 +8,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -26,12 +27,16 @@ Result<HostPort> ParseHostPort(std::string_view text, bool allow_zero = true);
 inline constexpr std::string_view kScheme = "aquifer://";
 
 // "aquifer://host:port/bucket/key" -> parts. The key may be empty (the
-// bucket itself) or end in '/' (a prefix).
+// bucket itself) or end in '/' (a prefix). The authority may name several
+// nodes of one cluster, "aquifer://h1:p1,h2:p2/bucket/key": the first is
+// asked first, the others when it cannot answer.
 struct StoreUrl {
   std::string host;
   int port = 0;
+  std::vector<std::string> more;  // the other nodes named, "host:port"
   std::string bucket, key;
-  std::string address() const;  // "host:port"
+  std::string address() const;                 // "host:port" of the first
+  std::vector<std::string> addresses() const;  // every node named, the first first
 };
 Result<StoreUrl> ParseStoreUrl(std::string_view url);
 bool IsStoreUrl(std::string_view path);

@@ -1,6 +1,6 @@
 // The node-to-node API under /_aquifer/ (a cluster's nodes and the aquifer://
 // client use it; S3 clients never see it):
-//   GET    /_aquifer/cluster                   the cluster map (JSON)
+//   GET    /_aquifer/cluster                   the cluster map (JSON; no nodes on a single node)
 //   GET    /_aquifer/layout/<bucket>/<key>     an object's blocks and their holders (s3::Layout)
 //   GET    /_aquifer/blocks/<id>?crc=&pool=&size=[&offset=&length=]   a replica (or a slice)
 //   PUT    /_aquifer/blocks/<id>?crc=&pool=&size=                      store a replica
@@ -30,10 +30,10 @@ bool Number(const S3Request& r, const char* name, T* out) {
 void S3Handler::Internal(S3Request& r) {
   const std::string& m = r.req.method;
   if (r.key == "cluster" && m == "GET") {
-    if (!o_.cluster_json) return SendError(r, {404, "NoSuchKey", "this node is not in a cluster"});
+    // A single node is a cluster of one that names no other member.
     http::Headers h;
     h.Add("Content-Type", "application/json");
-    (void)r.ex.Respond(200, std::move(h), o_.cluster_json());
+    (void)r.ex.Respond(200, std::move(h), o_.cluster_json ? o_.cluster_json() : std::string(R"({"nodes":[]})"));
     return;
   }
   if (r.key.rfind("layout/", 0) == 0 && m == "GET") {

@@ -118,7 +118,8 @@ try:
     with open(os.path.join(src, "big.bin"), "wb") as f:
         f.write(os.urandom(21 << 20))  # several 4 MiB chunks, a sequential read ahead
 
-    m = Mount(url + "/data", "--attr-ttl", "1")
+    # A dead node is EIO after 3 s of failing over, not the default 60.
+    m = Mount(url + "/data", "--attr-ttl", "1", "--retry-deadline", "3")
     check(run("mount").stdout.count(f"on {mnt} type fuse.aquifer") == 1, "mounted as fuse.aquifer")
 
     # ---- round trips ----
