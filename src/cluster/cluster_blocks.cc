@@ -172,6 +172,14 @@ Policy ClusterBlockService::PolicyFor(const std::string& bucket) {
   return p;
 }
 
+Policies ClusterBlockService::CurrentPolicies() {
+  const Policy cluster = PolicyFor("");  // (re-reads them when due)
+  MutexLock lock(mu_);
+  Policies p = policies_;
+  p.cluster = cluster;
+  return p;
+}
+
 Status ClusterBlockService::PutPiece(const std::string& node, const store::BlockRef& piece, std::string_view data,
                                      const std::map<std::string, NodeInfo>& map) {
   if (node == self()) return local_.store().WriteWithId(piece.id, piece.pool, data).status();
@@ -236,8 +244,10 @@ Result<store::BlockRef> ClusterBlockService::WriteAs(store::BlockRef ref, std::s
   // the next takes its replica and repair moves it home later.
   const auto ranked = Place(ref.id, nodes, nodes.size(), ref.pool);  // (nodes: maybe refreshed above)
   if (ranked.size() < replicas) {
-    return IoError(fmt::format("a block needs {} replicas on nodes that are up and active with pool '{}'; {} are",
-                               replicas, ref.pool, ranked.size()));
+    // Too few nodes now is a state the cluster leaves (a node restarts, a
+    // lease runs out): retryable, 503 with Retry-After.
+    return Unavailable(fmt::format("a block needs {} replicas on nodes that are up and active with pool '{}'; {} are",
+                                   replicas, ref.pool, ranked.size()));
   }
   std::map<std::string, NodeInfo> map;
   for (const auto& n : nodes) map[n.id] = n;
@@ -282,8 +292,8 @@ Result<store::BlockRef> ClusterBlockService::WriteStripe(store::BlockRef ref, st
   const size_t width = static_cast<size_t>(scheme.k + scheme.m);
   const auto ranked = Place(ref.id, nodes, nodes.size(), ref.pool);
   if (ranked.size() < width) {
-    return IoError(fmt::format("erasure code {} needs {} nodes that are up and active with pool '{}'; {} are",
-                               scheme.ToString(), width, ref.pool, ranked.size()));
+    return Unavailable(fmt::format("erasure code {} needs {} nodes that are up and active with pool '{}'; {} are",
+                                   scheme.ToString(), width, ref.pool, ranked.size()));
   }
   const auto fragments = codec->Encode(data);
   ref.ec_k = static_cast<uint8_t>(scheme.k);
@@ -408,11 +418,16 @@ Result<std::shared_ptr<const std::string>> ClusterBlockService::ReadStripe(const
     fetch(k, n);
     present = static_cast<int>(std::count(have.begin(), have.end(), true));
     if (present < k) {
+      // A damaged or missing fragment makes the stripe damaged: waiting for
+      // a holder to come back would not make it readable soon.
       Status last;
+      bool damaged = false;
       for (const auto& w : why) {
-        if (!w.ok()) last = w;
+        if (w.ok()) continue;
+        last = w;
+        damaged = damaged || w.code() == StatusCode::kCorruption || w.code() == StatusCode::kNotFound;
       }
-      return Status(last.code() == StatusCode::kCorruption ? StatusCode::kCorruption : StatusCode::kUnavailable,
+      return Status(damaged ? StatusCode::kCorruption : StatusCode::kUnavailable,
                     fmt::format("block {}: {} of its {} fragments readable, {} needed (last: {})", ref.id, present, n,
                                 k, last.message()));
     }

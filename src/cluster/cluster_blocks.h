@@ -78,6 +78,8 @@ class ClusterBlockService final : public store::BlockService {
   // The protection of a bucket's blocks: its own (aquifer cluster protect)
   // or the cluster's. Settings are re-read from etcd every 2 s.
   Policy PolicyFor(const std::string& bucket);
+  // The settings as last read: the cluster's policy and the buckets' own.
+  Policies CurrentPolicies();
   Result<std::shared_ptr<const std::string>> Read(const store::BlockRef& ref) override;
   Status Remove(const store::BlockRef& ref) override;
   // A replica is here, or a holder is up.

@@ -60,6 +60,12 @@ class SocketStream final : public Stream {
     ssize_t r = ::recv(fd_, out, n, MSG_PEEK | MSG_DONTWAIT);
     return r > 0 ? static_cast<size_t>(r) : 0;
   }
+  // A zero linger time: the close that follows sends RST, not FIN.
+  void Abort() override {
+    linger l{1, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    aborted_ = true;
+  }
 
  private:
   int fd_;
@@ -321,6 +327,11 @@ Status Exchange::Write(std::string_view data) {
   }
   sent_ += data.size();
   return s;
+}
+
+void Exchange::Abort() {
+  failed_ = true;
+  stream_.Abort();
 }
 
 bool Exchange::Finish() {
@@ -602,7 +613,7 @@ struct Server::Loop {
       ::fcntl(c->fd, F_SETFL, flags | O_NONBLOCK);
       MutexLock lock(mu);
       active.erase(c->fd);
-      if (stopping) {
+      if (stopping || stream.aborted()) {  // an aborted one is reset now, never closed gracefully
         Close(std::move(c));
       } else {
         c->closing = !keep;  // the loop closes it gracefully

@@ -49,6 +49,13 @@ class Stream {
   virtual Status Write(std::string_view data) = 0;
   // Bytes that have already arrived, without waiting or consuming them.
   virtual size_t Peek(char* out, size_t n) = 0;
+  // The connection is to end with a reset, not a clean close: a response
+  // cut short must never look complete, whatever the client checks.
+  virtual void Abort() {}
+  bool aborted() const { return aborted_; }
+
+ protected:
+  bool aborted_ = false;
 };
 
 struct ServerOptions {
@@ -113,6 +120,10 @@ class Exchange {
   uint64_t bytes_sent() const { return sent_; }
   // Closes the connection after this response.
   void CloseAfter() { close_ = true; }
+  // Ends a response whose head is out but whose body cannot be completed:
+  // the connection is reset (RST), so no client can take the bytes it got
+  // for the whole body.
+  void Abort();
 
   // Whether the connection may carry another request: the response was
   // whole, the body read to its end (drained if the handler left some), and

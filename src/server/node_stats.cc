@@ -63,7 +63,8 @@ nlohmann::json NodeStats::ToJson() const {
           {"server_errors", server_errors_.load()},
           {"errors_by_status", statuses},
           {"bytes_in", bytes_in_.load()},
-          {"bytes_out", bytes_out_.load()}};
+          {"bytes_out", bytes_out_.load()},
+          {"bodies", {{"resumed", bodies_resumed_.load()}, {"cut", bodies_cut_.load()}}}};
 }
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, store::ObjectStore& objects,
@@ -82,6 +83,9 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
                      [&stats] { return static_cast<double>(stats.client_errors()); });
   sampler.AddCounter("node.errors.server", "requests/s",
                      [&stats] { return static_cast<double>(stats.server_errors()); });
+  sampler.AddCounter("node.bodies.resumed", "responses/s",
+                     [&stats] { return static_cast<double>(stats.bodies_resumed()); });
+  sampler.AddCounter("node.bodies.cut", "responses/s", [&stats] { return static_cast<double>(stats.bodies_cut()); });
   sampler.AddCounter(
       "node.in", "MB/s", [&stats] { return static_cast<double>(stats.bytes_in()); }, 1e-6);
   sampler.AddCounter(

@@ -47,10 +47,17 @@ class NodeStats {
   uint64_t requests(Op op) const { return ops_[static_cast<size_t>(op)].count.load(); }
   uint64_t client_errors() const { return client_errors_.load(); }
   uint64_t server_errors() const { return server_errors_.load(); }
+  // A GET whose body failed part way and was continued from another
+  // replica or fragments (resumed), or could not be and was reset (cut).
+  void BodyResumed() { bodies_resumed_.fetch_add(1, std::memory_order_relaxed); }
+  void BodyCut() { bodies_cut_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t bodies_resumed() const { return bodies_resumed_.load(); }
+  uint64_t bodies_cut() const { return bodies_cut_.load(); }
   uint64_t bytes_in() const { return bytes_in_.load(); }
   uint64_t bytes_out() const { return bytes_out_.load(); }
   // {"ops": {"get": {"requests", "client_errors", "server_errors", "bytes_in", "bytes_out", "latency"}, ...},
-  //  "client_errors", "server_errors", "errors_by_status": {"404": N, ...}, "bytes_in", "bytes_out"}
+  //  "client_errors", "server_errors", "errors_by_status": {"404": N, ...}, "bytes_in", "bytes_out",
+  //  "bodies": {"resumed", "cut"}}
   nlohmann::json ToJson() const;
 
  private:
@@ -61,6 +68,7 @@ class NodeStats {
   };
   std::array<PerOp, kOps> ops_;
   std::atomic<uint64_t> bytes_in_{0}, bytes_out_{0}, client_errors_{0}, server_errors_{0};
+  std::atomic<uint64_t> bodies_resumed_{0}, bodies_cut_{0};
   mutable Mutex status_mu_;
   std::map<int, uint64_t> by_status_ AQ_GUARDED_BY(status_mu_);  // error statuses only
 };

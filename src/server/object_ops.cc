@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include "common/log.h"
 #include "s3/checksum.h"
@@ -307,21 +309,39 @@ void S3Handler::GetObject(S3Request& r) {
   store::Prefetcher* prefetch = objects_.prefetcher();
   if (prefetch != nullptr) stream = prefetch->Begin(object, start, length);
   uint64_t sent_to = start;
-  bool began = false;
-  Status s = objects_.Read(
-      o, start, length,
-      [&](std::string_view bytes) -> Status {
-        if (!began) {
-          began = true;
-          AQ_TRY(r.ex.Begin(status, h, length));
-        }
-        link_.Acquire(bytes.size());
-        AQ_TRY(r.ex.Write(bytes));
-        sent_to += bytes.size();
-        return Status::Ok();
-      },
-      stream.get());
+  bool began = false, client_gone = false;
+  auto sink = [&](std::string_view bytes) -> Status {
+    if (!began) {
+      began = true;
+      if (Status b = r.ex.Begin(status, h, length); !b.ok()) {
+        client_gone = true;
+        return b;
+      }
+    }
+    link_.Acquire(bytes.size());
+    if (Status w = r.ex.Write(bytes); !w.ok()) {
+      client_gone = true;
+      return w;
+    }
+    sent_to += bytes.size();
+    return Status::Ok();
+  };
+  Status s = objects_.Read(o, start, length, sink, stream.get());
   if (prefetch != nullptr && stream) prefetch->End(std::move(stream), sent_to);
+  // The head is out and a block failed part way (its holder died, the
+  // cluster map is settling, etcd is slow): the rest is read again, from
+  // other replicas or fragments, and the same body continues. Damage that
+  // does not heal in a few tries, or a deadline, ends it.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(o_.resume_deadline_s);
+  for (int attempt = 0; !s.ok() && began && !client_gone && sent_to < start + length; ++attempt) {
+    const bool damage = s.code() == StatusCode::kCorruption || s.code() == StatusCode::kNotFound;
+    if ((damage && attempt >= 2) || std::chrono::steady_clock::now() >= give_up) break;
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(std::min(1000, 50 << attempt)));
+    log::info("request {} GET {}/{}: a block failed at byte {} ({}); continuing from other holders", r.request_id,
+              r.bucket, r.key, sent_to, s.message());
+    s = objects_.Read(o, sent_to, start + length - sent_to, sink, nullptr);
+    if (s.ok() && o_.stats != nullptr) o_.stats->BodyResumed();
+  }
   if (s.ok()) return;
   if (!began) {                               // nothing sent yet: a clean error
     if (s.code() == StatusCode::kNotFound) {  // the object exists; a block of it does not
@@ -329,8 +349,12 @@ void S3Handler::GetObject(S3Request& r) {
     }
     return SendStatus(r, s, Subject::kObject);
   }
-  // The head is out: the connection closes short, which every client detects.
-  log::warn("request {} GET {}/{}: response cut at byte {} of {}: {}", r.request_id, r.bucket, r.key, sent_to,
+  if (client_gone) return;  // the client left; nothing to tell it
+  // The head is out and the body cannot be finished: the connection is
+  // reset, so no client takes the bytes it got for the whole object.
+  r.ex.Abort();
+  if (o_.stats != nullptr) o_.stats->BodyCut();
+  log::warn("request {} GET {}/{}: response reset at byte {} of {}: {}", r.request_id, r.bucket, r.key, sent_to,
             start + length, s.message());
 }
 

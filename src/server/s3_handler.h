@@ -50,6 +50,10 @@ struct S3HandlerOptions {
   // addresses (s3::Layout), so clients read blocks from the nodes holding them.
   std::function<std::string(const store::ObjectMeta&)> layout_json;
   uint64_t max_block_bytes = 1ull << 30;
+  // A GET whose body fails part way is continued from other holders for
+  // this long (a dead node's lease running out, etcd coming back) before
+  // its connection is reset.
+  int resume_deadline_s = 15;
   // Outgoing bytes per second (object and block bodies), 0 = unlimited:
   // emulates the node's link.
   double send_bytes_per_second = 0;
