@@ -3,6 +3,7 @@
 // from etcd; draining and re-adding nodes.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -40,8 +41,11 @@ Status Status_(Globals& g, const ClusterFlags& f) {
   cluster::BlockClient client({cluster::kNodeAccessKey, config.node_secret});
   std::map<std::string, std::set<std::string>> inventory;
   std::map<std::string, bool> up_by_id;
+  std::map<std::string, std::string> node_address;
+  std::set<std::string> refreshed;  // holders whose inventory was taken again during the walk
   for (const auto& n : nodes) {
     up_by_id[n.id] = n.up;
+    node_address[n.id] = n.address;
     if (!n.up) continue;
     auto ids = client.Inventory(n.address);
     if (ids.ok()) inventory[n.id] = std::set<std::string>(ids->begin(), ids->end());
@@ -82,7 +86,20 @@ Status Status_(Globals& g, const ClusterFlags& f) {
             } else if (inv->second.count(piece.id)) {
               ++found;
             } else {
-              ++replicas_gone;
+              // Not in the inventory taken before the walk: a piece written
+              // since (the object is newer than the inventory) is asked for
+              // again before it counts as gone.
+              Result<std::vector<std::string>> again = Unavailable("asked already");
+              if (refreshed.insert(h).second) again = client.Inventory(node_address[h]);
+              if (again.ok()) inv->second = std::set<std::string>(again->begin(), again->end());
+              if (!again.ok() && again.status().message() == "asked already") again = std::vector<std::string>();
+              if (again.ok() && inv->second.count(piece.id)) {
+                ++found;
+              } else if (again.ok()) {
+                ++replicas_gone;
+              } else {
+                ++unknown;
+              }
             }
             held[h]++;
             bytes[h] += piece.size;
@@ -123,7 +140,46 @@ Status Status_(Globals& g, const ClusterFlags& f) {
     load[n.id] = j;
   }
   const double hit_ratio = hits + misses > 0 ? hits / (hits + misses) : 0;
-  const bool full = under == 0 && misplaced == 0 && missing == 0 && replicas_gone == 0;
+  // What the nodes' scrubbers found on disk (store/scrubber.h): pieces
+  // verified, corrupt, missing, rebuilt, and those still bad with their objects.
+  uint64_t scrub_passes = 0, scrub_verified = 0, scrub_corrupt = 0, scrub_missing = 0, scrub_repaired = 0,
+           scrub_bad = 0;
+  std::set<std::string> at_risk;
+  for (const auto& n : nodes) {
+    const auto& sc = load[n.id].value("scrub", nlohmann::json::object());
+    if (!sc.is_object()) continue;
+    scrub_passes += sc.value("passes", uint64_t{0});
+    scrub_verified += sc.value("pieces_verified", uint64_t{0});
+    scrub_corrupt += sc.value("corrupt", uint64_t{0});
+    scrub_missing += sc.value("missing", uint64_t{0});
+    scrub_repaired += sc.value("repaired", uint64_t{0});
+    scrub_bad += sc.value("unrepaired", uint64_t{0});
+    for (const auto& o : sc.value("objects_at_risk", nlohmann::json::array())) {
+      if (o.is_string()) at_risk.insert(o.get<std::string>());
+    }
+  }
+  for (const auto& o : at_risk) {
+    if (std::find(damaged.begin(), damaged.end(), o) == damaged.end() && damaged.size() < 100) damaged.push_back(o);
+  }
+  const bool full = under == 0 && misplaced == 0 && missing == 0 && replicas_gone == 0 && scrub_bad == 0;
+  // Below protection: exit non-zero (scripts and monitors see it).
+  auto verdict = [&]() -> Status {
+    if (missing > 0) {
+      return Status(StatusCode::kCorruption, fmt::format("{} objects have blocks no node holds", damaged.size()));
+    }
+    if (scrub_bad > 0) {
+      return Status(StatusCode::kCorruption,
+                    fmt::format("the scrubbers hold {} bad pieces they could not rebuild ({} objects at risk)",
+                                scrub_bad, at_risk.size()));
+    }
+    if (under > 0 || replicas_gone > 0) {  // misplaced alone is still fully protected
+      return Unavailable(
+          fmt::format("below protection: {} blocks under-protected, {} pieces missing on live nodes "
+                      "(repair is working on it)",
+                      under, replicas_gone));
+    }
+    return Status::Ok();
+  };
   if (g.json) {
     nlohmann::json j = {{"meta", f.meta},
                         {"replicas", replicas},
@@ -137,6 +193,14 @@ Status Status_(Globals& g, const ClusterFlags& f) {
                         {"missing_blocks", missing},
                         {"missing_replicas", replicas_gone},
                         {"damaged_objects", damaged},
+                        {"scrub",
+                         {{"passes", scrub_passes},
+                          {"pieces_verified", scrub_verified},
+                          {"corrupt", scrub_corrupt},
+                          {"missing", scrub_missing},
+                          {"repaired", scrub_repaired},
+                          {"unrepaired", scrub_bad},
+                          {"objects_at_risk", std::vector<std::string>(at_risk.begin(), at_risk.end())}}},
                         {"cache_hit_ratio", hit_ratio},
                         {"policy", policies.cluster.ToString()},
                         {"logical_bytes", logical},
@@ -168,10 +232,7 @@ Status Status_(Globals& g, const ClusterFlags& f) {
                             {"status", load[n.id]}});
     }
     std::printf("%s\n", j.dump(1).c_str());
-    if (missing > 0) {
-      return Status(StatusCode::kCorruption, fmt::format("{} objects have blocks no node holds", damaged.size()));
-    }
-    return Status::Ok();
+    return verdict();
   }
   std::printf("cluster %s: %zu nodes (%zu up), %s\n", f.meta.c_str(), nodes.size(), up,
               policies.cluster.erasure_coded()
@@ -216,12 +277,18 @@ Status Status_(Globals& g, const ClusterFlags& f) {
   if (missing > 0 || replicas_gone > 0) {
     std::printf("  DAMAGE: %llu blocks held by no node that a layout names, %llu replicas missing on live nodes\n",
                 static_cast<unsigned long long>(missing), static_cast<unsigned long long>(replicas_gone));
-    for (const auto& o : damaged) std::printf("    %s: a block is gone from every holder\n", o.c_str());
+    for (const auto& o : damaged) {
+      if (!at_risk.count(o)) std::printf("    %s: a block is gone from every holder\n", o.c_str());
+    }
   }
-  if (missing > 0) {
-    return Status(StatusCode::kCorruption, fmt::format("{} objects have blocks no node holds", damaged.size()));
-  }
-  return Status::Ok();
+  std::printf(
+      "  scrub: %llu passes, %llu pieces verified; %llu corrupt and %llu missing found, %llu rebuilt, %llu still "
+      "bad\n",
+      static_cast<unsigned long long>(scrub_passes), static_cast<unsigned long long>(scrub_verified),
+      static_cast<unsigned long long>(scrub_corrupt), static_cast<unsigned long long>(scrub_missing),
+      static_cast<unsigned long long>(scrub_repaired), static_cast<unsigned long long>(scrub_bad));
+  for (const auto& o : at_risk) std::printf("    AT RISK %s: a piece the scrubber could not rebuild\n", o.c_str());
+  return verdict();
 }
 
 Status SetState(const ClusterFlags& f, const std::string& state) {
@@ -288,7 +355,13 @@ Status Protect(const ClusterFlags& f) {
     return Status::Ok();
   }
   if (f.ec == "none") return InvalidArgument("--ec none is for the cluster; a bucket goes back with --replicas 0");
-  AQ_TRY(cluster::SetBucketPolicy(*etcd, kPrefix, f.bucket, p));
+  if (Status set = cluster::SetBucketPolicy(*etcd, kPrefix, f.bucket, p); !set.ok()) {
+    if (set.code() != StatusCode::kNotFound) return set;
+    return NotFound(Subject::kBucket,
+                    fmt::format("cluster protect {}: there is no bucket '{}' yet: create it first (aquifer mb "
+                                "aquifer://NODE:PORT/{}, or any S3 client's create-bucket), then protect it",
+                                f.bucket, f.bucket, f.bucket));
+  }
   if (!p.set()) {
     std::printf("bucket %s: the cluster's policy again\n", f.bucket.c_str());
   } else {

@@ -27,9 +27,9 @@ struct ServeFlags {
   node::NodeOptions o;
   std::string listen = "127.0.0.1:9000", metrics, credentials, cache_policy = "tinylfu";
   std::string block_size = "4MiB", cache_size = "1GiB", prefetch_memory = "256MiB", l3_size;
-  std::string upload_expiry = "7d", lifecycle_day = "1d";
+  std::string upload_expiry = "7d", lifecycle_day = "1d", scrub_interval = "1d";
   std::vector<std::string> pools;
-  double net_limit_mb = 0, repair_rate_mb = 200, tier_rate_mb = 100;
+  double net_limit_mb = 0, repair_rate_mb = 200, tier_rate_mb = 100, scrub_rate_mb = 50;
 };
 
 // The flags as the node's options; a malformed value names its flag.
@@ -70,7 +70,8 @@ Result<node::NodeOptions> NodeOptionsFrom(const ServeFlags& f) {
     *out = *v;
   }
   for (const auto& [text, out, name] : {std::tuple{&f.upload_expiry, &o.upload_expiry_s, "--upload-expiry"},
-                                        std::tuple{&f.lifecycle_day, &o.lifecycle_day_s, "--lifecycle-day"}}) {
+                                        std::tuple{&f.lifecycle_day, &o.lifecycle_day_s, "--lifecycle-day"},
+                                        std::tuple{&f.scrub_interval, &o.scrub_interval_s, "--scrub-interval"}}) {
     auto v = units::ParseDuration(*text);
     if (!v.ok()) return flag(name)(v.status());
     *out = *v;
@@ -98,6 +99,9 @@ Result<node::NodeOptions> NodeOptionsFrom(const ServeFlags& f) {
   if (f.net_limit_mb < 0) return InvalidArgument("--net-limit must be >= 0 (MB/s; 0 = unlimited)");
   o.send_bytes_per_second = f.net_limit_mb * 1e6;
   o.repair_bytes_per_second = f.repair_rate_mb * 1e6;
+  if (f.scrub_rate_mb < 0) return InvalidArgument("--scrub-rate must be >= 0 (MB/s; 0 = no scrubbing)");
+  if (o.scrub_interval_s <= 0) return InvalidArgument("--scrub-interval must be more than 0");
+  o.scrub_bytes_per_second = f.scrub_rate_mb * 1e6;
   o.tier_bytes_per_second = f.tier_rate_mb * 1e6;
   return o;
 }
@@ -234,6 +238,70 @@ void RegisterFileCommands(CLI::App& app, Globals& g) {
   });
 }
 
+void RegisterBucketCommands(CLI::App& app, Globals& g) {
+  auto* mb_path = g.Own<std::string>();
+  auto* mb = app.add_subcommand("mb", "Make a bucket: aquifer mb aquifer://HOST:PORT/BUCKET");
+  mb->add_option("bucket", *mb_path, "aquifer://HOST:PORT/BUCKET")->required();
+  mb->callback([mb_path, &g] {
+    auto p = s3::ParseStoreUrl(*mb_path);
+    if (!p.ok()) return Fail(g, p.status().WithContext("mb"));
+    if (!p->key.empty()) {
+      return Fail(g, InvalidArgument(fmt::format("mb {}: a bucket is named by aquifer://HOST:PORT/BUCKET alone; "
+                                                 "prefixes need no making",
+                                                 *mb_path)));
+    }
+    if (g.fs->Stat(*mb_path).ok()) {
+      return Fail(g, AlreadyExists(Subject::kBucket, fmt::format("mb {}: the bucket exists", *mb_path)));
+    }
+    if (Status s = g.fs->MakeDirs(*mb_path); !s.ok()) return Fail(g, s.WithContext("mb"));
+    std::printf("make_bucket: %s\n", p->bucket.c_str());
+  });
+  struct RbFlags {
+    std::string path;
+    bool force = false;
+  };
+  auto* rb_flags = g.Own<RbFlags>();
+  auto* rb = app.add_subcommand("rb", "Remove a bucket (with --force, every object in it first)");
+  rb->add_option("bucket", rb_flags->path, "aquifer://HOST:PORT/BUCKET")->required();
+  rb->add_flag("--force", rb_flags->force, "Remove every object of the bucket first");
+  rb->callback([rb_flags, &g] {
+    const std::string& path = rb_flags->path;
+    auto p = s3::ParseStoreUrl(path);
+    if (!p.ok()) return Fail(g, p.status().WithContext("rb"));
+    if (!p->key.empty()) return Fail(g, InvalidArgument(fmt::format("rb {}: name a bucket, not a key", path)));
+    if (rb_flags->force) {
+      uint64_t removed = 0;
+      std::vector<std::string> skipped;
+      std::function<Status(const std::string&)> remove = [&](const std::string& dir) -> Status {
+        for (const auto& e : AQ_TRY(g.fs->ListWithSkipped(dir, &skipped))) {
+          const std::string child = io::JoinPath(dir, e.name);
+          if (e.is_dir) {
+            AQ_TRY(remove(child));
+          } else {
+            AQ_TRY(g.fs->Remove(child));
+            ++removed;
+          }
+        }
+        return Status::Ok();
+      };
+      if (Status s = remove(path); !s.ok()) return Fail(g, s.WithContext("rb --force"));
+      if (removed > 0) std::printf("removed %llu object(s)\n", static_cast<unsigned long long>(removed));
+      if (!skipped.empty()) {
+        return Fail(g, NotEmpty(fmt::format("rb {}: {} key(s) that are no file names (first: {}) were left; remove "
+                                            "them with an S3 client",
+                                            path, skipped.size(), skipped.front())));
+      }
+    }
+    Status s = g.fs->Remove(path);
+    if (s.code() == StatusCode::kNotEmpty) {
+      return Fail(g,
+                  NotEmpty(fmt::format("rb {}: the bucket is not empty (remove its objects, or use --force)", path)));
+    }
+    if (!s.ok()) return Fail(g, s.WithContext("rb"));
+    std::printf("remove_bucket: %s\n", p->bucket.c_str());
+  });
+}
+
 struct StatsFlags {
   std::string node;
   double watch = 0;
@@ -317,10 +385,14 @@ void PrintStats(const std::string& node, const nlohmann::json& now, const nlohma
     const auto& c = now["cluster"];
     const auto& b = c.value("blocks", nlohmann::json::object());
     const auto& r = c.value("repair", nlohmann::json::object());
+    std::string policy = c.value("policy", fmt::format("replicas:{:.0f}", num(c, "replicas")));
+    for (const auto& [bucket, p] : c.value("bucket_policies", nlohmann::json::object()).items()) {
+      if (p.is_string()) policy += fmt::format(", bucket {} {}", bucket, p.get<std::string>());
+    }
     std::printf(
-        "  cluster node %s, %.0f replicas, %.0f nodes known; reads %.0f local, %.0f remote, %.0f failovers, "
+        "  cluster node %s, policy %s, %.0f nodes known; reads %.0f local, %.0f remote, %.0f failovers, "
         "%.0f repaired on read\n",
-        c.value("node", "").c_str(), num(c, "replicas"), num(c, "nodes_known"), num(b, "local_reads"),
+        c.value("node", "").c_str(), policy.c_str(), num(c, "nodes_known"), num(b, "local_reads"),
         num(b, "remote_reads"), num(b, "failovers"), num(b, "repaired_on_read"));
     std::printf("  repair  %s: %.0f blocks, %.0f under-protected, %.0f misplaced; copied %.0f (%s), dropped %.0f\n",
                 r.value("fully_protected", false) ? "fully protected" : "working", num(r, "blocks"),
@@ -340,6 +412,22 @@ void PrintStats(const std::string& node, const nlohmann::json& now, const nlohma
                 units::Duration(num(u, "oldest_age_seconds")).c_str(), num(u, "expired"),
                 units::Bytes(num(u, "expired_bytes")).c_str(),
                 expiry > 0 ? ("after " + units::Duration(expiry)).c_str() : "only by lifecycle rules");
+  }
+  if (now.contains("scrub") && now["scrub"].is_object() && now["scrub"].value("enabled", false)) {
+    const auto& sc = now["scrub"];
+    std::printf(
+        "  scrub   %.0f passes (last %s), %.0f pieces verified (%s); %.0f corrupt, %.0f missing, %.0f rebuilt, "
+        "%.0f still bad%s\n",
+        num(sc, "passes"), units::Duration(num(sc, "last_pass_seconds")).c_str(), num(sc, "pieces_verified"),
+        units::Bytes(num(sc, "bytes_verified")).c_str(), num(sc, "corrupt"), num(sc, "missing"), num(sc, "repaired"),
+        num(sc, "unrepaired"),
+        sc.value("running", false) ? fmt::format(" (a pass is at {:.0f} of {:.0f} pieces)",
+                                                 num(sc, "pieces_done_in_pass"), num(sc, "pieces_in_pass"))
+                                         .c_str()
+                                   : "");
+    for (const auto& o : sc.value("objects_at_risk", nlohmann::json::array())) {
+      if (o.is_string()) std::printf("          at risk: %s\n", o.get<std::string>().c_str());
+    }
   }
   for (const auto& p : now.value("pools", nlohmann::json::array())) {
     std::printf("  pool    %-10s %8.0f blocks %12s\n", p.value("name", "").c_str(), num(p, "blocks"),
@@ -554,6 +642,7 @@ void RegisterStatFile(CLI::App& app, Globals& g) {
 
 void RegisterServeCommands(CLI::App& app, Globals& g) {
   RegisterFileCommands(app, g);
+  RegisterBucketCommands(app, g);
   RegisterStats(app, g);
   RegisterWait(app, g);
   RegisterStatFile(app, g);
@@ -625,6 +714,12 @@ void RegisterServeCommands(CLI::App& app, Globals& g) {
                   "MB/s this node sends at most (object and block bodies; 0 = unlimited): emulates its network link")
       ->capture_default_str();
   cmd->add_option("--repair-rate", f->repair_rate_mb, "In a cluster: MB/s this node copies for repair and rebalancing")
+      ->capture_default_str();
+  cmd->add_option("--scrub-rate", f->scrub_rate_mb,
+                  "MB/s the scrubber reads back this node's pieces to check their checksums (0 = off)")
+      ->capture_default_str();
+  cmd->add_option("--scrub-interval", f->scrub_interval,
+                  "From the start of one scrub pass to the next (s, m, h, d); a bad piece is rebuilt from good ones")
       ->capture_default_str();
   cmd->add_option("--repair-interval", f->o.repair_interval_s, "In a cluster: seconds between repair passes")
       ->capture_default_str()

@@ -76,6 +76,40 @@ Result<std::string> NodeId(io::FileSystem& fs, const std::string& data, const st
 
 Node::Node() = default;
 
+namespace {
+
+nlohmann::json ScrubJson(const store::Scrubber& scrubber) {
+  const auto s = scrubber.Stats();
+  nlohmann::json findings = nlohmann::json::array();
+  for (const auto& f : s.last_findings) {
+    findings.push_back({{"object", f.object},
+                        {"piece", f.piece},
+                        {"problem", f.problem},
+                        {"repaired", f.repaired},
+                        {"repair_error", f.repair_error}});
+  }
+  return {{"enabled", s.enabled},
+          {"bytes_per_second", scrubber.options().bytes_per_second},
+          {"interval_seconds", scrubber.options().interval_s},
+          {"running", s.running},
+          {"passes", s.passes},
+          {"last_pass_seconds", s.last_pass_seconds},
+          {"last_pass_ended_seconds_ago", s.last_pass_ended_s_ago},
+          {"pieces_in_pass", s.pieces_in_pass},
+          {"pieces_done_in_pass", s.pieces_done_in_pass},
+          {"pieces_verified", s.pieces_verified},
+          {"bytes_verified", s.bytes_verified},
+          {"corrupt", s.corrupt},
+          {"missing", s.missing},
+          {"repaired", s.repaired},
+          {"repair_errors", s.repair_errors},
+          {"unrepaired", s.unrepaired},
+          {"objects_at_risk", s.objects_at_risk},
+          {"findings", findings}};
+}
+
+}  // namespace
+
 Node::~Node() { Stop(); }
 
 Result<std::unique_ptr<Node>> Node::Start(NodeOptions options, std::unique_ptr<io::FileSystem> fs) {
@@ -229,11 +263,13 @@ Status Node::StartImpl() {
   so.s3.send_bytes_per_second = o_.send_bytes_per_second;
   s3_ = AQ_TRY(server::S3Server::Start(*objects_, std::move(so)));
   if (cluster) AQ_TRY(JoinCluster());
+  AQ_TRY(StartScrubber());
 
   if (o_.metrics_port >= 0) {
     std::function<nlohmann::json()> extra = [this]() -> nlohmann::json {
       MutexLock lock(uploads_mu_);
-      return {{"uploads",
+      return {{"scrub", ScrubJson(*scrubber_)},
+              {"uploads",
                {{"in_progress", uploads_.in_progress},
                 {"parts", uploads_.parts},
                 {"part_bytes", uploads_.part_bytes},
@@ -277,8 +313,13 @@ Status Node::StartImpl() {
                                    {"conflicts", r.conflicts},
                                    {"errors", r.errors},
                                    {"last_error", r.last_error}};
+        const auto policies = cluster_blocks_->CurrentPolicies();
+        nlohmann::json bucket_policies = nlohmann::json::object();
+        for (const auto& [bucket, p] : policies.buckets) bucket_policies[bucket] = p.ToString();
         nlohmann::json c = {{"node", node_id_},
                             {"replicas", o_.replicas},
+                            {"policy", policies.cluster.ToString()},
+                            {"bucket_policies", bucket_policies},
                             {"nodes_known", membership_->Nodes().size()},
                             {"rejoins", membership_->rejoins()},
                             {"blocks", std::move(blocks_j)},
@@ -322,6 +363,16 @@ Status Node::JoinCluster() {
       j["cache_bytes"] = c.bytes;
     }
     j["remote_reads"] = cluster_blocks_->Stats().remote_reads;
+    if (scrubber_) {  // what `aquifer cluster status` reports as found on disk
+      const auto sc = scrubber_->Stats();
+      j["scrub"] = {{"passes", sc.passes},
+                    {"pieces_verified", sc.pieces_verified},
+                    {"corrupt", sc.corrupt},
+                    {"missing", sc.missing},
+                    {"repaired", sc.repaired},
+                    {"unrepaired", sc.unrepaired},
+                    {"objects_at_risk", sc.objects_at_risk}};
+    }
     return j.dump();
   });
   cluster::RepairOptions ro;
@@ -413,9 +464,47 @@ void Node::SweepUploads() {
   uploads_expired_bytes_ += sweep->expired_bytes;
 }
 
+Status Node::StartScrubber() {
+  // The pieces this node should hold: every object's layout, walked.
+  const std::string self = cluster_blocks_ ? node_id_ : std::string();
+  auto expected = [this, self]() -> Result<std::vector<store::ExpectedPiece>> {
+    std::vector<store::ExpectedPiece> out;
+    for (const auto& b : AQ_TRY(meta_->ListBuckets())) {
+      std::string after;
+      for (;;) {
+        auto page = AQ_TRY(meta_->ListObjects({b.name, "", after, 1000}));
+        for (const auto& listed : page.objects) {
+          after = listed.key;
+          auto o = meta_->GetObject(b.name, listed.key);
+          if (o.ok()) store::PiecesHeldBy(*o, self, &out);  // gone meanwhile: nothing to hold
+        }
+        if (!page.truncated || page.objects.empty()) break;
+      }
+    }
+    return out;
+  };
+  store::Scrubber::Repair repair;
+  if (cluster_blocks_) {
+    // A bad piece here is rebuilt from the block's other replicas, or
+    // from K other fragments.
+    repair = [this](const store::ExpectedPiece& e) -> Status {
+      if (cache_) cache_->Erase(e.piece.id);
+      if (e.fragment >= 0) return cluster_blocks_->RebuildFragment(e.block, e.fragment, node_id_);
+      return cluster_blocks_->Replicate(e.block, node_id_);
+    };
+  }
+  store::ScrubOptions so;
+  so.bytes_per_second = o_.scrub_bytes_per_second;
+  so.interval_s = o_.scrub_interval_s;
+  scrubber_ = std::make_unique<store::Scrubber>(*blocks_, std::move(expected), std::move(repair), so);
+  scrubber_->Start();
+  return Status::Ok();
+}
+
 void Node::Stop() {
   if (stopped_) return;
   stopped_ = true;
+  if (scrubber_) scrubber_->Stop();
   tier_stop_ = true;
   if (tier_thread_.joinable()) tier_thread_.join();
   repairer_.reset();

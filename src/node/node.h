@@ -30,6 +30,7 @@
 #include "store/block_cache.h"
 #include "store/block_store.h"
 #include "store/l3_cache.h"
+#include "store/scrubber.h"
 #include "store/tiering.h"
 #include "store/uploads.h"
 
@@ -112,7 +113,12 @@ struct NodeOptions {
   int lease_ttl_s = 5;
   double repair_bytes_per_second = 200e6;
   double repair_interval_s = 2;  // between repair passes
-  std::string node_id;           // default: generated once, kept in data_dir/node-id
+
+  // The scrubber (store/scrubber.h): every piece this node holds read back
+  // and checked at this rate (0: off), a pass every scrub_interval_s.
+  double scrub_bytes_per_second = 50e6;
+  double scrub_interval_s = 86400;
+  std::string node_id;  // default: generated once, kept in data_dir/node-id
 
   // What is wrong with the options, in words that name no command-line flag.
   Status Validate() const;
@@ -142,6 +148,7 @@ class Node {
   server::S3Server& s3() { return *s3_; }
   cluster::Membership* membership() { return membership_.get(); }
   cluster::Repairer* repairer() { return repairer_.get(); }
+  store::Scrubber* scrubber() { return scrubber_.get(); }
 
   // The lines `aquifer serve` prints once the node is up, and at stop.
   std::string Describe() const;
@@ -175,6 +182,8 @@ class Node {
   std::unique_ptr<server::S3Server> s3_;
   std::unique_ptr<cluster::Membership> membership_;
   std::unique_ptr<cluster::Repairer> repairer_;
+  std::unique_ptr<store::Scrubber> scrubber_;
+  Status StartScrubber();
   // Tiering: the thread that records access times and (single node) runs
   // the mover; in a cluster the repairer moves blocks between pools.
   void TierLoop();

@@ -1,0 +1,175 @@
+#include "store/scrubber.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+
+#include "common/log.h"
+
+namespace aq::store {
+namespace {
+
+double Seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+}  // namespace
+
+void PiecesHeldBy(const ObjectMeta& o, const std::string& self, std::vector<ExpectedPiece>* out) {
+  const std::string object = o.bucket + "/" + o.key;
+  for (const auto& b : o.blocks) {
+    if (b.nodes.empty() || self.empty()) {  // a single node's block, or written before the node joined
+      out->push_back({b, b, -1, object});
+      continue;
+    }
+    int i = 0;
+    for (const auto& [holder, piece] : StoredPieces(b)) {
+      if (holder == self) out->push_back({piece, b, b.erasure_coded() ? i : -1, object});
+      ++i;
+    }
+  }
+}
+
+Scrubber::Scrubber(BlockStore& store, ListExpected expected, Repair repair, ScrubOptions options)
+    : store_(store), expected_(std::move(expected)), repair_(std::move(repair)), o_(options) {
+  MutexLock lock(mu_);
+  stats_.enabled = o_.bytes_per_second > 0;
+}
+
+Scrubber::~Scrubber() { Stop(); }
+
+void Scrubber::Start() {
+  if (o_.bytes_per_second <= 0 || thread_.joinable()) return;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Scrubber::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Scrubber::Loop() {
+  // The first pass waits a little: a node that just started has other work.
+  double next = Seconds() + std::min(o_.interval_s, 5.0);
+  while (!stop_) {
+    {
+      std::unique_lock<std::mutex> lock(wake_mu_);
+      wake_.wait_for(lock, std::chrono::duration<double>(std::max(0.0, next - Seconds())),
+                     [&] { return stop_.load(); });
+    }
+    if (stop_) return;
+    const double started = Seconds();
+    auto r = RunPass(&stop_);
+    if (!r.ok()) log::warn("scrub: the pass stopped: {}", r.status().message());
+    next = started + o_.interval_s;
+  }
+}
+
+Result<std::vector<ScrubFinding>> Scrubber::RunPass(const std::atomic<bool>* stop) {
+  std::lock_guard<std::mutex> one(pass_mu_);
+  const double t0 = Seconds();
+  auto expected = AQ_TRY(expected_());
+  {
+    MutexLock lock(mu_);
+    stats_.running = true;
+    stats_.pieces_in_pass = expected.size();
+    stats_.pieces_done_in_pass = 0;
+  }
+  std::vector<std::pair<ExpectedPiece, std::string>> bad;  // piece, problem
+  uint64_t bytes = 0;
+  for (const auto& e : expected) {
+    if (stop != nullptr && stop->load()) break;
+    Status s = store_.Read(e.piece, 0, 0).status();  // reads and checks the whole piece
+    bytes += e.piece.size;
+    {
+      MutexLock lock(mu_);
+      ++stats_.pieces_done_in_pass;
+      if (s.ok() || s.code() == StatusCode::kCorruption) {
+        ++stats_.pieces_verified;
+        stats_.bytes_verified += e.piece.size;
+      }
+    }
+    if (s.code() == StatusCode::kCorruption) {
+      bad.emplace_back(e, "corrupt: " + s.message());
+    } else if (s.code() == StatusCode::kNotFound) {
+      bad.emplace_back(e, "missing");
+    } else if (!s.ok()) {
+      log::warn("scrub: {} of {}: {}", e.piece.id, e.object, s.message());
+    }
+    // Paced: the pass never reads faster than its budget.
+    const double due = t0 + static_cast<double>(bytes) / o_.bytes_per_second;
+    const double now = Seconds();
+    if (due > now && o_.bytes_per_second > 0) {
+      std::unique_lock<std::mutex> lock(wake_mu_);
+      wake_.wait_for(lock, std::chrono::duration<double>(due - now), [&] { return stop != nullptr && stop->load(); });
+    }
+  }
+  // Only what the metadata still names is damage: an object deleted or
+  // rewritten during the pass took its pieces with it.
+  std::set<std::string> still;
+  if (!bad.empty()) {
+    auto again = expected_();
+    if (!again.ok()) return again.status();
+    for (const auto& e : *again) still.insert(e.piece.id + "@" + e.piece.pool);
+  }
+  std::vector<ScrubFinding> findings;
+  for (auto& [e, problem] : bad) {
+    if (!still.count(e.piece.id + "@" + e.piece.pool)) continue;
+    // The file is read again before anything is removed: a piece rebuilt
+    // meanwhile (a reader's repair, the repairer) is whole now.
+    if (store_.Read(e.piece, 0, 0).ok()) continue;
+    ScrubFinding f{e.object, e.piece.id, problem, false, {}};
+    log::warn("scrub: piece {} of {} is {}", e.piece.id, e.object, problem);
+    if (repair_) {
+      if (problem != "missing") (void)store_.Remove(e.piece);
+      Status r = repair_(e);
+      f.repaired = r.ok() && store_.Read(e.piece, 0, 0).ok();
+      if (!f.repaired) f.repair_error = r.ok() ? "rebuilt, but it does not read back whole" : r.message();
+      if (f.repaired) {
+        log::info("scrub: piece {} of {} rebuilt", e.piece.id, e.object);
+      } else {
+        log::warn("scrub: piece {} of {} could not be rebuilt: {}", e.piece.id, e.object, f.repair_error);
+      }
+    } else {
+      f.repair_error = "no other copy to rebuild it from";
+    }
+    findings.push_back(std::move(f));
+  }
+  MutexLock lock(mu_);
+  stats_.running = false;
+  ++stats_.passes;
+  stats_.last_pass_seconds = Seconds() - t0;
+  last_end_ = Seconds();
+  stats_.unrepaired = 0;
+  stats_.objects_at_risk.clear();
+  stats_.last_findings.clear();
+  std::set<std::string> at_risk;
+  for (const auto& f : findings) {
+    (f.problem == "missing" ? stats_.missing : stats_.corrupt) += 1;
+    if (f.repaired) {
+      ++stats_.repaired;
+    } else {
+      ++stats_.unrepaired;
+      if (repair_) ++stats_.repair_errors;
+      if (at_risk.insert(f.object).second && stats_.objects_at_risk.size() < 100) {
+        stats_.objects_at_risk.push_back(f.object);
+      }
+    }
+    if (stats_.last_findings.size() < 100) stats_.last_findings.push_back(f);
+  }
+  return findings;
+}
+
+ScrubStats Scrubber::Stats() const {
+  MutexLock lock(mu_);
+  ScrubStats s = stats_;
+  s.last_pass_ended_s_ago = last_end_ < 0 ? -1 : Seconds() - last_end_;
+  return s;
+}
+
+}  // namespace aq::store

@@ -1,0 +1,103 @@
+// The scrubber: corruption found before a reader trips on it. Every node
+// runs one in the background (OneFS's MediaScan and IntegrityScan in one
+// pass): each pass takes the list of pieces (replicas, erasure-code
+// fragments) this node should hold from the metadata, reads each one back
+// from its pool at a bounded rate and checks its CRC32C, so a flipped,
+// truncated or deleted piece is found. A bad piece is removed and rebuilt
+// from good ones elsewhere (a cluster's other replicas or K other fragments)
+// through the repair callback; where there is nothing to rebuild from (one
+// node, every copy damaged) it stays reported, with the object it belongs
+// to, until a later pass finds it whole or its object gone.
+//
+// A finding is kept only if the piece is still named by the metadata at the
+// end of the pass (an object deleted or rewritten while it was being
+// checked is no damage).
+//
+// Thread safety: Stats() from any thread; one pass runs at a time.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/mutex.h"
+#include "common/status.h"
+#include "store/block_store.h"
+#include "store/meta_store.h"
+
+namespace aq::store {
+
+struct ScrubOptions {
+  double bytes_per_second = 50e6;  // read budget; 0 = the scrubber is off
+  double interval_s = 86400;       // from the start of one pass to the next
+};
+
+// A piece this node should hold, with what it belongs to.
+struct ExpectedPiece {
+  BlockRef piece;      // as stored here (a fragment's own id, size, CRC)
+  BlockRef block;      // the whole block (the same as piece for a replica)
+  int fragment = -1;   // erasure-coded: its index in the stripe; -1: a replica
+  std::string object;  // "bucket/key"
+};
+
+struct ScrubFinding {
+  std::string object, piece, problem;  // problem: "corrupt: ..." or "missing"
+  bool repaired = false;
+  std::string repair_error;
+};
+
+struct ScrubStats {
+  bool enabled = false, running = false;
+  uint64_t passes = 0;
+  double last_pass_seconds = 0, last_pass_ended_s_ago = -1;
+  uint64_t pieces_in_pass = 0, pieces_done_in_pass = 0;  // progress of the running pass
+  // Since the node started:
+  uint64_t pieces_verified = 0, bytes_verified = 0, corrupt = 0, missing = 0, repaired = 0, repair_errors = 0;
+  // The last finished pass: pieces still bad after it, and their objects.
+  uint64_t unrepaired = 0;
+  std::vector<std::string> objects_at_risk;  // at most 100
+  std::vector<ScrubFinding> last_findings;   // at most 100
+};
+
+class Scrubber {
+ public:
+  using ListExpected = std::function<Result<std::vector<ExpectedPiece>>()>;
+  // Rebuilds one bad piece here (it has been removed). Null: nothing to rebuild from.
+  using Repair = std::function<Status(const ExpectedPiece&)>;
+
+  Scrubber(BlockStore& store, ListExpected expected, Repair repair, ScrubOptions options);
+  ~Scrubber();
+  void Start();  // the background thread (nothing when bytes_per_second is 0)
+  void Stop();
+
+  // One whole pass now (tests, `aquifer scrub`); `stop` ends it early.
+  Result<std::vector<ScrubFinding>> RunPass(const std::atomic<bool>* stop = nullptr);
+  ScrubStats Stats() const;
+  const ScrubOptions& options() const { return o_; }
+
+ private:
+  void Loop();
+  BlockStore& store_;
+  ListExpected expected_;
+  Repair repair_;
+  const ScrubOptions o_;
+  std::mutex pass_mu_;  // one pass at a time
+  mutable Mutex mu_;
+  ScrubStats stats_ AQ_GUARDED_BY(mu_);
+  double last_end_ AQ_GUARDED_BY(mu_) = -1;
+  std::atomic<bool> stop_{false};
+  std::mutex wake_mu_;
+  std::condition_variable wake_;
+  std::thread thread_;
+};
+
+// The pieces of `o` that node `self` holds (every block when self is empty
+// or the block names no nodes: a single node's).
+void PiecesHeldBy(const ObjectMeta& o, const std::string& self, std::vector<ExpectedPiece>* out);
+
+}  // namespace aq::store
