@@ -329,7 +329,23 @@ Status Node::StartImpl() {
         return out;
       };
     }
-    metrics_ = AQ_TRY(server::MetricsServer::Start(*stats_, *objects_, o_.metrics_host, o_.metrics_port, extra));
+    // The scrubber's findings as Prometheus series too.
+    store::Scrubber* sc = scrubber_.get();
+    auto scrub = [sc](uint64_t store::ScrubStats::*field) {
+      return [sc, field] { return static_cast<double>(sc->Stats().*field); };
+    };
+    std::vector<server::MetricsServer::Series> series = {
+        {"node.scrub.verified", "pieces/s", scrub(&store::ScrubStats::pieces_verified), true},
+        {"node.scrub.verified_bytes", "MB/s", [sc] { return static_cast<double>(sc->Stats().bytes_verified) / 1e6; },
+         true},
+        {"node.scrub.corrupt", "pieces/s", scrub(&store::ScrubStats::corrupt), true},
+        {"node.scrub.missing", "pieces/s", scrub(&store::ScrubStats::missing), true},
+        {"node.scrub.repaired", "pieces/s", scrub(&store::ScrubStats::repaired), true},
+        {"node.scrub.unrepaired", "pieces", scrub(&store::ScrubStats::unrepaired), false},
+        {"node.scrub.objects_at_risk", "objects",
+         [sc] { return static_cast<double>(sc->Stats().objects_at_risk.size()); }, false}};
+    metrics_ = AQ_TRY(
+        server::MetricsServer::Start(*stats_, *objects_, o_.metrics_host, o_.metrics_port, extra, std::move(series)));
   }
   return Status::Ok();
 }

@@ -69,7 +69,8 @@ nlohmann::json NodeStats::ToJson() const {
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, store::ObjectStore& objects,
                                                             const std::string& host, int port,
-                                                            std::function<nlohmann::json()> extra) {
+                                                            std::function<nlohmann::json()> extra,
+                                                            std::vector<Series> series) {
   std::unique_ptr<MetricsServer> m(new MetricsServer());
   monitor::SamplerOptions so;
   m->sampler_ = std::make_unique<monitor::Sampler>(so);
@@ -106,6 +107,13 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
     });
     sampler.AddCounter("node.prefetch.issued", "blocks/s", [pf] { return static_cast<double>(pf->Stats().issued); });
     sampler.AddGauge("node.prefetch.held", "bytes", [pf] { return static_cast<double>(pf->Stats().bytes_held); });
+  }
+  for (auto& one : series) {
+    if (one.counter) {
+      sampler.AddCounter(one.name, one.unit, std::move(one.value));
+    } else {
+      sampler.AddGauge(one.name, one.unit, std::move(one.value));
+    }
   }
   sampler.Start();
   const auto started = std::chrono::steady_clock::now();

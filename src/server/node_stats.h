@@ -17,6 +17,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "common/latency.h"
 #include "common/mutex.h"
@@ -78,9 +79,17 @@ class NodeStats {
 class MetricsServer {
  public:
   // `extra` (optional) adds sections to /stats (the cluster's, for one).
+  // A series of the node's own for /metrics: a counter (its rate is
+  // sampled) or a gauge.
+  struct Series {
+    std::string name, unit;
+    std::function<double()> value;
+    bool counter = true;
+  };
   static Result<std::unique_ptr<MetricsServer>> Start(NodeStats& stats, store::ObjectStore& objects,
                                                       const std::string& host, int port,
-                                                      std::function<nlohmann::json()> extra = nullptr);
+                                                      std::function<nlohmann::json()> extra = nullptr,
+                                                      std::vector<Series> series = {});
   ~MetricsServer();
   int port() const { return port_; }
 

@@ -162,6 +162,17 @@ try:
           f"cluster status names the object it cannot rebuild and exits non-zero: rc {rc} "
           f"{json.dumps(st.get('scrub'))} {text.stdout[-300:]}")
 
+    def metric(name, line_name):
+        import urllib.request
+        with urllib.request.urlopen(f"http://127.0.0.1:{nodes[name].metrics}/metrics") as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith(line_name + " "):
+                    return float(line.split()[1])
+        return None
+    bad_pieces = [metric(n, "aquifer_node_scrub_unrepaired_pieces") for n in nodes]
+    check(None not in bad_pieces and sum(bad_pieces) >= 2,
+          f"/metrics has the pieces the scrubbers could not rebuild: {bad_pieces}")
+
     # A single node: reported, never repaired.
     single = s3lib.Node(AQ, os.path.join(tmp, "single"), *SCRUB, credentials=creds)
     sc1 = client(single.port)
