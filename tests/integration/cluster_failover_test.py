@@ -14,6 +14,9 @@ shards of real JPEGs.
      the whole object, verified, or fails loudly. A 200 whose body is short
      or wrong and that the client takes as complete is counted; there must
      be none.
+  2b. The only holder of a block (a 1-replica bucket) killed and restarted
+     while a GET streams the object through another node: the node waits
+     for the holder and continues the same body, counted as resumed.
   3. An object whose second block lost more than M fragments (one holder
      dead, two fragments flipped on disk): boto3, awscli (when installed),
      `aquifer cp` and the mount (when /dev/fuse exists) each report an
@@ -55,8 +58,8 @@ nodes = {}
 solo = None
 
 
-def start(name):
-    port, mport = free_port(), free_port()
+def start(name, port=None, mport=None):
+    port, mport = port or free_port(), mport or free_port()
     log = os.path.join(tmp, name + ".log")
     proc = subprocess.Popen([AQ, "serve", "--data", os.path.join(tmp, name), "--listen", f"127.0.0.1:{port}",
                              "--metrics", f"127.0.0.1:{mport}", "--credentials", creds, "--meta", META,
@@ -133,6 +136,9 @@ try:
     check(r.returncode == 0 and "make_bucket: ecb" in r.stdout, "aquifer mb: " + r.stdout + r.stderr)
     r = aq("cluster", "protect", "ecb", "--ec", "4+2", "--meta", META)
     check(r.returncode == 0, "cluster protect ecb --ec 4+2: " + r.stderr)
+    c.create_bucket(Bucket="one")
+    r = aq("cluster", "protect", "one", "--replicas", "1", "--meta", META)
+    check(r.returncode == 0, "cluster protect one --replicas 1: " + r.stderr)
     time.sleep(2.5)  # every node re-reads the policies every 2 s
 
     # A real image dataset, packed, copied in: shards of several 1 MiB blocks.
@@ -234,6 +240,28 @@ try:
     cut = sum(node_stats(n).get("bodies", {}).get("cut", 0) for n in live)
     print(f"  bodies resumed {resumed}, reset {cut}, GET errors seen by boto3 {tally['errors']}")
 
+    # 2b. The only holder of a block restarted while a GET streams: the
+    # node serving it waits for the holder and continues the same body.
+    phase("a holder restarted under a GET")
+    big = os.urandom(40 << 20)
+    c.put_object(Bucket="one", Key="big", Body=big)
+    held = [b["nodes"][0] for b in layout("big", "one")["blocks"]]
+    victim = next(n for n in held[24:] if n != "n4")
+    resumed_before = node_stats("n4").get("bodies", {}).get("resumed", 0)
+    stream = s3("n4").get_object(Bucket="one", Key="big")["Body"]
+    got = stream.read(1 << 20)  # the node is now blocked on its send, a few MiB ahead
+    port_v, mport_v = nodes[victim]["port"], nodes[victim]["metrics"]
+    kill(victim)
+    start(victim, port_v, mport_v)
+    try:
+        got += stream.read()
+        check(got == big, f"a GET across its block holder's restart: {len(got)} of {len(big)} bytes, "
+              f"{'equal' if got == big else 'different'}")
+    except Exception as e:  # noqa: BLE001
+        check(False, f"a GET across its block holder's restart failed: {e}")
+    resumed = node_stats("n4").get("bodies", {}).get("resumed", 0) - resumed_before
+    check(resumed >= 1, f"the node counts the body it continued ({resumed})")
+
     phase("an unreadable object")
     # 3. More than M fragments of block 1 unreadable: everyone sees an error.
     frags = layout("bad/x")["blocks"][1]["fragments"]
@@ -250,11 +278,14 @@ try:
         flipped += 1
     lost = sum(fr["node"] in ("n1", "n2") for fr in frags) + flipped
     check(lost > 2, f"block 1 of bad/x has {lost} of 6 fragments unreadable")
+    cut_before = node_stats("n3").get("bodies", {}).get("cut", 0)
     try:
         got = s3("n3").get_object(Bucket="ecb", Key="bad/x")["Body"].read()
         check(False, f"boto3 took a {len(got)}-byte body of a {len(body)}-byte object without an error")
     except Exception as e:  # noqa: BLE001
         check(True, f"boto3 reports the unreadable object: {type(e).__name__}")
+    cut = node_stats("n3").get("bodies", {}).get("cut", 0) - cut_before
+    check(cut == 1, f"the node reset that one response and counts it ({cut})")
     if shutil.which("aws") or os.path.exists("/usr/bin/aws"):
         env = dict(os.environ, AWS_ACCESS_KEY_ID=s3lib.KEY, AWS_SECRET_ACCESS_KEY=s3lib.SECRET,
                    AWS_DEFAULT_REGION="us-east-1", AWS_MAX_ATTEMPTS="1")
