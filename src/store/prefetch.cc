@@ -77,10 +77,21 @@ Result<std::shared_ptr<const std::string>> ReadStream::Block(size_t i) {
       slot->consumed = true;
     }
     owner_.Count(waited ? &PrefetchStats::late_hits : &PrefetchStats::hits);
-    if (!slot->status.ok()) return slot->status;
     data = slot->data;
-  } else {
-    data = AQ_TRY(owner_.ReadBlock(blocks[i]));
+  }
+  if (data == nullptr) {
+    // Not read ahead, or read ahead and failed (a holder that died after
+    // the read was issued): read now, with the cluster's current view.
+    auto r = owner_.ReadBlock(blocks[i]);
+    if (!r.ok()) {
+      // A stream that fails reads nothing more ahead: whatever is pending
+      // would be read for a reader that is about to stop.
+      DropPending();
+      window_ = 2;
+      speculate_ = false;
+      return r.status();
+    }
+    data = std::move(*r);
   }
   if (last_ != kNone && i == last_ + 1) window_ = std::min(owner_.options().max_window_blocks, window_ * 2);
   last_ = i;
