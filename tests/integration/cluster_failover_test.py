@@ -46,9 +46,7 @@ BUILD = os.path.abspath(sys.argv[2]) if len(sys.argv) > 2 else os.path.dirname(A
 sys.path.insert(0, os.path.join(BUILD, "python"))
 check = s3lib.Checks()
 tmp = tempfile.mkdtemp(prefix="aq_failover_test_")
-creds = os.path.join(tmp, "keys")
-with open(creds, "w") as f:
-    f.write(f"{s3lib.KEY} {s3lib.SECRET}\n")
+creds = s3lib.write_credentials(os.path.join(tmp, "keys"))
 os.environ["AQUIFER_CREDENTIALS"] = creds
 free_port, until = s3lib.free_port, s3lib.until
 
@@ -246,19 +244,30 @@ try:
     big = os.urandom(40 << 20)
     c.put_object(Bucket="one", Key="big", Body=big)
     held = [b["nodes"][0] for b in layout("big", "one")["blocks"]]
-    victim = next(n for n in held[24:] if n != "n4")
+    victim = next(n for n in held[32:] if n != "n4")
     resumed_before = node_stats("n4").get("bodies", {}).get("resumed", 0)
     stream = s3("n4").get_object(Bucket="one", Key="big")["Body"]
-    got = stream.read(1 << 20)  # the node is now blocked on its send, a few MiB ahead
+    got = [stream.read(1 << 20)]  # n4 is now blocked on its send, a few MiB ahead
     port_v, mport_v = nodes[victim]["port"], nodes[victim]["metrics"]
     kill(victim)
+    failure = []
+
+    def rest():
+        try:
+            got.append(stream.read())
+        except Exception as e:  # noqa: BLE001
+            failure.append(e)
+
+    reader = threading.Thread(target=rest)
+    reader.start()
+    # The holder comes back only once n4 has tripped on it mid-body.
+    tripped = until(lambda: "continuing from other holders" in open(nodes["n4"]["log"]).read(), 20, 0.1)
+    check(tripped, "n4 finds the block's holder gone while the GET streams")
     start(victim, port_v, mport_v)
-    try:
-        got += stream.read()
-        check(got == big, f"a GET across its block holder's restart: {len(got)} of {len(big)} bytes, "
-              f"{'equal' if got == big else 'different'}")
-    except Exception as e:  # noqa: BLE001
-        check(False, f"a GET across its block holder's restart failed: {e}")
+    reader.join()
+    whole = b"".join(got)
+    check(not failure and whole == big, f"a GET across its block holder's restart: {len(whole)} of {len(big)} "
+          f"bytes, {'equal' if whole == big else 'different'} {failure[:1]}")
     resumed = node_stats("n4").get("bodies", {}).get("resumed", 0) - resumed_before
     check(resumed >= 1, f"the node counts the body it continued ({resumed})")
 
