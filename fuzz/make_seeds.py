@@ -144,3 +144,9 @@ put("fuzz_layout", "erasure_coded",
 put("fuzz_layout", "block_list",
     b'[{"id":"0123456789abcdef0123456789abcdef","size":1000,"crc32c":5,"pool":"default",'
     b'"nodes":["n1","n2","n3"],"ec":[2,1],"fcrc":[1,2,3]},{"id":"x","size":1,"crc32c":0,"pool":"d"}]')
+
+# Values echoed into response headers: byte 0 picks the carrier.
+for i, v in enumerate([b"text/plain", b"attachment; filename=\"a b.txt\"", b"max-age=60", b"a\r\nSet-Cookie: x",
+                       b"caf\xc3\xa9", b"=?UTF-8?B?Y2Fmw6k=?="]):
+    put("fuzz_header_echo", f"v{i}", bytes([i]) + v)
+    put("fuzz_header_echo", f"s{i}", bytes([6 + i % 7]) + v)

@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/beast/http.hpp>
 #include <cctype>
 #include <ctime>
+
+#include "common/log.h"
 
 namespace aq::http {
 namespace beast_http = boost::beast::http;
@@ -200,9 +203,26 @@ Result<std::pair<size_t, size_t>> ResponseParser::ParseChunked(std::string_view 
 
 bool ResponseParser::done() const { return impl_->parser.is_done(); }
 
+bool ValidFieldValue(std::string_view value) {
+  return std::none_of(value.begin(), value.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return (u < 0x20 && u != '\t') || u == 0x7f;
+  });
+}
+
 std::string SerializeHead(int status, const Headers& headers) {
   std::string out = fmt::format("HTTP/1.1 {} {}\r\n", status, ReasonPhrase(status));
   for (const auto& [k, v] : headers.fields()) {
+    const bool name_ok = !k.empty() && std::all_of(k.begin(), k.end(), [](char c) {
+      const auto u = static_cast<unsigned char>(c);
+      return u > 0x20 && u < 0x7f && c != ':';
+    });
+    if (!name_ok || !ValidFieldValue(v)) {
+      std::string shown = k.substr(0, 64);
+      for (char& c : shown) c = (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
+      log::error("response header '{}' left out: its name or value holds a control character or a line break", shown);
+      continue;
+    }
     out += k;
     out += ": ";
     out += v;

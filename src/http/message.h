@@ -127,6 +127,13 @@ class ResponseParser {
 };
 
 // The bytes of a response head: status line, fields, blank line.
+// Whether `value` may stand in a header field as is (RFC 9110 field-value:
+// visible ASCII, obs-text, SP, HTAB): no CR, LF, NUL or other control
+// character, so it can never end its line or start another.
+bool ValidFieldValue(std::string_view value);
+// A response head. A field whose name or value could break the head (CR,
+// LF, control characters) is left out and logged: no request data can
+// inject a header or a body, whatever path carried it here.
 std::string SerializeHead(int status, const Headers& headers);
 // The bytes of a request head.
 std::string SerializeRequestHead(std::string_view method, std::string_view target, const Headers& headers);

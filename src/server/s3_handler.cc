@@ -257,6 +257,15 @@ bool S3Handler::Authenticate(S3Request& r) {
 }
 
 bool S3Handler::RefuseUnsupported(S3Request& r) {
+  // A response-* override becomes a response header: a CR or LF in it
+  // would end that header and start the sender's own (response splitting).
+  for (const auto& [name, value] : r.query) {
+    if (kResponseOverrides.count(name) && !http::ValidFieldValue(value)) {
+      SendError(r, {400, "InvalidArgument",
+                    fmt::format("{}: a header value cannot hold control characters (CR, LF, NUL, ...)", name)});
+      return true;
+    }
+  }
   const auto allowed = Allowed(r);
   for (const auto& [name, value] : r.query) {
     if (kNeutral.count(name) || allowed.count(name)) continue;

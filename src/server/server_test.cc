@@ -101,6 +101,45 @@ TEST(S3HandlerTest, NonAsciiMetadataIsTextOtherHeadersStayAscii) {
   EXPECT_EQ(node.objects().Head("bkt", "c").status().code(), StatusCode::kNotFound);
 }
 
+// Response splitting: a response-* override is a response header, so CR,
+// LF or another control character in it is refused with 400 (one case per
+// parameter, encoded as a client would send it), and a well-formed one
+// still replaces the stored value.
+TEST(S3HandlerTest, ResponseOverridesCannotInjectHeaders) {
+  InProcess node;
+  ASSERT_EQ(node.Send("PUT /bkt/o HTTP/1.1\r\nContent-Length: 1\r\n\r\nx").rfind("HTTP/1.1 200", 0), 0u);
+  for (const char* param : {"response-content-type", "response-content-language", "response-expires",
+                            "response-cache-control", "response-content-disposition", "response-content-encoding"}) {
+    for (const char* evil : {"text/html%0d%0aSet-Cookie:%20s=evil", "a%0aX-Evil:%201", "a%0dX-Evil:%201", "a%00b",
+                             "a%0d%0a%0d%0a<html>body</html>", "a%7fb"}) {
+      const std::string reply = node.Send(std::string("GET /bkt/o?") + param + "=" + evil + " HTTP/1.1\r\n\r\n");
+      EXPECT_EQ(reply.rfind("HTTP/1.1 400", 0), 0u) << param << "=" << evil << ": " << reply;
+      EXPECT_EQ(reply.find("Set-Cookie"), std::string::npos) << reply;
+      EXPECT_EQ(reply.find("X-Evil"), std::string::npos) << reply;
+      EXPECT_EQ(reply.find("<html>"), std::string::npos) << reply;
+    }
+    const std::string ok = node.Send(std::string("GET /bkt/o?") + param + "=fine%20value%09tab HTTP/1.1\r\n\r\n");
+    EXPECT_EQ(ok.rfind("HTTP/1.1 200", 0), 0u) << param << ": " << ok;
+    EXPECT_NE(ok.find(": fine value\ttab\r\n"), std::string::npos) << param << ": " << ok;
+  }
+}
+
+// The last line of defence: whatever path carries a line break into a
+// response header, the head never holds it.
+TEST(HttpMessageTest, ASerializedHeadNeverHoldsALineBreakFromAField) {
+  http::Headers h;
+  h.Add("Content-Type", "text/plain\r\nSet-Cookie: s=evil");
+  h.Add("X-Ok", "value");
+  h.Add("X-Bad\r\nName", "v");
+  const std::string head = http::SerializeHead(200, h);
+  EXPECT_EQ(head.find("Set-Cookie"), std::string::npos) << head;
+  EXPECT_EQ(head.find("X-Bad"), std::string::npos) << head;
+  EXPECT_NE(head.find("X-Ok: value\r\n"), std::string::npos) << head;
+  EXPECT_TRUE(http::ValidFieldValue("text/plain; charset=utf-8\tok"));
+  EXPECT_FALSE(http::ValidFieldValue("a\nb"));
+  EXPECT_FALSE(http::ValidFieldValue(std::string("a\0b", 3)));
+}
+
 TEST(S3HandlerTest, RefusesUnimplementedSubresourcesBeforeTheBody) {
   InProcess node;
   ASSERT_EQ(node.Send("PUT /bkt/k HTTP/1.1\r\nContent-Length: 4\r\n\r\ndata").rfind("HTTP/1.1 200", 0), 0u);
