@@ -2,6 +2,7 @@
 // stats (a node's counters) and stat-file (where an object's blocks live).
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <functional>
@@ -108,6 +109,8 @@ Result<node::NodeOptions> NodeOptionsFrom(const ServeFlags& f) {
 
 Status Serve(const ServeFlags& f) {
   node::NodeOptions o = AQ_TRY(NodeOptionsFrom(f));
+  // Every file the node creates (blocks, metadata, keys) is its own: 0600.
+  ::umask(077);
   // Signals are taken by sigwait below; block them before any thread starts.
   sigset_t set;
   sigemptyset(&set);

@@ -54,6 +54,7 @@ class FaultInjectionFileSystem final : public FileSystem {
   Result<FileInfo> Stat(const std::string& path) override;
   Result<std::vector<FileInfo>> List(const std::string& dir) override;
   Status MakeDirs(const std::string& path) override;
+  Status MakePrivate(const std::string& dir) override { return target_.MakePrivate(dir); }
   Status Remove(const std::string& path) override;
   Status Rename(const std::string& from, const std::string& to) override;
   Result<std::unique_ptr<Lock>> TryLock(const std::string& path, std::string_view owner) override {

@@ -104,6 +104,13 @@ class FileSystem {
     (void)path;
     return Status::Ok();
   }
+  // Makes a directory private to its owner (mode 0700): what a storage
+  // node keeps there is no other local user's to read. No-op where there
+  // are no such modes.
+  virtual Status MakePrivate(const std::string& dir) {
+    (void)dir;
+    return Status::Ok();
+  }
 
   // An exclusive lock on the file `path` (created if missing), held until
   // the returned object is destroyed, so two processes (or two nodes in one

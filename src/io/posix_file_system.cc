@@ -185,6 +185,11 @@ class PosixFileSystem final : public FileSystem {
     return Status::Ok();
   }
 
+  Status MakePrivate(const std::string& dir) override {
+    if (::chmod(dir.c_str(), 0700) != 0) return ErrnoStatus(errno, "make private (chmod 700)", dir);
+    return Status::Ok();
+  }
+
   Result<std::unique_ptr<WritableFile>> OpenWrite(const std::string& path) override {
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return ErrnoStatus(errno, "create", path);

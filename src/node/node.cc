@@ -132,6 +132,13 @@ Status Node::StartImpl() {
   std::vector<store::PoolConfig> pools = o_.pools;
   if (pools.empty()) pools.push_back({"default", io::JoinPath(o_.data_dir, "pool-default"), store::Media::kSsd});
   AQ_TRY(fs.MakeDirs(o_.data_dir));
+  // Objects, metadata and keys are the node's users', not this machine's:
+  // the data directory and every pool are private to the node's account.
+  AQ_TRY(fs.MakePrivate(o_.data_dir));
+  for (const auto& p : pools) {
+    AQ_TRY(fs.MakeDirs(p.path));
+    AQ_TRY(fs.MakePrivate(p.path));
+  }
   const std::string lock_path = io::JoinPath(o_.data_dir, "LOCK");
   auto lock =
       fs.TryLock(lock_path, o_.port > 0 ? fmt::format("aquifer node pid {} serving {}:{}", ::getpid(), o_.host, o_.port)
@@ -165,7 +172,8 @@ Status Node::StartImpl() {
   if (o_.cache_bytes > 0) cache_ = std::make_unique<store::BlockCache>(o_.cache_bytes, o_.cache_policy, o_.block_size);
   if (!o_.l3_dir.empty()) {
     l3_ = AQ_TRY(store::L3Cache::Open(fs, {o_.l3_dir, o_.l3_bytes}, cache_.get()));
-    l3_->Retain(keep);  // copies of blocks freed while the node was down
+    AQ_TRY(fs.MakePrivate(o_.l3_dir));  // copies of the pools' blocks
+    l3_->Retain(keep);                  // copies of blocks freed while the node was down
   }
   local_ = std::make_unique<store::LocalBlockService>(*blocks_, cache_.get(), l3_.get());
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <openssl/hmac.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -296,6 +297,15 @@ AuthOutcome HeaderV2(const http::Request& req, const AuthOptions& o, int64_t now
 Result<std::vector<Credential>> LoadCredentials(const std::string& path) {
   std::ifstream in(path);
   if (!in) return NotFound(fmt::format("credentials file '{}' cannot be read", path));
+  // Secrets others can read are anyone's on this machine: refused, as ssh
+  // refuses a private key that is group- or world-readable.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+    return Status(StatusCode::kPermissionDenied,
+                  fmt::format("credentials file '{}' is open to other users (mode {:04o}): its secrets would be "
+                              "theirs; make it private with: chmod 600 {}",
+                              path, st.st_mode & 07777, path));
+  }
   std::vector<Credential> out;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {

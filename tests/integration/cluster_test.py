@@ -43,6 +43,7 @@ tmp = tempfile.mkdtemp(prefix="aq_cluster_test_")
 creds = os.path.join(tmp, "keys")
 with open(creds, "w") as f:
     f.write(f"{KEY} {SECRET}\n")
+os.chmod(creds, 0o600)  # the node refuses keys other users can read
 ETCD = Etcd(tmp, start=False)
 ETCD_PORT = ETCD.port
 META = ETCD.url

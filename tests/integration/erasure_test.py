@@ -30,9 +30,7 @@ from botocore.config import Config  # noqa: E402
 AQ = os.path.abspath(sys.argv[1])
 check = s3lib.Checks()
 tmp = tempfile.mkdtemp(prefix="aq_erasure_test_")
-creds = os.path.join(tmp, "keys")
-with open(creds, "w") as f:
-    f.write(f"{s3lib.KEY} {s3lib.SECRET}\n")
+creds = s3lib.write_credentials(os.path.join(tmp, "keys"))
 
 
 free_port, until = s3lib.free_port, s3lib.until

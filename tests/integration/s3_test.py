@@ -78,10 +78,21 @@ try:
     creds = os.path.join(tmp, "credentials")
     with open(creds, "w") as f:
         f.write(f"# test key\n{KEY} {SECRET}\n")
+    os.chmod(creds, 0o600)  # the node refuses keys other users can read
     data = os.path.join(tmp, "node")
     # Refuses to start without credentials or --anonymous.
     r = subprocess.run([AQ, "serve", "--data", data, "--listen", "127.0.0.1:0"], capture_output=True, text=True)
     check(r.returncode == 2 and "--anonymous" in r.stderr, "serve without auth is a usage error")
+    # Keys other users can read are refused, with the fix, by the node and the client.
+    shared = os.path.join(tmp, "shared-keys")
+    with open(shared, "w") as f:
+        f.write(f"{KEY} {SECRET}\n")
+    os.chmod(shared, 0o644)
+    r = subprocess.run([AQ, "serve", "--data", data, "--listen", "127.0.0.1:0", "--credentials", shared],
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode != 0 and f"chmod 600 {shared}" in r.stderr, "serve refuses a 0644 key file: " + r.stderr)
+    r = subprocess.run([AQ, "--credentials", shared, "ls", "aquifer://127.0.0.1:1/x"], capture_output=True, text=True)
+    check(r.returncode != 0 and "chmod 600" in r.stderr, "the client refuses a 0644 key file: " + r.stderr)
 
     node, port = start(data, "--credentials", creds, "--block-size", "64KiB")
     s3 = client(port)
@@ -96,6 +107,12 @@ try:
     check(r["ETag"].strip('"') == hashlib.md5(body).hexdigest(), "ETag is the MD5")
     got = s3.get_object(Bucket="train", Key="shards/train-00000-of-00002")["Body"].read()
     check(got == body, "object bytes round-trip")
+    # Private on disk: the data directory 0700, what the node writes 0600.
+    modes = {os.path.relpath(os.path.join(d, n), data): os.stat(os.path.join(d, n)).st_mode & 0o777
+             for d, _, names in os.walk(data) for n in names if not n.endswith(".tmp")}
+    check(os.stat(data).st_mode & 0o777 == 0o700 and modes and all(m & 0o077 == 0 for m in modes.values()),
+          f"data directory 0700, files private: {oct(os.stat(data).st_mode & 0o777)} "
+          f"{ {k: oct(v) for k, v in modes.items() if v & 0o077} }")
     part = s3.get_object(Bucket="train", Key="shards/train-00000-of-00002", Range="bytes=65530-65545")
     check(part["Body"].read() == body[65530:65546], "ranged read across a block boundary")
     check(part["ContentRange"] == f"bytes 65530-65545/{len(body)}", "Content-Range")

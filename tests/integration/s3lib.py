@@ -91,6 +91,7 @@ def small_disk(prefix, size, why):
 def write_credentials(path):
     with open(path, "w") as f:
         f.write(f"# test key\n{KEY} {SECRET}\n")
+    os.chmod(path, 0o600)  # the node refuses keys other users can read
     return path
 
 

@@ -31,9 +31,7 @@ from botocore.config import Config  # noqa: E402
 AQ = os.path.abspath(sys.argv[1])
 check = s3lib.Checks()
 tmp = tempfile.mkdtemp(prefix="aq_scrub_test_")
-creds = os.path.join(tmp, "keys")
-with open(creds, "w") as f:
-    f.write(f"{s3lib.KEY} {s3lib.SECRET}\n")
+creds = s3lib.write_credentials(os.path.join(tmp, "keys"))
 os.environ["AQUIFER_CREDENTIALS"] = creds
 until = s3lib.until
 SCRUB = ["--scrub-interval", "2s", "--scrub-rate", "500"]
