@@ -114,9 +114,13 @@ class StoreFs final : public io::FileSystem {
   // at most once a second, when `stale`); nodes that failed in the last
   // seconds go last.
   std::vector<std::string> Candidates(const StorePath& p, bool stale);
-  // GET /_aquifer/cluster from the first of `named` that answers.
-  std::vector<std::string> LearnMembers(const std::vector<std::string>& named);
-  void MarkDown(const std::string& address, const std::string& why);
+  // GET /_aquifer/cluster from the first of `from` that answers (those
+  // marked down last).
+  std::vector<std::string> LearnMembers(std::vector<std::string> from);
+  // Requests go to other nodes first for a while: 2 s after a refusal or a
+  // reset (a restart is quick), 30 s after a timeout (a node that hangs
+  // costs every request sent to it the whole timeout).
+  void MarkDown(const std::string& address, const Status& why);
 
   std::function<Result<ClientCredentials>()> find_credentials_;
   ClientOptions options_;
@@ -166,8 +170,16 @@ Result<http::ClientResponse> StoreFs::CallAt(const std::string& address, const s
   return pool_.Send(address, r);
 }
 
-std::vector<std::string> StoreFs::LearnMembers(const std::vector<std::string>& named) {
-  for (const auto& a : named) {
+std::vector<std::string> StoreFs::LearnMembers(std::vector<std::string> from) {
+  {
+    MutexLock lock(members_mu_);
+    const double now = Now();
+    std::stable_partition(from.begin(), from.end(), [&](const std::string& a) AQ_REQUIRES(members_mu_) {
+      auto it = down_until_.find(a);
+      return it == down_until_.end() || it->second <= now;
+    });
+  }
+  for (const auto& a : from) {
     auto res = CallAt(a, "GET", "/_aquifer/cluster", "", {}, kEmptySha);
     if (!res.ok() || res->status != 200) continue;
     auto j = nlohmann::json::parse(res->body, nullptr, false);
@@ -196,7 +208,16 @@ std::vector<std::string> StoreFs::Candidates(const StorePath& p, bool stale) {
     if (learn) m.asked = now;
   }
   if (learn) {
-    auto learned = LearnMembers(named);
+    // From the nodes the path names, then from the members known already
+    // (the named ones may be the ones that are down).
+    std::vector<std::string> from = named;
+    {
+      MutexLock lock(members_mu_);
+      for (const auto& a : members_[group].addresses) {
+        if (std::find(from.begin(), from.end(), a) == from.end()) from.push_back(a);
+      }
+    }
+    auto learned = LearnMembers(std::move(from));
     MutexLock lock(members_mu_);
     Members& m = members_[group];
     if (!learned.empty() || m.addresses.empty()) {
@@ -221,15 +242,19 @@ std::vector<std::string> StoreFs::Candidates(const StorePath& p, bool stale) {
   return order;
 }
 
-void StoreFs::MarkDown(const std::string& address, const std::string& why) {
+void StoreFs::MarkDown(const std::string& address, const Status& why) {
+  const double seconds = why.code() == StatusCode::kTimedOut ? 30 : 2;
   bool fresh = false;
   {
     MutexLock lock(members_mu_);
     double& until = down_until_[address];
     fresh = until <= Now();
-    until = Now() + 2;
+    until = Now() + seconds;
   }
-  if (fresh) log::warn("aquifer:// node {} did not answer ({}); its requests go to other nodes", address, why);
+  if (fresh) {
+    log::warn("aquifer:// node {} did not answer ({}); requests go to other nodes first for {:.0f} s", address,
+              why.message(), seconds);
+  }
 }
 
 Result<http::ClientResponse> StoreFs::Call(const StorePath& p, const std::string& method, const std::string& raw_path,
@@ -252,7 +277,7 @@ Result<http::ClientResponse> StoreFs::Call(const StorePath& p, const std::string
         // Too large an answer is the request's fault, not the node's.
         if (res.status().code() == StatusCode::kInvalidArgument) return res.status();
         tried[address] = res.status().message();
-        MarkDown(address, res.status().message());
+        MarkDown(address, res.status());
         transient = true;
         continue;
       }
