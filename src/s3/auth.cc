@@ -324,9 +324,7 @@ Result<std::vector<Credential>> LoadCredentials(const std::string& path) {
   return out;
 }
 
-Result<std::vector<Credential>> LoadOrCreateCredentials(const std::string& path, bool* created) {
-  *created = false;
-  if (::access(path.c_str(), F_OK) == 0) return LoadCredentials(path);
+Result<Credential> NewCredential() {
   // 20 and 40 characters, as AWS's key ids and secrets.
   static constexpr char kId[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
   static constexpr char kSecret[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -334,15 +332,20 @@ Result<std::vector<Credential>> LoadOrCreateCredentials(const std::string& path,
   if (::getrandom(random, sizeof(random), 0) != static_cast<ssize_t>(sizeof(random))) {
     return IoError(fmt::format("no random bytes for a new key: {}", std::strerror(errno)));
   }
-  std::string id = "AQ", secret;
-  for (int i = 0; i < 18; ++i) id += kId[random[i] % 32];
-  for (int i = 0; i < 40; ++i) secret += kSecret[random[20 + i] % 64];
-  const std::string text =
-      fmt::format("# aquifer node credentials: ACCESS_KEY_ID SECRET_ACCESS_KEY per line (created {})\n{} {}\n",
-                  static_cast<int64_t>(std::time(nullptr)), id, secret);
+  Credential c;
+  c.access_key = "AQ";
+  for (int i = 0; i < 18; ++i) c.access_key += kId[random[i] % 32];
+  for (int i = 0; i < 40; ++i) c.secret += kSecret[random[20 + i] % 64];
+  return c;
+}
+
+Status CreateCredentialsFile(const std::string& path, const std::vector<Credential>& keys, const std::string& comment) {
+  std::string text = fmt::format("# {}: ACCESS_KEY_ID SECRET_ACCESS_KEY per line (created {})\n", comment,
+                                 static_cast<int64_t>(std::time(nullptr)));
+  for (const auto& k : keys) text += k.access_key + " " + k.secret + "\n";
   // Written under a private name, then linked into place: link() fails if
   // the file appeared meanwhile, so a file is never seen half written.
-  const std::string tmp = fmt::format("{}.new.{}.{}", path, ::getpid(), id);
+  const std::string tmp = fmt::format("{}.new.{}.{}", path, ::getpid(), keys.empty() ? "" : keys[0].access_key);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return IoError(fmt::format("cannot create credentials file '{}': {}", path, std::strerror(errno)));
   const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
@@ -354,10 +357,23 @@ Result<std::vector<Credential>> LoadOrCreateCredentials(const std::string& path,
   const int linked = ::link(tmp.c_str(), path.c_str());
   const int link_errno = errno;
   ::unlink(tmp.c_str());
-  if (linked != 0 && link_errno != EEXIST) {
+  if (linked != 0 && link_errno == EEXIST) {
+    return Status(StatusCode::kAlreadyExists,
+                  fmt::format("credentials file '{}' already exists; nothing was written", path));
+  }
+  if (linked != 0) {
     return IoError(fmt::format("cannot create credentials file '{}': {}", path, std::strerror(link_errno)));
   }
-  *created = linked == 0;
+  return Status::Ok();
+}
+
+Result<std::vector<Credential>> LoadOrCreateCredentials(const std::string& path, bool* created) {
+  *created = false;
+  if (::access(path.c_str(), F_OK) == 0) return LoadCredentials(path);
+  const Credential key = AQ_TRY(NewCredential());
+  Status s = CreateCredentialsFile(path, {key}, "aquifer node credentials");
+  if (!s.ok() && s.code() != StatusCode::kAlreadyExists) return s;
+  *created = s.ok();
   return LoadCredentials(path);
 }
 

@@ -40,6 +40,14 @@ Result<std::vector<Credential>> LoadCredentials(const std::string& path);
 // start on one path at once: exactly one file appears, all read it.
 Result<std::vector<Credential>> LoadOrCreateCredentials(const std::string& path, bool* created);
 
+// A new random key: a 20-character id ("AQ...") and a 40-character secret,
+// as AWS's, from the kernel's random source.
+Result<Credential> NewCredential();
+// Writes `keys` to a new credentials file (mode 0600, `comment` on its
+// first line) that appears whole or not at all. AlreadyExists if `path`
+// does (nothing is overwritten).
+Status CreateCredentialsFile(const std::string& path, const std::vector<Credential>& keys, const std::string& comment);
+
 // What verifying an aws-chunked body's signatures needs.
 struct StreamingContext {
   bool signed_chunks = false;  // STREAMING-AWS4-HMAC-SHA256-PAYLOAD[-TRAILER]
