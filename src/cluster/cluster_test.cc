@@ -419,6 +419,42 @@ TEST_P(MetaStoreContract, Settings) {
   EXPECT_EQ(m->GetSetting("tier/policies").status().code(), StatusCode::kNotFound);
 }
 
+// Read-modify-write by several writers at once through SwapSetting: every
+// increment survives (none is overwritten by a writer that read before it).
+TEST_P(MetaStoreContract, SwapSettingLosesNoConcurrentUpdate) {
+  auto* m = meta_.get();
+  EXPECT_FALSE(m->SwapSetting("counter", "7", "8").value());  // not set: "7" is not its value
+  ASSERT_TRUE(m->SwapSetting("counter", "", "0").value());
+  EXPECT_FALSE(m->SwapSetting("counter", "", "0").value());  // set now
+  constexpr int kThreads = 4, kEach = 10;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kEach; ++i) {
+        for (;;) {
+          auto v = m->GetSetting("counter");
+          if (!v.ok()) {
+            failures++;
+            return;
+          }
+          auto swapped = m->SwapSetting("counter", *v, std::to_string(std::stoi(*v) + 1));
+          if (!swapped.ok()) {
+            failures++;
+            return;
+          }
+          if (*swapped) break;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(m->GetSetting("counter").value(), std::to_string(kThreads * kEach));
+  ASSERT_TRUE(m->SwapSetting("counter", std::to_string(kThreads * kEach), "").value());
+  EXPECT_EQ(m->GetSetting("counter").status().code(), StatusCode::kNotFound);
+}
+
 TEST_P(MetaStoreContract, AccessTimes) {
   auto* m = meta_.get();
   ASSERT_TRUE(m->CreateBucket("data").ok());

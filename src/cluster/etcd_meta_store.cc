@@ -168,6 +168,24 @@ class EtcdMetaStore final : public store::MetaStore {
     return etcd_->Put(p_ + "settings/" + name, value);
   }
 
+  Result<bool> SwapSetting(const std::string& name, const std::string& expected, const std::string& value) override {
+    const std::string key = p_ + "settings/" + name;
+    cluster::Compare c;
+    c.key = key;
+    if (expected.empty()) {
+      c.target = cluster::Compare::Target::kVersion;  // absent
+      c.number = 0;
+    } else {
+      c.target = cluster::Compare::Target::kValue;
+      c.value = expected;
+    }
+    cluster::TxnOp op;
+    op.kind = value.empty() ? cluster::TxnOp::Kind::kDelete : cluster::TxnOp::Kind::kPut;
+    op.key = key;
+    op.value = value;
+    return AQ_TRY(etcd_->Txn({c}, {op})).succeeded;
+  }
+
   // One key per object under PREFIX access/, the decimal time: the last
   // recorded wins (nodes record within a granularity of each other).
   Status RecordAccess(const std::vector<store::AccessTime>& times) override {

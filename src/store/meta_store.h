@@ -190,6 +190,10 @@ class MetaStore {
   // like): NotFound if never set; an empty value removes the setting.
   virtual Result<std::string> GetSetting(const std::string& name) = 0;
   virtual Status PutSetting(const std::string& name, const std::string& value) = 0;
+  // Sets `name` to `value` only if its value is still `expected` ("" = not
+  // set), in one transaction: false (nothing written) when another writer
+  // changed it meanwhile. For read-modify-write of a shared setting.
+  virtual Result<bool> SwapSetting(const std::string& name, const std::string& expected, const std::string& value) = 0;
 
   // Last access times of objects (reads), kept apart from the objects so
   // that recording one never races a write or a layout switch, and written

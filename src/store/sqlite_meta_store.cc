@@ -571,6 +571,31 @@ class SqliteMetaStore final : public MetaStore {
     return Status::Ok();
   }
 
+  Result<bool> SwapSetting(const std::string& name, const std::string& expected, const std::string& value) override {
+    MutexLock lock(mu_);
+    AQ_TRY(Exec("BEGIN IMMEDIATE"));
+    Result<bool> swapped = [&]() AQ_REQUIRES(mu_) -> Result<bool> {
+      Stmt get(db_, "SELECT value FROM settings WHERE name = ?");
+      get.Bind(1, name);
+      const int rc = get.Step();
+      if (rc != SQLITE_ROW && rc != SQLITE_DONE) return Error("read setting " + name);
+      if ((rc == SQLITE_ROW ? get.Text(0) : std::string()) != expected) return false;
+      Stmt put(db_, value.empty() ? "DELETE FROM settings WHERE name = ?"
+                                  : "INSERT INTO settings(name, value) VALUES(?, ?) "
+                                    "ON CONFLICT(name) DO UPDATE SET value = excluded.value");
+      put.Bind(1, name);
+      if (!value.empty()) put.Bind(2, value);
+      if (put.Step() != SQLITE_DONE) return Error("write setting " + name);
+      return true;
+    }();
+    if (!swapped.ok() || !*swapped) {
+      (void)Exec("ROLLBACK");
+      return swapped;
+    }
+    AQ_TRY(Exec("COMMIT"));
+    return true;
+  }
+
   Status RecordAccess(const std::vector<AccessTime>& times) override {
     if (times.empty()) return Status::Ok();
     MutexLock lock(mu_);
