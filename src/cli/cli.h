@@ -14,6 +14,7 @@
 #include "common/status.h"
 #include "io/file_system.h"
 #include "monitor/sampler.h"
+#include "store/meta_store.h"
 
 namespace aq::cli {
 
@@ -61,12 +62,17 @@ void Fail(Globals& g, const Status& s);
 // Adds --json, --no-progress and --threads to a command.
 void AddOutputFlags(CLI::App* cmd, Globals& g, bool threads = true);
 
+// The metadata of a node (SQLite under its --data directory, which must
+// hold one) or of a cluster (etcd, `meta` = etcd://HOST:PORT when given).
+Result<std::unique_ptr<store::MetaStore>> OpenNodeMeta(Globals& g, const std::string& data, const std::string& meta);
+
 void RegisterDatasetCommands(CLI::App& app, Globals& g);
 void RegisterBenchCommands(CLI::App& app, Globals& g);
 void RegisterServeCommands(CLI::App& app, Globals& g);
 void RegisterClusterCommands(CLI::App& app, Globals& g);
 void RegisterMountCommands(CLI::App& app, Globals& g);
 void RegisterTierCommands(CLI::App& app, Globals& g);
+void RegisterKeyCommands(CLI::App& app, Globals& g);
 // bench storage / train / sweep under the bench group; size, model, report.
 void RegisterMeasureCommands(CLI::App& app, CLI::App& bench_group, Globals& g);
 

@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   aq::cli::RegisterClusterCommands(app, g);
   aq::cli::RegisterMountCommands(app, g);
   aq::cli::RegisterTierCommands(app, g);
+  aq::cli::RegisterKeyCommands(app, g);
   app.parse_complete_callback([&g] { aq::log::Init(g.log_level); });
   try {
     app.parse(argc, argv);

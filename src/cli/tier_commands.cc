@@ -76,16 +76,7 @@ Result<double> ParseAge(const std::string& text) {
 const char* kClusterPrefix = "/aquifer/";
 
 Result<std::unique_ptr<store::MetaStore>> OpenMeta(Globals& g, const TierFlags& f) {
-  if (!f.meta.empty()) {
-    auto etcd = std::shared_ptr<cluster::EtcdClient>(AQ_TRY(cluster::EtcdClient::Connect(f.meta)));
-    return cluster::NewEtcdMetaStore(etcd, kClusterPrefix);
-  }
-  const std::string path = io::JoinPath(f.data, "meta.db");
-  if (!g.fs->Exists(path)) {
-    return NotFound(
-        fmt::format("{}: no node's metadata here (give the --data of aquifer serve, or a cluster's --meta)", f.data));
-  }
-  return store::OpenSqliteMetaStore(path);
+  return OpenNodeMeta(g, f.data, f.meta);
 }
 
 // The pools a policy may name: a single node's (published at its start),

@@ -266,6 +266,7 @@ Status Node::StartImpl() {
   so.http.idle_timeout_s = o_.idle_timeout_s;
   so.http.io_timeout_s = o_.io_timeout_s;
   so.s3.credentials = o_.credentials;
+  so.s3.keys_meta = meta_.get();  // users' keys and their grants (aquifer key)
   so.s3.anonymous = o_.anonymous;
   so.s3.stats = stats_.get();
   so.s3.send_bytes_per_second = o_.send_bytes_per_second;

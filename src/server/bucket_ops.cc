@@ -85,6 +85,8 @@ void S3Handler::ListBuckets(S3Request& r) {
   if (!buckets.ok()) return SendStatus(r, buckets.status(), Subject::kBucket);
   std::string xml = fmt::format("<ListAllMyBucketsResult xmlns=\"{}\">{}<Buckets>", kXmlns, kOwner);
   for (const auto& b : *buckets) {
+    // A user's key sees the buckets its grants name.
+    if (r.who != nullptr && r.who->kind == KeyEntry::Kind::kStored && !s3::Touches(r.who->grants, b.name)) continue;
     xml += fmt::format("<Bucket><Name>{}</Name><CreationDate>{}</CreationDate></Bucket>", s3::XmlText(b.name),
                        IsoTime(b.created_ns));
   }
@@ -322,6 +324,14 @@ void S3Handler::DeleteObjects(S3Request& r, const std::string& body) {
   if (!page.ok()) return SendStatus(r, page.status(), Subject::kBucket);
   std::string xml = fmt::format("<DeleteResult xmlns=\"{}\">", kXmlns);
   for (const auto& key : request->keys) {
+    if (!May(r, s3::kDelete, r.bucket, key)) {
+      if (o_.stats != nullptr) o_.stats->Denied();
+      xml += fmt::format(
+          "<Error><Key>{}</Key><Code>AccessDenied</Code><Message>Access Denied: the key may not "
+          "delete this object</Message></Error>",
+          s3::XmlText(key));
+      continue;
+    }
     Status s = store::CheckObjectKey(key);
     if (s.ok()) s = objects_.Delete(r.bucket, key);
     // As S3: a key that did not exist counts as deleted.

@@ -64,7 +64,8 @@ nlohmann::json NodeStats::ToJson() const {
           {"errors_by_status", statuses},
           {"bytes_in", bytes_in_.load()},
           {"bytes_out", bytes_out_.load()},
-          {"bodies", {{"resumed", bodies_resumed_.load()}, {"cut", bodies_cut_.load()}}}};
+          {"bodies", {{"resumed", bodies_resumed_.load()}, {"cut", bodies_cut_.load()}}},
+          {"denied", denied_.load()}};
 }
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, store::ObjectStore& objects,
@@ -87,6 +88,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
   sampler.AddCounter("node.bodies.resumed", "responses/s",
                      [&stats] { return static_cast<double>(stats.bodies_resumed()); });
   sampler.AddCounter("node.bodies.cut", "responses/s", [&stats] { return static_cast<double>(stats.bodies_cut()); });
+  sampler.AddCounter("node.requests.denied", "requests/s", [&stats] { return static_cast<double>(stats.denied()); });
   sampler.AddCounter(
       "node.in", "MB/s", [&stats] { return static_cast<double>(stats.bytes_in()); }, 1e-6);
   sampler.AddCounter(

@@ -52,13 +52,16 @@ class NodeStats {
   // replica or fragments (resumed), or could not be and was reset (cut).
   void BodyResumed() { bodies_resumed_.fetch_add(1, std::memory_order_relaxed); }
   void BodyCut() { bodies_cut_.fetch_add(1, std::memory_order_relaxed); }
+  // A request refused because its key may not do it (403 AccessDenied).
+  void Denied() { denied_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t denied() const { return denied_.load(); }
   uint64_t bodies_resumed() const { return bodies_resumed_.load(); }
   uint64_t bodies_cut() const { return bodies_cut_.load(); }
   uint64_t bytes_in() const { return bytes_in_.load(); }
   uint64_t bytes_out() const { return bytes_out_.load(); }
   // {"ops": {"get": {"requests", "client_errors", "server_errors", "bytes_in", "bytes_out", "latency"}, ...},
   //  "client_errors", "server_errors", "errors_by_status": {"404": N, ...}, "bytes_in", "bytes_out",
-  //  "bodies": {"resumed", "cut"}}
+  //  "bodies": {"resumed", "cut"}, "denied"}
   nlohmann::json ToJson() const;
 
  private:
@@ -69,7 +72,7 @@ class NodeStats {
   };
   std::array<PerOp, kOps> ops_;
   std::atomic<uint64_t> bytes_in_{0}, bytes_out_{0}, client_errors_{0}, server_errors_{0};
-  std::atomic<uint64_t> bodies_resumed_{0}, bodies_cut_{0};
+  std::atomic<uint64_t> bodies_resumed_{0}, bodies_cut_{0}, denied_{0};
   mutable Mutex status_mu_;
   std::map<int, uint64_t> by_status_ AQ_GUARDED_BY(status_mu_);  // error statuses only
 };

@@ -521,6 +521,10 @@ bool S3Handler::CopySource(S3Request& r, store::ObjectMeta* source) {
     SendError(r, {400, "InvalidArgument", "x-amz-copy-source must be BUCKET/KEY"});
     return false;
   }
+  if (!May(r, s3::kRead, path.substr(0, slash), path.substr(slash + 1))) {
+    Deny(r, "the key may not read the copy's source " + path);
+    return false;
+  }
   auto meta = objects_.Head(path.substr(0, slash), path.substr(slash + 1));
   if (!meta.ok()) {
     SendStatus(r, meta.status(), Subject::kObject);
@@ -606,21 +610,37 @@ void S3Handler::Acl(S3Request& r) {
     return SendStatus(r, page.status(), Subject::kBucket);
   }
   if (r.req.method == "GET") {
-    return SendXml(
-        r, fmt::format("<AccessControlPolicy xmlns=\"{}\"><Owner><ID>aquifer</ID><DisplayName>aquifer</DisplayName>"
-                       "</Owner><AccessControlList><Grant><Grantee "
-                       "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" xsi:type=\"CanonicalUser\">"
-                       "<ID>aquifer</ID><DisplayName>aquifer</DisplayName></Grantee>"
-                       "<Permission>FULL_CONTROL</Permission></Grant></AccessControlList></AccessControlPolicy>",
-                       kXmlns));
+    // The requester's own permissions, in ACL terms: FULL_CONTROL for the
+    // node's administrators; for a user's key READ (an object: read it; a
+    // bucket: list it) and WRITE (a bucket: write objects in it).
+    std::vector<std::string> permissions;
+    if (r.who == nullptr || r.who->kind != KeyEntry::Kind::kStored) {
+      permissions.push_back("FULL_CONTROL");
+    } else if (!r.key.empty()) {
+      if (s3::Allows(r.who->grants, s3::kRead, r.bucket, r.key)) permissions.push_back("READ");
+    } else {
+      if (s3::AllowsSome(r.who->grants, s3::kList, r.bucket)) permissions.push_back("READ");
+      if (s3::AllowsSome(r.who->grants, s3::kWrite, r.bucket)) permissions.push_back("WRITE");
+    }
+    std::string grants;
+    for (const auto& p : permissions) {
+      grants += fmt::format(
+          "<Grant><Grantee xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" xsi:type=\"CanonicalUser\">"
+          "<ID>aquifer</ID><DisplayName>aquifer</DisplayName></Grantee><Permission>{}</Permission></Grant>",
+          p);
+    }
+    return SendXml(r,
+                   fmt::format("<AccessControlPolicy xmlns=\"{}\"><Owner><ID>aquifer</ID><DisplayName>aquifer"
+                               "</DisplayName></Owner><AccessControlList>{}</AccessControlList></AccessControlPolicy>",
+                               kXmlns, grants));
   }
   std::string body;
   if (!ReadSmallBody(r, &body, 64 << 10)) return;
   const std::string canned = r.req.headers.Get("x-amz-acl");
   if (!body.empty() || (!canned.empty() && canned != "private")) {
     return SendError(r, {501, "NotImplemented",
-                         "access control lists are not kept by this node (every key has full control of "
-                         "everything); only the 'private' canned ACL is accepted; nothing was changed"});
+                         "access control lists are not kept by this node (a key's permissions are its grants: "
+                         "aquifer key grant); only the 'private' canned ACL is accepted; nothing was changed"});
   }
   SendEmpty(r, 200);
 }

@@ -234,18 +234,19 @@ bool ReadSmallBody(S3Request& r, std::string* body, size_t limit) {
 }
 
 S3Handler::S3Handler(store::ObjectStore& objects, S3HandlerOptions options)
-    : objects_(objects), o_(std::move(options)), link_(o_.send_bytes_per_second) {
-  for (const auto& c : o_.credentials) keys_[c.access_key] = &c;
-  if (!o_.node_credential.access_key.empty()) keys_[o_.node_credential.access_key] = &o_.node_credential;
-}
+    : objects_(objects),
+      o_(std::move(options)),
+      link_(o_.send_bytes_per_second),
+      keys_(std::make_unique<KeyTable>(o_.credentials, o_.node_credential, o_.keys_meta)) {}
 
 bool S3Handler::Authenticate(S3Request& r) {
   s3::AuthOptions ao;
   ao.anonymous = o_.anonymous;
   ao.max_clock_skew_seconds = o_.max_clock_skew_seconds;
-  ao.lookup = [this](const std::string& key) -> const s3::Credential* {
-    auto it = keys_.find(key);
-    return it == keys_.end() ? nullptr : it->second;
+  ao.lookup = [this, &r](const std::string& key) -> const s3::Credential* {
+    r.keys = keys_->ForKey(key);
+    const KeyEntry* e = r.keys->Find(key);
+    return e == nullptr ? nullptr : &e->credential;
   };
   s3::AuthOutcome a = s3::Authenticate(r.req, ao);
   if (!a.ok) {
@@ -253,7 +254,88 @@ bool S3Handler::Authenticate(S3Request& r) {
     return false;
   }
   r.auth = std::move(a.result);
+  if (!r.auth.access_key.empty() && r.keys) r.who = r.keys->Find(r.auth.access_key);
   return true;
+}
+
+void S3Handler::Deny(S3Request& r, const std::string& why) {
+  if (o_.stats != nullptr) o_.stats->Denied();
+  log::info("request {} {} {}: denied to key {}: {}", r.request_id, r.req.method, r.req.path,
+            r.auth.access_key.empty() ? "(unsigned)" : r.auth.access_key, why);
+  SendError(r, {403, "AccessDenied", "Access Denied: " + why});
+}
+
+bool S3Handler::May(const S3Request& r, s3::Action action, const std::string& bucket, const std::string& key) const {
+  if (r.who == nullptr) return true;  // unsigned on an --anonymous node: everyone may do everything
+  switch (r.who->kind) {
+    case KeyEntry::Kind::kAdmin: return true;
+    case KeyEntry::Kind::kNode: return false;
+    case KeyEntry::Kind::kStored: return s3::Allows(r.who->grants, action, bucket, key);
+  }
+  return false;
+}
+
+bool S3Handler::Authorize(S3Request& r) {
+  if (r.who == nullptr || r.who->kind == KeyEntry::Kind::kAdmin) return true;
+  const std::string& m = r.req.method;
+  const bool node = r.who->kind == KeyEntry::Kind::kNode;
+  const auto& g = r.who->grants;
+  auto deny = [&](const std::string& why) {
+    Deny(r, why);
+    return false;
+  };
+  const std::string object = r.bucket + "/" + r.key;
+  if (r.bucket == "_aquifer") {
+    // The node-to-node API: the cluster map is no secret; a layout is its
+    // object's to read; block ids are capabilities learned from layouts
+    // (random 128-bit), so reading one takes a key that may read something;
+    // the inventory (every id) and changing replicas only the node key.
+    if (node) return true;
+    if (r.key == "cluster") return true;
+    if (r.key.rfind("layout/", 0) == 0) {
+      const std::string path = r.key.substr(7);
+      const size_t slash = path.find('/');
+      if (slash == std::string::npos) return true;  // 400 follows
+      if (s3::Allows(g, s3::kRead, path.substr(0, slash), path.substr(slash + 1))) return true;
+      return deny("the key may not read " + path);
+    }
+    if (r.key.rfind("blocks/", 0) == 0 && m == "GET") {
+      for (const auto& x : g) {
+        if (x.actions & s3::kRead) return true;
+      }
+      return deny("the key may read no object");
+    }
+    return deny("only the cluster's nodes may use this");
+  }
+  if (node) return deny("the cluster's node key is for node-to-node traffic, not for S3 requests");
+  if (r.bucket.empty()) return true;  // ListBuckets shows the buckets the key's grants name
+  if (r.key.empty()) {
+    const bool lifecycle = r.Has("lifecycle");
+    if (m == "GET" && (r.Has("location") || r.Has("versioning") || r.Has("acl") || lifecycle)) {
+      return s3::Touches(g, r.bucket) || deny("the key has no access to bucket " + r.bucket);
+    }
+    if (m == "GET") {
+      const std::string prefix = r.Param("prefix");
+      return s3::AllowsList(g, r.bucket, prefix) ||
+             deny(fmt::format("the key may not list {}/{}", r.bucket, prefix.empty() ? "" : prefix + "..."));
+    }
+    if (m == "HEAD") return s3::Touches(g, r.bucket) || deny("the key has no access to bucket " + r.bucket);
+    if (m == "POST") {
+      return s3::AllowsSome(g, s3::kDelete, r.bucket) || deny("the key may delete nothing in bucket " + r.bucket);
+    }
+    // Create and delete the bucket, its lifecycle rules.
+    return s3::AllowsBucket(g, s3::kAdmin, r.bucket) || deny("the key may not administer bucket " + r.bucket);
+  }
+  if (m == "GET" && r.Has("uploadId"))
+    return s3::Allows(g, s3::kWrite, r.bucket, r.key) || deny("the key may not write " + object);
+  const bool read_only = m == "GET" || m == "HEAD";
+  if (read_only) return s3::Allows(g, s3::kRead, r.bucket, r.key) || deny("the key may not read " + object);
+  if (m == "DELETE" && !r.Has("uploadId") && !r.Has("tagging")) {
+    return s3::Allows(g, s3::kDelete, r.bucket, r.key) || deny("the key may not delete " + object);
+  }
+  // PUT (objects, copies, parts, tags, ACLs), POST (uploads), DELETE of an
+  // upload or tags. A copy's source is checked when it is parsed.
+  return s3::Allows(g, s3::kWrite, r.bucket, r.key) || deny("the key may not write " + object);
 }
 
 bool S3Handler::RefuseUnsupported(S3Request& r) {
@@ -307,6 +389,7 @@ void S3Handler::Route(S3Request& r) {
     return SendError(r, {501, "NotImplemented", fmt::format("the method {} is not implemented by this node", m)});
   }
   if (!Authenticate(r)) return;
+  if (!Authorize(r)) return;
   if (r.bucket == "_aquifer") return Internal(r);
   if (RefuseUnsupported(r)) return;
   if (r.bucket.empty()) {

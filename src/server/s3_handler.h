@@ -26,6 +26,7 @@
 #include "http/server.h"
 #include "s3/auth.h"
 #include "s3/errors.h"
+#include "server/key_table.h"
 #include "server/node_stats.h"
 #include "server/rate_limit.h"
 #include "store/object_store.h"
@@ -33,9 +34,12 @@
 namespace aq::server {
 
 struct S3HandlerOptions {
-  std::vector<s3::Credential> credentials;  // users' keys
-  bool anonymous = false;                   // accept unsigned requests
-  uint64_t max_object_bytes = 5ull << 30;   // S3's single-PUT limit
+  std::vector<s3::Credential> credentials;  // the credentials file's keys: administrators
+  // Users' keys with their grants (s3/policy.h) are read from here (null:
+  // the credentials file's keys only). Must outlive the handler.
+  store::MetaStore* keys_meta = nullptr;
+  bool anonymous = false;                  // accept unsigned requests
+  uint64_t max_object_bytes = 5ull << 30;  // S3's single-PUT limit
   int max_clock_skew_seconds = 15 * 60;
   uint64_t min_part_bytes = store::kMinPartSize;  // every multipart part but the last
   NodeStats* stats = nullptr;                     // requests recorded here when set (must outlive the handler)
@@ -67,6 +71,10 @@ struct S3Request {
   std::vector<std::pair<std::string, std::string>> query;  // decoded parameters
   std::string request_id;
   s3::AuthResult auth;
+  // The keys in force for this request, and the request's own (null:
+  // unsigned, on an --anonymous node).
+  std::shared_ptr<const KeySnapshot> keys;
+  const KeyEntry* who = nullptr;
   bool Has(std::string_view name) const;
   std::string Param(std::string_view name) const;
   const std::string& resource() const { return req.path; }
@@ -84,6 +92,13 @@ class S3Handler {
   // 501 for a query parameter or header naming what the node does not do.
   bool RefuseUnsupported(S3Request& r);
   bool Authenticate(S3Request& r);
+  // False (and 403 AccessDenied sent, counted) when the request's key may
+  // not do what it asks; checked before anything is read or written.
+  bool Authorize(S3Request& r);
+  // Per object, for what Authorize cannot see from the request line (the
+  // source of a copy, each key of a ?delete batch).
+  bool May(const S3Request& r, s3::Action action, const std::string& bucket, const std::string& key) const;
+  void Deny(S3Request& r, const std::string& why);
 
   // ---- object_ops.cc ----
   void GetObject(S3Request& r);
@@ -135,7 +150,7 @@ class S3Handler {
   store::ObjectStore& objects_;
   S3HandlerOptions o_;
   RateLimiter link_;
-  std::map<std::string, const s3::Credential*> keys_;  // access key -> credential (users' and the node's)
+  std::unique_ptr<KeyTable> keys_;
 };
 
 // ---- responses (s3_handler.cc), for every operation ----

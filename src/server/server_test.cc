@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "io/file_system.h"
+#include "server/key_table.h"
 #include "server/node_stats.h"
 #include "server/s3_handler.h"
 #include "store/block_store.h"
@@ -31,6 +32,54 @@ TEST(NodeStatsTest, CountsPerOperationAndErrorClass) {
   EXPECT_EQ(j["ops"]["put"]["bytes_in"], 4096);
   EXPECT_GT(j["ops"]["get"]["latency"]["p99_us"].get<double>(), 1000);
   EXPECT_EQ(j["ops"]["delete"]["requests"], 0);
+}
+
+s3::StoredKey Stored(const std::string& id, const std::string& grant_scope) {
+  s3::StoredKey k;
+  k.key = {id, "secret-" + id};
+  k.grants.push_back(*s3::ParseScope(grant_scope, s3::kRead | s3::kList));
+  return k;
+}
+
+TEST(KeyTableTest, StoredKeysComeAndGoWithoutARestart) {
+  auto meta = store::OpenSqliteMetaStore(":memory:").value();
+  KeyTable table({{"ADMIN", "admin-secret"}}, {"aquifer-node", "node-secret"}, meta.get(), /*refresh_s=*/0.0);
+  EXPECT_EQ(table.ForKey("USER")->Find("USER"), nullptr);
+  ASSERT_TRUE(meta->PutSetting(s3::kKeysSetting, s3::KeysToJson({Stored("USER", "data")})).ok());
+  // A key added a moment ago is looked up at once.
+  auto snap = table.ForKey("USER");
+  ASSERT_NE(snap->Find("USER"), nullptr);
+  EXPECT_EQ(snap->Find("USER")->kind, KeyEntry::Kind::kStored);
+  EXPECT_EQ(snap->Find("USER")->credential.secret, "secret-USER");
+  EXPECT_EQ(snap->Find("ADMIN")->kind, KeyEntry::Kind::kAdmin);
+  EXPECT_EQ(snap->Find("aquifer-node")->kind, KeyEntry::Kind::kNode);
+  // A stored record can neither demote an administrator nor become the node key.
+  ASSERT_TRUE(
+      meta->PutSetting(s3::kKeysSetting, s3::KeysToJson({Stored("ADMIN", "data"), Stored("aquifer-node", "data")}))
+          .ok());
+  snap = table.Current();
+  EXPECT_EQ(snap->Find("ADMIN")->kind, KeyEntry::Kind::kAdmin);
+  EXPECT_EQ(snap->Find("ADMIN")->credential.secret, "admin-secret");
+  EXPECT_EQ(snap->Find("aquifer-node")->kind, KeyEntry::Kind::kNode);
+  EXPECT_EQ(snap->Find("aquifer-node")->credential.secret, "node-secret");
+  EXPECT_EQ(snap->Find("USER"), nullptr);  // removed
+  // A snapshot held by a request stays valid while the table moves on.
+  ASSERT_TRUE(meta->PutSetting(s3::kKeysSetting, s3::KeysToJson({Stored("USER", "data")})).ok());
+  auto held = table.Current();
+  ASSERT_TRUE(meta->PutSetting(s3::kKeysSetting, "").ok());
+  EXPECT_EQ(table.Current()->Find("USER"), nullptr);
+  EXPECT_EQ(held->Find("USER")->credential.access_key, "USER");
+}
+
+TEST(KeyTableTest, UnreadableKeysLeaveTheLastOnesInForce) {
+  auto meta = store::OpenSqliteMetaStore(":memory:").value();
+  ASSERT_TRUE(meta->PutSetting(s3::kKeysSetting, s3::KeysToJson({Stored("USER", "data")})).ok());
+  KeyTable table({}, {}, meta.get(), /*refresh_s=*/0.0);
+  ASSERT_NE(table.Current()->Find("USER"), nullptr);
+  ASSERT_TRUE(meta->PutSetting(s3::kKeysSetting, "{damaged").ok());
+  const auto* still = table.Current()->Find("USER");
+  ASSERT_NE(still, nullptr);
+  EXPECT_EQ(still->grants.size(), 1u);
 }
 
 // A node's S3 handler over an in-memory store, driven by raw requests.

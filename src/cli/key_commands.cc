@@ -1,0 +1,307 @@
+// aquifer key add|list|rm|grant|revoke: users' keys and what each may do
+// (s3/policy.h), kept with the metadata: a single node's under --data, a
+// cluster's in etcd (--meta). Every node reads them again within seconds,
+// so a new key works and a removed one stops working without a restart.
+// Changes are read-modify-write of one setting through SwapSetting, so two
+// administrators at once never lose each other's change.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.h"
+#include "cluster/membership.h"
+#include "s3/policy.h"
+
+namespace aq::cli {
+namespace {
+
+struct KeyFlags {
+  std::string data = "aquifer-data";
+  std::string meta;
+  std::string key, name, actions, scope, out;
+  std::vector<std::string> grants;  // ACTIONS:SCOPE
+};
+
+// Applies `change` to the stored keys and writes them back, again from the
+// start when another writer got in between.
+Status Update(store::MetaStore& meta, const std::function<Status(std::vector<s3::StoredKey>&)>& change) {
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    std::string before;
+    if (auto v = meta.GetSetting(s3::kKeysSetting); v.ok()) {
+      before = *v;
+    } else if (v.status().code() != StatusCode::kNotFound) {
+      return v.status();
+    }
+    auto keys = AQ_TRY(s3::KeysFromJson(before));
+    AQ_TRY(change(keys));
+    if (AQ_TRY(meta.SwapSetting(s3::kKeysSetting, before, keys.empty() ? "" : s3::KeysToJson(keys)))) {
+      return Status::Ok();
+    }
+  }
+  return Conflict("the stored keys kept changing under this command (another administrator?); try again");
+}
+
+Result<std::vector<s3::StoredKey>> Load(store::MetaStore& meta) {
+  auto v = meta.GetSetting(s3::kKeysSetting);
+  if (!v.ok() && v.status().code() == StatusCode::kNotFound) return std::vector<s3::StoredKey>{};
+  if (!v.ok()) return v.status();
+  return s3::KeysFromJson(*v);
+}
+
+s3::StoredKey* FindKey(std::vector<s3::StoredKey>& keys, const std::string& id) {
+  for (auto& k : keys) {
+    if (k.key.access_key == id) return &k;
+  }
+  return nullptr;
+}
+
+Status NoSuchKey(const std::string& id) {
+  return NotFound(
+      fmt::format("no stored key '{}' (aquifer key list shows them; the keys of a node's credentials "
+                  "file are not stored keys)",
+                  id));
+}
+
+// "ACTIONS:SCOPE" as --grant takes it.
+Result<s3::Grant> ParseGrantFlag(const std::string& text) {
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos) {
+    return InvalidArgument(fmt::format("--grant '{}': expected ACTIONS:SCOPE, e.g. ro:imagenet/train/", text));
+  }
+  const uint8_t actions = AQ_TRY(s3::ParseActions(text.substr(0, colon)));
+  return s3::ParseScope(text.substr(colon + 1), actions);
+}
+
+// Adds `g` to `grants`: its actions join those of a grant on the same scope.
+void AddGrant(std::vector<s3::Grant>& grants, const s3::Grant& g) {
+  for (auto& x : grants) {
+    if (x.bucket == g.bucket && x.prefix == g.prefix) {
+      x.actions |= g.actions;
+      return;
+    }
+  }
+  grants.push_back(g);
+}
+
+std::string DescribeGrants(const std::vector<s3::Grant>& grants) {
+  if (grants.empty()) return "nothing";
+  std::string out;
+  for (const auto& g : grants) {
+    out += fmt::format("{}{} on {}", out.empty() ? "" : "; ", s3::ActionsToString(g.actions), s3::ScopeToString(g));
+  }
+  return out;
+}
+
+std::string CreatedAt(int64_t ns) {
+  if (ns <= 0) return "-";
+  std::time_t t = static_cast<std::time_t>(ns / 1000000000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
+  return buf;
+}
+
+nlohmann::json KeyJson(const s3::StoredKey& k) {
+  nlohmann::json grants = nlohmann::json::array();
+  for (const auto& g : k.grants) {
+    grants.push_back({{"scope", s3::ScopeToString(g)}, {"actions", s3::ActionsToString(g.actions)}});
+  }
+  return {{"access_key", k.key.access_key}, {"name", k.name}, {"created_ns", k.created_ns}, {"grants", grants}};
+}
+
+// A note when a grant names a bucket that does not exist (yet): allowed, a
+// key may be prepared for a bucket, but a typo would grant nothing.
+void NoteMissingBuckets(store::MetaStore& meta, const std::vector<s3::Grant>& grants) {
+  auto buckets = meta.ListBuckets();
+  if (!buckets.ok()) return;
+  for (const auto& g : grants) {
+    if (g.bucket == "*") continue;
+    bool found = false;
+    for (const auto& b : *buckets) found |= b.name == g.bucket;
+    if (!found)
+      std::fprintf(stderr, "note: there is no bucket '%s' yet; the grant applies once it exists\n", g.bucket.c_str());
+  }
+}
+
+Status Add(Globals& g, const KeyFlags& f) {
+  std::vector<s3::Grant> grants;
+  for (const auto& text : f.grants) AddGrant(grants, AQ_TRY(ParseGrantFlag(text)));
+  auto meta = AQ_TRY(OpenNodeMeta(g, f.data, f.meta));
+  s3::StoredKey k;
+  k.key = AQ_TRY(s3::NewCredential());
+  k.name = f.name;
+  k.created_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  k.grants = grants;
+  if (k.key.access_key == cluster::kNodeAccessKey) return Internal("a new key collided with the node key's id");
+  if (!f.out.empty()) {
+    // The file first: a key whose secret was never written anywhere is no use.
+    AQ_TRY(s3::CreateCredentialsFile(f.out, {k.key}, "aquifer key " + (k.name.empty() ? k.key.access_key : k.name)));
+  }
+  Status s = Update(*meta, [&](std::vector<s3::StoredKey>& keys) {
+    keys.push_back(k);
+    return Status::Ok();
+  });
+  if (!s.ok()) {
+    if (!f.out.empty()) (void)g.fs->Remove(f.out);
+    return s;
+  }
+  NoteMissingBuckets(*meta, grants);
+  if (g.json) {
+    auto j = KeyJson(k);
+    if (f.out.empty()) j["secret"] = k.key.secret;
+    if (!f.out.empty()) j["credentials_file"] = f.out;
+    std::printf("%s\n", j.dump(1).c_str());
+    return Status::Ok();
+  }
+  if (!f.out.empty()) {
+    std::printf("key %s%s written to %s (mode 0600); it may do %s\n", k.key.access_key.c_str(),
+                k.name.empty() ? "" : (" (" + k.name + ")").c_str(), f.out.c_str(), DescribeGrants(grants).c_str());
+    std::printf("use it: aquifer --credentials %s ..., or AQUIFER_CREDENTIALS=%s\n", f.out.c_str(), f.out.c_str());
+  } else {
+    std::fprintf(stderr, "key %s%s may do %s; its secret is shown once, here:\n", k.key.access_key.c_str(),
+                 k.name.empty() ? "" : (" (" + k.name + ")").c_str(), DescribeGrants(grants).c_str());
+    std::printf("%s %s\n", k.key.access_key.c_str(), k.key.secret.c_str());
+  }
+  return Status::Ok();
+}
+
+Status List(Globals& g, const KeyFlags& f) {
+  auto meta = AQ_TRY(OpenNodeMeta(g, f.data, f.meta));
+  const auto keys = AQ_TRY(Load(*meta));
+  if (g.json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& k : keys) j.push_back(KeyJson(k));
+    std::printf("%s\n", j.dump(1).c_str());
+    return Status::Ok();
+  }
+  if (keys.empty()) {
+    std::printf("no stored keys: only the node's credentials file's keys (administrators) are accepted\n");
+    return Status::Ok();
+  }
+  std::printf("%-22s %-20s %-20s %s\n", "KEY", "NAME", "CREATED", "MAY");
+  for (const auto& k : keys) {
+    std::printf("%-22s %-20s %-20s %s\n", k.key.access_key.c_str(), k.name.empty() ? "-" : k.name.c_str(),
+                CreatedAt(k.created_ns).c_str(), DescribeGrants(k.grants).c_str());
+  }
+  std::printf("(the keys of the node's credentials file may do everything; they are not listed here)\n");
+  return Status::Ok();
+}
+
+Status Remove(Globals& g, const KeyFlags& f) {
+  auto meta = AQ_TRY(OpenNodeMeta(g, f.data, f.meta));
+  AQ_TRY(Update(*meta, [&](std::vector<s3::StoredKey>& keys) {
+    if (FindKey(keys, f.key) == nullptr) return NoSuchKey(f.key);
+    std::erase_if(keys, [&](const s3::StoredKey& k) { return k.key.access_key == f.key; });
+    return Status::Ok();
+  }));
+  std::printf("key %s removed; nodes refuse it within seconds\n", f.key.c_str());
+  return Status::Ok();
+}
+
+Status GrantCmd(Globals& g, const KeyFlags& f) {
+  const s3::Grant grant = AQ_TRY(s3::ParseScope(f.scope, AQ_TRY(s3::ParseActions(f.actions))));
+  auto meta = AQ_TRY(OpenNodeMeta(g, f.data, f.meta));
+  std::string now;
+  AQ_TRY(Update(*meta, [&](std::vector<s3::StoredKey>& keys) {
+    auto* k = FindKey(keys, f.key);
+    if (k == nullptr) return NoSuchKey(f.key);
+    AddGrant(k->grants, grant);
+    now = DescribeGrants(k->grants);
+    return Status::Ok();
+  }));
+  NoteMissingBuckets(*meta, {grant});
+  std::printf("key %s may now do %s\n", f.key.c_str(), now.c_str());
+  return Status::Ok();
+}
+
+Status Revoke(Globals& g, const KeyFlags& f) {
+  auto meta = AQ_TRY(OpenNodeMeta(g, f.data, f.meta));
+  const uint8_t actions = f.actions.empty() ? s3::kAllActions : AQ_TRY(s3::ParseActions(f.actions));
+  const s3::Grant scope = AQ_TRY(s3::ParseScope(f.scope, actions));
+  std::string now;
+  AQ_TRY(Update(*meta, [&](std::vector<s3::StoredKey>& keys) {
+    auto* k = FindKey(keys, f.key);
+    if (k == nullptr) return NoSuchKey(f.key);
+    bool found = false;
+    for (auto& x : k->grants) {
+      if (x.bucket == scope.bucket && x.prefix == scope.prefix) {
+        x.actions &= static_cast<uint8_t>(~actions);
+        found = true;
+      }
+    }
+    if (!found) {
+      return NotFound(fmt::format("key {} has no grant on {} (it may do {})", f.key, s3::ScopeToString(scope),
+                                  DescribeGrants(k->grants)));
+    }
+    std::erase_if(k->grants, [](const s3::Grant& x) { return x.actions == 0; });
+    now = DescribeGrants(k->grants);
+    return Status::Ok();
+  }));
+  std::printf("key %s may now do %s\n", f.key.c_str(), now.c_str());
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterKeyCommands(CLI::App& app, Globals& g) {
+  auto* group = app.add_subcommand(
+      "key", "Users' keys and what each may do (read, write, delete, list, admin) on which buckets and key prefixes");
+  group->require_subcommand(1);
+  group->footer(
+      "Actions: read (GET/HEAD objects, copy from), write (PUT, copy to, multipart), delete, list (the listed "
+      "prefix must lie in the scope), admin (create/delete the bucket, lifecycle); ro = read,list; rw = "
+      "read,write,delete,list; all.\nScopes: '*' (every bucket), BUCKET, BUCKET/PREFIX.\nThe keys of a node's "
+      "credentials file are its administrators (every action); the cluster's node key serves node-to-node "
+      "traffic only.");
+  auto* f = g.Own<KeyFlags>();
+  auto where = [f](CLI::App* c) {
+    c->add_option("--data", f->data, "The node's data directory (aquifer serve --data)")->capture_default_str();
+    c->add_option("--meta", f->meta, "A cluster's etcd (etcd://HOST:PORT): keys every node accepts");
+  };
+  auto* add = group->add_subcommand("add", "Create a key: a new id and secret, with what it may do");
+  add->add_option("name", f->name, "Who or what the key is for (free text, shown by key list)");
+  add->add_option("--grant", f->grants, "ACTIONS:SCOPE, e.g. ro:imagenet or rw:scratch/run1/ (repeatable)");
+  add->add_option("--out", f->out,
+                  "Write the key to this new credentials file (mode 0600) instead of printing its secret");
+  where(add);
+  AddOutputFlags(add, g, false);
+  add->callback([f, &g] {
+    if (Status s = Add(g, *f); !s.ok()) Fail(g, s);
+  });
+  auto* list = group->add_subcommand("list", "The stored keys and what each may do (never their secrets)");
+  where(list);
+  AddOutputFlags(list, g, false);
+  list->callback([f, &g] {
+    if (Status s = List(g, *f); !s.ok()) Fail(g, s);
+  });
+  auto* rm = group->add_subcommand("rm", "Remove a key: nodes refuse it within seconds");
+  rm->add_option("key", f->key, "Access key id")->required();
+  where(rm);
+  rm->callback([f, &g] {
+    if (Status s = Remove(g, *f); !s.ok()) Fail(g, s);
+  });
+  auto* grant = group->add_subcommand("grant", "Let a key do ACTIONS on SCOPE (added to what it may already do)");
+  grant->add_option("key", f->key, "Access key id")->required();
+  grant->add_option("actions", f->actions, "read, write, delete, list, admin (comma-separated); ro, rw, all")
+      ->required();
+  grant->add_option("scope", f->scope, "'*', BUCKET or BUCKET/PREFIX")->required();
+  where(grant);
+  grant->callback([f, &g] {
+    if (Status s = GrantCmd(g, *f); !s.ok()) Fail(g, s);
+  });
+  auto* revoke = group->add_subcommand("revoke", "Take back a key's grant on SCOPE (all its actions, or --actions)");
+  revoke->add_option("key", f->key, "Access key id")->required();
+  revoke->add_option("scope", f->scope, "The scope as granted: '*', BUCKET or BUCKET/PREFIX")->required();
+  revoke->add_option("--actions", f->actions, "Only these actions (default: all)");
+  where(revoke);
+  revoke->callback([f, &g] {
+    if (Status s = Revoke(g, *f); !s.ok()) Fail(g, s);
+  });
+}
+
+}  // namespace aq::cli

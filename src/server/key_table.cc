@@ -1,0 +1,92 @@
+#include "server/key_table.h"
+
+#include <algorithm>
+
+#include "common/log.h"
+
+namespace aq::server {
+
+KeyTable::KeyTable(std::vector<s3::Credential> admin_keys, s3::Credential node_key, store::MetaStore* meta,
+                   double refresh_s, double miss_refresh_s)
+    : admin_keys_(std::move(admin_keys)),
+      node_key_(std::move(node_key)),
+      meta_(meta),
+      refresh_s_(refresh_s),
+      miss_refresh_s_(miss_refresh_s) {
+  auto first = Read();
+  if (!first) {
+    // Unreadable at start: only the file's and the node's keys.
+    auto snap = std::make_shared<KeySnapshot>();
+    for (const auto& c : admin_keys_) snap->keys[c.access_key] = KeyEntry{c, KeyEntry::Kind::kAdmin, {}};
+    if (!node_key_.access_key.empty())
+      snap->keys[node_key_.access_key] = KeyEntry{node_key_, KeyEntry::Kind::kNode, {}};
+    first = snap;
+  }
+  MutexLock lock(mu_);
+  current_ = std::move(first);
+  read_at_ = Clock::now();
+}
+
+std::shared_ptr<const KeySnapshot> KeyTable::Read() {
+  auto snap = std::make_shared<KeySnapshot>();
+  if (meta_ != nullptr) {
+    auto text = meta_->GetSetting(s3::kKeysSetting);
+    Result<std::vector<s3::StoredKey>> stored = std::vector<s3::StoredKey>{};
+    if (text.ok()) {
+      stored = s3::KeysFromJson(*text);
+    } else if (text.status().code() != StatusCode::kNotFound) {
+      stored = text.status();
+    }
+    if (!stored.ok()) {
+      // Keep what was in force: an etcd outage must not lock every user
+      // out, nor a damaged record let anyone in.
+      if (!warned_.exchange(true)) {
+        log::warn("stored keys unreadable, the last ones read stay in force: {}", stored.status().ToString());
+      }
+      return nullptr;
+    }
+    warned_ = false;
+    for (auto& k : *stored)
+      snap->keys[k.key.access_key] = KeyEntry{k.key, KeyEntry::Kind::kStored, std::move(k.grants)};
+  }
+  // The credentials file and the node key win over a stored key of the
+  // same id (`aquifer key add` refuses those ids; a stale record must not
+  // demote an administrator or give a user the node's key).
+  for (const auto& c : admin_keys_) snap->keys[c.access_key] = KeyEntry{c, KeyEntry::Kind::kAdmin, {}};
+  if (!node_key_.access_key.empty()) snap->keys[node_key_.access_key] = KeyEntry{node_key_, KeyEntry::Kind::kNode, {}};
+  return snap;
+}
+
+std::shared_ptr<const KeySnapshot> KeyTable::Get(const std::string* access_key) {
+  const auto now = Clock::now();
+  {
+    MutexLock lock(mu_);
+    const double age = std::chrono::duration<double>(now - read_at_).count();
+    // A key not known yet is looked up at once (it may have been added a
+    // moment ago), from a budget refilled at one per miss_refresh_s (burst
+    // kMissBurst), so a flood of made-up keys cannot hammer the metadata.
+    miss_budget_ = std::min(kMissBurst, miss_budget_ + std::chrono::duration<double>(now - budget_at_).count() /
+                                                           std::max(miss_refresh_s_, 1e-3));
+    budget_at_ = now;
+    bool miss = false;
+    if (access_key != nullptr && current_->Find(*access_key) == nullptr && miss_budget_ >= 1) {
+      miss = true;
+      miss_budget_ -= 1;
+    }
+    const bool stale = meta_ != nullptr && (age >= refresh_s_ || miss);
+    if (!stale || reloading_) return current_;
+    reloading_ = true;
+    read_at_ = now;
+  }
+  auto snap = Read();
+  MutexLock lock(mu_);
+  reloading_ = false;
+  if (snap) current_ = std::move(snap);
+  return current_;
+}
+
+std::shared_ptr<const KeySnapshot> KeyTable::Current() { return Get(nullptr); }
+
+std::shared_ptr<const KeySnapshot> KeyTable::ForKey(const std::string& access_key) { return Get(&access_key); }
+
+}  // namespace aq::server

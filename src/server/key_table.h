@@ -1,0 +1,76 @@
+// Who a request's key is and what it may do: the node's credentials-file
+// keys (administrators: every action), the cluster's node key (node-to-node
+// traffic only) and the keys stored with the metadata (s3/policy.h: their
+// grants), read again from the metadata every `refresh_s`, and at once when
+// a request names a key not yet known (one such read per `miss_refresh_s`
+// on average, in bursts of 10), so `aquifer key add` works at once and
+// `key rm|grant|revoke` within seconds on every node, without a restart.
+// If the metadata cannot be read the last keys read stay in force.
+//
+// Thread safety: every method may be called from any thread; a snapshot is
+// immutable and stays valid while held.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/mutex.h"
+#include "s3/auth.h"
+#include "s3/policy.h"
+#include "store/meta_store.h"
+
+namespace aq::server {
+
+struct KeyEntry {
+  enum class Kind { kAdmin, kNode, kStored };
+  s3::Credential credential;
+  Kind kind = Kind::kStored;
+  std::vector<s3::Grant> grants;  // kStored only
+};
+
+struct KeySnapshot {
+  std::map<std::string, KeyEntry, std::less<>> keys;  // by access key id
+  const KeyEntry* Find(const std::string& access_key) const {
+    auto it = keys.find(access_key);
+    return it == keys.end() ? nullptr : &it->second;
+  }
+};
+
+class KeyTable {
+ public:
+  // `meta` may be null (no stored keys); it must outlive the table.
+  KeyTable(std::vector<s3::Credential> admin_keys, s3::Credential node_key, store::MetaStore* meta,
+           double refresh_s = 2, double miss_refresh_s = 0.1);
+  // The keys now; read again first when older than refresh_s.
+  std::shared_ptr<const KeySnapshot> Current();
+  // As Current(), after reading again if `access_key` is unknown (within
+  // the budget for such reads).
+  std::shared_ptr<const KeySnapshot> ForKey(const std::string& access_key);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  // Reads the keys again when stale (one thread at a time, outside the
+  // lock: the others go on with the current keys meanwhile).
+  std::shared_ptr<const KeySnapshot> Get(const std::string* access_key);
+  // The keys as the metadata has them now; null if it cannot be read.
+  std::shared_ptr<const KeySnapshot> Read();
+
+  const std::vector<s3::Credential> admin_keys_;
+  const s3::Credential node_key_;
+  store::MetaStore* const meta_;
+  const double refresh_s_, miss_refresh_s_;
+  Mutex mu_;
+  std::shared_ptr<const KeySnapshot> current_ AQ_GUARDED_BY(mu_);
+  Clock::time_point read_at_ AQ_GUARDED_BY(mu_);
+  bool reloading_ AQ_GUARDED_BY(mu_) = false;
+  static constexpr double kMissBurst = 10;
+  double miss_budget_ AQ_GUARDED_BY(mu_) = kMissBurst;
+  Clock::time_point budget_at_ AQ_GUARDED_BY(mu_) = Clock::now();
+  std::atomic<bool> warned_{false};
+};
+
+}  // namespace aq::server
