@@ -123,6 +123,51 @@ TEST(SizingTest, HeadroomSpareNodesAndAssumptions) {
   EXPECT_EQ(a->nodes, 4);
 }
 
+// `size --from`: the demand at full utilisation, whatever bound the run.
+// Hand calculation: 1,400 images/s per GPU x 130,714 bytes per image =
+// 183.0 MB/s per GPU; 32 GPUs demand 5,856 MB/s; at 1,000 MB/s per node
+// that is 5.86 -> 6 nodes. The input-bound run's delivered 75 MB/s per GPU
+// would have given 2,400 MB/s -> 3 nodes: half of what is needed.
+TEST(SizingTest, DemandFromATrainResultIsTheDemandAtFullUtilisation) {
+  auto result = [](double au, bool au_ok, const char* bound, double delivered) {
+    return nlohmann::json{{"config", {{"gpus", 32}, {"model_images_per_second_per_gpu", 1400}, {"batch_size", 256}}},
+                          {"summary",
+                           {{"mb_per_second_per_gpu", delivered},
+                            {"au", au},
+                            {"au_ok", au_ok},
+                            {"bound", bound},
+                            {"mean_image_bytes", 130714}}}};
+  };
+  struct Case {
+    const char* what;
+    nlohmann::json json;
+    bool gpu_bound;
+  };
+  const Case cases[] = {
+      {"input-bound", result(0.41, false, "decode", 75), false},
+      {"storage-bound", result(0.50, false, "storage", 91), false},
+      {"GPU-bound", result(0.97, true, "gpu", 178), true},
+  };
+  for (const auto& c : cases) {
+    auto d = DemandFromTrainResult(c.json, "r.json");
+    ASSERT_TRUE(d.ok()) << c.what << ": " << d.status().ToString();
+    EXPECT_NEAR(d->demand_mb_per_second_per_gpu, 183.0, 0.01) << c.what;
+    EXPECT_EQ(d->gpu_bound, c.gpu_bound) << c.what;
+    EXPECT_NE(d->explanation.find(c.gpu_bound ? "GPU-bound" : "NOT GPU-bound"), std::string::npos) << d->explanation;
+    SizeRequest r;
+    r.gpus = 32;
+    r.mb_per_second_per_gpu = d->demand_mb_per_second_per_gpu;
+    r.node_mb_per_second = 1000;
+    auto a = Size(r);
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->nodes, 6) << c.what;
+  }
+  // An older result without the GPUs' rate cannot be sized from.
+  nlohmann::json old = {{"config", {{"gpus", 8}}}, {"summary", {{"mb_per_second_per_gpu", 75}}}};
+  EXPECT_FALSE(DemandFromTrainResult(old, "old.json").ok());
+  EXPECT_FALSE(DemandFromTrainResult(nlohmann::json::object(), "x.json").ok());
+}
+
 TEST(SizingTest, BadRequestsAreClearErrors) {
   SizeRequest r;
   EXPECT_FALSE(Size(r).ok());  // no GPUs
@@ -371,10 +416,17 @@ TEST_F(TrainBenchTest, SlowGpusAreGpuBound) {
   auto r = RunTrainBench(*fs_, o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(r->gpus.size(), 2u);
-  // 48 images over 2 ranks, batches of 4: 6 steps each, the first excluded.
-  EXPECT_EQ(r->gpus[0].steps, 5u);
-  EXPECT_EQ(r->gpus[1].steps, 5u);
-  EXPECT_EQ(r->images, 2u * 5 * 4);
+  // 48 images over 2 ranks, batches of 4: 6 steps a pass; a verdict needs
+  // 20 measured steps, so 4 passes: 24 steps each, the first excluded.
+  EXPECT_EQ(r->epochs, 4u);
+  EXPECT_EQ(r->gpus[0].steps, 23u);
+  EXPECT_EQ(r->gpus[1].steps, 23u);
+  EXPECT_EQ(r->measured_steps, 23u);
+  EXPECT_EQ(r->images, 2u * 23 * 4);
+  EXPECT_GT(r->step_min_seconds, 0);
+  EXPECT_LE(r->step_min_seconds, r->step_median_seconds);
+  EXPECT_LE(r->step_median_seconds, r->step_max_seconds);
+  EXPECT_GE(r->step_median_seconds, 0.02);  // a step is at least its compute time
   EXPECT_GT(r->au, 0);
   EXPECT_LE(r->au, 1.0);
   EXPECT_GT(r->bytes_read, 0u);
@@ -452,6 +504,23 @@ TEST_F(TrainBenchTest, InferenceAndModelTable) {
   EXPECT_EQ(c["mode"], "inference");
 }
 
+// A run shorter than min_steps states no bound, however its AU looks.
+TEST_F(TrainBenchTest, TooFewStepsGiveNoVerdict) {
+  auto o = Options();
+  o.step_seconds = 0.02;
+  o.steps = 4;
+  auto r = RunTrainBench(*fs_, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->measured_steps, 3u);
+  EXPECT_FALSE(r->au_ok);
+  EXPECT_EQ(r->bound, "insufficient");
+  EXPECT_NE(r->verdict.find("not enough samples"), std::string::npos) << r->verdict;
+  o.min_steps = 3;  // the user's own minimum
+  r = RunTrainBench(*fs_, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_NE(r->bound, "insufficient");
+}
+
 TEST_F(TrainBenchTest, ClearErrors) {
   auto o = Options();
   o.gpus = 0;
@@ -460,7 +529,8 @@ TEST_F(TrainBenchTest, ClearErrors) {
   o.model = "nope";
   EXPECT_EQ(RunTrainBench(*fs_, o).status().code(), StatusCode::kNotFound);
   o = Options();
-  o.gpus = 12;  // one step each: nothing left once the first is excluded
+  o.gpus = 12;
+  o.steps = 1;  // nothing left once the first is excluded
   auto r = RunTrainBench(*fs_, o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().ToString().find("at least 2"), std::string::npos);

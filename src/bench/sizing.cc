@@ -72,6 +72,58 @@ Result<NodeProfile> FindNode(const std::string& name) {
   return NotFound(fmt::format("unknown node profile '{}' (known: {})", name, Names(NodeProfiles())));
 }
 
+Result<ResultDemand> DemandFromTrainResult(const nlohmann::json& j, const std::string& where) {
+  if (!j.contains("summary") || !j["summary"].is_object() || !j.contains("config") || !j["config"].is_object()) {
+    return InvalidArgument(fmt::format("{}: not a bench result (no summary and config)", where));
+  }
+  const auto& sum = j["summary"];
+  const auto& cfg = j["config"];
+  auto number = [](const nlohmann::json& o, const char* k) {
+    return o.contains(k) && o[k].is_number() ? o[k].get<double>() : 0.0;
+  };
+  if (!sum.contains("mb_per_second_per_gpu") || !sum["mb_per_second_per_gpu"].is_number()) {
+    return InvalidArgument(fmt::format("{}: not a bench train result (no mb_per_second_per_gpu)", where));
+  }
+  ResultDemand d;
+  d.delivered_mb_per_second_per_gpu = number(sum, "mb_per_second_per_gpu");
+  d.au = number(sum, "au");
+  d.bound = sum.value("bound", std::string());
+  d.gpu_bound = sum.contains("au_ok") && sum["au_ok"].is_boolean() ? sum["au_ok"].get<bool>() : d.bound == "gpu";
+  const double gpus = number(cfg, "gpus");
+  d.images_per_second_per_gpu = number(cfg, "model_images_per_second_per_gpu");
+  if (d.images_per_second_per_gpu <= 0 && gpus > 0) {
+    d.images_per_second_per_gpu = number(sum, "demand_images_per_second") / gpus;
+  }
+  if (d.images_per_second_per_gpu <= 0 && number(cfg, "step_seconds") > 0) {
+    d.images_per_second_per_gpu = number(cfg, "batch_size") / number(cfg, "step_seconds");
+  }
+  d.bytes_per_image = number(sum, "mean_image_bytes");
+  if (d.bytes_per_image <= 0 && number(sum, "images") > 0)
+    d.bytes_per_image = number(sum, "bytes_read") / number(sum, "images");
+  if (d.images_per_second_per_gpu <= 0 || d.bytes_per_image <= 0) {
+    return InvalidArgument(fmt::format(
+        "{}: the result does not say the GPUs' rate and the bytes per image, so the demand at full utilisation "
+        "cannot be computed (rerun bench train with this version)",
+        where));
+  }
+  d.demand_mb_per_second_per_gpu = d.images_per_second_per_gpu * d.bytes_per_image / 1e6;
+  const std::string how = fmt::format("{:.0f} images/s per GPU at full utilisation x {:.0f} bytes read per image",
+                                      d.images_per_second_per_gpu, d.bytes_per_image);
+  if (d.gpu_bound) {
+    d.explanation = fmt::format(
+        "measured by bench train in {} (GPU-bound, AU {:.1f}%): {} = {:.1f} MB/s; it delivered "
+        "{:.1f} MB/s per GPU",
+        where, 100 * d.au, how, d.demand_mb_per_second_per_gpu, d.delivered_mb_per_second_per_gpu);
+  } else {
+    d.explanation = fmt::format(
+        "from bench train in {}, which was NOT GPU-bound ({}, AU {:.1f}%): it delivered only {:.1f} MB/s per GPU; at "
+        "full utilisation the GPUs demand {} = {:.1f} MB/s per GPU, which is what storage must deliver",
+        where, d.bound.empty() ? "input-bound" : d.bound + "-bound", 100 * d.au, d.delivered_mb_per_second_per_gpu, how,
+        d.demand_mb_per_second_per_gpu);
+  }
+  return d;
+}
+
 Result<SizeAnswer> Size(const SizeRequest& r) {
   if (!(r.gpus > 0)) return InvalidArgument("the GPU count must be positive");
   if (r.headroom < 0) return InvalidArgument("headroom must be >= 0");

@@ -63,6 +63,25 @@ struct SizeAnswer {
 };
 
 Result<SizeAnswer> Size(const SizeRequest& request);
+
+// What a `bench train` result says one GPU demands of storage. A run that
+// was not GPU-bound delivered less than its GPUs wanted: its MB/s per GPU
+// is what the input pipeline managed, not the demand. The demand at full
+// utilisation is the simulated GPU's rate times the bytes read per image:
+//   demand per GPU = images/s per GPU at full AU x bytes read per image
+// (the rate from the model, or batch / step time; bytes per image from
+// the bytes the run read over the images it decoded).
+struct ResultDemand {
+  double delivered_mb_per_second_per_gpu = 0;  // measured
+  double demand_mb_per_second_per_gpu = 0;     // at full utilisation
+  double images_per_second_per_gpu = 0;        // the GPU's rate at full utilisation
+  double bytes_per_image = 0;
+  double au = 0;
+  std::string bound;  // gpu, storage, decode ("" in older results)
+  bool gpu_bound = false;
+  std::string explanation;  // how the demand was found, with both figures
+};
+Result<ResultDemand> DemandFromTrainResult(const nlohmann::json& result, const std::string& where);
 nlohmann::json ToJson(const SizeRequest& request, const SizeAnswer& answer);
 
 // The documents' sizing table, computed from the profiles: one row per

@@ -42,15 +42,30 @@ Result<TrainBenchReport> RunTrainBench(io::FileSystem& base, const TrainBenchOpt
   std::vector<std::unique_ptr<io::MultiRootFileSystem>> views;
   std::vector<std::unique_ptr<pipeline::Pipeline>> pipes;
   uint64_t steps = UINT64_MAX;
-  for (uint32_t g = 0; g < o.gpus; ++g) {
-    pipeline::PipelineOptions p = o.pipeline;
-    p.rank = o.node * o.gpus + g;
-    p.world = o.nodes * o.gpus;
-    p.workers = std::max<size_t>(1, cores / o.gpus);
-    views.push_back(std::make_unique<io::MultiRootFileSystem>(base, std::vector<std::string>{roots[0]},
-                                                              io::RootPolicy::kSpread, p.rank));
-    pipes.push_back(AQ_TRY(pipeline::Pipeline::Create(*views.back(), p)));
-    steps = std::min(steps, pipes.back()->steps_per_epoch() * p.epochs);
+  auto make_pipes = [&](uint32_t epochs) -> Status {
+    pipes.clear();  // before the views they read through
+    views.clear();
+    steps = UINT64_MAX;
+    for (uint32_t g = 0; g < o.gpus; ++g) {
+      pipeline::PipelineOptions p = o.pipeline;
+      p.rank = o.node * o.gpus + g;
+      p.world = o.nodes * o.gpus;
+      p.workers = std::max<size_t>(1, cores / o.gpus);
+      p.epochs = epochs;
+      views.push_back(std::make_unique<io::MultiRootFileSystem>(base, std::vector<std::string>{roots[0]},
+                                                                io::RootPolicy::kSpread, p.rank));
+      pipes.push_back(AQ_TRY(pipeline::Pipeline::Create(*views.back(), p)));
+      steps = std::min(steps, pipes.back()->steps_per_epoch() * p.epochs);
+    }
+    return Status::Ok();
+  };
+  rep.epochs = std::max<uint32_t>(1, o.pipeline.epochs);
+  AQ_TRY(make_pipes(static_cast<uint32_t>(rep.epochs)));
+  if (o.steps == 0 && steps < o.min_steps + 1 && steps > 0) {
+    // One pass is too short for a verdict: as many passes as it takes.
+    const uint64_t per_epoch = steps / rep.epochs;
+    rep.epochs = (o.min_steps + 1 + per_epoch - 1) / per_epoch;
+    AQ_TRY(make_pipes(static_cast<uint32_t>(rep.epochs)));
   }
   if (o.steps > 0) steps = std::min(steps, o.steps);
   if (steps < 2) {
@@ -119,6 +134,7 @@ Result<TrainBenchReport> RunTrainBench(io::FileSystem& base, const TrainBenchOpt
         s.compute_seconds += rep.step_seconds;
         s.sync_seconds += Seconds(t3 - t2);
         s.elapsed_seconds = Seconds(t3 - first_end);
+        s.step_seconds.push_back(Seconds(t3 - t0));
         images_done.fetch_add((*batch)->size, std::memory_order_relaxed);
       }
       progress.Add(1, 0);
@@ -201,7 +217,28 @@ Result<TrainBenchReport> RunTrainBench(io::FileSystem& base, const TrainBenchOpt
   rep.series = sampler.Take();
   rep.page_cache_after = monitor::PageCacheResidency(pipes[0]->files()).fraction();
 
-  if (rep.au_ok) {
+  std::vector<double> step_times;
+  rep.measured_steps = UINT64_MAX;
+  for (const auto& g : rep.gpus) {
+    step_times.insert(step_times.end(), g.step_seconds.begin(), g.step_seconds.end());
+    rep.measured_steps = std::min(rep.measured_steps, g.steps);
+  }
+  if (!step_times.empty()) {
+    std::sort(step_times.begin(), step_times.end());
+    rep.step_min_seconds = step_times.front();
+    rep.step_max_seconds = step_times.back();
+    const size_t n = step_times.size();
+    rep.step_median_seconds = n % 2 ? step_times[n / 2] : (step_times[n / 2 - 1] + step_times[n / 2]) / 2;
+  }
+
+  if (rep.measured_steps < o.min_steps) {
+    rep.au_ok = false;
+    rep.bound = "insufficient";
+    rep.verdict = fmt::format(
+        "not enough samples: {} measured step(s) per GPU, a verdict needs {} (AU {:.1f}% is not a verdict); give "
+        "more data, a longer --max-seconds or a larger --steps",
+        rep.measured_steps, o.min_steps, 100 * rep.au);
+  } else if (rep.au_ok) {
     rep.bound = "gpu";
     rep.verdict = fmt::format("GPU-bound: AU {:.1f}% >= {:.0f}%, storage and input pipeline keep up", 100 * rep.au,
                               100 * o.au_threshold);
@@ -250,6 +287,8 @@ nlohmann::json ConfigJson(const TrainBenchOptions& o, const TrainBenchReport& r)
           {"au_threshold", o.au_threshold},
           {"drop_caches", o.drop_caches},
           {"steps_limit", o.steps},
+          {"min_steps", o.min_steps},
+          {"epochs", r.epochs},
           {"max_seconds", o.max_seconds},
           {"seed", p.seed}};
 }
@@ -282,6 +321,9 @@ nlohmann::json SummaryJson(const TrainBenchReport& r) {
           {"au_ok", r.au_ok},
           {"bound", r.bound},
           {"verdict", r.verdict},
+          {"measured_steps", r.measured_steps},
+          {"measured_step_seconds",
+           {{"min", r.step_min_seconds}, {"median", r.step_median_seconds}, {"max", r.step_max_seconds}}},
           {"seconds", r.seconds},
           {"images", r.images},
           {"bytes_read", r.bytes_read},

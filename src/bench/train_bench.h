@@ -7,9 +7,13 @@
 // inference does not synchronise, so fast ranks run ahead.
 //
 // Accelerator utilisation AU = compute time / elapsed time, first step
-// excluded. The verdict: GPU-bound when AU >= threshold (the documents and
-// MLPerf Storage use 90%), else input-bound in the stage that limited the
-// pipelines (read = storage, decode = CPU).
+// excluded (warm-up). The verdict: GPU-bound when AU >= threshold (the
+// documents and MLPerf Storage use 90%), else input-bound in the stage that
+// limited the pipelines (read = storage, decode = CPU); "not enough
+// samples" when fewer than min_steps steps per GPU were measured. By
+// default a run covers the data once, and more passes when one pass is
+// shorter than min_steps. The spread of the measured step times
+// (min/median/max over all GPUs) is reported with the means.
 //
 // Thread safety: one call at a time.
 #pragma once
@@ -31,8 +35,12 @@ struct TrainBenchOptions {
   std::string model = "resnet50", gpu = "v100", precision = "fp16";
   bool inference = false;
   double step_seconds = 0;  // overrides the model table when > 0
-  uint64_t steps = 0;       // per GPU; 0 = one epoch
-  double max_seconds = 0;   // stop after this long (0 = no limit)
+  uint64_t steps = 0;       // per GPU; 0 = one epoch, repeated until min_steps are measured
+  // Measured steps per GPU (the first excluded) a verdict needs: with
+  // fewer (a small --steps or --max-seconds) the verdict says "not enough
+  // samples" instead of naming a bound.
+  uint64_t min_steps = 20;
+  double max_seconds = 0;  // stop after this long (0 = no limit)
   double au_threshold = 0.9;
   bool drop_caches = false;  // evict the dataset's files from the page cache first
   bool progress = true;
@@ -43,6 +51,7 @@ struct GpuStats {
   uint32_t rank = 0;
   uint64_t steps = 0, images = 0;
   double compute_seconds = 0, wait_seconds = 0, sync_seconds = 0, elapsed_seconds = 0;  // first step excluded
+  std::vector<double> step_seconds;                                                     // each measured step
   double au = 0;
   std::string limiting_stage;
 };
@@ -57,7 +66,11 @@ struct TrainBenchReport {
   double mean_image_bytes = 0;
   double au = 0, au_min = 0;
   bool au_ok = false;
-  std::string verdict, bound;  // bound: "gpu", "storage", "decode", ...
+  std::string verdict, bound;   // bound: "gpu", "storage", "decode", "insufficient" (too few steps)
+  uint64_t measured_steps = 0;  // per GPU, the fewest of any GPU (first step excluded)
+  uint64_t epochs = 1;          // passes over the data the run was planned for
+  // Measured step times (wait + compute + all-reduce), all GPUs pooled.
+  double step_min_seconds = 0, step_median_seconds = 0, step_max_seconds = 0;
   double seconds = 0;
   uint64_t bytes_read = 0, images = 0;
   double page_cache_before = 0, page_cache_after = 0;  // fraction of the dataset resident

@@ -192,6 +192,11 @@ void PrintTrain(const bench::TrainBenchReport& r, const bench::TrainBenchOptions
   std::printf("  storage    %s (%s per GPU), %.0f bytes per image\n", units::Rate(r.mb_per_second * 1e6).c_str(),
               units::Rate(r.mb_per_second_per_gpu * 1e6).c_str(), r.mean_image_bytes);
   std::printf("  AU         %.1f%% (lowest GPU %.1f%%)\n", 100 * r.au, 100 * r.au_min);
+  std::printf(
+      "  steps      %llu measured per GPU (first excluded; %llu pass(es) over the data); step time min %.3f s, "
+      "median %.3f s, max %.3f s\n",
+      static_cast<unsigned long long>(r.measured_steps), static_cast<unsigned long long>(r.epochs), r.step_min_seconds,
+      r.step_median_seconds, r.step_max_seconds);
   for (const auto& g : r.gpus) {
     std::printf("    rank %-3u %llu steps, waited %.2fs for data, %.2fs at the all-reduce, AU %.1f%%, limiting %s\n",
                 g.rank, static_cast<unsigned long long>(g.steps), g.wait_seconds, g.sync_seconds, 100 * g.au,
@@ -224,7 +229,12 @@ void RegisterTrainCommand(CLI::App& group, Globals& g) {
   cmd->add_option("--precision", t.precision, "fp16 (mixed) or fp32 (TF32 on A100/H100)")->capture_default_str();
   cmd->add_flag("--inference", f->inference, "Forward only: no all-reduce, ranks do not wait for each other");
   cmd->add_option("--step-time", t.step_seconds, "Seconds per step per GPU (overrides the model table)");
-  cmd->add_option("--steps", t.steps, "Steps per GPU (0 = one pass over the rank's share)")->capture_default_str();
+  cmd->add_option("--steps", t.steps,
+                  "Steps per GPU (0 = one pass over the rank's share, more passes while it is under --min-steps)")
+      ->capture_default_str();
+  cmd->add_option("--min-steps", t.min_steps,
+                  "Measured steps per GPU a verdict needs; with fewer it says 'not enough samples'")
+      ->capture_default_str();
   cmd->add_option("--max-seconds", t.max_seconds, "Stop after this long (0 = no limit)")->capture_default_str();
   cmd->add_flag("--drop-caches", t.drop_caches, "Evict the dataset from the page cache first (a cold start)");
   cmd->add_option("--au-threshold", t.au_threshold, "AU at or above which the run counts as GPU-bound")

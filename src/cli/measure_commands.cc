@@ -555,7 +555,9 @@ void RegisterSize(CLI::App& app, Globals& g) {
   cmd->add_option("-w,--workload", f->r.workload, "Workload profile (see --table)")->capture_default_str();
   cmd->add_option("-n,--node", f->r.node, "Storage node profile: f800 or h500")->capture_default_str();
   cmd->add_option("--mbps-per-gpu", f->mbps, "MB/s one GPU demands (overrides the workload profile)");
-  cmd->add_option("--from", f->from, "Take MB/s per GPU from a bench train result JSON (measured)");
+  cmd->add_option("--from", f->from,
+                  "Take the demand per GPU from a bench train result JSON: its GPUs' rate at full utilisation x the "
+                  "bytes it read per image (an input-bound run's delivered MB/s would undersize)");
   cmd->add_option("--node-mbps", f->node_mbps, "MB/s one node delivers (overrides the node profile)");
   cmd->add_option("--headroom", f->r.headroom, "Plan for this fraction more than the demand (0.2 = 20%)")
       ->capture_default_str();
@@ -590,14 +592,19 @@ void RegisterSize(CLI::App& app, Globals& g) {
       auto j = nlohmann::json::parse(*text, nullptr, false);
       if (j.is_discarded()) return Fail(g, InvalidArgument(fmt::format("--from {}: not JSON", f->from)));
       if (Status s = bench::ValidateResult(j, f->from); !s.ok()) return Fail(g, s);
-      const auto& sum = j["summary"];
-      if (!sum.contains("mb_per_second_per_gpu") || !sum["mb_per_second_per_gpu"].is_number()) {
-        return Fail(
-            g, InvalidArgument(fmt::format("--from {}: not a bench train result (no mb_per_second_per_gpu)", f->from)));
+      auto demand = bench::DemandFromTrainResult(j, f->from);
+      if (!demand.ok()) return Fail(g, demand.status());
+      if (!demand->gpu_bound) {
+        // Sizing from what an input-bound run delivered undersizes storage:
+        // the demand at full utilisation is used, and both are printed.
+        std::fprintf(stderr,
+                     "aquifer size: WARNING: %s was not GPU-bound (AU %.1f%%): it delivered %.1f MB/s per GPU, but "
+                     "the GPUs demand %.1f MB/s per GPU at full utilisation; sizing for the demand\n",
+                     f->from.c_str(), 100 * demand->au, demand->delivered_mb_per_second_per_gpu,
+                     demand->demand_mb_per_second_per_gpu);
       }
-      req.mb_per_second_per_gpu = sum["mb_per_second_per_gpu"].get<double>();
-      req.mb_per_second_source =
-          fmt::format("measured by bench train in {} at AU {:.1f}%", f->from, 100 * sum.value("au", 0.0));
+      req.mb_per_second_per_gpu = demand->demand_mb_per_second_per_gpu;
+      req.mb_per_second_source = demand->explanation;
       if (req.gpus == 0) req.gpus = j["config"].value("gpus", 0);
     }
     auto a = bench::Size(req);

@@ -90,10 +90,15 @@ contains "$T/out" "input-bound" "fast GPUs starve"
 contains "$T/out" "rank 1" "per-GPU lines"
 expect 0 "bench train inference" -- "$AQ" bench train "$T/tf" --batch 8 --size 64 --inference --steps 4
 contains "$T/out" "inference" "inference mode shown"
+contains "$T/out" "not enough samples" "3 measured steps give no verdict"
 expect 1 "bench train unknown model" -- "$AQ" bench train "$T/tf" --model gpt
 contains "$T/err" "resnet50" "known models listed"
-expect 1 "bench train too few steps" -- "$AQ" bench train "$T/tf" --batch 32 --gpus 2
+expect 1 "bench train too few steps" -- "$AQ" bench train "$T/tf" --batch 32 --gpus 2 --steps 1
 contains "$T/err" "at least 2" "too few steps explained"
+# One step per GPU per pass: the run takes as many passes as a verdict needs.
+expect 0 "bench train short passes" -- "$AQ" bench train "$T/tf" --batch 32 --gpus 2 --step-time 0.001 --json
+jq_py "$T/out" 'j["summary"]["measured_steps"]>=20 and j["config"]["epochs"]>=21' "passes repeated to 20 steps"
+jq_py "$T/out" 'j["summary"]["measured_step_seconds"]["min"]<=j["summary"]["measured_step_seconds"]["max"]' "spread"
 
 # bench sweep: scaling curve and the cold/warm pair.
 expect 0 "sweep readers" -- "$AQ" bench sweep --param readers --values 1,2 --out "$T/res" -- storage "$T/tf" -d 1 --ramp 0.2
@@ -116,6 +121,11 @@ expect 0 "size example 3" -- "$AQ" size --gpus 72 --workload inception4-train-la
 jq_py "$T/out" 'j["summary"]["nodes"]==8 and j["summary"]["demand_mb_per_second"]==21600' "eight nodes"
 expect 0 "size from measured result" -- "$AQ" size --from "$T/train.json" --gpus 8
 contains "$T/out" "measured by bench train" "measured demand used"
+# The same run as if it had been input-bound: sized from the demand, with a warning.
+$PY -c 'import json,sys; j=json.load(open(sys.argv[1])); j["summary"].update(au_ok=False, bound="decode", au=0.41); json.dump(j, open(sys.argv[2], "w"))' "$T/train.json" "$T/input_bound.json"
+expect 0 "size from an input-bound result" -- "$AQ" size --from "$T/input_bound.json" --gpus 8
+contains "$T/err" "WARNING" "input-bound result warned about"
+contains "$T/out" "NOT GPU-bound" "the demand's source says so"
 expect 2 "size unknown node" -- "$AQ" size --gpus 8 --node f900
 contains "$T/err" "f800" "known nodes listed"
 expect 1 "size from non-result" -- "$AQ" size --from "$T/raw" --gpus 8
