@@ -14,6 +14,7 @@
 #include "cli/cli.h"
 #include "cluster/etcd_client.h"
 #include "cluster/etcd_meta_store.h"
+#include "common/progress.h"
 #include "common/units.h"
 #include "http/client.h"
 #include "node/node.h"
@@ -154,14 +155,17 @@ Status CopyFile(io::FileSystem& fs, const std::string& from, const std::string& 
 struct CopyCount {
   uint64_t files = 0, bytes = 0;
   std::vector<std::string> skipped;
+  Progress* progress = nullptr;  // files and bytes as they are copied (a terminal's progress line)
 };
 
 Status CopyTree(io::FileSystem& fs, const std::string& from, const std::string& to, bool recursive, CopyCount& n) {
   auto st = AQ_TRY(fs.Stat(from));
   if (!st.is_dir) {
     AQ_TRY(fs.MakeDirs(std::string(io::DirName(to))));  // the destination's directory, or bucket
+    const uint64_t before = n.bytes;
     AQ_TRY(CopyFile(fs, from, to, &n.bytes));
     ++n.files;
+    if (n.progress != nullptr) n.progress->Add(1, n.bytes - before);
     return Status::Ok();
   }
   if (!recursive) return InvalidArgument(fmt::format("'{}' is a directory (use -r)", from));
@@ -193,7 +197,10 @@ void RegisterFileCommands(CLI::App& app, Globals& g) {
   AddOutputFlags(c, g, false);
   c->callback([cp, &g] {
     CopyCount n;
+    Progress progress({.label = "cp", .enabled = cp->recursive && !g.no_progress && !g.json});
+    n.progress = &progress;
     Status s = CopyTree(*g.fs, cp->paths[0], cp->paths[1], cp->recursive, n);
+    progress.Finish();
     if (!s.ok()) return Fail(g, s);
     if (g.json) {
       std::printf("{\"files\": %llu, \"bytes\": %llu, \"skipped\": %zu}\n", static_cast<unsigned long long>(n.files),
@@ -223,8 +230,10 @@ void RegisterFileCommands(CLI::App& app, Globals& g) {
   auto* r = app.add_subcommand("rm", "Remove a file or object (with -r, everything below a prefix)");
   r->add_option("paths", rm->paths, "Paths to remove")->required();
   r->add_flag("-r,--recursive", rm->recursive, "Remove directories (prefixes) and everything below them");
+  AddOutputFlags(r, g, false);
   r->callback([rm, &g] {
     std::vector<std::string> skipped;
+    Progress progress({.label = "rm", .item_name = "removed", .enabled = rm->recursive && !g.no_progress && !g.json});
     std::function<Status(const std::string&)> remove = [&](const std::string& p) -> Status {
       auto st = AQ_TRY(g.fs->Stat(p));
       if (st.is_dir) {
@@ -232,11 +241,17 @@ void RegisterFileCommands(CLI::App& app, Globals& g) {
         for (const auto& e : AQ_TRY(g.fs->ListWithSkipped(p, &skipped))) AQ_TRY(remove(io::JoinPath(p, e.name)));
         return p.rfind("aquifer://", 0) == 0 ? Status::Ok() : g.fs->Remove(p);
       }
-      return g.fs->Remove(p);
+      AQ_TRY(g.fs->Remove(p));
+      progress.Add(1, 0);
+      return Status::Ok();
     };
     for (const auto& p : rm->paths) {
-      if (Status s = remove(p); !s.ok()) return Fail(g, s);
+      if (Status s = remove(p); !s.ok()) {
+        progress.Finish();
+        return Fail(g, s);
+      }
     }
+    progress.Finish();
     if (Status k = Skipped(skipped, "rm"); !k.ok()) return Fail(g, k);
   });
 }
@@ -343,8 +358,8 @@ void PrintStats(const std::string& node, const nlohmann::json& now, const nlohma
   }
   std::printf("   NetIn %.1f MB/s  NetOut %.1f MB/s   DiskIn %.1f MB/s  DiskOut %.1f MB/s\n", net_in, net_out, disk_in,
               disk_out);
-  std::printf("  client errors (4xx) %.0f, server errors (5xx) %.0f\n", num(now, "client_errors"),
-              num(now, "server_errors"));
+  std::printf("  client errors (4xx) %.0f (denied to their key %.0f), server errors (5xx) %.0f\n",
+              num(now, "client_errors"), num(now, "denied"), num(now, "server_errors"));
   std::printf("  %-7s %10s %9s %8s %8s %10s %10s %10s %10s\n", "op", "requests", before ? "per s" : "", "4xx", "5xx",
               "MB in", "MB out", "p50 ms", "p99 ms");
   const auto& ops = now.contains("ops") ? now["ops"] : nlohmann::json::object();

@@ -1329,6 +1329,14 @@ Status Unmount(const std::string& mountpoint, bool lazy) {
           StatusCode::kConflict,
           fmt::format("umount {}: busy (a process has a file or its cwd there; --lazy detaches it now)", mountpoint));
     }
+    if (err == EINVAL) {
+      // umount2 says only "Invalid argument" for a directory nothing is mounted on.
+      struct stat st {};
+      if (::stat(mountpoint.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+        return InvalidArgument(fmt::format("umount {}: nothing is mounted there", mountpoint));
+      }
+    }
+    if (err == ENOENT) return NotFound(fmt::format("umount {}: no such directory", mountpoint));
     return ErrnoStatus(err, "umount", mountpoint);
   }
   const pid_t pid = ::fork();
