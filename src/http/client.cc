@@ -15,16 +15,6 @@
 namespace aq::http {
 namespace {
 
-bool SendAll(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t w = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    data.remove_prefix(static_cast<size_t>(w));
-  }
-  return true;
-}
-
 Status RecvError(const std::string& address, int err) {
   if (err == EAGAIN || err == EWOULDBLOCK) {
     return TimedOut(fmt::format("{}: no answer within the read timeout", address));
@@ -35,13 +25,57 @@ Status RecvError(const std::string& address, int err) {
 
 }  // namespace
 
+// One connection: a socket, and its TLS state when HTTPS. Recv mirrors
+// recv(2): > 0 bytes, 0 at the peer's close, -1 with errno set (EAGAIN
+// for a timeout).
+struct Pool::Conn {
+  int fd = -1;
+  std::unique_ptr<TlsConn> tls;
+  explicit Conn(int f) : fd(f) {}
+  ~Conn() {
+    tls.reset();
+    ::close(fd);
+  }
+  bool SendAll(std::string_view data) {
+    if (tls) {
+      Status s = tls->Write(data);
+      if (!s.ok()) errno = s.code() == StatusCode::kTimedOut ? EAGAIN : ECONNRESET;
+      return s.ok();
+    }
+    while (!data.empty()) {
+      ssize_t w = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return false;
+      data.remove_prefix(static_cast<size_t>(w));
+    }
+    return true;
+  }
+  // `all`: until n bytes, the close or an error (MSG_WAITALL).
+  ssize_t Recv(char* out, size_t n, bool all = false) {
+    if (!tls) return ::recv(fd, out, n, all ? MSG_WAITALL : 0);
+    size_t got = 0;
+    while (got < n) {
+      auto r = tls->Read(out + got, n - got);
+      if (!r.ok()) {
+        if (got > 0) return static_cast<ssize_t>(got);
+        errno = r.status().code() == StatusCode::kTimedOut      ? EAGAIN
+                : r.status().code() == StatusCode::kUnavailable ? ECONNRESET
+                                                                : EIO;
+        return -1;
+      }
+      if (*r == 0) break;
+      got += *r;
+      if (!all) break;
+    }
+    return static_cast<ssize_t>(got);
+  }
+};
+
 Pool::Pool(ClientOptions options) : options_(std::move(options)) {}
 
 Pool::~Pool() {
   MutexLock lock(mu_);
-  for (auto& [address, fds] : idle_) {
-    for (int fd : fds) ::close(fd);
-  }
+  idle_.clear();
 }
 
 Result<std::pair<std::string, int>> Pool::SplitAddress(const std::string& address) {
@@ -59,7 +93,7 @@ Result<std::pair<std::string, int>> Pool::SplitAddress(const std::string& addres
   return std::make_pair(host, static_cast<int>(port));
 }
 
-Result<int> Pool::Connect(const std::string& address) {
+Result<std::unique_ptr<Pool::Conn>> Pool::Connect(const std::string& address) {
   auto [host, port] = AQ_TRY(SplitAddress(address));
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -101,7 +135,9 @@ Result<int> Pool::Connect(const std::string& address) {
       ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
       int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      return fd;
+      auto conn = std::make_unique<Conn>(fd);
+      if (options_.tls) conn->tls = AQ_TRY(options_.tls->Connect(fd, host, address));
+      return conn;
     }
     ::close(fd);
   }
@@ -109,23 +145,19 @@ Result<int> Pool::Connect(const std::string& address) {
   return Unavailable(fmt::format("{}: cannot connect: {}", address, std::strerror(err)));
 }
 
-int Pool::TakeIdle(const std::string& address) {
+std::unique_ptr<Pool::Conn> Pool::TakeIdle(const std::string& address) {
   MutexLock lock(mu_);
   auto it = idle_.find(address);
-  if (it == idle_.end() || it->second.empty()) return -1;
-  int fd = it->second.back();
+  if (it == idle_.end() || it->second.empty()) return nullptr;
+  auto conn = std::move(it->second.back());
   it->second.pop_back();
-  return fd;
+  return conn;
 }
 
-void Pool::GiveIdle(const std::string& address, int fd) {
+void Pool::GiveIdle(const std::string& address, std::unique_ptr<Conn> conn) {
   MutexLock lock(mu_);
-  auto& fds = idle_[address];
-  if (fds.size() < options_.max_idle_per_host) {
-    fds.push_back(fd);
-  } else {
-    ::close(fd);
-  }
+  auto& conns = idle_[address];
+  if (conns.size() < options_.max_idle_per_host) conns.push_back(std::move(conn));
 }
 
 Result<ClientResponse> Pool::Send(const std::string& address, const ClientRequest& request, uint64_t max_body) {
@@ -149,15 +181,15 @@ Result<ClientResponse> Pool::Exchange(const std::string& address, const ClientRe
   const std::string head = SerializeRequestHead(request.method, request.target, headers);
   const bool head_request = request.method == "HEAD";
   for (int attempt = 0;; ++attempt) {
-    int fd = attempt == 0 ? TakeIdle(address) : -1;
-    const bool reused = fd >= 0;
-    if (fd < 0) fd = AQ_TRY(Connect(address));
+    std::unique_ptr<Conn> conn = attempt == 0 ? TakeIdle(address) : nullptr;
+    const bool reused = conn != nullptr;
+    if (!conn) conn = AQ_TRY(Connect(address));
     auto retry_or = [&](Status s) -> Status {
-      ::close(fd);
+      conn.reset();
       return s;
     };
     // The request: head (and a small body) in one send, then a streamed body.
-    bool sent = streaming ? SendAll(fd, head) : SendAll(fd, std::string(head).append(request.body));
+    bool sent = streaming ? conn->SendAll(head) : conn->SendAll(std::string(head).append(request.body));
     if (sent && streaming) {
       std::string chunk(std::min<uint64_t>(body_length, 1 << 20), '\0');
       for (uint64_t off = 0; sent && off < body_length;) {
@@ -166,7 +198,7 @@ Result<ClientResponse> Pool::Exchange(const std::string& address, const ClientRe
         if (!n.ok()) return retry_or(n.status());
         if (*n == 0)
           return retry_or(Internal(fmt::format("the request body ended at {} of {} bytes", off, body_length)));
-        sent = SendAll(fd, std::string_view(chunk.data(), *n));
+        sent = conn->SendAll(std::string_view(chunk.data(), *n));
         off += *n;
       }
     }
@@ -179,7 +211,7 @@ Result<ClientResponse> Pool::Exchange(const std::string& address, const ClientRe
     Status failed;
     while (head_len == 0) {
       char chunk[16 << 10];
-      ssize_t r = ::recv(fd, chunk, sizeof chunk, 0);
+      ssize_t r = conn->Recv(chunk, sizeof chunk);
       if (r < 0 && errno == EINTR) continue;
       if (r <= 0) {
         failed = r == 0 ? Unavailable(fmt::format("{}: the connection closed before an answer", address))
@@ -196,7 +228,7 @@ Result<ClientResponse> Pool::Exchange(const std::string& address, const ClientRe
       // A pooled connection the server had closed: nothing was answered, send
       // again. (Not after a timeout: the request may be in progress there.)
       if (reused && attempt == 0 && !got_any && failed.code() != StatusCode::kTimedOut) {
-        ::close(fd);
+        conn.reset();
         continue;
       }
       if (!sent) failed = Unavailable(fmt::format("{}: cannot send: {}", address, std::strerror(send_errno)));
@@ -229,7 +261,7 @@ Result<ClientResponse> Pool::Exchange(const std::string& address, const ClientRe
         while (!parser.done()) {
           if (buf.empty()) {
             char chunk[64 << 10];
-            ssize_t r = ::recv(fd, chunk, sizeof chunk, 0);
+            ssize_t r = conn->Recv(chunk, sizeof chunk);
             if (r < 0 && errno == EINTR) continue;
             if (r <= 0)
               return retry_or(r == 0 ? Truncated(fmt::format("{}: chunked answer cut short", address))
@@ -242,7 +274,7 @@ Result<ClientResponse> Pool::Exchange(const std::string& address, const ClientRe
           if (Status s = sink(decoded.data(), step->second); !s.ok()) return retry_or(s);
           if (step->first == 0 && step->second == 0 && !parser.done()) {
             char chunk[64 << 10];
-            ssize_t r = ::recv(fd, chunk, sizeof chunk, 0);
+            ssize_t r = conn->Recv(chunk, sizeof chunk);
             if (r <= 0) return retry_or(Truncated(fmt::format("{}: chunked answer cut short", address)));
             buf.append(chunk, static_cast<size_t>(r));
           }
@@ -261,11 +293,11 @@ Result<ClientResponse> Pool::Exchange(const std::string& address, const ClientRe
           size_t want = static_cast<size_t>(total - response.received);
           ssize_t r;
           if (into) {
-            r = ::recv(fd, out + response.received, want, MSG_WAITALL);
+            r = conn->Recv(out + response.received, want, true);
           } else {
             const size_t at = response.body.size();
             response.body.resize(at + want);
-            r = ::recv(fd, response.body.data() + at, want, MSG_WAITALL);
+            r = conn->Recv(response.body.data() + at, want, true);
             response.body.resize(at + static_cast<size_t>(std::max<ssize_t>(r, 0)));
           }
           if (r < 0 && errno == EINTR) continue;
@@ -282,7 +314,7 @@ Result<ClientResponse> Pool::Exchange(const std::string& address, const ClientRe
         if (Status s = sink(buf.data(), buf.size()); !s.ok()) return retry_or(s);
         for (;;) {
           char chunk[64 << 10];
-          ssize_t r = ::recv(fd, chunk, sizeof chunk, 0);
+          ssize_t r = conn->Recv(chunk, sizeof chunk);
           if (r < 0 && errno == EINTR) continue;
           if (r < 0) return retry_or(RecvError(address, errno));
           if (r == 0) break;
@@ -290,11 +322,7 @@ Result<ClientResponse> Pool::Exchange(const std::string& address, const ClientRe
         }
       }
     }
-    if (keep) {
-      GiveIdle(address, fd);
-    } else {
-      ::close(fd);
-    }
+    if (keep) GiveIdle(address, std::move(conn));
     return response;
   }
 }

@@ -20,6 +20,7 @@
 #include "common/mutex.h"
 #include "common/status.h"
 #include "http/message.h"
+#include "http/tls.h"
 
 namespace aq::http {
 
@@ -28,6 +29,9 @@ struct ClientOptions {
   double io_timeout_s = 60;  // each read and write; a peer silent this long fails the request
   size_t max_idle_per_host = 64;
   Limits limits;
+  // HTTPS when set: every connection is TLS, the server's certificate
+  // verified against this client's CAs and the address's host.
+  std::shared_ptr<TlsClient> tls;
 };
 
 struct ClientRequest {
@@ -68,13 +72,14 @@ class Pool {
  private:
   Result<ClientResponse> Exchange(const std::string& address, const ClientRequest& request, char* out, size_t capacity,
                                   uint64_t max_body);
-  Result<int> Connect(const std::string& address);
-  int TakeIdle(const std::string& address);
-  void GiveIdle(const std::string& address, int fd);
+  struct Conn;
+  Result<std::unique_ptr<Conn>> Connect(const std::string& address);
+  std::unique_ptr<Conn> TakeIdle(const std::string& address);
+  void GiveIdle(const std::string& address, std::unique_ptr<Conn> conn);
 
   ClientOptions options_;
   Mutex mu_;
-  std::map<std::string, std::vector<int>> idle_ AQ_GUARDED_BY(mu_);
+  std::map<std::string, std::vector<std::unique_ptr<Conn>>> idle_ AQ_GUARDED_BY(mu_);
 };
 
 }  // namespace aq::http

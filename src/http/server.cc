@@ -71,6 +71,26 @@ class SocketStream final : public Stream {
   int fd_;
 };
 
+// A TLS connection on a worker thread: blocking, within the socket's timeouts.
+class TlsStream final : public Stream {
+ public:
+  TlsStream(TlsConn& tls, int fd) : tls_(tls), fd_(fd) {}
+  Result<size_t> Read(char* out, size_t n) override { return tls_.Read(out, n); }
+  Status Write(std::string_view data) override { return tls_.Write(data); }
+  // Only what is already decrypted: a record still on the socket could be
+  // the next request or more body, and telling would mean waiting for it.
+  size_t Peek(char* out, size_t n) override { return tls_.Peek(out, n); }
+  void Abort() override {
+    linger l{1, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    aborted_ = true;
+  }
+
+ private:
+  TlsConn& tls_;
+  int fd_;
+};
+
 // Nothing more arrives; writes are collected.
 class MemoryStream final : public Stream {
  public:
@@ -119,6 +139,7 @@ bool LooksLikeRequestStart(std::string_view bytes) {
 
 struct Counters {
   std::atomic<uint64_t> accepted{0}, requests{0}, refused{0}, header_timeouts{0}, idle_closed{0}, bad_heads{0}, open{0};
+  std::atomic<uint64_t> tls_failures{0};
 };
 
 // The requests whose heads are complete in `buf`, one after another. Returns
@@ -370,6 +391,9 @@ struct Server::Loop {
     bool head_started = false;
     bool closing = false;  // answered and shut for writing: what the client still sends is read away
     uint64_t discarded = 0;
+    std::unique_ptr<TlsConn> tls;  // HTTPS
+    bool handshaken = false;
+    bool want_write = false;  // a TLS step waits for the socket to take bytes
   };
 
   ServerOptions options;
@@ -401,7 +425,7 @@ struct Server::Loop {
 
   void Watch(std::unique_ptr<Conn> c) {
     epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.events = EPOLLIN | EPOLLRDHUP | (c->want_write ? EPOLLOUT : 0u);
     ev.data.fd = c->fd;
     if (::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, c->fd, &ev) != 0) return Close(std::move(c));
     const int fd = c->fd;
@@ -417,7 +441,12 @@ struct Server::Loop {
   // Sends a short answer without blocking (best effort), then closes gracefully.
   void Refuse(std::unique_ptr<Conn> c, int status, const std::string& message) {
     const std::string r = ErrorResponse(options, status, message);
-    (void)!::send(c->fd, r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (c->tls) {
+      // A TLS client can only read an answer once the handshake is done.
+      if (c->handshaken) (void)c->tls->Write(r);  // non-blocking here: best effort
+    } else {
+      (void)!::send(c->fd, r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
     Linger(std::move(c));
   }
 
@@ -426,6 +455,8 @@ struct Server::Loop {
   // destroy the answer before the client reads it. So: shut for writing,
   // read and discard for a moment (bounded in time and bytes), then close.
   void Linger(std::unique_ptr<Conn> c) {
+    if (c->tls && c->handshaken) c->tls->Shutdown();
+    c->want_write = false;
     ::shutdown(c->fd, SHUT_WR);
     c->closing = true;
     c->buf.clear();
@@ -479,7 +510,17 @@ struct Server::Loop {
       }
       int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      // The first request must arrive within the head timeout of the accept.
+      if (options.tls) {
+        auto tls = options.tls->Accept(fd);
+        if (!tls.ok()) {
+          log::warn("TLS for {}: {}", c->peer, tls.status().ToString());
+          Close(std::move(c));
+          continue;
+        }
+        c->tls = std::move(*tls);
+      }
+      // The handshake and the first request must arrive within the head
+      // timeout of the accept.
       c->deadline = Now() + options.header_timeout_s;
       c->head_started = true;
       Watch(std::move(c));
@@ -492,6 +533,13 @@ struct Server::Loop {
     std::unique_ptr<Conn> c = std::move(it->second);
     waiting.erase(it);
     ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
+    ReadConn(std::move(c));
+  }
+
+  // Reads what has arrived on `c` (through TLS when it is HTTPS), then
+  // dispatches, watches or closes it.
+  void ReadConn(std::unique_ptr<Conn> c) {
+    const int fd = c->fd;
     char chunk[16 << 10];
     if (c->closing) {
       for (;;) {
@@ -501,6 +549,48 @@ struct Server::Loop {
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Watch(std::move(c));
         return Close(std::move(c));
       }
+    }
+    if (c->tls) {
+      c->want_write = false;
+      if (!c->handshaken) {
+        // Plain HTTP sent to the TLS port: say so in plain HTTP (as a web
+        // server does) rather than end the connection without a word.
+        char first[8];
+        const ssize_t n = ::recv(fd, first, sizeof first, MSG_PEEK | MSG_DONTWAIT);
+        if (n > 0 && first[0] != 0x16 && LooksLikeRequestStart(std::string_view(first, static_cast<size_t>(n)))) {
+          counters.tls_failures++;
+          c->tls.reset();
+          return Refuse(std::move(c), 400,
+                        "this port speaks TLS: use https:// (aquifers:// for the aquifer client) and the node's CA");
+        }
+        const auto step = c->tls->Handshake();
+        if (step == TlsConn::Step::kWantRead || step == TlsConn::Step::kWantWrite) {
+          c->want_write = step == TlsConn::Step::kWantWrite;
+          return Watch(std::move(c));
+        }
+        if (step != TlsConn::Step::kDone) {
+          counters.tls_failures++;
+          log::debug("TLS handshake with {} failed: {}", c->peer, c->tls->LastError());
+          return Close(std::move(c));
+        }
+        c->handshaken = true;
+      }
+      for (;;) {
+        size_t got = 0;
+        const auto step = c->tls->ReadSome(chunk, sizeof chunk, &got);
+        if (step == TlsConn::Step::kDone) {
+          c->buf.append(chunk, got);
+          if (c->buf.size() > options.limits.max_head_bytes + 4) break;
+          continue;
+        }
+        if (step == TlsConn::Step::kWantRead) break;
+        if (step == TlsConn::Step::kWantWrite) {
+          c->want_write = true;
+          break;
+        }
+        return Close(std::move(c));  // closed by the client, or an error
+      }
+      return Examine(std::move(c));
     }
     for (;;) {
       ssize_t r = ::recv(fd, chunk, sizeof chunk, 0);
@@ -530,6 +620,13 @@ struct Server::Loop {
       }
       c->head_started = !c->buf.empty();
       c->deadline = Now() + (c->head_started ? options.header_timeout_s : options.idle_timeout_s);
+      // Bytes TLS already decrypted wake no epoll: read them now.
+      if (c->tls && c->tls->Pending()) {
+        c->head_started = true;
+        c->deadline = Now() + options.header_timeout_s;
+        ReadConn(std::move(c));
+        continue;
+      }
       Examine(std::move(c));
     }
   }
@@ -608,7 +705,10 @@ struct Server::Loop {
       tv.tv_usec = static_cast<suseconds_t>((options.io_timeout_s - tv.tv_sec) * 1e6);
       ::setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
       ::setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-      SocketStream stream(c->fd);
+      SocketStream plain(c->fd);
+      std::unique_ptr<TlsStream> secure;
+      if (c->tls) secure = std::make_unique<TlsStream>(*c->tls, c->fd);
+      Stream& stream = secure ? static_cast<Stream&>(*secure) : plain;
       const bool keep = ServeConnection(stream, c->buf, options, handler, c->peer, counters);
       ::fcntl(c->fd, F_SETFL, flags | O_NONBLOCK);
       MutexLock lock(mu);
@@ -731,6 +831,7 @@ ServerStats Server::Stats() const {
   s.idle_closed = c.idle_closed;
   s.bad_heads = c.bad_heads;
   s.open = c.open;
+  s.tls_failures = c.tls_failures;
   return s;
 }
 

@@ -35,6 +35,7 @@
 
 #include "common/status.h"
 #include "http/message.h"
+#include "http/tls.h"
 
 namespace aq::http {
 
@@ -70,6 +71,9 @@ struct ServerOptions {
   double body_grace_s = 10;
   Limits limits;
   std::string server_name = "aquifer";
+  // HTTPS when set: every connection is TLS with this certificate
+  // (TlsServer::Reload swaps it for new connections).
+  std::shared_ptr<TlsServer> tls;
   // The body of an error the HTTP layer answers by itself (malformed head,
   // over a limit, timeout, overload): returns {content type, body}. Default:
   // text/plain with the message.
@@ -82,8 +86,9 @@ struct ServerStats {
   uint64_t refused_overload = 0;  // 503 past max_connections
   uint64_t header_timeouts = 0;   // 408: a head did not arrive in time
   uint64_t idle_closed = 0;
-  uint64_t bad_heads = 0;  // 400 / 431
-  uint64_t open = 0;       // connections open now
+  uint64_t bad_heads = 0;     // 400 / 431
+  uint64_t tls_failures = 0;  // handshakes that failed (wrong protocol, untrusted, cut)
+  uint64_t open = 0;          // connections open now
 };
 
 // One request and its response, on a worker thread.

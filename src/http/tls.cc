@@ -1,0 +1,280 @@
+#include "http/tls.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+namespace aq::http {
+namespace {
+
+// The queued OpenSSL errors as one line (and the queue emptied).
+std::string OpenSslErrors() {
+  std::string out;
+  while (unsigned long e = ERR_get_error()) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof buf);
+    out += (out.empty() ? "" : "; ") + std::string(buf);
+  }
+  return out.empty() ? "unknown TLS error" : out;
+}
+
+// Writes to a socket the peer closed raise SIGPIPE (OpenSSL writes without
+// MSG_NOSIGNAL): the process takes the EPIPE as an error instead.
+void IgnoreSigpipe() {
+  static const bool once = [] {
+    ::signal(SIGPIPE, SIG_IGN);
+    return true;
+  }();
+  (void)once;
+}
+
+bool IsIpAddress(const std::string& host) {
+  unsigned char buf[16];
+  return ::inet_pton(AF_INET, host.c_str(), buf) == 1 || ::inet_pton(AF_INET6, host.c_str(), buf) == 1;
+}
+
+std::string Subject(X509* cert) {
+  if (cert == nullptr) return "no certificate";
+  char name[256] = "";
+  X509_NAME_oneline(X509_get_subject_name(cert), name, sizeof name);
+  const ASN1_TIME* until = X509_get0_notAfter(cert);
+  std::tm tm{};
+  std::string expiry = "?";
+  if (until != nullptr && ASN1_TIME_to_tm(until, &tm) == 1) {
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
+    expiry = buf;
+  }
+  return fmt::format("{} (valid until {})", name, expiry);
+}
+
+}  // namespace
+
+// ---- server ----
+
+Result<SSL_CTX*> TlsServer::MakeContext(const std::string& cert, const std::string& key, std::string* describe) {
+  struct stat st {};
+  if (::stat(key.c_str(), &st) != 0) {
+    return NotFound(fmt::format("TLS key '{}': {}", key, std::strerror(errno)));
+  }
+  if ((st.st_mode & 077) != 0) {
+    return Status(StatusCode::kPermissionDenied,
+                  fmt::format("TLS key '{}' is readable by other users (mode {:04o}); fix it with: chmod 600 {}", key,
+                              st.st_mode & 07777, key));
+  }
+  SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+  if (ctx == nullptr) return Internal("TLS: " + OpenSslErrors());
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  SSL_CTX_set_mode(ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  auto fail = [&](const std::string& what) -> Status {
+    const std::string why = OpenSslErrors();
+    SSL_CTX_free(ctx);
+    return InvalidArgument(fmt::format("{}: {}", what, why));
+  };
+  if (SSL_CTX_use_certificate_chain_file(ctx, cert.c_str()) != 1) {
+    return fail(fmt::format("TLS certificate '{}' (PEM, the certificate then any intermediates)", cert));
+  }
+  if (SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) != 1) {
+    if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH) {
+      return fail(fmt::format("TLS key '{}' does not match the certificate '{}'", key, cert));
+    }
+    return fail(fmt::format("TLS key '{}' (PEM)", key));
+  }
+  if (SSL_CTX_check_private_key(ctx) != 1) {
+    return fail(fmt::format("TLS key '{}' does not match the certificate '{}'", key, cert));
+  }
+  if (describe != nullptr) *describe = Subject(SSL_CTX_get0_certificate(ctx));
+  return ctx;
+}
+
+Result<std::shared_ptr<TlsServer>> TlsServer::Load(const std::string& cert_file, const std::string& key_file) {
+  IgnoreSigpipe();
+  std::shared_ptr<TlsServer> s(new TlsServer(cert_file, key_file));
+  AQ_TRY(s->Reload());
+  return s;
+}
+
+TlsServer::~TlsServer() = default;
+
+Status TlsServer::Reload() {
+  std::string describe;
+  SSL_CTX* ctx = AQ_TRY(MakeContext(cert_, key_, &describe));
+  MutexLock lock(mu_);
+  ctx_ = std::shared_ptr<SSL_CTX>(ctx, SSL_CTX_free);
+  describe_ = describe;
+  return Status::Ok();
+}
+
+std::string TlsServer::Describe() {
+  MutexLock lock(mu_);
+  return describe_;
+}
+
+Result<std::unique_ptr<TlsConn>> TlsServer::Accept(int fd) {
+  std::shared_ptr<SSL_CTX> ctx;
+  {
+    MutexLock lock(mu_);
+    ctx = ctx_;
+  }
+  SSL* ssl = SSL_new(ctx.get());
+  if (ssl == nullptr || SSL_set_fd(ssl, fd) != 1) {
+    if (ssl != nullptr) SSL_free(ssl);
+    return Internal("TLS: " + OpenSslErrors());
+  }
+  SSL_set_accept_state(ssl);
+  return std::unique_ptr<TlsConn>(new TlsConn(ssl, std::move(ctx)));
+}
+
+// ---- client ----
+
+Result<std::shared_ptr<TlsClient>> TlsClient::Create(const std::string& ca_file) {
+  IgnoreSigpipe();
+  std::shared_ptr<TlsClient> c(new TlsClient(ca_file));
+  c->ctx_ = SSL_CTX_new(TLS_client_method());
+  if (c->ctx_ == nullptr) return Internal("TLS: " + OpenSslErrors());
+  SSL_CTX_set_min_proto_version(c->ctx_, TLS1_2_VERSION);
+  SSL_CTX_set_verify(c->ctx_, SSL_VERIFY_PEER, nullptr);
+  SSL_CTX_set_mode(c->ctx_, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  if (ca_file.empty()) {
+    if (SSL_CTX_set_default_verify_paths(c->ctx_) != 1) {
+      return Internal("TLS: the system's CA certificates: " + OpenSslErrors());
+    }
+  } else if (SSL_CTX_load_verify_locations(c->ctx_, ca_file.c_str(), nullptr) != 1) {
+    return InvalidArgument(fmt::format("TLS CA bundle '{}': {}", ca_file, OpenSslErrors()));
+  }
+  return c;
+}
+
+TlsClient::~TlsClient() {
+  if (ctx_ != nullptr) SSL_CTX_free(ctx_);
+}
+
+Result<std::unique_ptr<TlsConn>> TlsClient::Connect(int fd, const std::string& host, const std::string& address) {
+  SSL* ssl = SSL_new(ctx_);
+  if (ssl == nullptr || SSL_set_fd(ssl, fd) != 1) {
+    if (ssl != nullptr) SSL_free(ssl);
+    return Internal("TLS: " + OpenSslErrors());
+  }
+  std::unique_ptr<TlsConn> conn(new TlsConn(ssl, nullptr));
+  if (IsIpAddress(host)) {
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host.c_str());
+  } else {
+    SSL_set_tlsext_host_name(ssl, host.c_str());
+    SSL_set1_host(ssl, host.c_str());
+  }
+  const int rc = SSL_connect(ssl);
+  if (rc == 1) return conn;
+  const long verify = SSL_get_verify_result(ssl);
+  if (verify != X509_V_OK) {
+    ERR_clear_error();
+    return Status(StatusCode::kPermissionDenied,
+                  fmt::format("{}: the server's TLS certificate is not trusted ({}); give the CA that signed it with "
+                              "--ca FILE or AWS_CA_BUNDLE{}",
+                              address, X509_verify_cert_error_string(verify),
+                              ca_.empty() ? " (the system's CAs were used)" : " (used: " + ca_ + ")"));
+  }
+  const int err = errno;
+  const auto step = conn->Classify(rc);
+  if (step == TlsConn::Step::kWantRead || step == TlsConn::Step::kWantWrite) {
+    return TimedOut(fmt::format("{}: no TLS handshake within the timeout", address));
+  }
+  if (err == ECONNRESET || err == EPIPE || step == TlsConn::Step::kClosed) {
+    return Unavailable(fmt::format("{}: the connection closed during the TLS handshake (is it a TLS port?)", address));
+  }
+  return Unavailable(fmt::format("{}: TLS handshake failed: {}", address, conn->LastError()));
+}
+
+// ---- a connection ----
+
+TlsConn::~TlsConn() { SSL_free(ssl_); }
+
+TlsConn::Step TlsConn::Classify(int rc) {
+  const int saved = errno;
+  switch (SSL_get_error(ssl_, rc)) {
+    case SSL_ERROR_WANT_READ: return Step::kWantRead;
+    case SSL_ERROR_WANT_WRITE: return Step::kWantWrite;
+    case SSL_ERROR_ZERO_RETURN: return Step::kClosed;
+    case SSL_ERROR_SYSCALL:
+      ERR_clear_error();
+      if (saved == 0) return Step::kClosed;  // an EOF without close_notify
+      error_ = std::strerror(saved);
+      errno = saved;
+      return saved == EAGAIN || saved == EWOULDBLOCK ? Step::kWantRead : Step::kError;
+    default: error_ = OpenSslErrors(); return Step::kError;
+  }
+}
+
+TlsConn::Step TlsConn::Handshake() {
+  errno = 0;
+  const int rc = SSL_do_handshake(ssl_);
+  return rc == 1 ? Step::kDone : Classify(rc);
+}
+
+TlsConn::Step TlsConn::ReadSome(char* out, size_t n, size_t* got) {
+  *got = 0;
+  errno = 0;
+  if (SSL_read_ex(ssl_, out, n, got) == 1) return Step::kDone;
+  return Classify(0);
+}
+
+bool TlsConn::Pending() const { return SSL_pending(ssl_) > 0; }
+
+size_t TlsConn::Peek(char* out, size_t n) {
+  if (!Pending()) return 0;
+  size_t got = 0;
+  if (SSL_peek_ex(ssl_, out, n, &got) != 1) {
+    ERR_clear_error();
+    return 0;
+  }
+  return got;
+}
+
+Result<size_t> TlsConn::Read(char* out, size_t n) {
+  size_t got = 0;
+  errno = 0;
+  if (SSL_read_ex(ssl_, out, n, &got) == 1) return got;
+  switch (Classify(0)) {
+    case Step::kClosed: return size_t{0};
+    case Step::kWantRead:
+    case Step::kWantWrite: return TimedOut("nothing arrived within the read timeout");
+    default:
+      if (errno == ECONNRESET) return Unavailable("connection reset");
+      return IoError("TLS read: " + error_);
+  }
+}
+
+Status TlsConn::Write(std::string_view data) {
+  while (!data.empty()) {
+    size_t put = 0;
+    errno = 0;
+    if (SSL_write_ex(ssl_, data.data(), data.size(), &put) == 1) {
+      data.remove_prefix(put);
+      continue;
+    }
+    switch (Classify(0)) {
+      case Step::kWantRead:
+      case Step::kWantWrite: return TimedOut("the peer read nothing within the send timeout");
+      case Step::kClosed: return Unavailable("the peer closed the connection");
+      default:
+        if (errno == ECONNRESET || errno == EPIPE) return Unavailable("connection reset");
+        return IoError("TLS write: " + error_);
+    }
+  }
+  return Status::Ok();
+}
+
+void TlsConn::Shutdown() {
+  (void)SSL_shutdown(ssl_);
+  ERR_clear_error();
+}
+
+}  // namespace aq::http

@@ -1,0 +1,108 @@
+// TLS for the HTTP server and client, through OpenSSL (Debian's libssl).
+//
+// TlsServer holds the certificate chain and key a server presents; Reload()
+// reads them again (a renewed certificate) and new connections get the new
+// ones while open connections keep theirs, so a reload drops nothing.
+// TlsClient verifies servers: against a CA bundle (the file a user names,
+// as AWS tools take AWS_CA_BUNDLE) or the system's store, with the host
+// name (or IP address) checked against the certificate.
+//
+// TlsConn is one connection's TLS state over a socket the caller owns, for
+// blocking use (reads and writes wait up to the socket's SO_RCVTIMEO /
+// SO_SNDTIMEO) and, for the server's event loop, non-blocking use (a step
+// that cannot finish says whether it waits to read or to write).
+//
+// Thread safety: TlsServer and TlsClient may be shared by all threads; a
+// TlsConn is used by one thread at a time.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/mutex.h"
+#include "common/status.h"
+
+typedef struct ssl_ctx_st SSL_CTX;
+typedef struct ssl_st SSL;
+
+namespace aq::http {
+
+class TlsConn;
+
+class TlsServer {
+ public:
+  // PEM files: the certificate (with any intermediates after it) and its
+  // private key. Errors name the file and what is wrong (missing, not PEM,
+  // the key does not match the certificate, a group/world-readable key).
+  static Result<std::shared_ptr<TlsServer>> Load(const std::string& cert_file, const std::string& key_file);
+  ~TlsServer();
+  // Reads the files again; on any error the current certificate stays.
+  Status Reload();
+  // A server-side connection over `fd` with the current certificate.
+  Result<std::unique_ptr<TlsConn>> Accept(int fd);
+  // The certificate's subject and expiry, for logs ("CN=node1, until ...").
+  std::string Describe();
+
+ private:
+  TlsServer(std::string cert, std::string key) : cert_(std::move(cert)), key_(std::move(key)) {}
+  static Result<SSL_CTX*> MakeContext(const std::string& cert, const std::string& key, std::string* describe);
+  const std::string cert_, key_;
+  Mutex mu_;
+  std::shared_ptr<SSL_CTX> ctx_ AQ_GUARDED_BY(mu_);
+  std::string describe_ AQ_GUARDED_BY(mu_);
+};
+
+class TlsClient {
+ public:
+  // `ca_file` empty: the system's trusted CAs.
+  static Result<std::shared_ptr<TlsClient>> Create(const std::string& ca_file);
+  ~TlsClient();
+  // A client-side connection over connected `fd`, verifying `host`; the
+  // handshake runs within the socket's timeouts.
+  Result<std::unique_ptr<TlsConn>> Connect(int fd, const std::string& host, const std::string& address);
+  const std::string& ca_file() const { return ca_; }
+
+ private:
+  explicit TlsClient(std::string ca) : ca_(std::move(ca)) {}
+  const std::string ca_;
+  SSL_CTX* ctx_ = nullptr;
+};
+
+class TlsConn {
+ public:
+  ~TlsConn();
+  TlsConn(const TlsConn&) = delete;
+  TlsConn& operator=(const TlsConn&) = delete;
+
+  // Non-blocking steps (the server's event loop). kWantRead/kWantWrite:
+  // call again when the socket is readable/writable.
+  enum class Step { kDone, kWantRead, kWantWrite, kClosed, kError };
+  Step Handshake();
+  // Bytes read (> 0) into out, or why none.
+  Step ReadSome(char* out, size_t n, size_t* got);
+  // Decrypted bytes waiting inside (the socket may be quiet meanwhile).
+  bool Pending() const;
+  // Up to n of those bytes, without consuming them (0 if none: never waits).
+  size_t Peek(char* out, size_t n);
+
+  // Blocking use (the socket's timeouts bound each wait). 0 = closed.
+  Result<size_t> Read(char* out, size_t n);
+  Status Write(std::string_view data);
+  // Sends close_notify, without waiting for the peer's.
+  void Shutdown();
+  // Why the last step failed ("certificate verify failed: ...").
+  std::string LastError() const { return error_; }
+
+ private:
+  friend class TlsServer;
+  friend class TlsClient;
+  TlsConn(SSL* ssl, std::shared_ptr<SSL_CTX> ctx) : ssl_(ssl), ctx_(std::move(ctx)) {}
+  Step Classify(int rc);
+  SSL* ssl_;
+  std::shared_ptr<SSL_CTX> ctx_;  // keeps the certificate it was made with
+  std::string error_;
+};
+
+}  // namespace aq::http
