@@ -46,6 +46,13 @@ int main(int argc, char** argv) {
                  "For aquifer:// paths: a credentials file ('ACCESS_KEY_ID SECRET' lines, the first used); "
                  "else --profile, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AQUIFER_CREDENTIALS, ~/.aws/credentials");
   app.add_option("--profile", g.credentials.profile, "For aquifer:// paths: a profile of ~/.aws/credentials");
+  app.add_option_function<std::string>(
+      "--ca",
+      [](const std::string& file) {
+        ::setenv("AQUIFER_CA", file.c_str(), 1);  // read at the first TLS request (and by a mount's children)
+      },
+      "For aquifers:// (TLS) paths and https:// addresses: the CA bundle (PEM) that signed the nodes' certificates; "
+      "else AQUIFER_CA, AWS_CA_BUNDLE, the system's CAs");
   aq::cli::RegisterDatasetCommands(app, g);
   aq::cli::RegisterBenchCommands(app, g);
   aq::cli::RegisterServeCommands(app, g);

@@ -14,9 +14,11 @@
 #include "cli/cli.h"
 #include "cluster/etcd_client.h"
 #include "cluster/etcd_meta_store.h"
+#include "common/log.h"
 #include "common/progress.h"
 #include "common/units.h"
 #include "http/client.h"
+#include "http/tls.h"
 #include "node/node.h"
 #include "s3/auth.h"
 #include "s3/endpoint.h"
@@ -28,6 +30,7 @@ namespace {
 struct ServeFlags {
   node::NodeOptions o;
   std::string listen = "127.0.0.1:9000", metrics, credentials, cache_policy = "tinylfu";
+  std::string tls_cert, tls_key;
   std::string block_size = "4MiB", cache_size = "1GiB", prefetch_memory = "256MiB", l3_size;
   std::string upload_expiry = "7d", lifecycle_day = "1d", scrub_interval = "1d";
   std::vector<std::string> pools;
@@ -40,6 +43,22 @@ Result<node::NodeOptions> NodeOptionsFrom(const ServeFlags& f) {
   auto flag = [](const char* name) { return [name](const Status& s) { return s.WithContext(name); }; };
   auto listen = s3::ParseHostPort(f.listen);
   if (!listen.ok()) return flag("--listen")(listen.status());
+  if (f.tls_cert.empty() != f.tls_key.empty()) {
+    return InvalidArgument("HTTPS needs both --tls-cert FILE and --tls-key FILE");
+  }
+  if (!f.tls_cert.empty() && !f.o.etcd.empty()) {
+    // The nodes of a cluster copy blocks to each other over their S3 ports
+    // with a client that does not speak TLS yet: refused rather than a
+    // cluster that cannot replicate.
+    return InvalidArgument(
+        "--tls-cert with --meta: a cluster's nodes do not talk TLS to each other yet; run TLS on a single node, or a "
+        "cluster on a private network (docs/security.md)");
+  }
+  if (!f.tls_cert.empty()) {
+    auto tls = http::TlsServer::Load(f.tls_cert, f.tls_key);
+    if (!tls.ok()) return flag("--tls-cert/--tls-key")(tls.status());
+    o.tls = *tls;
+  }
   o.host = listen->host;
   o.port = listen->port;
   if (!f.metrics.empty()) {
@@ -117,12 +136,26 @@ Status Serve(const ServeFlags& f) {
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  auto tls = o.tls;
   auto n = AQ_TRY(node::Node::Start(std::move(o)));
   std::fputs(n->Describe().c_str(), stdout);
+  if (tls) std::printf("  tls: %s (SIGHUP reloads it)\n", tls->Describe().c_str());
   std::fflush(stdout);
   int sig = 0;
-  sigwait(&set, &sig);
+  for (;;) {
+    sigwait(&set, &sig);
+    if (sig != SIGHUP) break;
+    // A renewed certificate: new connections get it, open ones keep theirs.
+    if (!tls) {
+      log::info("SIGHUP: nothing to reload (no --tls-cert)");
+    } else if (Status s = tls->Reload(); s.ok()) {
+      log::info("SIGHUP: TLS certificate reloaded: {}", tls->Describe());
+    } else {
+      log::error("SIGHUP: the TLS certificate was not reloaded, the current one stays: {}", s.ToString());
+    }
+  }
   n->Stop();
   std::printf("aquifer serve: stopped (signal %d)\n", sig);
   std::fputs(n->Summary().c_str(), stdout);
@@ -239,7 +272,7 @@ void RegisterFileCommands(CLI::App& app, Globals& g) {
       if (st.is_dir) {
         if (!rm->recursive) return InvalidArgument(fmt::format("'{}' is a directory (use -r)", p));
         for (const auto& e : AQ_TRY(g.fs->ListWithSkipped(p, &skipped))) AQ_TRY(remove(io::JoinPath(p, e.name)));
-        return p.rfind("aquifer://", 0) == 0 ? Status::Ok() : g.fs->Remove(p);
+        return s3::IsStoreUrl(p) ? Status::Ok() : g.fs->Remove(p);
       }
       AQ_TRY(g.fs->Remove(p));
       progress.Add(1, 0);
@@ -325,10 +358,33 @@ struct StatsFlags {
   double watch = 0;
 };
 
+// "HOST:PORT", "http://HOST:PORT" or "https://HOST:PORT" (TLS, verified
+// with --ca, AQUIFER_CA, AWS_CA_BUNDLE or the system's CAs): the address
+// and the client options to reach it.
+Result<std::pair<s3::HostPort, http::ClientOptions>> HttpTarget(std::string text) {
+  http::ClientOptions co;
+  if (text.rfind("https://", 0) == 0) {
+    text.erase(0, 8);
+    std::string ca;
+    for (const char* var : {"AQUIFER_CA", "AWS_CA_BUNDLE"}) {
+      if (ca.empty() && std::getenv(var) != nullptr) ca = std::getenv(var);
+    }
+    co.tls = AQ_TRY(http::TlsClient::Create(ca));
+  } else if (text.rfind("http://", 0) == 0) {
+    text.erase(0, 7);
+  }
+  if (!text.empty() && text.back() == '/') text.pop_back();
+  return std::make_pair(AQ_TRY(s3::ParseHostPort(text, false)), co);
+}
+
 Result<nlohmann::json> FetchStats(const std::string& node) {
-  auto at = s3::ParseHostPort(node, false);
-  if (!at.ok()) return at.status().WithContext("stats");
-  static http::Pool pool;
+  auto target = HttpTarget(node);
+  if (!target.ok()) return target.status().WithContext("stats");
+  const s3::HostPort* at = &target->first;
+  static std::map<std::string, std::unique_ptr<http::Pool>> pools;  // one per target (a --watch reuses it)
+  auto& slot = pools[node];
+  if (!slot) slot = std::make_unique<http::Pool>(target->second);
+  http::Pool& pool = *slot;
   http::ClientRequest r;
   r.target = "/stats";
   auto res = pool.Send(at->ToString(), r);
@@ -458,7 +514,8 @@ void RegisterStats(CLI::App& app, Globals& g) {
   auto* cmd = app.add_subcommand("stats",
                                  "A node's statistics: requests, latency and bytes by operation, cache, pools, "
                                  "CPU, NetIn/NetOut, DiskIn/DiskOut (from serve --metrics HOST:PORT)");
-  cmd->add_option("node", f->node, "The node's metrics address HOST:PORT")->required();
+  cmd->add_option("node", f->node, "The node's metrics address HOST:PORT (https://HOST:PORT for a node serving TLS)")
+      ->required();
   cmd->add_option("-w,--watch", f->watch, "Refresh every SECONDS, top-style, with request rates (Ctrl-C stops)");
   AddOutputFlags(cmd, g, false);
   cmd->callback([f, &g] {
@@ -493,12 +550,14 @@ void RegisterWait(CLI::App& app, Globals& g) {
   auto* f = g.Own<WaitFlags>();
   auto* cmd = app.add_subcommand(
       "wait", "Wait until a node (or any HTTP server, such as etcd) answers at HOST:PORT; for scripts that start one");
-  cmd->add_option("address", f->address, "HOST:PORT")->required();
+  cmd->add_option("address", f->address, "HOST:PORT, or https://HOST:PORT for a TLS port (verified with --ca)")
+      ->required();
   cmd->add_option("-t,--timeout", f->timeout_s, "Seconds to wait at most (exit 1 after)")->capture_default_str();
   cmd->callback([f, &g] {
-    auto at = s3::ParseHostPort(f->address, false);
-    if (!at.ok()) return Fail(g, at.status().WithContext("wait"));
-    http::ClientOptions co;
+    auto target = HttpTarget(f->address);
+    if (!target.ok()) return Fail(g, target.status().WithContext("wait"));
+    const s3::HostPort* at = &target->first;
+    http::ClientOptions co = target->second;
     co.connect_timeout_s = 1;
     co.io_timeout_s = 2;
     http::Pool pool(co);
@@ -678,6 +737,10 @@ void RegisterServeCommands(CLI::App& app, Globals& g) {
   cmd->add_option("--credentials", f->credentials,
                   "File of 'ACCESS_KEY_ID SECRET_ACCESS_KEY' lines (SigV4); created with a new key if missing");
   cmd->add_flag("--anonymous", f->o.anonymous, "Accept unsigned requests");
+  cmd->add_option(
+      "--tls-cert", f->tls_cert,
+      "HTTPS: the certificate (PEM, then any intermediates) for the S3 and metrics ports; SIGHUP reloads it");
+  cmd->add_option("--tls-key", f->tls_key, "HTTPS: the certificate's private key (PEM, mode 0600)");
   cmd->add_option("--threads", f->o.threads, "Requests served at once (idle connections hold no thread)")
       ->capture_default_str();
   cmd->add_option("--max-connections", f->o.max_connections, "Open connections at most; more are answered 503 SlowDown")

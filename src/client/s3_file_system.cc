@@ -122,9 +122,18 @@ class StoreFs final : public io::FileSystem {
   // costs every request sent to it the whole timeout).
   void MarkDown(const std::string& address, const Status& why);
 
+  // The scheme every path must have once the first was seen.
+  Status UseScheme(const StorePath& p);
+  Result<http::Pool*> TlsPool();
+
   std::function<Result<ClientCredentials>()> find_credentials_;
   ClientOptions options_;
   http::Pool pool_;
+  enum { kUnset, kPlain, kTls };
+  std::atomic<int> scheme_{kUnset};
+  std::once_flag tls_once_;
+  std::unique_ptr<http::Pool> tls_pool_;  // set once by tls_once_
+  Status tls_error_;
   std::once_flag credentials_once_;
   Result<ClientCredentials> credentials_ = Internal("credentials not looked up");
   Mutex balance_mu_;
@@ -166,8 +175,39 @@ Result<http::ClientResponse> StoreFs::CallAt(const std::string& address, const s
       r.headers.Add(k, v);
     }
   }
-  if (into != nullptr) return pool_.SendInto(address, r, into, capacity);
-  return pool_.Send(address, r);
+  http::Pool* pool = &pool_;
+  if (scheme_.load() == kTls) pool = AQ_TRY(TlsPool());
+  if (into != nullptr) return pool->SendInto(address, r, into, capacity);
+  return pool->Send(address, r);
+}
+
+Status StoreFs::UseScheme(const StorePath& p) {
+  const int want = p.tls ? kTls : kPlain;
+  int have = kUnset;
+  if (scheme_.compare_exchange_strong(have, want) || have == want) return Status::Ok();
+  return InvalidArgument(fmt::format(
+      "{}{}/{}: this process already talks to the store {}; aquifer:// and aquifers:// (TLS) cannot be mixed in one "
+      "process",
+      p.tls ? s3::kTlsScheme : s3::kScheme, p.address(), p.bucket, have == kTls ? "over TLS" : "without TLS"));
+}
+
+Result<http::Pool*> StoreFs::TlsPool() {
+  std::call_once(tls_once_, [this] {
+    std::string ca = options_.ca_file;
+    for (const char* var : {"AQUIFER_CA", "AWS_CA_BUNDLE"}) {
+      if (ca.empty() && std::getenv(var) != nullptr) ca = std::getenv(var);
+    }
+    auto tls = http::TlsClient::Create(ca);
+    if (!tls.ok()) {
+      tls_error_ = tls.status();
+      return;
+    }
+    http::ClientOptions o;
+    o.tls = *tls;
+    tls_pool_ = std::make_unique<http::Pool>(o);
+  });
+  if (!tls_pool_) return tls_error_;
+  return tls_pool_.get();
 }
 
 std::vector<std::string> StoreFs::LearnMembers(std::vector<std::string> from) {
@@ -262,6 +302,7 @@ Result<http::ClientResponse> StoreFs::Call(const StorePath& p, const std::string
                                            const std::string& payload_hash, std::string_view body, char* into,
                                            size_t capacity, uint64_t body_length,
                                            std::function<Result<size_t>(uint64_t, char*, size_t)> source) {
+  AQ_TRY(UseScheme(p));
   AQ_TRY(Credentials());
   const double start = Now(), deadline = start + options_.retry_deadline_s;
   std::map<std::string, std::string> tried;  // node -> why it did not answer
@@ -274,8 +315,13 @@ Result<http::ClientResponse> StoreFs::Call(const StorePath& p, const std::string
           CallAt(address, method, raw_path, query, headers, payload_hash, body, into, capacity, body_length, source);
       if (res.ok() && res->status < 500) return res;
       if (!res.ok()) {
-        // Too large an answer is the request's fault, not the node's.
-        if (res.status().code() == StatusCode::kInvalidArgument) return res.status();
+        // Too large an answer is the request's fault, not the node's; an
+        // untrusted certificate is the client's configuration (the next
+        // node's is signed by the same CA): neither is retried.
+        if (res.status().code() == StatusCode::kInvalidArgument ||
+            res.status().code() == StatusCode::kPermissionDenied) {
+          return res.status();
+        }
         tried[address] = res.status().message();
         MarkDown(address, res.status());
         transient = true;
@@ -784,6 +830,7 @@ class StoreWriter final : public io::WritableFile {
 
 Result<std::unique_ptr<io::RandomAccessFile>> StoreFs::OpenRead(const std::string& path, io::AccessHint) {
   StorePath p = AQ_TRY(ParseStorePath(path));
+  AQ_TRY(UseScheme(p));
   if (p.key.empty()) return InvalidArgument(fmt::format("'{}' is a bucket, not an object", path));
   // One GET: the first bytes, the size (Content-Range), the ETag and, from a
   // cluster, the layout. A small object is read whole here.
@@ -823,6 +870,7 @@ Result<std::unique_ptr<io::RandomAccessFile>> StoreFs::OpenRead(const std::strin
 
 Result<std::unique_ptr<io::WritableFile>> StoreFs::OpenWrite(const std::string& path) {
   StorePath p = AQ_TRY(ParseStorePath(path));
+  AQ_TRY(UseScheme(p));
   if (p.key.empty()) return InvalidArgument(fmt::format("'{}' is a bucket, not an object", path));
   const char* tmpdir = std::getenv("TMPDIR");
   std::string spool = std::string(tmpdir ? tmpdir : "/tmp") + "/aquifer-put-XXXXXX";
@@ -838,6 +886,7 @@ Result<std::unique_ptr<io::WritableFile>> StoreFs::OpenWrite(const std::string& 
 
 Result<io::FileInfo> StoreFs::Stat(const std::string& path) {
   StorePath p = AQ_TRY(ParseStorePath(path));
+  AQ_TRY(UseScheme(p));
   {
     MutexLock lock(listed_mu_);
     auto it = listed_.find(path);
@@ -894,6 +943,7 @@ Result<std::vector<io::FileInfo>> StoreFs::List(const std::string& dir) {
 Result<std::vector<io::FileInfo>> StoreFs::ListWithSkipped(const std::string& dir, std::vector<std::string>* skipped) {
   auto nameable = [](const std::string& name) { return !name.empty() && name != "." && name != ".."; };
   StorePath p = AQ_TRY(ParseStorePath(dir));
+  AQ_TRY(UseScheme(p));
   std::string prefix = p.key;
   if (!prefix.empty() && prefix.back() != '/') prefix += '/';
   StorePath bucket = p;
@@ -939,6 +989,7 @@ Result<std::vector<io::FileInfo>> StoreFs::ListWithSkipped(const std::string& di
 Status StoreFs::MakeDirs(const std::string& path) {
   // Prefixes need no creating; the bucket does (again is fine).
   StorePath p = AQ_TRY(ParseStorePath(path));
+  AQ_TRY(UseScheme(p));
   p.key.clear();
   auto res = AQ_TRY(Call(p, "PUT", Resource(p), "", {}, kEmptySha));
   if (res.status == 200 || (res.status == 409 && s3::ParseErrorXml(res.body).first == "BucketAlreadyOwnedByYou")) {
@@ -949,7 +1000,9 @@ Status StoreFs::MakeDirs(const std::string& path) {
 
 Status StoreFs::Rename(const std::string& from, const std::string& to) {
   StorePath a = AQ_TRY(ParseStorePath(from));
+  AQ_TRY(UseScheme(a));
   StorePath b = AQ_TRY(ParseStorePath(to));
+  AQ_TRY(UseScheme(b));
   if (a.key.empty() || b.key.empty())
     return InvalidArgument(fmt::format("rename {} -> {}: buckets are not renamed", from, to));
   if (a.address() != b.address()) {
@@ -971,6 +1024,7 @@ Status StoreFs::Rename(const std::string& from, const std::string& to) {
 
 Status StoreFs::Remove(const std::string& path) {
   StorePath p = AQ_TRY(ParseStorePath(path));
+  AQ_TRY(UseScheme(p));
   auto res = AQ_TRY(Call(p, "DELETE", Resource(p), "", {}, kEmptySha));
   if (res.status == 204 || res.status == 200) {
     MutexLock lock(listed_mu_);

@@ -28,6 +28,11 @@
 //
 // Credentials are found as AWS tools find them (client/credentials.h).
 //
+// aquifers://HOST:PORT/... is the same over TLS: every node's certificate
+// is verified (ClientOptions::ca_file) for the host the client connects to.
+// One file system speaks one of the two: a path of the other scheme is
+// refused (a process talks to one store, with or without TLS).
+//
 // Thread safety: as io::FileSystem.
 #pragma once
 
@@ -59,6 +64,10 @@ struct ClientOptions {
   // for one to come back) before it fails as unavailable.
   double retry_deadline_s = 60;
   double members_ttl_s = 30;  // how long a learned member list is used before it is asked again
+  // aquifers:// (TLS): the CA bundle that signed the nodes' certificates.
+  // Empty: AQUIFER_CA (what --ca sets), else AWS_CA_BUNDLE, else the
+  // system's CAs; read at the first TLS request.
+  std::string ca_file;
 };
 // Defaults, with AQUIFER_READAHEAD=1 turning read-ahead on,
 // AQUIFER_BALANCE choosing the cluster read policy and

@@ -265,6 +265,7 @@ Status Node::StartImpl() {
   so.http.header_timeout_s = o_.header_timeout_s;
   so.http.idle_timeout_s = o_.idle_timeout_s;
   so.http.io_timeout_s = o_.io_timeout_s;
+  so.http.tls = o_.tls;
   so.s3.credentials = o_.credentials;
   so.s3.keys_meta = meta_.get();  // users' keys and their grants (aquifer key)
   so.s3.anonymous = o_.anonymous;
@@ -353,8 +354,8 @@ Status Node::StartImpl() {
         {"node.scrub.unrepaired", "pieces", scrub(&store::ScrubStats::unrepaired), false},
         {"node.scrub.objects_at_risk", "objects",
          [sc] { return static_cast<double>(sc->Stats().objects_at_risk.size()); }, false}};
-    metrics_ = AQ_TRY(
-        server::MetricsServer::Start(*stats_, *objects_, o_.metrics_host, o_.metrics_port, extra, std::move(series)));
+    metrics_ = AQ_TRY(server::MetricsServer::Start(*stats_, *objects_, o_.metrics_host, o_.metrics_port, extra,
+                                                   std::move(series), o_.tls));
   }
   return Status::Ok();
 }
@@ -543,8 +544,8 @@ int Node::metrics_port() const { return metrics_ ? metrics_->port() : -1; }
 std::string Node::address() const { return s3::HostPort{o_.host, port()}.ToString(); }
 
 std::string Node::Describe() const {
-  std::string out = fmt::format("aquifer serve: S3 on http://{} (data {}, {} blocks)\n", address(), o_.data_dir,
-                                units::IecBytes(o_.block_size));
+  std::string out = fmt::format("aquifer serve: S3 on {}://{} (data {}, {} blocks)\n", o_.tls ? "https" : "http",
+                                address(), o_.data_dir, units::IecBytes(o_.block_size));
   for (const auto& p : blocks_->pools()) {
     std::string extra;
     if (p.direct) extra += ", O_DIRECT";
@@ -554,8 +555,8 @@ std::string Node::Describe() const {
         fmt::format("  pool {:<10} {} ({}{})\n", p.name, p.path, p.media == store::Media::kSsd ? "ssd" : "hdd", extra);
   }
   if (metrics_) {
-    out += fmt::format("  metrics: http://{}:{}/metrics (Prometheus), /stats (JSON, aquifer stats)\n", o_.metrics_host,
-                       metrics_->port());
+    out += fmt::format("  metrics: {}://{}:{}/metrics (Prometheus), /stats (JSON, aquifer stats)\n",
+                       o_.tls ? "https" : "http", o_.metrics_host, metrics_->port());
   }
   out += fmt::format("  cache: {}, {}\n", units::IecBytes(o_.cache_bytes),
                      !cache_ ? "off" : (o_.cache_policy == store::CachePolicy::kTinyLfu ? "tinylfu" : "lru"));

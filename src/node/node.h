@@ -24,6 +24,7 @@
 
 #include "common/mutex.h"
 #include "common/status.h"
+#include "http/tls.h"
 #include "io/file_system.h"
 #include "s3/auth.h"
 #include "store/access_clock.h"
@@ -58,6 +59,9 @@ namespace aq::node {
 
 struct NodeOptions {
   std::string data_dir = "aquifer-data";
+  // HTTPS on the S3 and metrics ports when set (serve --tls-cert/--tls-key);
+  // Reload() on it takes a renewed certificate without dropping connections.
+  std::shared_ptr<http::TlsServer> tls;
   std::vector<store::PoolConfig> pools;  // none: one SSD pool under data_dir
   uint64_t block_size = 4 << 20;
   uint64_t cache_bytes = 1ull << 30;  // 0 = no RAM cache

@@ -48,14 +48,21 @@ Result<HostPort> ParseNode(std::string_view node) {
 
 }  // namespace
 
-bool IsStoreUrl(std::string_view path) { return path.substr(0, kScheme.size()) == kScheme; }
+bool IsStoreUrl(std::string_view path) {
+  return path.substr(0, kScheme.size()) == kScheme || path.substr(0, kTlsScheme.size()) == kTlsScheme;
+}
 
 Result<StoreUrl> ParseStoreUrl(std::string_view url) {
-  if (!IsStoreUrl(url)) return InvalidArgument(fmt::format("'{}' is not an aquifer://HOST:PORT/BUCKET/KEY path", url));
-  std::string_view rest = url.substr(kScheme.size());
+  if (!IsStoreUrl(url)) {
+    return InvalidArgument(
+        fmt::format("'{}' is not an aquifer://HOST:PORT/BUCKET/KEY (or aquifers://, TLS) path", url));
+  }
+  const bool tls = url.substr(0, kTlsScheme.size()) == kTlsScheme;
+  std::string_view rest = url.substr(tls ? kTlsScheme.size() : kScheme.size());
   const size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
   StoreUrl u;
+  u.tls = tls;
   for (size_t at = 0, n = 0;; ++n) {
     const size_t comma = authority.find(',', at);
     const std::string_view node = authority.substr(at, comma == std::string_view::npos ? comma : comma - at);

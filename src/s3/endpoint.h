@@ -25,6 +25,8 @@ struct HostPort {
 Result<HostPort> ParseHostPort(std::string_view text, bool allow_zero = true);
 
 inline constexpr std::string_view kScheme = "aquifer://";
+// The same over TLS (HTTPS), as rediss:// or wss:// are to their schemes.
+inline constexpr std::string_view kTlsScheme = "aquifers://";
 
 // "aquifer://host:port/bucket/key" -> parts. The key may be empty (the
 // bucket itself) or end in '/' (a prefix). The authority may name several
@@ -35,6 +37,7 @@ struct StoreUrl {
   int port = 0;
   std::vector<std::string> more;  // the other nodes named, "host:port"
   std::string bucket, key;
+  bool tls = false;                            // aquifers://
   std::string address() const;                 // "host:port" of the first
   std::vector<std::string> addresses() const;  // every node named, the first first
 };

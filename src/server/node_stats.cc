@@ -71,7 +71,8 @@ nlohmann::json NodeStats::ToJson() const {
 Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, store::ObjectStore& objects,
                                                             const std::string& host, int port,
                                                             std::function<nlohmann::json()> extra,
-                                                            std::vector<Series> series) {
+                                                            std::vector<Series> series,
+                                                            std::shared_ptr<http::TlsServer> tls) {
   std::unique_ptr<MetricsServer> m(new MetricsServer());
   monitor::SamplerOptions so;
   m->sampler_ = std::make_unique<monitor::Sampler>(so);
@@ -185,6 +186,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
   ho.port = port;
   ho.threads = 2;
   ho.max_connections = 64;
+  ho.tls = std::move(tls);
   m->http_ = AQ_TRY(http::Server::Start(ho, [&sampler, stats_json](http::Exchange& ex) {
     http::Headers h;
     if (ex.request().method != "GET" && ex.request().method != "HEAD") {

@@ -92,7 +92,8 @@ class MetricsServer {
   static Result<std::unique_ptr<MetricsServer>> Start(NodeStats& stats, store::ObjectStore& objects,
                                                       const std::string& host, int port,
                                                       std::function<nlohmann::json()> extra = nullptr,
-                                                      std::vector<Series> series = {});
+                                                      std::vector<Series> series = {},
+                                                      std::shared_ptr<http::TlsServer> tls = nullptr);
   ~MetricsServer();
   int port() const { return port_; }
 
