@@ -3,8 +3,11 @@
 a real node: the command sets people run — awscli cp / sync / mv / s3-to-s3
 copy / rm; rclone copy twice (the second copies nothing), check, moveto;
 s3fs cp -r, diff -r, mv, mkdir — with every byte compared. s3fs needs
-/dev/fuse and is skipped, saying so, where it is missing.
-usage: s3_tools_test.py path/to/aquifer"""
+/dev/fuse and is skipped, saying so, where it is missing. With --tls the
+same command sets run over HTTPS, each tool verifying the node's
+certificate against a test CA it is given the way its users give one
+(awscli --ca-bundle, rclone --ca-cert, s3fs CURL_CA_BUNDLE, boto3 verify=).
+usage: s3_tools_test.py path/to/aquifer [--tls]"""
 import filecmp
 import os
 import shutil
@@ -18,6 +21,7 @@ import s3lib  # noqa: E402
 from s3lib import KEY, SECRET, Checks, Node, boto  # noqa: E402
 
 AQ = os.path.abspath(sys.argv[1])
+TLS = "--tls" in sys.argv[2:]
 check = Checks()
 tmp = tempfile.mkdtemp(prefix="aq_s3_tools_")
 
@@ -49,9 +53,16 @@ mount = None
 node = None
 try:
     creds = s3lib.write_credentials(os.path.join(tmp, "keys"))
-    node = Node(AQ, os.path.join(tmp, "node"), credentials=creds)
-    endpoint = f"http://127.0.0.1:{node.port}"
-    s3 = boto(node.port)
+    ca = None
+    extra = []
+    if TLS:
+        ca, cert, key = s3lib.make_certificates(os.path.join(tmp, "pki"))
+        extra = ["--tls-cert", cert, "--tls-key", key]
+    node = Node(AQ, os.path.join(tmp, "node"), *extra, credentials=creds)
+    node.ca = ca
+    endpoint = f"{'https' if TLS else 'http'}://127.0.0.1:{node.port}"
+    s3 = boto(node.port, ca=ca)
+    print("endpoint:", endpoint, flush=True)
     src = os.path.join(tmp, "src")
     make_tree(src, {"a.bin": 300_000, "dir/b.bin": 1_000, "dir/sub/c.bin": 0, "big.bin": 20 << 20,
                     "name with spaces.txt": 50, "plus+and&amp.txt": 60, "caf\u00e9.txt": 70})
@@ -65,6 +76,8 @@ try:
                AWS_EC2_METADATA_DISABLED="true", AWS_PAGER="")
     # Debian's awscli 2.9 (another `aws` earlier on PATH may be a different major version).
     aws = ["/usr/bin/aws" if os.path.exists("/usr/bin/aws") else "aws", "--endpoint-url", endpoint]
+    if TLS:
+        aws += ["--ca-bundle", ca]
     r = run([aws[0], "--version"], env)
     print("awscli:", r.stdout.strip(), flush=True)
     r = run(aws + ["s3", "mb", "s3://awscli"], env)
@@ -103,6 +116,8 @@ try:
                 RCLONE_CONFIG_AQ_ACCESS_KEY_ID=KEY, RCLONE_CONFIG_AQ_SECRET_ACCESS_KEY=SECRET,
                 RCLONE_CONFIG_AQ_ENDPOINT=endpoint, RCLONE_CONFIG_AQ_FORCE_PATH_STYLE="true",
                 RCLONE_CONFIG_AQ_REGION="us-east-1", RCLONE_CONFIG=os.path.join(tmp, "rclone.conf"))
+    if TLS:
+        renv["RCLONE_CA_CERT"] = ca
     r = run(["rclone", "mkdir", "aq:rclone"], renv)
     check(r.returncode == 0, "rclone mkdir: " + r.stderr)
     r = run(["rclone", "copy", src, "aq:rclone/tree", "--stats-one-line", "-v"], renv)
@@ -134,7 +149,8 @@ try:
         mount = os.path.join(tmp, "mnt")
         os.makedirs(mount)
         r = run(["s3fs", "s3fs", mount, "-o", f"url={endpoint}", "-o", "use_path_request_style", "-o",
-                 f"passwd_file={pw}", "-o", "sigv4", "-o", "endpoint=us-east-1", "-o", "dbglevel=warn"])
+                 f"passwd_file={pw}", "-o", "sigv4", "-o", "endpoint=us-east-1", "-o", "dbglevel=warn"],
+                env=dict(os.environ, CURL_CA_BUNDLE=ca) if TLS else None)
         ok = r.returncode == 0
         for _ in range(50):
             if os.path.ismount(mount):

@@ -44,22 +44,29 @@ class Node:
             args += ["--credentials", credentials]
         self.p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.p.stdout.readline()
-        if "http://" not in line:
+        if "http://" not in line and "https://" not in line:
             self.p.kill()
             raise SystemExit("serve did not start: " + line + self.p.stderr.read())
-        self.port = int(line.split("http://127.0.0.1:")[1].split()[0])
+        self.port = int(line.split("://127.0.0.1:")[1].split()[0])
         self.metrics = None
         for _ in range(20):
             more = self.p.stdout.readline()
-            if "metrics: http://127.0.0.1:" in more:
-                self.metrics = int(more.split("metrics: http://127.0.0.1:")[1].split("/")[0])
+            if "metrics: http" in more and "://127.0.0.1:" in more:
+                self.metrics = int(more.split("://127.0.0.1:")[1].split("/")[0])
             if "auth:" in more or not more:
                 break
 
+    ca = None  # set to the CA bundle when the node serves TLS: stats() then uses https
+
     def stats(self):
         import json
+        import ssl
         import urllib.request
-        return json.loads(urllib.request.urlopen(f"http://127.0.0.1:{self.metrics}/stats", timeout=10).read())
+        if self.ca:
+            url, ctx = f"https://127.0.0.1:{self.metrics}/stats", ssl.create_default_context(cafile=self.ca)
+        else:
+            url, ctx = f"http://127.0.0.1:{self.metrics}/stats", None
+        return json.loads(urllib.request.urlopen(url, timeout=10, context=ctx).read())
 
     def stop(self):
         self.p.send_signal(signal.SIGTERM)
@@ -95,13 +102,37 @@ def write_credentials(path):
     return path
 
 
-def boto(port, secret=SECRET, **config):
+def boto(port, secret=SECRET, ca=None, **config):
+    """A boto3 S3 client for the node on `port`; with `ca` (a CA bundle),
+    over HTTPS verified against it."""
     import boto3
     from botocore.config import Config
-    return boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", aws_access_key_id=KEY,
-                        aws_secret_access_key=secret, region_name="us-east-1",
+    scheme = "https" if ca else "http"
+    return boto3.client("s3", endpoint_url=f"{scheme}://127.0.0.1:{port}", aws_access_key_id=KEY,
+                        aws_secret_access_key=secret, region_name="us-east-1", verify=ca if ca else None,
                         config=Config(signature_version="s3v4", s3={"addressing_style": "path"},
                                       retries={"max_attempts": 1}, **config))
+
+
+def make_certificates(directory, name="node", ips=("127.0.0.1",)):
+    """A test CA and a certificate it signs for `ips` and localhost (openssl's
+    command line, as an operator would). Returns (ca.pem, cert.pem, key.pem)."""
+    os.makedirs(directory, exist_ok=True)
+    ca, ca_key = os.path.join(directory, "ca.pem"), os.path.join(directory, "ca.key")
+    cert, key = os.path.join(directory, name + ".pem"), os.path.join(directory, name + ".key")
+    csr, ext = os.path.join(directory, name + ".csr"), os.path.join(directory, name + ".ext")
+    if not os.path.exists(ca):
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca,
+                        "-days", "2", "-subj", "/CN=aquifer test CA " + os.path.basename(directory)],
+                       check=True, capture_output=True)
+    subprocess.run(["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr, "-subj",
+                    "/CN=" + name], check=True, capture_output=True)
+    with open(ext, "w") as f:
+        f.write("subjectAltName=" + ",".join([f"IP:{ip}" for ip in ips] + ["DNS:localhost"]) + "\n")
+    subprocess.run(["openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-out",
+                    cert, "-days", "2", "-extfile", ext], check=True, capture_output=True)
+    os.chmod(key, 0o600)
+    return ca, cert, key
 
 
 def error_code(fn):
