@@ -74,6 +74,11 @@ Result<SSL_CTX*> TlsServer::MakeContext(const std::string& cert, const std::stri
   SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
   if (ctx == nullptr) return Internal("TLS: " + OpenSslErrors());
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  // AES-128-GCM first: with AES-NI it encrypts ~45% faster than AES-256
+  // here (bench/tls_cost), and bulk reads are what a node serves; the
+  // server's order wins so every client gets it.
+  SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256");
+  SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE);
   SSL_CTX_set_mode(ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   auto fail = [&](const std::string& what) -> Status {
     const std::string why = OpenSslErrors();
