@@ -38,7 +38,17 @@ Status Status_(Globals& g, const ClusterFlags& f) {
   const auto policies = AQ_TRY(cluster::ReadPolicies(*etcd, kPrefix));
   // What each live node really holds: a layout can name a replica that is
   // gone (a disk replaced, a write whose outcome was lost).
-  cluster::BlockClient client({cluster::kNodeAccessKey, config.node_secret});
+  // A TLS cluster's nodes are asked over HTTPS, verified with --ca (or
+  // AQUIFER_CA, AWS_CA_BUNDLE, the system's CAs).
+  std::shared_ptr<http::TlsClient> tls;
+  if (std::any_of(nodes.begin(), nodes.end(), [](const cluster::NodeInfo& n) { return n.tls; })) {
+    std::string ca;
+    for (const char* var : {"AQUIFER_CA", "AWS_CA_BUNDLE"}) {
+      if (ca.empty() && std::getenv(var) != nullptr) ca = std::getenv(var);
+    }
+    tls = AQ_TRY(http::TlsClient::Create(ca));
+  }
+  cluster::BlockClient client({cluster::kNodeAccessKey, config.node_secret}, 10, tls);
   std::map<std::string, std::set<std::string>> inventory;
   std::map<std::string, bool> up_by_id;
   std::map<std::string, std::string> node_address;

@@ -30,7 +30,7 @@ namespace {
 struct ServeFlags {
   node::NodeOptions o;
   std::string listen = "127.0.0.1:9000", metrics, credentials, cache_policy = "tinylfu";
-  std::string tls_cert, tls_key;
+  std::string tls_cert, tls_key, tls_ca;
   std::string block_size = "4MiB", cache_size = "1GiB", prefetch_memory = "256MiB", l3_size;
   std::string upload_expiry = "7d", lifecycle_day = "1d", scrub_interval = "1d";
   std::vector<std::string> pools;
@@ -46,18 +46,15 @@ Result<node::NodeOptions> NodeOptionsFrom(const ServeFlags& f) {
   if (f.tls_cert.empty() != f.tls_key.empty()) {
     return InvalidArgument("HTTPS needs both --tls-cert FILE and --tls-key FILE");
   }
-  if (!f.tls_cert.empty() && !f.o.etcd.empty()) {
-    // The nodes of a cluster copy blocks to each other over their S3 ports
-    // with a client that does not speak TLS yet: refused rather than a
-    // cluster that cannot replicate.
-    return InvalidArgument(
-        "--tls-cert with --meta: a cluster's nodes do not talk TLS to each other yet; run TLS on a single node, or a "
-        "cluster on a private network (docs/security.md)");
-  }
   if (!f.tls_cert.empty()) {
     auto tls = http::TlsServer::Load(f.tls_cert, f.tls_key);
     if (!tls.ok()) return flag("--tls-cert/--tls-key")(tls.status());
     o.tls = *tls;
+    // The CA other nodes' certificates are checked against (a cluster).
+    o.tls_ca = f.tls_ca;
+    for (const char* var : {"AQUIFER_CA", "AWS_CA_BUNDLE"}) {
+      if (o.tls_ca.empty() && std::getenv(var) != nullptr) o.tls_ca = std::getenv(var);
+    }
   }
   o.host = listen->host;
   o.port = listen->port;
@@ -741,6 +738,9 @@ void RegisterServeCommands(CLI::App& app, Globals& g) {
       "--tls-cert", f->tls_cert,
       "HTTPS: the certificate (PEM, then any intermediates) for the S3 and metrics ports; SIGHUP reloads it");
   cmd->add_option("--tls-key", f->tls_key, "HTTPS: the certificate's private key (PEM, mode 0600)");
+  cmd->add_option("--tls-ca", f->tls_ca,
+                  "In a TLS cluster: the CA bundle that signed the other nodes' certificates (default: --ca, "
+                  "AQUIFER_CA, AWS_CA_BUNDLE, the system's CAs)");
   cmd->add_option("--threads", f->o.threads, "Requests served at once (idle connections hold no thread)")
       ->capture_default_str();
   cmd->add_option("--max-connections", f->o.max_connections, "Open connections at most; more are answered 503 SlowDown")

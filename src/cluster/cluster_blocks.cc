@@ -37,8 +37,10 @@ Status HttpFailure(const std::string& what, const http::ClientResponse& res) {
 
 // ---- BlockClient ----
 
-BlockClient::BlockClient(s3::Credential node_key, int timeout_seconds) : key_(std::move(node_key)) {
+BlockClient::BlockClient(s3::Credential node_key, int timeout_seconds, std::shared_ptr<http::TlsClient> tls)
+    : key_(std::move(node_key)) {
   http::ClientOptions o;
+  o.tls = std::move(tls);
   o.connect_timeout_s = 2;
   o.io_timeout_s = timeout_seconds;
   o.max_idle_per_host = 16;

@@ -45,7 +45,9 @@ namespace aq::cluster {
 // store or remove replicas).
 class BlockClient {
  public:
-  explicit BlockClient(s3::Credential node_key, int timeout_seconds = 10);
+  // `tls`: the cluster's nodes serve HTTPS, verified with this client.
+  explicit BlockClient(s3::Credential node_key, int timeout_seconds = 10,
+                       std::shared_ptr<http::TlsClient> tls = nullptr);
   ~BlockClient();
   Status Put(const std::string& address, const store::BlockRef& ref, std::string_view data);
   Result<std::string> Get(const std::string& address, const store::BlockRef& ref);

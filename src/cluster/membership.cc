@@ -21,9 +21,13 @@ int64_t NowNs() {
 }
 
 json MemberJson(const NodeInfo& n) {
-  return {{"address", n.address},       {"pools", n.pools},
-          {"pool_media", n.pool_media}, {"capacity_bytes", n.capacity_bytes},
-          {"state", n.state},           {"joined_ns", n.joined_ns}};
+  return {{"address", n.address},
+          {"tls", n.tls},
+          {"pools", n.pools},
+          {"pool_media", n.pool_media},
+          {"capacity_bytes", n.capacity_bytes},
+          {"state", n.state},
+          {"joined_ns", n.joined_ns}};
 }
 
 }  // namespace
@@ -205,6 +209,7 @@ Result<std::vector<NodeInfo>> ReadClusterMap(EtcdClient& etcd, const std::string
     NodeInfo n;
     n.id = kv.key.substr(prefix.size() + 8);
     n.address = v.value("address", "");
+    n.tls = v.value("tls", false);
     for (const char* field : {"pools", "pool_media"}) {
       auto& into = std::string_view(field) == "pools" ? n.pools : n.pool_media;
       if (!v.contains(field) || !v[field].is_array()) continue;

@@ -34,6 +34,7 @@ namespace aq::cluster {
 struct NodeInfo {
   std::string id;
   std::string address;  // host:port of its S3 / block API
+  bool tls = false;     // it serves HTTPS there (and so must every member)
   std::vector<std::string> pools;
   std::vector<std::string> pool_media;  // "ssd" or "hdd", one per pool (empty: not published)
   uint64_t capacity_bytes = 0;

@@ -187,7 +187,9 @@ Status Node::StartImpl() {
   if (cluster) {
     config = AQ_TRY(cluster::EnsureClusterConfig(*etcd_, "/aquifer/", o_.replicas));
     so.s3.node_credential = {cluster::kNodeAccessKey, config.node_secret};
-    block_client_ = std::make_unique<cluster::BlockClient>(so.s3.node_credential);
+    std::shared_ptr<http::TlsClient> peer_tls;  // the other nodes serve HTTPS too
+    if (o_.tls) peer_tls = AQ_TRY(http::TlsClient::Create(o_.tls_ca));
+    block_client_ = std::make_unique<cluster::BlockClient>(so.s3.node_credential, 10, peer_tls);
     cluster_blocks_ = std::make_unique<cluster::ClusterBlockService>(node_id_, *local_, *block_client_, o_.replicas);
     objects_ = std::make_unique<store::ObjectStore>(*meta_, *blocks_, *cluster_blocks_, oo, cache_.get());
     so.s3.node_blocks = local_.get();
@@ -365,6 +367,16 @@ Status Node::JoinCluster() {
   cluster::NodeInfo self;
   self.id = node_id_;
   self.address = o_.advertise.empty() ? s3::HostPort{o_.host, s3_->port()}.ToString() : o_.advertise;
+  self.tls = o_.tls != nullptr;
+  // Nodes copy blocks to each other through their S3 ports: all speak TLS,
+  // or none does.
+  for (const auto& n : AQ_TRY(cluster::ReadClusterMap(*etcd_, "/aquifer/"))) {
+    if (n.id == node_id_ || n.state == "removed" || n.tls == self.tls) continue;
+    return InvalidArgument(fmt::format(
+        "node {} ({}) serves {}, this node {}: a cluster's nodes all serve TLS (--tls-cert/--tls-key, --tls-ca) or "
+        "none does",
+        n.id, n.address, n.tls ? "TLS" : "plain HTTP", self.tls ? "TLS" : "plain HTTP"));
+  }
   for (const auto& p : blocks_->pools()) {
     self.pools.push_back(p.name);
     self.pool_media.push_back(p.media == store::Media::kHdd ? "hdd" : "ssd");

@@ -62,6 +62,9 @@ struct NodeOptions {
   // HTTPS on the S3 and metrics ports when set (serve --tls-cert/--tls-key);
   // Reload() on it takes a renewed certificate without dropping connections.
   std::shared_ptr<http::TlsServer> tls;
+  // In a TLS cluster: the CA bundle that signed the other nodes'
+  // certificates ("": the system's CAs).
+  std::string tls_ca;
   std::vector<store::PoolConfig> pools;  // none: one SSD pool under data_dir
   uint64_t block_size = 4 << 20;
   uint64_t cache_bytes = 1ull << 30;  // 0 = no RAM cache
