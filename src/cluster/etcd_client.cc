@@ -120,8 +120,13 @@ std::string EtcdClient::PrefixEnd(const std::string& prefix) {
 
 Result<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const std::string& url, double timeout_s) {
   std::string rest = url;
-  for (const char* scheme : {"etcd://", "http://"}) {
-    if (rest.rfind(scheme, 0) == 0) rest = rest.substr(std::strlen(scheme));
+  bool tls = false;
+  for (const char* scheme : {"etcd://", "http://", "etcds://", "https://"}) {
+    if (rest.rfind(scheme, 0) == 0) {
+      rest = rest.substr(std::strlen(scheme));
+      tls = scheme[std::strlen(scheme) - 4] == 's';
+      break;
+    }
   }
   while (!rest.empty() && rest.back() == '/') rest.pop_back();
   std::vector<std::string> endpoints;
@@ -130,19 +135,53 @@ Result<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const std::string& url, 
     size_t comma = rest.find(',', start);
     std::string ep = rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (ep.empty() || ep.find(':') == std::string::npos) {
-      return InvalidArgument(fmt::format("'{}': expected etcd://HOST:PORT[,HOST:PORT...]", url));
+      return InvalidArgument(fmt::format("'{}': expected etcd://HOST:PORT[,HOST:PORT...] (etcds:// over TLS)", url));
     }
     endpoints.push_back(ep);
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
-  std::unique_ptr<EtcdClient> c(new EtcdClient(std::move(endpoints), timeout_s));
+  auto env = [](const char* name) { return std::string(std::getenv(name) != nullptr ? std::getenv(name) : ""); };
+  std::shared_ptr<http::TlsClient> client_tls;
+  if (tls) {
+    client_tls = AQ_TRY(http::TlsClient::Create(env("ETCDCTL_CACERT"), env("ETCDCTL_CERT"), env("ETCDCTL_KEY")));
+  }
+  std::unique_ptr<EtcdClient> c(new EtcdClient(std::move(endpoints), timeout_s, std::move(client_tls)));
+  if (const std::string user = env("ETCDCTL_USER"); !user.empty()) {
+    const size_t colon = user.find(':');
+    c->user_ = user.substr(0, colon);
+    c->password_ = colon == std::string::npos ? env("ETCDCTL_PASSWORD") : user.substr(colon + 1);
+    AQ_TRY(c->Authenticate());
+  }
   AQ_TRY(c->Revision());
   return c;
 }
 
-EtcdClient::EtcdClient(std::vector<std::string> endpoints, double timeout_s) : endpoints_(std::move(endpoints)) {
+Status EtcdClient::Authenticate() {
+  {
+    MutexLock lock(mu_);
+    token_.clear();
+  }
+  auto body = Call("/v3/auth/authenticate", json{{"name", user_}, {"password", password_}}.dump());
+  if (!body.ok()) {
+    // Never the password: the user and etcd's answer.
+    return Status(
+        body.status().code() == StatusCode::kUnavailable ? StatusCode::kUnavailable : StatusCode::kPermissionDenied,
+        fmt::format("etcd user '{}' (ETCDCTL_USER): {}", user_, body.status().message()));
+  }
+  json j = json::parse(*body, nullptr, false);
+  if (!j.is_object() || !j.contains("token") || !j["token"].is_string()) {
+    return Status(StatusCode::kPermissionDenied, fmt::format("etcd user '{}': no token in the answer", user_));
+  }
+  MutexLock lock(mu_);
+  token_ = j["token"].get<std::string>();
+  return Status::Ok();
+}
+
+EtcdClient::EtcdClient(std::vector<std::string> endpoints, double timeout_s, std::shared_ptr<http::TlsClient> tls)
+    : endpoints_(std::move(endpoints)) {
   http::ClientOptions o;
+  o.tls = std::move(tls);
   o.connect_timeout_s = std::min(2.0, timeout_s);
   o.io_timeout_s = timeout_s;
   o.max_idle_per_host = 16;
@@ -153,16 +192,20 @@ EtcdClient::~EtcdClient() = default;
 Result<std::string> EtcdClient::Call(const std::string& path, const std::string& body) {
   Status last;
   size_t first;
+  std::string token;
   {
     MutexLock lock(mu_);
     first = preferred_;
+    token = token_;
   }
+  bool reauthenticated = false;
   for (size_t attempt = 0; attempt < endpoints_.size(); ++attempt) {
     const size_t e = (first + attempt) % endpoints_.size();
     http::ClientRequest r;
     r.method = "POST";
     r.target = path;
     r.headers.Add("Content-Type", "application/json");
+    if (!token.empty() && path != "/v3/auth/authenticate") r.headers.Add("Authorization", token);
     r.body = body;
     auto res = pool_->Send(endpoints_[e], r, 1ull << 30);
     if (!res.ok()) {
@@ -178,6 +221,29 @@ Result<std::string> EtcdClient::Call(const std::string& path, const std::string&
       std::string msg =
           !j.is_discarded() && j.is_object() ? j.value("message", j.value("error", res->body)) : res->body;
       const std::string text = fmt::format("etcd {} {}: HTTP {}: {}", endpoints_[e], path, res->status, msg);
+      // An expired token (etcd's simple tokens live minutes): a new one, once.
+      if (!user_.empty() && !reauthenticated && path != "/v3/auth/authenticate" &&
+          msg.find("invalid auth token") != std::string::npos) {
+        reauthenticated = true;
+        AQ_TRY(Authenticate());
+        MutexLock lock(mu_);
+        token = token_;
+        --attempt;  // the same endpoint again (unsigned: wraps and the loop's ++ brings it back)
+        continue;
+      }
+      if (msg.find("CommonName") != std::string::npos) {
+        // etcd's JSON gateway (what this client speaks) refuses client
+        // certificates with a CN when --client-cert-auth is on.
+        return Status(StatusCode::kPermissionDenied,
+                      text +
+                          " (etcd's HTTP gateway takes only client certificates without a CommonName: give "
+                          "ETCDCTL_CERT one whose subject has no CN, and the user with ETCDCTL_USER)");
+      }
+      if (res->status == 401 || res->status == 403 || msg.find("permission denied") != std::string::npos ||
+          msg.find("user name is empty") != std::string::npos) {
+        return Status(StatusCode::kPermissionDenied,
+                      text + (user_.empty() ? " (give the etcd user with ETCDCTL_USER=NAME:PASSWORD)" : ""));
+      }
       if (res->status == 400) return InvalidArgument(text);
       if (res->status >= 500) return Unavailable(text);
       return IoError(text);
@@ -257,7 +323,9 @@ Status EtcdClient::LeaseRevoke(int64_t id) {
 }
 
 Result<int64_t> EtcdClient::Revision() {
-  auto j = AQ_TRY(Parse(AQ_TRY(Call("/v3/kv/range", RangeRequest(std::string(1, '\0'), "", 1, true).dump())), "range"));
+  // The maintenance status: it needs no key permission, so an etcd user
+  // limited to aquifer's prefix may ask it.
+  auto j = AQ_TRY(Parse(AQ_TRY(Call("/v3/maintenance/status", "{}")), "status"));
   return j.contains("header") ? Int(j["header"], "revision") : 0;
 }
 

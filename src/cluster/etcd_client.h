@@ -55,8 +55,13 @@ struct TxnResult {
 
 class EtcdClient {
  public:
-  // "etcd://HOST:PORT[,HOST:PORT...]" (or http://...). Checks that one
-  // endpoint answers.
+  // "etcd://HOST:PORT[,HOST:PORT...]" (or http://...); "etcds://..." (or
+  // https://...) over TLS. As etcdctl, the environment gives the TLS files
+  // (ETCDCTL_CACERT, and a client certificate ETCDCTL_CERT/ETCDCTL_KEY for
+  // an etcd run with --client-cert-auth) and the etcd user (ETCDCTL_USER,
+  // "NAME:PASSWORD" or NAME with ETCDCTL_PASSWORD): the client
+  // authenticates and sends the token with every request, again when etcd
+  // says it expired. Checks that one endpoint answers.
   // `timeout_s` bounds each request (a stalled etcd fails it after that).
   static Result<std::unique_ptr<EtcdClient>> Connect(const std::string& url, double timeout_s = 10);
   ~EtcdClient();
@@ -88,7 +93,9 @@ class EtcdClient {
   static std::string PrefixEnd(const std::string& prefix);
 
  private:
-  EtcdClient(std::vector<std::string> endpoints, double timeout_s);
+  EtcdClient(std::vector<std::string> endpoints, double timeout_s, std::shared_ptr<http::TlsClient> tls);
+  // A new auth token for user_ (POST /v3/auth/authenticate).
+  Status Authenticate();
   // POSTs `body` (JSON) to `path` and returns the answer. When no endpoint
   // answers: kUnavailable or kTimedOut (a request that changes keys may or
   // may not have been applied).
@@ -97,6 +104,8 @@ class EtcdClient {
   std::vector<std::string> endpoints_;  // host:port
   Mutex mu_;
   size_t preferred_ AQ_GUARDED_BY(mu_) = 0;  // the endpoint that answered last
+  std::string user_, password_;              // etcd authentication ("" = none)
+  std::string token_ AQ_GUARDED_BY(mu_);
   std::unique_ptr<http::Pool> pool_;
 };
 

@@ -141,7 +141,8 @@ Result<std::unique_ptr<TlsConn>> TlsServer::Accept(int fd) {
 
 // ---- client ----
 
-Result<std::shared_ptr<TlsClient>> TlsClient::Create(const std::string& ca_file) {
+Result<std::shared_ptr<TlsClient>> TlsClient::Create(const std::string& ca_file, const std::string& cert_file,
+                                                     const std::string& key_file) {
   IgnoreSigpipe();
   std::shared_ptr<TlsClient> c(new TlsClient(ca_file));
   c->ctx_ = SSL_CTX_new(TLS_client_method());
@@ -155,6 +156,18 @@ Result<std::shared_ptr<TlsClient>> TlsClient::Create(const std::string& ca_file)
     }
   } else if (SSL_CTX_load_verify_locations(c->ctx_, ca_file.c_str(), nullptr) != 1) {
     return InvalidArgument(fmt::format("TLS CA bundle '{}': {}", ca_file, OpenSslErrors()));
+  }
+  if (cert_file.empty() != key_file.empty()) {
+    return InvalidArgument("a TLS client certificate needs both its certificate and its key");
+  }
+  if (!cert_file.empty()) {
+    if (SSL_CTX_use_certificate_chain_file(c->ctx_, cert_file.c_str()) != 1) {
+      return InvalidArgument(fmt::format("TLS client certificate '{}': {}", cert_file, OpenSslErrors()));
+    }
+    if (SSL_CTX_use_PrivateKey_file(c->ctx_, key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
+        SSL_CTX_check_private_key(c->ctx_) != 1) {
+      return InvalidArgument(fmt::format("TLS client key '{}': {}", key_file, OpenSslErrors()));
+    }
   }
   return c;
 }

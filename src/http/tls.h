@@ -56,8 +56,11 @@ class TlsServer {
 
 class TlsClient {
  public:
-  // `ca_file` empty: the system's trusted CAs.
-  static Result<std::shared_ptr<TlsClient>> Create(const std::string& ca_file);
+  // `ca_file` empty: the system's trusted CAs. `cert_file`/`key_file`: a
+  // client certificate to present (servers that ask for one, as etcd with
+  // --client-cert-auth).
+  static Result<std::shared_ptr<TlsClient>> Create(const std::string& ca_file, const std::string& cert_file = "",
+                                                   const std::string& key_file = "");
   ~TlsClient();
   // A client-side connection over connected `fd`, verifying `host`; the
   // handshake runs within the socket's timeouts.

@@ -40,8 +40,9 @@ Status NodeOptions::Validate() const {
   if (threads < 1 || threads > 4096) return InvalidArgument("a node needs 1 to 4096 request threads");
   if (send_bytes_per_second < 0) return InvalidArgument("a link rate must be >= 0 (0 = unlimited)");
   if (!etcd.empty()) {
-    if (etcd.rfind("etcd://", 0) != 0) {
-      return InvalidArgument(fmt::format("metadata '{}': expected etcd://HOST:PORT[,HOST:PORT...]", etcd));
+    if (etcd.rfind("etcd://", 0) != 0 && etcd.rfind("etcds://", 0) != 0) {
+      return InvalidArgument(
+          fmt::format("metadata '{}': expected etcd://HOST:PORT[,HOST:PORT...] (etcds:// over TLS)", etcd));
     }
     if (replicas < 1 || replicas > 16) return InvalidArgument("a cluster keeps 1 to 16 replicas per block");
     if (lease_ttl_s < 1) return InvalidArgument("a membership lease lasts at least 1 s");

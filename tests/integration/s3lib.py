@@ -114,9 +114,10 @@ def boto(port, secret=SECRET, ca=None, **config):
                                       retries={"max_attempts": 1}, **config))
 
 
-def make_certificates(directory, name="node", ips=("127.0.0.1",)):
+def make_certificates(directory, name="node", ips=("127.0.0.1",), subject=None):
     """A test CA and a certificate it signs for `ips` and localhost (openssl's
-    command line, as an operator would). Returns (ca.pem, cert.pem, key.pem)."""
+    command line, as an operator would), with subject /CN=name unless given.
+    Returns (ca.pem, cert.pem, key.pem)."""
     os.makedirs(directory, exist_ok=True)
     ca, ca_key = os.path.join(directory, "ca.pem"), os.path.join(directory, "ca.key")
     cert, key = os.path.join(directory, name + ".pem"), os.path.join(directory, name + ".key")
@@ -126,7 +127,7 @@ def make_certificates(directory, name="node", ips=("127.0.0.1",)):
                         "-days", "2", "-subj", "/CN=aquifer test CA " + os.path.basename(directory)],
                        check=True, capture_output=True)
     subprocess.run(["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr, "-subj",
-                    "/CN=" + name], check=True, capture_output=True)
+                    subject or "/CN=" + name], check=True, capture_output=True)
     with open(ext, "w") as f:
         f.write("subjectAltName=" + ",".join([f"IP:{ip}" for ip in ips] + ["DNS:localhost"]) + "\n")
     subprocess.run(["openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-out",

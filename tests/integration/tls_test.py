@@ -224,6 +224,84 @@ try:
             n.stop()
     finally:
         etcd.stop()
+    # etcd over TLS with client certificates and an etcd user, as etcdctl's
+    # environment gives them (ETCDCTL_CACERT/CERT/KEY/USER).
+    etcd_dir = os.path.join(tmp, "etcd-pki")
+    _, ecert, ekey = s3lib.make_certificates(etcd_dir, "etcd")
+    eca = os.path.join(etcd_dir, "ca.pem")
+    # etcd's HTTP gateway refuses client certificates with a CommonName.
+    _, client_cert, client_key = s3lib.make_certificates(etcd_dir, "aquifer-client", subject="/O=aquifer nodes")
+    eport, epeer = s3lib.free_port(), s3lib.free_port()
+    eurl = f"https://127.0.0.1:{eport}"
+    elog = open(os.path.join(tmp, "etcd-tls.log"), "w")
+    etcd_tls = subprocess.Popen(
+        ["etcd", "--data-dir", os.path.join(tmp, "etcd-tls"), "--listen-client-urls", eurl,
+         "--advertise-client-urls", eurl, "--listen-peer-urls", f"http://127.0.0.1:{epeer}",
+         "--initial-advertise-peer-urls", f"http://127.0.0.1:{epeer}",
+         "--initial-cluster", f"default=http://127.0.0.1:{epeer}", "--cert-file", ecert, "--key-file", ekey,
+         "--client-cert-auth", "--trusted-ca-file", eca], stdout=elog, stderr=elog)
+    try:
+        import base64
+        import json
+        import urllib.request
+        ectx = ssl.create_default_context(cafile=eca)
+        ectx.load_cert_chain(client_cert, client_key)
+
+        def etcd_api(path, body, token=None):
+            req = urllib.request.Request(eurl + path, data=json.dumps(body).encode(), method="POST",
+                                         headers={"Authorization": token} if token else {})
+            return json.loads(urllib.request.urlopen(req, timeout=10, context=ectx).read() or b"{}")
+
+        check(s3lib.until(lambda: etcd_api("/v3/kv/range", {"key": base64.b64encode(b"x").decode()}) is not None,
+                          20), "etcd over TLS with client certificates started")
+        b64 = lambda t: base64.b64encode(t.encode()).decode()  # noqa: E731
+        etcd_api("/v3/auth/user/add", {"name": "root", "password": "root-pw"})
+        etcd_api("/v3/auth/role/add", {"name": "root"})
+        etcd_api("/v3/auth/user/grant", {"user": "root", "role": "root"})
+        etcd_api("/v3/auth/user/add", {"name": "aquifer", "password": "aq-pw"})
+        etcd_api("/v3/auth/role/add", {"name": "aquifer"})
+        etcd_api("/v3/auth/role/grant", {"name": "aquifer", "perm": {"permType": "READWRITE", "key": b64("/aquifer/"),
+                                                                     "range_end": b64("/aquifer0")}})
+        etcd_api("/v3/auth/user/grant", {"user": "aquifer", "role": "aquifer"})
+        etcd_api("/v3/auth/enable", {})
+        base_env = dict(os.environ, ETCDCTL_CACERT=eca, ETCDCTL_CERT=client_cert, ETCDCTL_KEY=client_key)
+        good = dict(base_env, ETCDCTL_USER="aquifer:aq-pw")
+        meta = f"etcds://127.0.0.1:{eport}"
+        r = aq("key", "add", "over-etcd-tls", "--grant", "ro:lake", "--meta", meta, env=good)
+        check(r.returncode == 0, f"aquifer key add over etcd TLS as user aquifer: {r.stderr}")
+        r = aq("key", "list", "--meta", meta, env=good)
+        check(r.returncode == 0 and "over-etcd-tls" in r.stdout, f"and key list reads it back: {r.stderr}")
+        r = aq("key", "list", "--meta", meta, env=dict(base_env, ETCDCTL_USER="aquifer:wrong"))
+        check(r.returncode != 0 and "aquifer" in r.stderr and "wrong" not in r.stderr,
+              f"a wrong password fails, naming the user and never the password: {r.stderr}")
+        r = aq("key", "list", "--meta", meta, env=base_env)
+        check(r.returncode != 0 and ("ETCDCTL_USER" in r.stderr or "denied" in r.stderr.lower()),
+              f"no user: refused, saying how to give one: {r.stderr}")
+        r = aq("key", "list", "--meta", meta, env=dict(good, ETCDCTL_CERT="", ETCDCTL_KEY=""))
+        check(r.returncode != 0, f"no client certificate: refused by etcd: {r.stderr}")
+        r = aq("key", "list", "--meta", meta.replace("etcds://", "etcd://"), env=good)
+        check(r.returncode != 0, f"plain HTTP to etcd's TLS port fails: {r.stderr[-200:]}")
+        # A node on that etcd: serves, and its object is in etcd (as user aquifer).
+        saved = dict(os.environ)
+        os.environ.update(good)
+        try:
+            en = s3lib.ClusterNode(AQ, tmp, "e1", meta, creds, "--replicas", "1")
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        try:
+            ec = s3lib.boto(en.port)
+            ec.create_bucket(Bucket="lake")
+            ec.put_object(Bucket="lake", Key="k", Body=b"kept in etcd over TLS")
+            check(ec.get_object(Bucket="lake", Key="k")["Body"].read() == b"kept in etcd over TLS",
+                  "a node whose metadata is in etcd over TLS, as an etcd user, stores and serves")
+            log_text = open(en.log).read()
+            check("aq-pw" not in log_text, "the etcd password is not in the node's log")
+        finally:
+            en.stop()
+    finally:
+        etcd_tls.kill()
+        etcd_tls.wait()
 finally:
     if m:
         m.send_signal(signal.SIGTERM)
