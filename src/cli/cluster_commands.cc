@@ -42,11 +42,7 @@ Status Status_(Globals& g, const ClusterFlags& f) {
   // AQUIFER_CA, AWS_CA_BUNDLE, the system's CAs).
   std::shared_ptr<http::TlsClient> tls;
   if (std::any_of(nodes.begin(), nodes.end(), [](const cluster::NodeInfo& n) { return n.tls; })) {
-    std::string ca;
-    for (const char* var : {"AQUIFER_CA", "AWS_CA_BUNDLE"}) {
-      if (ca.empty() && std::getenv(var) != nullptr) ca = std::getenv(var);
-    }
-    tls = AQ_TRY(http::TlsClient::Create(ca));
+    tls = AQ_TRY(http::TlsClient::Create(http::DefaultCaBundle()));
   }
   cluster::BlockClient client({cluster::kNodeAccessKey, config.node_secret}, 10, tls);
   std::map<std::string, std::set<std::string>> inventory;

@@ -52,9 +52,7 @@ Result<node::NodeOptions> NodeOptionsFrom(const ServeFlags& f) {
     o.tls = *tls;
     // The CA other nodes' certificates are checked against (a cluster).
     o.tls_ca = f.tls_ca;
-    for (const char* var : {"AQUIFER_CA", "AWS_CA_BUNDLE"}) {
-      if (o.tls_ca.empty() && std::getenv(var) != nullptr) o.tls_ca = std::getenv(var);
-    }
+    if (o.tls_ca.empty()) o.tls_ca = http::DefaultCaBundle();
   }
   o.host = listen->host;
   o.port = listen->port;
@@ -362,11 +360,7 @@ Result<std::pair<s3::HostPort, http::ClientOptions>> HttpTarget(std::string text
   http::ClientOptions co;
   if (text.rfind("https://", 0) == 0) {
     text.erase(0, 8);
-    std::string ca;
-    for (const char* var : {"AQUIFER_CA", "AWS_CA_BUNDLE"}) {
-      if (ca.empty() && std::getenv(var) != nullptr) ca = std::getenv(var);
-    }
-    co.tls = AQ_TRY(http::TlsClient::Create(ca));
+    co.tls = AQ_TRY(http::TlsClient::Create(http::DefaultCaBundle()));
   } else if (text.rfind("http://", 0) == 0) {
     text.erase(0, 7);
   }

@@ -194,9 +194,7 @@ Status StoreFs::UseScheme(const StorePath& p) {
 Result<http::Pool*> StoreFs::TlsPool() {
   std::call_once(tls_once_, [this] {
     std::string ca = options_.ca_file;
-    for (const char* var : {"AQUIFER_CA", "AWS_CA_BUNDLE"}) {
-      if (ca.empty() && std::getenv(var) != nullptr) ca = std::getenv(var);
-    }
+    if (ca.empty()) ca = http::DefaultCaBundle();
     auto tls = http::TlsClient::Create(ca);
     if (!tls.ok()) {
       tls_error_ = tls.status();

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 
@@ -58,6 +59,14 @@ std::string Subject(X509* cert) {
 }
 
 }  // namespace
+
+std::string DefaultCaBundle() {
+  for (const char* var : {"AQUIFER_CA", "AWS_CA_BUNDLE"}) {
+    const char* v = std::getenv(var);
+    if (v != nullptr && *v != '\0') return v;
+  }
+  return "";
+}
 
 // ---- server ----
 

@@ -31,6 +31,11 @@ namespace aq::http {
 
 class TlsConn;
 
+// The CA bundle clients verify servers with when none is named: AQUIFER_CA
+// (what `aquifer --ca` sets), else AWS_CA_BUNDLE (as the AWS tools take
+// it), else "" (the system's CAs).
+std::string DefaultCaBundle();
+
 class TlsServer {
  public:
   // PEM files: the certificate (with any intermediates after it) and its
