@@ -23,6 +23,7 @@
 #include "monitor/prometheus.h"
 #include "pipeline/plan.h"
 #include "report/report.h"
+#include "s3/endpoint.h"
 
 extern char** environ;
 
@@ -150,8 +151,13 @@ void PrintStorage(const bench::StorageBenchReport& r, const bench::StorageBenchO
     std::printf("  sync       %llu steps; readers waited %.2fs in all at the barrier\n",
                 static_cast<unsigned long long>(r.sync_steps), r.sync_wait_seconds);
   }
-  std::printf("  page cache %.0f%% of the files resident before, %.0f%% after; cache drop: %s\n",
-              100 * r.page_cache_before, 100 * r.page_cache_after, r.cache_drop.c_str());
+  if (s3::IsStoreUrl(o.data)) {
+    // This machine's page cache says nothing about a remote store's files.
+    std::printf("  page cache n/a: the files are on a storage node (its caches: aquifer stats)\n");
+  } else {
+    std::printf("  page cache %.0f%% of the files resident before, %.0f%% after; cache drop: %s\n",
+                100 * r.page_cache_before, 100 * r.page_cache_after, r.cache_drop.c_str());
+  }
 }
 
 // --processes P: P copies of this command, each a rank of its own with the
