@@ -770,7 +770,7 @@ void RegisterServeCommands(CLI::App& app, Globals& g) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--atime-granularity", f->o.atime_granularity_s,
                   "Seconds: an object's last read is recorded at most once per this long (tiering policies on "
-                  "--not-read-for / --read-within are exact to it)")
+                  "--not-accessed-for / --accessed-within are exact to it)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_option(
