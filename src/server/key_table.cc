@@ -17,14 +17,17 @@ KeyTable::KeyTable(std::vector<s3::Credential> admin_keys, s3::Credential node_k
   if (!first) {
     // Unreadable at start: only the file's and the node's keys.
     auto snap = std::make_shared<KeySnapshot>();
-    for (const auto& c : admin_keys_) snap->keys[c.access_key] = KeyEntry{c, KeyEntry::Kind::kAdmin, {}};
-    if (!node_key_.access_key.empty())
-      snap->keys[node_key_.access_key] = KeyEntry{node_key_, KeyEntry::Kind::kNode, {}};
+    AddFixedKeys(*snap);
     first = snap;
   }
   MutexLock lock(mu_);
   current_ = std::move(first);
   read_at_ = Clock::now();
+}
+
+void KeyTable::AddFixedKeys(KeySnapshot& snap) const {
+  for (const auto& c : admin_keys_) snap.keys[c.access_key] = KeyEntry{c, KeyEntry::Kind::kAdmin, {}};
+  if (!node_key_.access_key.empty()) snap.keys[node_key_.access_key] = KeyEntry{node_key_, KeyEntry::Kind::kNode, {}};
 }
 
 std::shared_ptr<const KeySnapshot> KeyTable::Read() {
@@ -49,11 +52,7 @@ std::shared_ptr<const KeySnapshot> KeyTable::Read() {
     for (auto& k : *stored)
       snap->keys[k.key.access_key] = KeyEntry{k.key, KeyEntry::Kind::kStored, std::move(k.grants)};
   }
-  // The credentials file and the node key win over a stored key of the
-  // same id (`aquifer key add` refuses those ids; a stale record must not
-  // demote an administrator or give a user the node's key).
-  for (const auto& c : admin_keys_) snap->keys[c.access_key] = KeyEntry{c, KeyEntry::Kind::kAdmin, {}};
-  if (!node_key_.access_key.empty()) snap->keys[node_key_.access_key] = KeyEntry{node_key_, KeyEntry::Kind::kNode, {}};
+  AddFixedKeys(*snap);  // last: they win over a stored key of the same id
   return snap;
 }
 

@@ -56,6 +56,10 @@ class KeyTable {
   // Reads the keys again when stale (one thread at a time, outside the
   // lock: the others go on with the current keys meanwhile).
   std::shared_ptr<const KeySnapshot> Get(const std::string* access_key);
+  // The credentials file's keys and the node key, over any stored key of
+  // the same id (`aquifer key add` never makes one; a stale record must not
+  // demote an administrator or give a user the node's key).
+  void AddFixedKeys(KeySnapshot& snap) const;
   // The keys as the metadata has them now; null if it cannot be read.
   std::shared_ptr<const KeySnapshot> Read();
 
