@@ -122,8 +122,8 @@ TEST(SamplerTest, SystemColumnsFromProc) {
   s.SampleNow();
   s.Stop();
   Series series = s.Take();
-  for (const char* name :
-       {"cpu.user", "cpu.system", "cpu.iowait", "mem.used", "mem.page_cache", "process.cpu", "process.rss"}) {
+  for (const char* name : {"cpu.user", "cpu.system", "cpu.iowait", "mem.used", "mem.page_cache", "process.cpu",
+                           "process.rss", "process.read", "process.rchar"}) {
     const Column* c = series.Find(name);
     ASSERT_NE(c, nullptr) << name;
     ASSERT_EQ(c->values.size(), 1u) << name;
@@ -131,6 +131,20 @@ TEST(SamplerTest, SystemColumnsFromProc) {
   }
   EXPECT_GT(series.Find("process.rss")->values[0], 0);
   EXPECT_FALSE(series.notes.empty());  // says whether GPUs were found
+}
+
+TEST(ProcTest, ProcessIo) {
+  auto io = ParseProcessIo(
+      "rchar: 4096123\nwchar: 77\nsyscr: 12\nsyscw: 3\nread_bytes: 8192\nwrite_bytes: 4096\n"
+      "cancelled_write_bytes: 0\n");
+  EXPECT_EQ(io.rchar, 4096123u);
+  EXPECT_EQ(io.wchar, 77u);
+  EXPECT_EQ(io.read_bytes, 8192u);
+  EXPECT_EQ(io.write_bytes, 4096u);
+  auto none = ParseProcessIo("garbage\n: \nread_bytes:\n");  // unreadable or odd: zeros
+  EXPECT_EQ(none.read_bytes, 0u);
+  // The real file of this process parses, and reading it counted some bytes.
+  EXPECT_GT(ParseProcessIo(ReadProcFile("/proc/self/io")).rchar, 0u);
 }
 
 TEST(PrometheusTest, TextFormat) {

@@ -118,4 +118,26 @@ uint64_t ParseProcessCpuTicks(std::string_view text) {
   return Num(f[11]) + Num(f[12]);
 }
 
+ProcessIo ParseProcessIo(std::string_view text) {
+  ProcessIo io;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    size_t colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    std::string_view key = line.substr(0, colon);
+    auto f = Fields(line.substr(colon + 1));
+    if (f.empty()) continue;
+    uint64_t v = Num(f[0]);
+    if (key == "rchar") io.rchar = v;
+    if (key == "wchar") io.wchar = v;
+    if (key == "read_bytes") io.read_bytes = v;
+    if (key == "write_bytes") io.write_bytes = v;
+  }
+  return io;
+}
+
 }  // namespace aq::monitor

@@ -1,5 +1,5 @@
 // Parsers for the Linux /proc files the sampler reads: /proc/stat (CPU
-// time), /proc/meminfo, /proc/diskstats, /proc/net/dev, /proc/<pid>/stat.
+// time), /proc/meminfo, /proc/diskstats, /proc/net/dev, /proc/<pid>/stat and /proc/<pid>/io.
 // Pure functions over the file's text so tests feed them fixed snapshots;
 // lines they do not understand are skipped, never fatal.
 //
@@ -42,5 +42,15 @@ std::vector<NetCounters> ParseNetDev(std::string_view text);
 // utime + stime in clock ticks from /proc/<pid>/stat (the command name may
 // contain spaces and parentheses: fields are counted after the last ')').
 uint64_t ParseProcessCpuTicks(std::string_view text);
+
+// /proc/<pid>/io: this process's own I/O, as opposed to the machine-wide
+// /proc/diskstats. rchar counts every byte read() returned (page-cache hits
+// and sockets included); read_bytes only what the process caused to be
+// fetched from a block device. Zero where the kernel keeps no task I/O
+// accounting.
+struct ProcessIo {
+  uint64_t rchar = 0, wchar = 0, read_bytes = 0, write_bytes = 0;
+};
+ProcessIo ParseProcessIo(std::string_view text);
 
 }  // namespace aq::monitor

@@ -140,6 +140,15 @@ void Sampler::Start() {
     AddCounter(
         "process.cpu", "%",
         [proc] { return static_cast<double>(ParseProcessCpuTicks(ReadProcFile(proc + "/self/stat"))); }, 100.0 / tick);
+    // This process's own reads (/proc/self/io), so charts can tell the
+    // benchmark's I/O from the machine-wide disk counters above, which
+    // include every other process on the machine.
+    AddCounter(
+        "process.read", "MB/s",
+        [proc] { return static_cast<double>(ParseProcessIo(ReadProcFile(proc + "/self/io")).read_bytes); }, 1 / 1e6);
+    AddCounter(
+        "process.rchar", "MB/s",
+        [proc] { return static_cast<double>(ParseProcessIo(ReadProcFile(proc + "/self/io")).rchar); }, 1 / 1e6);
     const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
     AddGauge("process.rss", "bytes", [proc, page] {
       std::istringstream in(ReadProcFile(proc + "/self/statm"));
