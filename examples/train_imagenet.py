@@ -28,30 +28,13 @@ import time
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILT = os.path.join(HERE, "..", "build", "python")
 if os.path.isdir(BUILT) and BUILT not in sys.path:
     sys.path.insert(0, BUILT)  # a build tree; an installed aquifer needs nothing
 
-
-class SmallCNN(nn.Module):
-    """A few conv layers: trains in minutes on a CPU (for checks, not ImageNet)."""
-
-    def __init__(self, num_classes):
-        super().__init__()
-        chans = [3, 32, 64, 128, 128]
-        layers = []
-        for a, b in zip(chans, chans[1:]):
-            layers += [nn.Conv2d(a, b, 3, padding=1, bias=False), nn.BatchNorm2d(b), nn.ReLU(inplace=True),
-                       nn.MaxPool2d(2)]
-        self.features = nn.Sequential(*layers)
-        self.head = nn.Linear(chans[-1], num_classes)
-
-    def forward(self, x):
-        x = self.features(x)
-        return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+import aquifer.evaluate  # noqa: E402  (after the path above)
 
 
 def parse_args(argv=None):
@@ -76,7 +59,9 @@ def parse_args(argv=None):
     ap.add_argument("--loader", choices=["aquifer", "torchvision"], default="aquifer")
     ap.add_argument("--workers", type=int, default=2, help="--loader torchvision: DataLoader worker processes")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--checkpoint", help="write a checkpoint here after every epoch")
+    ap.add_argument("--checkpoint", help="write a checkpoint here after every epoch (and --checkpoint-every steps)")
+    ap.add_argument("--checkpoint-every", type=int, default=0,
+                    help="also checkpoint every N steps: a killed job resumes mid-epoch with the same batches")
     ap.add_argument("--resume", help="resume from this checkpoint (model, optimizer, schedule and loader position)")
     ap.add_argument("--json", help="append one JSON line per epoch here")
     return ap.parse_args(argv)
@@ -100,12 +85,7 @@ def setup_distributed():
 
 
 def build_model(args, device):
-    if args.arch == "smallcnn":
-        model = SmallCNN(args.num_classes)
-    else:
-        import torchvision
-        model = getattr(torchvision.models, args.arch)(num_classes=args.num_classes)
-    return model.to(device)
+    return aquifer.evaluate.build_model(args.arch, args.num_classes).to(device)
 
 
 def aquifer_loaders(args, device, world):
@@ -117,7 +97,7 @@ def aquifer_loaders(args, device, world):
     if args.val:
         val = aquifer.Loader(args.val, batch_size=args.batch_size, image_size=args.image_size, training=False,
                              eval_resize=round(args.image_size * 256 / 224), shuffle=False, remainder="pad",
-                             threads=threads, device=device)
+                             threads=threads, device=device, ids=True)
     return train, val
 
 
@@ -175,6 +155,10 @@ def accuracy(output, target, ks=(1, 5)):
 
 
 def evaluate(model, val, device, world):
+    if getattr(val, "ids", False):
+        # Each real sample once, however remainder="pad" filled the ranks.
+        (top1, top5), _ = aquifer.evaluate.evaluate(model, val, device, ks=(1, min(5, model_classes(model))))
+        return top1, top5
     model.eval()
     totals = torch.zeros(3, dtype=torch.float64, device=device)
     with torch.no_grad():
@@ -194,6 +178,16 @@ def model_classes(model):
         if isinstance(layer, nn.Linear):
             return layer.out_features
     return 1000
+
+
+def save_checkpoint(args, model, optimizer, scaler, loader_state, epoch, world):
+    """Model, optimizer, schedule and the loader's position, written whole or
+    not at all (a temporary file renamed over the last one)."""
+    torch.save({"model": (model.module if world > 1 else model).state_dict(),
+                "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(),
+                "loader": loader_state, "epoch": epoch, "args": vars(args)},
+               args.checkpoint + ".tmp")
+    os.replace(args.checkpoint + ".tmp", args.checkpoint)
 
 
 def main(argv=None):
@@ -238,7 +232,8 @@ def main(argv=None):
         model.train()
         seen, loss_sum, wait, t_epoch = 0, 0.0, 0.0, time.time()
         t_wait = time.time()
-        for i, (images, labels) in enumerate(train):
+        first = resume_step if epoch == start_epoch else 0
+        for i, (images, labels) in enumerate(train, start=first):
             images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
             wait += time.time() - t_wait
             for group in optimizer.param_groups:
@@ -251,6 +246,9 @@ def main(argv=None):
             scaler.update()
             loss_sum += loss.item() * labels.numel()
             seen += labels.numel()
+            if args.checkpoint and args.checkpoint_every and (i + 1) % args.checkpoint_every == 0 and i + 1 < steps \
+                    and rank == 0:
+                save_checkpoint(args, model, optimizer, scaler, train.state_dict(), epoch, world)
             t_wait = time.time()
             if i + 1 >= steps:
                 break
@@ -269,12 +267,8 @@ def main(argv=None):
                     fh.write(json.dumps(line) + "\n")
             if args.checkpoint:
                 # The epoch is done (whole, or its --steps): resume at the next.
-                loader_state = dict(train.state_dict(), epoch=epoch + 1, step=0)
-                torch.save({"model": (model.module if world > 1 else model).state_dict(),
-                            "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(),
-                            "loader": loader_state, "epoch": epoch, "args": vars(args)},
-                           args.checkpoint + ".tmp")
-                os.replace(args.checkpoint + ".tmp", args.checkpoint)
+                save_checkpoint(args, model, optimizer, scaler, dict(train.state_dict(), epoch=epoch + 1, step=0),
+                                epoch, world)
     if world > 1:
         torch.distributed.destroy_process_group()
     return line if args.epochs > start_epoch else None

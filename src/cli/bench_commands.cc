@@ -1,10 +1,13 @@
 // aquifer bench pipeline
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <iostream>
 
+#include "bench/infer_bench.h"
 #include "bench/pipeline_bench.h"
+#include "bench/result.h"
 #include "bench/train_bench.h"
 #include "cli/cli.h"
 #include "common/units.h"
@@ -271,6 +274,158 @@ void RegisterTrainCommand(CLI::App& group, Globals& g) {
   });
 }
 
+struct InferFlags {
+  BenchFlags pipe;
+  bench::InferBenchOptions o;
+  ResultFlags out;
+  std::string checkpoint, python;
+  uint32_t eval_batch = 64;
+};
+
+// The directory of this executable's Python package (a build tree keeps it
+// in python/ beside the binary), for the evaluation child's PYTHONPATH.
+std::string BuiltPythonDir() {
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return "";
+  std::string dir(self, static_cast<size_t>(n));
+  dir = dir.substr(0, dir.rfind('/')) + "/python";
+  return ::access((dir + "/aquifer/evaluate.py").c_str(), R_OK) == 0 ? dir : "";
+}
+
+// Top-1 of a trained checkpoint on the CPU, through aquifer.Loader with the
+// evaluation transform: python3 -m aquifer.evaluate, its JSON read back.
+Result<nlohmann::json> EvaluateCheckpoint(const InferFlags& f, const Globals& g, const std::string& data) {
+  std::vector<std::string> argv = {f.python,
+                                   "-m",
+                                   "aquifer.evaluate",
+                                   "--checkpoint",
+                                   f.checkpoint,
+                                   "--data",
+                                   data,
+                                   "--batch-size",
+                                   std::to_string(f.eval_batch),
+                                   "--threads",
+                                   std::to_string(g.threads),
+                                   "--json"};
+  if (!g.credentials.file.empty()) argv.insert(argv.end(), {"--credentials", g.credentials.file});
+  if (!g.credentials.profile.empty()) argv.insert(argv.end(), {"--profile", g.credentials.profile});
+  std::vector<std::string> env;
+  if (std::string dir = BuiltPythonDir(); !dir.empty()) {
+    const char* old = std::getenv("PYTHONPATH");
+    env.push_back("PYTHONPATH=" + dir + (old != nullptr && *old != '\0' ? ":" + std::string(old) : ""));
+  }
+  std::string out =
+      AQ_TRY(Collect(AQ_TRY(Spawn(argv, env, f.python + " -m aquifer.evaluate --checkpoint " + f.checkpoint))));
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("top1")) {
+    return Status(StatusCode::kInternal, fmt::format("the evaluation of {} printed no result", f.checkpoint));
+  }
+  return j;
+}
+
+void PrintInfer(const bench::InferBenchReport& r, const bench::InferBenchOptions& o, const nlohmann::json& eval) {
+  const auto& first = r.points.front().report;
+  std::printf("bench infer: %u x %s %s %s, forward only, evaluation transform, %zu batch size(s)\n", o.base.gpus,
+              first.model.gpu.c_str(), first.model.model.c_str(), first.model.precision.c_str(), r.points.size());
+  std::printf("  %5s %10s %12s %6s %12s %12s %22s  %s\n", "batch", "images/s", "GPUs take", "AU", "storage", "per GPU",
+              "step ms min/med/max", "verdict");
+  for (const auto& p : r.points) {
+    const auto& x = p.report;
+    std::string verdict = x.bound == "gpu"            ? "GPU-bound"
+                          : x.bound == "insufficient" ? "not enough samples"
+                          : x.bound == "storage"      ? "storage-bound"
+                                                      : "input-bound (CPU decode)";
+    std::printf("  %5u %10.1f %12.1f %5.1f%% %12s %12s %6.1f/%6.1f/%6.1f ms  %s\n", p.batch, x.images_per_second,
+                x.demand_images_per_second, 100 * x.au, units::Rate(x.mb_per_second * 1e6).c_str(),
+                units::Rate(x.mb_per_second_per_gpu * 1e6).c_str(), 1e3 * x.step_min_seconds,
+                1e3 * x.step_median_seconds, 1e3 * x.step_max_seconds, verdict.c_str());
+  }
+  for (const auto& s : r.skipped) std::printf("  skipped    %s\n", s.c_str());
+  for (const auto& a : r.assumptions) std::printf("  assumes    %s\n", a.c_str());
+  if (!eval.is_null()) {
+    std::printf("  top-1      %.4f (top-5 %.4f) over %llu images, %s from %s; %.0f images/s on this CPU\n",
+                eval.value("top1", 0.0), eval.value("top5", 0.0),
+                static_cast<unsigned long long>(eval.value("images", 0)), eval.value("arch", "").c_str(),
+                eval.value("checkpoint", "").c_str(), eval.value("images_per_second", 0.0));
+  }
+}
+
+void RegisterInferCommand(CLI::App& group, Globals& g) {
+  auto* f = g.Own<InferFlags>();
+  auto* cmd = group.add_subcommand(
+      "infer",
+      "Inference with emulated GPUs (forward only, evaluation transform) at several batch sizes: images/s, storage "
+      "MB/s and accelerator utilisation; --checkpoint also measures a trained model's top-1 through aquifer.Loader");
+  AddPipelineFlags(cmd, &f->pipe);
+  // The batch sizes come from --batches and the transform is always the
+  // evaluation one.
+  cmd->remove_option(cmd->get_option("--batch"));
+  cmd->remove_option(cmd->get_option("--eval"));
+  auto& t = f->o.base;
+  cmd->add_option("--batches", f->o.batches, "Batch sizes to measure, e.g. 1,8,32,128")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--batch-overhead", f->o.batch_overhead_seconds,
+                  "Fixed seconds per batch on the emulated GPU (launches, host-to-device copy)")
+      ->capture_default_str();
+  cmd->add_option("-g,--gpus", t.gpus, "Simulated GPUs in this process")->capture_default_str();
+  cmd->add_option("-m,--model", t.model,
+                  "resnet50, resnet152, inception3, inception4, vgg16, googlenet, alexnet (docs/models.md)")
+      ->capture_default_str();
+  cmd->add_option("--gpu", t.gpu, "v100, a100 or h100")->capture_default_str();
+  cmd->add_option("--precision", t.precision, "fp16 (mixed) or fp32 (TF32 on A100/H100)")->capture_default_str();
+  cmd->add_option("--steps", t.steps, "Steps per GPU for each batch size (0 = a pass, more under --min-steps)")
+      ->capture_default_str();
+  cmd->add_option("--min-steps", t.min_steps, "Measured steps per GPU a verdict needs")->capture_default_str();
+  cmd->add_option("--max-seconds", t.max_seconds, "Stop each batch size after this long (0 = no limit)")
+      ->capture_default_str();
+  cmd->add_flag("--drop-caches", t.drop_caches, "Evict the dataset from the page cache before each batch size");
+  cmd->add_option("--au-threshold", t.au_threshold, "AU at or above which a run counts as GPU-bound")
+      ->capture_default_str();
+  cmd->add_option("--checkpoint", f->checkpoint,
+                  "Also evaluate this examples/train_imagenet.py checkpoint on the CPU: top-1/top-5 over the data, "
+                  "each sample once");
+  cmd->add_option("--eval-batch", f->eval_batch, "Batch size of the --checkpoint evaluation")->capture_default_str();
+  f->python = ::access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+  cmd->add_option("--python", f->python, "Python with torch and torchvision, for --checkpoint")->capture_default_str();
+  AddResultFlags(cmd, f->out, true);
+  AddOutputFlags(cmd, g);
+  cmd->callback([f, &g] {
+    Status s = Resolve(f->pipe, g);
+    if (!s.ok()) {
+      Fail(g, s);
+      g.exit_code = 2;
+      return;
+    }
+    auto& t = f->o.base;
+    t.pipeline = f->pipe.b.pipeline;
+    t.pipeline.workers = g.threads;
+    t.node = t.pipeline.rank;
+    t.nodes = t.pipeline.world;
+    t.progress = !g.no_progress && !g.json;
+    t.sampler.interval_seconds = f->out.interval;
+    t.sampler.prometheus_port = f->out.prometheus;
+    auto r = bench::RunInferBench(*g.fs, f->o);
+    if (!r.ok()) return Fail(g, r.status());
+    nlohmann::json eval;
+    if (!f->checkpoint.empty()) {
+      auto e = EvaluateCheckpoint(*f, g, t.pipeline.data);
+      if (!e.ok()) return Fail(g, e.status());
+      eval = std::move(*e);
+    }
+    nlohmann::json config = bench::ConfigJson(f->o, *r);
+    nlohmann::json summary = bench::SummaryJson(*r);
+    if (!eval.is_null()) {
+      config["checkpoint"] = f->checkpoint;
+      summary["evaluation"] = eval;
+    }
+    auto roots = io::SplitRoots(t.pipeline.data);
+    EmitResult(g, f->out, "bench infer", roots.ok() ? *roots : std::vector<std::string>{}, config, summary,
+               &r->points.back().report.series, [&](const nlohmann::json&) { PrintInfer(*r, f->o, eval); });
+  });
+}
+
 void RegisterBenchCommands(CLI::App& app, Globals& g) {
   auto* group = app.add_subcommand(
       "bench", "Measure: storage-only reads, the input pipeline, training with emulated GPUs, scaling sweeps");
@@ -282,8 +437,10 @@ void RegisterBenchCommands(CLI::App& app, Globals& g) {
   cmd->add_option("--batches", f->b.batches, "Stop after this many batches (0 = all)")->capture_default_str();
   cmd->add_option("--warmup", f->b.warmup_batches, "Batches excluded from the rates")->capture_default_str();
   cmd->add_option("--dump", f->b.dump, "Write the first batch to FILE (raw) and FILE.json (labels, samples)");
+  auto* out = g.Own<ResultFlags>();
+  AddResultFlags(cmd, *out, false);
   AddOutputFlags(cmd, g);
-  cmd->callback([f, &g] {
+  cmd->callback([f, out, &g] {
     Status s = Resolve(*f, g);
     if (!s.ok()) {
       Fail(g, s);
@@ -292,13 +449,32 @@ void RegisterBenchCommands(CLI::App& app, Globals& g) {
     }
     auto r = bench::RunPipelineBench(*g.fs, f->b);
     if (!r.ok()) return Fail(g, r.status());
+    std::string written;
+    if (!out->out.empty()) {
+      // --json keeps its flat form (scripts read it); the file under --out
+      // is a result like every other command's, for aquifer report.
+      auto roots = io::SplitRoots(f->b.pipeline.data);
+      nlohmann::json flat = bench::ToJson(*r, f->b);
+      nlohmann::json config = {{"data", f->b.pipeline.data},
+                               {"pipeline", flat["config"]},
+                               {"batch_size", f->b.pipeline.batch_size},
+                               {"image_size", f->b.pipeline.image_size},
+                               {"warmup_batches", f->b.warmup_batches}};
+      auto result = bench::MakeResult({"bench pipeline", g.argv, roots.ok() ? *roots : std::vector<std::string>{}},
+                                      config, flat, nullptr);
+      auto path = bench::WriteResult(out->out, result);
+      if (!path.ok()) return Fail(g, path.status());
+      written = *path;
+    }
     if (g.json) {
       std::cout << bench::ToJson(*r, f->b).dump(2) << std::endl;
       return;
     }
     PrintReport(*r);
+    if (!written.empty()) std::printf("  result     %s\n", written.c_str());
   });
   RegisterTrainCommand(*group, g);
+  RegisterInferCommand(*group, g);
   RegisterMeasureCommands(app, *group, g);
 }
 

@@ -3,6 +3,8 @@
 // flags into a library options struct, call the library, print the report.
 #pragma once
 
+#include <sys/types.h>
+
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <memory>
@@ -55,6 +57,20 @@ void AddResultFlags(CLI::App* cmd, ResultFlags& f, bool monitor);
 void EmitResult(Globals& g, const ResultFlags& f, const std::string& command, const std::vector<std::string>& roots,
                 nlohmann::json config, nlohmann::json summary, const monitor::Series* series,
                 const std::function<void(const nlohmann::json& result)>& print);
+
+// A child process whose stdout is on a pipe (stderr stays the terminal's).
+// Spawn looks a bare program name up on PATH and adds extra_env
+// ("NAME=value", replacing any NAME inherited); `shown` names it in errors
+// (default: the command line). Collect reads the output to the end and
+// waits: an error unless the child exited 0.
+struct Child {
+  pid_t pid = -1;
+  int out = -1;
+  std::string shown;
+};
+Result<Child> Spawn(std::vector<std::string> argv, const std::vector<std::string>& extra_env = {},
+                    std::string shown = "");
+Result<std::string> Collect(Child child);
 
 // Prints a failed Status to stderr as "aquifer: <message>" and sets exit 1.
 void Fail(Globals& g, const Status& s);

@@ -63,40 +63,46 @@ Status UsageError(Globals& g, const Status& s) {
   return s;
 }
 
-// A child: this executable with args plus --json, its stdout on a pipe.
-struct Child {
-  pid_t pid = -1;
-  int out = -1;
-  std::string shown;  // the command line, for errors
-};
+}  // namespace
 
-Result<Child> SpawnSelf(const std::vector<std::string>& args) {
-  std::vector<std::string> full = {"/proc/self/exe"};
-  full.insert(full.end(), args.begin(), args.end());
-  full.push_back("--json");
+Result<Child> Spawn(std::vector<std::string> argv_in, const std::vector<std::string>& extra_env, std::string shown) {
   std::vector<char*> argv;
-  for (auto& a : full) argv.push_back(a.data());
+  for (auto& a : argv_in) argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::vector<std::string> env_store;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string v(*e);
+    bool replaced = false;
+    for (const auto& x : extra_env) replaced |= v.compare(0, x.find('=') + 1, x, 0, x.find('=') + 1) == 0;
+    if (!replaced) env_store.push_back(std::move(v));
+  }
+  env_store.insert(env_store.end(), extra_env.begin(), extra_env.end());
+  std::vector<char*> envp;
+  for (auto& e : env_store) envp.push_back(e.data());
+  envp.push_back(nullptr);
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) != 0) return ErrnoStatus(errno, "create a pipe for", "a child run");
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
   Child c;
-  int rc = posix_spawn(&c.pid, full[0].c_str(), &fa, nullptr, argv.data(), environ);
+  // posix_spawnp: a bare program name is looked up on PATH.
+  int rc = posix_spawnp(&c.pid, argv_in[0].c_str(), &fa, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   ::close(pipefd[1]);
   if (rc != 0) {
     ::close(pipefd[0]);
-    return ErrnoStatus(rc, "start", full[0]);
+    return ErrnoStatus(rc, "start", argv_in[0]);
   }
   c.out = pipefd[0];
-  for (const auto& a : args) c.shown += " " + a;
+  c.shown = std::move(shown);
+  if (c.shown.empty()) {
+    for (const auto& a : argv_in) c.shown += (c.shown.empty() ? "" : " ") + a;
+  }
   return c;
 }
 
-// Reads the child's output to the end, waits for it, parses its JSON.
-Result<nlohmann::json> CollectSelf(Child c) {
+Result<std::string> Collect(Child c) {
   std::string out;
   char buf[65536];
   for (ssize_t n; (n = ::read(c.out, buf, sizeof buf)) != 0;) {
@@ -108,13 +114,33 @@ Result<nlohmann::json> CollectSelf(Child c) {
   }
   ::close(c.out);
   int status = 0;
-  ::waitpid(c.pid, &status, 0);
+  while (::waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
+  }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     return Status(StatusCode::kInternal,
-                  fmt::format("'aquifer{}' failed (exit {})", c.shown, WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+                  fmt::format("'{}' failed (exit {})", c.shown, WIFEXITED(status) ? WEXITSTATUS(status) : -1));
   }
+  return out;
+}
+
+namespace {
+
+// A child: this executable with args plus --json, its stdout on a pipe.
+Result<Child> SpawnSelf(const std::vector<std::string>& args) {
+  std::vector<std::string> full = {"/proc/self/exe"};
+  full.insert(full.end(), args.begin(), args.end());
+  full.push_back("--json");
+  std::string shown = "aquifer";
+  for (const auto& a : args) shown += " " + a;
+  return Spawn(std::move(full), {}, shown);
+}
+
+// Reads the child's output to the end, waits for it, parses its JSON.
+Result<nlohmann::json> CollectSelf(Child c) {
+  std::string shown = c.shown;
+  std::string out = AQ_TRY(Collect(std::move(c)));
   auto j = nlohmann::json::parse(out, nullptr, false);
-  if (j.is_discarded()) return Status(StatusCode::kInternal, fmt::format("'aquifer{}' printed no JSON", c.shown));
+  if (j.is_discarded()) return Status(StatusCode::kInternal, fmt::format("'{}' printed no JSON", shown));
   return j;
 }
 
