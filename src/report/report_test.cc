@@ -30,7 +30,7 @@ TEST(SvgTest, NiceTicks) {
 
 TEST(SvgTest, LineAndBarCharts) {
   std::string s = RenderSvg(LineChart{"MB/s <over> time", "s", "MB/s", {{"read", {0, 1, 2}, {1, 2, 3}, false}}, true});
-  EXPECT_EQ(s.rfind("<svg class=\"chart\"", 0), 0u);
+  EXPECT_EQ(s.rfind("<svg class=\"chart line\"", 0), 0u);
   EXPECT_NE(s.find("<polyline class=\"series\""), std::string::npos);
   EXPECT_NE(s.find("MB/s &lt;over&gt; time"), std::string::npos);
   EXPECT_EQ(s.find("<over>"), std::string::npos);
@@ -40,6 +40,32 @@ TEST(SvgTest, LineAndBarCharts) {
   // Non-finite values are skipped, never printed as "nan" coordinates.
   std::string n = RenderSvg(LineChart{"x", "", "", {{"a", {0, 1}, {1, std::nan("")}, false}}, true});
   EXPECT_EQ(n.find("nan"), std::string::npos);
+}
+
+// Labels are placed from their own widths: a long bar label moves the bars
+// right instead of running off the left edge, and numbers are never written
+// in exponent notation however large or small.
+TEST(SvgTest, LayoutFitsItsTextsAndNumbersStayReadable) {
+  std::string label(60, 'x');
+  std::string b = RenderSvg(BarChart{"t", "%", {{label, 50, ""}, {"short", 1e9, ""}, {"tiny", 1e-7, ""}}, 0});
+  auto pos = b.find(label);
+  ASSERT_NE(pos, std::string::npos);
+  auto x_at = b.rfind("x=\"", pos);
+  double x = std::stod(b.substr(x_at + 3));
+  EXPECT_GE(x, 60 * 0.6 * 11) << "the label column is as wide as the label";
+  EXPECT_EQ(b.find("e+"), std::string::npos) << b;
+  EXPECT_EQ(b.find("e-"), std::string::npos) << b;
+  EXPECT_NE(b.find("1G %"), std::string::npos) << b;
+  std::string l = RenderSvg(LineChart{"t", "s", "B", {{"a", {0, 1}, {2e13, 1e-6}, false}}, true});
+  EXPECT_EQ(l.find("e+"), std::string::npos) << l;
+  // Many legend entries wrap to more rows instead of running off the right.
+  LineChart many{"t", "s", "MB/s", {}, true};
+  for (int i = 0; i < 12; ++i) many.lines.push_back({"a rather long series name " + std::to_string(i), {0, 1}, {1, 2}});
+  std::string m = RenderSvg(many);
+  for (size_t p = m.find("class=\"legend\""); p != std::string::npos; p = m.find("class=\"legend\"", p + 1)) {
+    auto tx = m.rfind("x=\"", p);
+    EXPECT_LT(std::stod(m.substr(tx + 3)) + 26 * 0.6 * 11, 640.0 + 1);
+  }
 }
 
 TEST(ReportTest, SelfContainedHtmlWithChartsPerCommand) {

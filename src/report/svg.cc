@@ -11,12 +11,44 @@ namespace {
 
 constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf"};
 
+// Axis and bar numbers: short, and never in exponent notation.
 std::string Num(double v) {
+  if (!std::isfinite(v)) return "";
   double a = std::fabs(v);
-  if (a >= 1e6) return fmt::format("{:.3g}M", v / 1e6);
-  if (a >= 1e4) return fmt::format("{:.3g}k", v / 1e3);
+  static const char* kPrefix[] = {"k", "M", "G", "T", "P"};
+  if (a >= 1e4) {
+    int i = -1;
+    while (a >= 1e3 && i < 4) {
+      a /= 1e3;
+      v /= 1e3;
+      ++i;
+    }
+    std::string n = fmt::format("{:.{}f}", v, a < 10 ? 2 : (a < 100 ? 1 : 0));
+    if (n.find('.') != std::string::npos) {  // "10.0k" -> "10k", "2.50M" -> "2.5M"
+      while (n.back() == '0') n.pop_back();
+      if (n.back() == '.') n.pop_back();
+    }
+    return n + kPrefix[i];
+  }
   if (a >= 100 || v == std::floor(v)) return fmt::format("{:.0f}", v);
-  return fmt::format("{:.3g}", v);
+  if (a >= 0.01) return fmt::format("{:.3g}", v);
+  if (a < 1e-9) return "0";
+  // Enough decimals for two significant digits.
+  int decimals = static_cast<int>(std::ceil(-std::log10(a))) + 1;
+  return fmt::format("{:.{}f}", v, decimals);
+}
+
+// Width of a text in pixels at a font size, estimated on the wide side
+// (system-ui averages about 0.55 em a character; digits and capitals more),
+// so that layout leaves room rather than clipping. UTF-8 continuation bytes
+// do not count.
+double TextWidth(const std::string& s, double font_px) {
+  double n = 0;
+  for (unsigned char c : s) {
+    if ((c & 0xC0) == 0x80) continue;
+    n += (c >= 'A' && c <= 'Z') || c == 'm' || c == 'w' || c == 'M' || c == 'W' ? 0.85 : 0.6;
+  }
+  return n * font_px;
 }
 
 }  // namespace
@@ -57,7 +89,6 @@ std::vector<double> NiceTicks(double lo, double hi, int target) {
 }
 
 std::string RenderSvg(const LineChart& c) {
-  const double W = 640, H = 300, L = 64, R = 16, T = 30, B = 44;
   double xmin = std::numeric_limits<double>::infinity(), xmax = -xmin, ymin = xmin, ymax = -xmin;
   for (const auto& l : c.lines) {
     for (size_t i = 0; i < l.x.size() && i < l.y.size(); ++i) {
@@ -72,20 +103,38 @@ std::string RenderSvg(const LineChart& c) {
   if (c.y_from_zero) ymin = std::min(0.0, ymin);
   auto xt = NiceTicks(xmin, xmax), yt = NiceTicks(ymin, ymax);
   xmin = xt.front(), xmax = xt.back(), ymin = yt.front(), ymax = yt.back();
+  // Room for what is written around the plot, from the texts themselves:
+  // the widest y tick, half the last x tick, the title and the legend rows.
+  double widest_tick = 0;
+  for (double v : yt) widest_tick = std::max(widest_tick, TextWidth(Num(v), 11));
+  const double W = std::max(640.0, 16 + TextWidth(c.title, 13));
+  const double L = 30 + widest_tick, R = std::max(16.0, TextWidth(Num(xt.back()), 11) / 2 + 6);
+  struct Entry {
+    double x, y;
+  };
+  std::vector<Entry> legend;
+  double lx = L, ly = 36;
+  for (const auto& l : c.lines) {
+    double w = 20 + TextWidth(l.name, 11);
+    if (lx > L && lx + w > W - 4) lx = L, ly += 16;
+    legend.push_back({lx, ly});
+    lx += w + 14;
+  }
+  const double T = (legend.empty() ? 30 : ly + 12), B = 48, H = T + 226 + B;
   auto px = [&](double x) { return L + (x - xmin) / (xmax - xmin) * (W - L - R); };
   auto py = [&](double y) { return H - B - (y - ymin) / (ymax - ymin) * (H - T - B); };
   std::string s = fmt::format(
-      "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" "
-      "role=\"img\" aria-label=\"{}\">\n",
+      "<svg class=\"chart line\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {} {}\" width=\"{}\" "
+      "height=\"{}\" role=\"img\" aria-label=\"{}\">\n",
       W, H, W, H, EscapeXml(c.title));
-  s += fmt::format("<text x=\"{}\" y=\"18\" class=\"title\">{}</text>\n", L, EscapeXml(c.title));
+  s += fmt::format("<text x=\"8\" y=\"18\" class=\"title\">{}</text>\n", EscapeXml(c.title));
   for (double v : yt) {
     s += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" class=\"grid\"/>", L, W - R, py(v), py(v));
     s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"end\">{}</text>\n", L - 6, py(v) + 4,
                      Num(v));
   }
   for (double v : xt) {
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" class=\"tick\" text-anchor=\"middle\">{}</text>\n", px(v), H - B + 16,
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" class=\"tick\" text-anchor=\"middle\">{}</text>\n", px(v), H - B + 20,
                      Num(v));
   }
   s += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" class=\"axis\"/>\n", L, W - R, H - B, H - B);
@@ -95,7 +144,6 @@ std::string RenderSvg(const LineChart& c) {
       "<text x=\"14\" y=\"{}\" class=\"label\" text-anchor=\"middle\" transform=\"rotate(-90 14 {})\">{}"
       "</text>\n",
       (T + H - B) / 2, (T + H - B) / 2, EscapeXml(c.y_label));
-  double lx = L + 8;
   for (size_t k = 0; k < c.lines.size(); ++k) {
     const auto& l = c.lines[k];
     const char* color = kColors[k % std::size(kColors)];
@@ -115,35 +163,43 @@ std::string RenderSvg(const LineChart& c) {
       }
     }
     s += fmt::format(
-        "<rect x=\"{:.1f}\" y=\"{}\" width=\"12\" height=\"3\" fill=\"{}\"/>"
-        "<text x=\"{:.1f}\" y=\"{}\" class=\"legend\">{}</text>\n",
-        lx, T - 4, color, lx + 16, T, EscapeXml(l.name));
-    lx += 26 + 6.5 * static_cast<double>(l.name.size());
+        "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"14\" height=\"3\" fill=\"{}\"/>"
+        "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"legend\">{}</text>\n",
+        legend[k].x, legend[k].y - 4, color, legend[k].x + 20, legend[k].y, EscapeXml(l.name));
   }
   return s + "</svg>\n";
 }
 
 std::string RenderSvg(const BarChart& c) {
-  const double W = 640, L = 180, R = 90, row = 26, T = 30;
-  const double H = T + row * static_cast<double>(c.bars.size()) + 10;
   double max = c.max;
   for (const auto& b : c.bars) max = std::max(max, b.value);
   if (!(max > 0)) max = 1;
+  std::vector<std::string> texts;
+  double label_w = 0, text_w = 0;
+  for (const auto& b : c.bars) {
+    texts.push_back(b.text.empty() ? Num(b.value) + (c.unit.empty() ? "" : " " + c.unit) : b.text);
+    label_w = std::max(label_w, TextWidth(b.label, 11));
+    text_w = std::max(text_w, TextWidth(texts.back(), 11));
+  }
+  // The label column and the space after the longest bar fit their texts.
+  const double L = 16 + label_w, R = 14 + text_w, row = 26, T = 30;
+  const double W = std::max({640.0, L + R + 280, 16 + TextWidth(c.title, 13)});
+  const double H = T + row * static_cast<double>(c.bars.size()) + 10;
   std::string s = fmt::format(
-      "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" "
-      "role=\"img\" aria-label=\"{}\">\n",
+      "<svg class=\"chart bar\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {} {}\" width=\"{}\" "
+      "height=\"{}\" role=\"img\" aria-label=\"{}\">\n",
       W, H, W, H, EscapeXml(c.title));
   s += fmt::format("<text x=\"8\" y=\"18\" class=\"title\">{}</text>\n", EscapeXml(c.title));
   for (size_t i = 0; i < c.bars.size(); ++i) {
     const auto& b = c.bars[i];
     double y = T + row * static_cast<double>(i);
-    double w = std::max(0.0, b.value) / max * (W - L - R);
-    std::string text = b.text.empty() ? Num(b.value) + (c.unit.empty() ? "" : " " + c.unit) : b.text;
+    double w = (std::isfinite(b.value) ? std::max(0.0, std::min(b.value, max)) : 0) / max * (W - L - R);
     s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"end\">{}</text>", L - 8, y + 15,
                      EscapeXml(b.label));
     s += fmt::format("<rect class=\"series\" x=\"{}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"18\" fill=\"{}\"/>", L,
                      y + 2, std::max(w, 1.0), kColors[i % std::size(kColors)]);
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\">{}</text>\n", L + w + 6, y + 15, EscapeXml(text));
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\">{}</text>\n", L + w + 6, y + 15,
+                     EscapeXml(texts[i]));
   }
   return s + "</svg>\n";
 }
