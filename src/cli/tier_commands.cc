@@ -11,6 +11,7 @@
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <thread>
 #include <unordered_map>
@@ -20,6 +21,7 @@
 #include "cluster/etcd_meta_store.h"
 #include "cluster/membership.h"
 #include "cluster/placement.h"
+#include "common/progress.h"
 #include "common/units.h"
 #include "io/file_system.h"
 #include "store/meta_store.h"
@@ -333,14 +335,41 @@ Status Run(Globals& g, const TierFlags& f) {
   if (!f.meta.empty()) return RunCluster(g, f, *meta);
   std::mt19937_64 rng{std::random_device{}()};
   const std::string request = fmt::format("{:016x}{}", rng(), f.dry_run ? " dry-run" : "");
+  // Progress on a terminal: what is left to move, measured from the
+  // metadata about once a second while the node's mover works.
+  const bool show = !g.json && !g.no_progress && !f.dry_run && Progress::TerminalAttached();
+  std::vector<store::TierPolicy> policies;
+  std::optional<Progress> progress;
+  uint64_t left_blocks = 0, left_bytes = 0;
+  if (show) {
+    auto p = store::LoadTierPolicies(*meta);
+    if (p.ok()) {
+      auto r = Resolved(*meta, f, *p);
+      if (r.ok()) policies = *r;
+    }
+    if (auto m = Measure(*meta, policies); m.ok() && m->misplaced_blocks > 0) {
+      left_blocks = m->misplaced_blocks;
+      left_bytes = m->misplaced_bytes;
+      progress.emplace(Progress::Options{"tier run", left_blocks, left_bytes, "blocks", true});
+    }
+  }
   AQ_TRY(meta->PutSetting(store::kTierRequestSetting, request));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(f.timeout_s);
-  while (std::chrono::steady_clock::now() < deadline) {
+  for (int tick = 1; std::chrono::steady_clock::now() < deadline; ++tick) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (progress && tick % 5 == 0) {
+      if (auto m = Measure(*meta, policies); m.ok()) {
+        progress->Add(left_blocks > m->misplaced_blocks ? left_blocks - m->misplaced_blocks : 0,
+                      left_bytes > m->misplaced_bytes ? left_bytes - m->misplaced_bytes : 0);
+        left_blocks = std::min(left_blocks, m->misplaced_blocks);
+        left_bytes = std::min(left_bytes, m->misplaced_bytes);
+      }
+    }
     auto text = meta->GetSetting(store::kTierReportSetting);
     if (!text.ok()) continue;
     auto r = nlohmann::json::parse(*text, nullptr, false);
     if (!r.is_object() || r.value("request", "") != request) continue;
+    if (progress) progress->Finish();
     if (g.json) {
       std::printf("%s\n", r.dump(1).c_str());
     } else {

@@ -153,12 +153,15 @@ Result<VerifyReport> Verify(io::FileSystem& fs, const VerifyOptions& o) {
     const std::string& file = ds.files[i];
     std::map<int64_t, uint64_t> labels;
     std::vector<uint64_t> offsets, sizes;
-    uint64_t image_bytes = 0;
+    uint64_t image_bytes = 0, shown = 0;
     WalkOptions wo;
     wo.policy = format::ErrorPolicy::kSkip;  // verify reports all damage, then fails
     auto walked = WalkFile(fs, ds.format, file, wo, [&](const Sample& s) -> Status {
       offsets.push_back(s.offset);
       sizes.push_back(s.framed_size);
+      // Progress as records go by, so a few large shards do not sit at 0%.
+      progress.Add(0, s.framed_size);
+      shown += s.framed_size;
       auto problem = [&](const std::string& m) { out.Add(i, {file, s.record, s.offset, m}); };
       if (!s.parse_error.ok()) {
         problem(s.parse_error.message());
@@ -191,7 +194,7 @@ Result<VerifyReport> Verify(io::FileSystem& fs, const VerifyOptions& o) {
     }
     if (!folder) CheckIndex(fs, ds.format, i, file, offsets, sizes, out);
     out.Merge(walked->records, walked->bytes, image_bytes, labels);
-    progress.Add(1, walked->bytes);
+    progress.Add(1, walked->bytes > shown ? walked->bytes - shown : 0);
     return Status::Ok();
   });
   progress.Finish();
