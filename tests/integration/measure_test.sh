@@ -100,6 +100,23 @@ expect 0 "bench train short passes" -- "$AQ" bench train "$T/tf" --batch 32 --gp
 jq_py "$T/out" 'j["summary"]["measured_steps"]>=20 and j["config"]["epochs"]>=21' "passes repeated to 20 steps"
 jq_py "$T/out" 'j["summary"]["measured_step_seconds"]["min"]<=j["summary"]["measured_step_seconds"]["max"]' "spread"
 
+# bench infer: forward only at several batch sizes; ones the data cannot fill are left out, said so.
+expect 0 "help bench infer" -- "$AQ" bench infer --help
+contains "$T/out" "--batches" "infer help names its batch sizes"
+expect 0 "bench infer" -- "$AQ" bench infer "$T/tf" --size 64 --batches 4,8,500 --json --no-progress
+jq_py "$T/out" 'j["command"]=="bench infer" and [p["batch"] for p in j["summary"]["points"]]==[4,8]' "two batch sizes ran"
+jq_py "$T/out" 'len(j["summary"]["skipped"])==1 and "500" in j["summary"]["skipped"][0]' "the third is named as skipped"
+jq_py "$T/out" 'all(p["measured_steps"]>=20 and p["au"]>0 for p in j["summary"]["points"])' "each point measured"
+jq_py "$T/out" 'j["summary"]["points"][0]["step_seconds"]<j["summary"]["points"][1]["step_seconds"]' "bigger batches take longer"
+expect 0 "bench infer text" -- "$AQ" bench infer "$T/tf" --size 64 --batches 4 --no-progress
+contains "$T/out" "assumes" "assumptions printed"
+expect 1 "bench infer no batch fits" -- "$AQ" bench infer "$T/tf" --batches 500
+contains "$T/err" "no batch size could run" "nothing runnable explained"
+expect 1 "bench infer batch 0" -- "$AQ" bench infer "$T/tf" --batches 0
+expect 2 "bench infer has no --batch" -- "$AQ" bench infer "$T/tf" --batch 8
+expect 1 "bench infer missing checkpoint" -- "$AQ" bench infer "$T/tf" --size 64 --batches 4 --checkpoint "$T/none.pt"
+contains "$T/err" "aquifer.evaluate" "the failing evaluation named"
+
 # bench sweep: scaling curve and the cold/warm pair.
 expect 0 "sweep readers" -- "$AQ" bench sweep --param readers --values 1,2 --out "$T/res" -- storage "$T/tf" -d 1 --ramp 0.2
 contains "$T/out" "1.00x" "sweep table"

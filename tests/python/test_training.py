@@ -50,13 +50,27 @@ def test_a_small_cnn_learns_and_matches_torchvision(learnable, tmp_path):
     common = ["--val", learnable / "val", "--arch", "smallcnn", "--num-classes", 10, "--epochs", 6, "--batch-size",
               64, "--image-size", 32, "--lr", 0.4, "--schedule", "cosine", "--warmup-epochs", 1, "--weight-decay",
               5e-4]
-    train("--train", learnable / "train-tf", *common, "--json", tmp_path / "aquifer.json")
+    train("--train", learnable / "train-tf", *common, "--json", tmp_path / "aquifer.json", "--checkpoint",
+          tmp_path / "small.pt")
     train("--train", learnable / "train", *common, "--loader", "torchvision", "--workers", 2, "--json",
           tmp_path / "torchvision.json")
     ours, theirs = last_epoch(tmp_path / "aquifer.json"), last_epoch(tmp_path / "torchvision.json")
     print(f"top-1: aquifer {ours['top1']:.3f}, torchvision {theirs['top1']:.3f}")
     assert ours["top1"] >= 0.80
     assert abs(ours["top1"] - theirs["top1"]) <= 0.05
+
+    # The inference half: bench infer evaluates the same checkpoint through
+    # aquifer.Loader and finds the top-1 the training run reported, over
+    # exactly the 500 validation images (batches of 64 pad to 512: the
+    # padded repeats are not counted).
+    out = aquifer("bench", "infer", learnable / "val", "--size", 32, "--batches", "8,32", "--checkpoint",
+                  tmp_path / "small.pt", "--json", "--no-progress")
+    result = json.loads(out)
+    ev = result["summary"]["evaluation"]
+    print(f"bench infer: top-1 {ev['top1']:.3f} over {ev['images']} images, {ev['images_per_second']:.0f} images/s")
+    assert ev["images"] == 500 and ev["arch"] == "smallcnn"
+    assert abs(ev["top1"] - ours["top1"]) <= 2 / 500
+    assert [p["batch"] for p in result["summary"]["points"]] == [8, 32]
 
 
 def test_the_imagenet_recipe_runs_checkpoints_and_resumes(learnable, tmp_path):
