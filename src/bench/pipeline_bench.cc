@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 
@@ -56,22 +57,33 @@ Result<PipelineBenchReport> RunPipelineBench(io::FileSystem& fs, const PipelineB
   const uint64_t warm = want > o.warmup_batches ? o.warmup_batches : 0;
   Progress progress({"bench pipeline", want, 0, "batches", o.progress});
   PipelineBenchReport r;
-  Clock::time_point t0 = Clock::now();
+  Clock::time_point t0 = Clock::now(), last = t0;
+  std::vector<double> gaps;
   for (uint64_t i = 0; i < want; ++i) {
     const pipeline::Batch* b = AQ_TRY(pipe->Next());
     if (b == nullptr) break;
+    const auto now = Clock::now();
     if (i == 0 && !o.dump.empty()) AQ_TRY(Dump(o.dump, *b, *pipe, o));
-    if (i + 1 == warm) t0 = Clock::now();
+    if (i + 1 == warm) t0 = now;
     if (i >= warm) {
       ++r.batches;
       r.images += b->size;
+      gaps.push_back(std::chrono::duration<double>(now - last).count());
     }
+    last = Clock::now();  // the dump's time is not the pipeline's
     progress.Add(1, 0);
   }
   progress.Finish();
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   r.stats = pipe->Stats();
   r.images_per_second = r.seconds > 0 ? static_cast<double>(r.images) / r.seconds : 0;
+  if (!gaps.empty()) {
+    std::sort(gaps.begin(), gaps.end());
+    r.batch_min_seconds = gaps.front();
+    r.batch_median_seconds = gaps[gaps.size() / 2];
+    r.batch_max_seconds = gaps.back();
+  }
+  r.enough_samples = r.batches >= PipelineBenchReport::kMinBatches && r.seconds >= PipelineBenchReport::kMinSeconds;
   // Readers run ahead of the consumer (by the shuffle buffer), so storage
   // throughput is taken over the whole run, not only after the warm-up.
   r.mb_per_second =
@@ -113,6 +125,9 @@ nlohmann::json ToJson(const PipelineBenchReport& r, const PipelineBenchOptions& 
           {"seconds", r.seconds},
           {"warmup_batches", o.warmup_batches},
           {"limiting_stage", r.stats.limiting_stage},
+          {"batch_seconds",
+           {{"min", r.batch_min_seconds}, {"median", r.batch_median_seconds}, {"max", r.batch_max_seconds}}},
+          {"enough_samples", r.enough_samples},
           {"stages", stages},
           {"worker_wait_input_seconds", r.stats.worker_wait_input_seconds},
           {"worker_wait_output_seconds", r.stats.worker_wait_output_seconds},

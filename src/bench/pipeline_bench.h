@@ -26,6 +26,13 @@ struct PipelineBenchReport {
   double seconds = 0;  // measured part (after warm-up)
   double images_per_second = 0;
   double mb_per_second = 0;  // storage bytes read, SI MB
+  // Time between consecutive measured batches at the consumer: the spread
+  // says how steady the rate was. Fewer than kMinBatches measured batches,
+  // or under kMinSeconds, is too little for a stable figure (a warning).
+  double batch_min_seconds = 0, batch_median_seconds = 0, batch_max_seconds = 0;
+  bool enough_samples = false;
+  static constexpr uint64_t kMinBatches = 20;
+  static constexpr double kMinSeconds = 1.0;
   uint64_t max_rss_bytes = 0;
   std::string config;  // one line describing the run
 };

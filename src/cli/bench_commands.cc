@@ -82,6 +82,18 @@ void PrintReport(const bench::PipelineBenchReport& r) {
   std::printf("  images/s   %.1f  (%llu images in %s, after warm-up)\n", r.images_per_second,
               static_cast<unsigned long long>(r.images), units::Duration(r.seconds).c_str());
   std::printf("  storage    %s\n", units::Rate(r.mb_per_second * 1e6).c_str());
+  if (r.batches > 0) {
+    std::printf("  batches    %.1f / %.1f / %.1f ms apart (min / median / max)\n", 1e3 * r.batch_min_seconds,
+                1e3 * r.batch_median_seconds, 1e3 * r.batch_max_seconds);
+  }
+  if (!r.enough_samples) {
+    std::printf(
+        "  WARNING    only %llu batches over %s measured (a stable figure needs %llu and %.0f s): "
+        "more --epochs or data\n",
+        static_cast<unsigned long long>(r.batches), units::Duration(r.seconds).c_str(),
+        static_cast<unsigned long long>(bench::PipelineBenchReport::kMinBatches),
+        bench::PipelineBenchReport::kMinSeconds);
+  }
   std::printf("  %-8s %8s %10s %12s\n", "stage", "threads", "busy", "utilisation");
   for (const auto& st : s.stages) {
     std::printf("  %-8s %8zu %9.2fs %11.0f%%\n", st.name.c_str(), st.threads, st.busy_seconds, 100 * st.utilisation);

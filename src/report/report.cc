@@ -359,6 +359,14 @@ std::string PipelineCard(const json& r) {
                      Fig(Str(sum, "limiting_stage"), "limiting stage");
   std::string charts = StageBars(Arr(sum, "stages"));
   std::string limit = Str(sum, "limiting_stage");
+  if (sum.contains("enough_samples") && !Bool(sum, "enough_samples")) {
+    limit.clear();
+    figs += Fig(fmt::format("{} batches, {:.2f} s", Int(Num(sum, "batches")), Num(sum, "seconds")), "measured");
+    return Banner("info",
+                  "Not enough samples: too few batches or too short a run for a stable rate (more --epochs "
+                  "or data).") +
+           "<div class=\"figs\">" + figs + "</div><div class=\"charts\">" + charts + "</div>";
+  }
   return Banner("info", limit.empty() ? "" : "Limited by the " + limit + " stage: the busiest one sets the pace.") +
          "<div class=\"figs\">" + figs + "</div><div class=\"charts\">" + charts + "</div>";
 }
