@@ -4,9 +4,19 @@ Each pass over the loader is one epoch of the C++ pipeline (one
 aquifer._aquifer.Source); the loader only keeps count of epochs and steps,
 wraps batches as tensors and, for device="cuda", copies them to the GPU.
 Planning, reading, decoding and augmentation all happen in C++.
+
+Epochs follow each other without a gap. A pipeline runs several short
+epochs one after the other (up to 16, about 64k samples), reading into the
+next epoch while the last batches of one are consumed; near the end of its
+last epoch the next pipeline is opened on a background thread and starts
+reading and decoding. Plans are a function of seed and epoch, so none of
+this changes a sample or its order. The catalog, the record of which files
+were already checked for damage and the batch buffers pass from one
+pipeline to the next.
 """
 import collections
 import os
+import threading
 
 from . import _aquifer
 
@@ -29,6 +39,47 @@ def _distributed_rank():
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return None, None
+
+
+class _Opening:
+    """A _Run being opened on a background thread (pybind11 releases the
+    GIL while the pipeline starts): the next pipeline's, while the last
+    epoch of the running one ends."""
+
+    def __init__(self, open_source, epoch):
+        self.epoch = epoch
+        self._source = None
+        self._error = None
+        # Not a daemon: the interpreter waits for it at exit instead of
+        # finalising under a pipeline that is starting.
+        self._thread = threading.Thread(target=self._run, args=(open_source,), name="aquifer-next-epoch")
+        self._thread.start()
+
+    def _run(self, open_source):
+        try:
+            self._source = open_source()
+        except BaseException as e:  # noqa: BLE001  (raised in the consumer's thread by result())
+            self._error = e
+
+    def result(self):
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._source
+
+    def close(self):
+        self._thread.join()
+        if self._source is not None:
+            self._source.source.close()
+            self._source = None
+
+
+class _Run:
+    """A Source over epochs [first, last]; (epoch, step): its next batch."""
+
+    def __init__(self, source, epoch, step, count):
+        self.source = source
+        self.epoch, self.step, self.last = epoch, step, epoch + count - 1
 
 
 class Loader:
@@ -105,15 +156,19 @@ class Loader:
         self.epoch = 0
         self._step = 0  # batches of self.epoch already delivered
         self._source = None  # the running epoch's pipeline
+        self._run = None  # the running pipeline (_Run)
+        self._next = None  # an _Opening of the next pipeline, near the end of the running one's epochs
+        self._last_epoch = None  # epochs(count): the last epoch asked for (no read-ahead beyond it)
         self._last_stats = None
         # The first epoch's pipeline, started now: it checks every option and
         # reads the catalog once (later epochs reuse it), and says how many
         # steps an epoch has before any batch is asked for.
-        self._pending = self._open(self.epoch, 0)
-        self._catalog = self._pending.catalog()
-        self._steps = self._pending.steps_per_epoch
-        self.rank = self._pending.rank
-        self.world_size = self._pending.world_size
+        first = self._open(self.epoch, 0)
+        self._run = _Run(first, self.epoch, 0, 1)
+        self._catalog = first.catalog()
+        self._steps = first.steps_per_epoch
+        self.rank = first.rank
+        self.world_size = first.world_size
         self._cuda = None
         if self.framework == "torch":
             import torch
@@ -123,19 +178,33 @@ class Loader:
         elif self.device != "cpu":
             raise ValueError("device applies to framework='torch' only")
 
-    def _open(self, epoch, start_step):
-        opts = dict(self._options, first_epoch=epoch, start_step=start_step)
+    def _open(self, epoch, start_step, count=1):
+        opts = dict(self._options, first_epoch=epoch, start_step=start_step, epochs=count)
         if getattr(self, "_catalog", None) is not None:
             opts["catalog"] = self._catalog
         return _aquifer.Source(**opts)
+
+    def _epochs_per_run(self, epoch):
+        """Epochs one pipeline runs from `epoch`: many when epochs are short
+        (its plans and bookkeeping grow with samples x epochs), never past
+        the last epoch epochs(count) asked for."""
+        count = max(1, min(16, 65536 // max(1, self._steps * self._options["batch_size"])))
+        if self._last_epoch is not None:
+            count = max(1, min(count, self._last_epoch - epoch + 1))
+        return count
+
+    def _open_run(self, epoch, step, count):
+        return _Run(self._open(epoch, step, count), epoch, step, count)
 
     def __len__(self):
         return self._steps
 
     def set_epoch(self, epoch):
         """Start epoch `epoch` at its first batch on the next iteration."""
-        if epoch != self.epoch or self._step != 0:
-            self._close_pending()
+        if self._run is not None and (self._run.epoch, self._run.step) != (epoch, 0):
+            self._close_run()
+        if self._next is not None and self._next.epoch != epoch:
+            self._close_next()
         self.epoch = int(epoch)
         self._step = 0
 
@@ -151,7 +220,8 @@ class Loader:
             if key in state and state[key] != self.state_dict()[key]:
                 raise ValueError(f"the saved loader had {key}={state[key]}, this one has {self.state_dict()[key]}: "
                                  "its batches could not be reproduced")
-        self._close_pending()
+        self._close_run()
+        self._close_next()
         self.epoch = int(state["epoch"])
         self._step = int(state["step"])
         if self._step >= self._steps:  # saved after the last batch of its epoch
@@ -167,45 +237,81 @@ class Loader:
 
     def __iter__(self):
         if self._step >= self._steps:  # the last pass stopped after the epoch's last batch
-            self._close_pending()
             self.epoch += 1
             self._step = 0
-        source = self._pending if self._pending is not None else self._open(self.epoch, self._step)
-        self._pending = None
-        self._source = source
+        run = self._run
+        if run is None or (run.epoch, run.step) != (self.epoch, self._step):
+            self._close_run()
+            if self._next is not None and self._next.epoch == self.epoch and self._step == 0:
+                run = self._next.result()
+                self._next = None
+            else:
+                self._close_next()
+                run = self._open_run(self.epoch, self._step, self._epochs_per_run(self.epoch))
+            self._run = run
+        self._source = run.source
+        # The next pipeline starts this many batches before its first epoch.
+        lead = self._options["prefetch"] + 1
         try:
-            while True:
-                batch = source.next()
-                if batch is None:
-                    break
+            while self._step < self._steps:
+                if (self._next is None and self.epoch == run.last and self._step + lead >= self._steps
+                        and (self._last_epoch is None or self.epoch < self._last_epoch)):
+                    e = self.epoch + 1
+                    count = self._epochs_per_run(e)
+                    self._next = _Opening(lambda e=e, count=count: self._open_run(e, 0, count), e)
+                batch = run.source.next()
+                if batch is None or batch[2]["epoch"] != self.epoch or batch[2]["step"] != self._step:
+                    got = "nothing" if batch is None else f"epoch {batch[2]['epoch']} step {batch[2]['step']}"
+                    raise RuntimeError(f"aquifer: expected epoch {self.epoch} step {self._step} from the pipeline, "
+                                       f"got {got}")
                 self._step += 1
+                run.step += 1
+                if run.step == self._steps:
+                    run.epoch += 1
+                    run.step = 0
                 yield self._wrap(batch)
             self.epoch += 1
             self._step = 0
         finally:
-            self._last_stats = source.stats()
-            source.close()
-            if self._source is source:
+            self._last_stats = run.source.stats()
+            if run.epoch > run.last and self._run is run:  # its epochs are done
+                self._run = None
                 self._source = None
+                if self._next is not None:
+                    # The next pipeline is already running: join this one's
+                    # threads off the consumer's path.
+                    threading.Thread(target=run.source.close, name="aquifer-close").start()  # joined at exit
+                else:
+                    run.source.close()
 
     def epochs(self, count=None):
         """Batches of `count` epochs one after the other (None: without end),
         from the current epoch on."""
         done = 0
-        while count is None or done < count:
-            yield from self
-            done += 1
+        start = self.epoch if self._step < self._steps else self.epoch + 1
+        self._last_epoch = None if count is None else start + count - 1
+        try:
+            while count is None or done < count:
+                yield from self
+                done += 1
+        finally:
+            self._last_epoch = None
 
     def close(self):
         """Stop the pipeline's threads now; batches handed out stay valid."""
-        self._close_pending()
-        if self._source is not None:
-            self._source.close()
+        self._close_run()
+        self._close_next()
 
-    def _close_pending(self):
-        if self._pending is not None:
-            self._pending.close()
-            self._pending = None
+    def _close_next(self):
+        if self._next is not None:
+            self._next.close()
+            self._next = None
+
+    def _close_run(self):
+        if self._run is not None:
+            self._run.source.close()
+            self._run = None
+        self._source = None
 
     def __del__(self):
         try:

@@ -66,7 +66,7 @@ constexpr uint64_t kDecodeScratchBytes = 24ull << 20;  // per worker: decoded re
 
 }  // namespace
 
-struct BatchLease::Buffer {
+struct BatchBuffer {
   std::unique_ptr<uint8_t, FreeDeleter> data;
   std::vector<int32_t> labels;
   std::vector<uint32_t> samples;
@@ -76,21 +76,21 @@ struct BatchLease::Buffer {
 
 // Every batch buffer of a pipeline. Leases share it, so a batch can be held
 // after its pipeline is gone; a released buffer goes back to the free list.
-struct BatchLease::Buffers {
+struct BatchBuffers {
   size_t bytes = 0;  // per buffer, 64-byte multiple
   uint32_t batch_size = 0;
   std::mutex mu;
-  std::vector<std::unique_ptr<Buffer>> all;  // guarded by mu
-  std::vector<Buffer*> free;                 // guarded by mu
+  std::vector<std::unique_ptr<BatchBuffer>> all;  // guarded by mu
+  std::vector<BatchBuffer*> free;                 // guarded by mu
 
-  Result<Buffer*> Take() {
+  Result<BatchBuffer*> Take() {
     std::lock_guard<std::mutex> lock(mu);
     if (!free.empty()) {
-      Buffer* b = free.back();
+      BatchBuffer* b = free.back();
       free.pop_back();
       return b;
     }
-    auto b = std::make_unique<Buffer>();
+    auto b = std::make_unique<BatchBuffer>();
     b->data.reset(static_cast<uint8_t*>(AllocateBatchBuffer(bytes)));
     if (!b->data) return Status(StatusCode::kNoSpace, fmt::format("cannot allocate a batch buffer of {} bytes", bytes));
     std::memset(b->data.get(), 0, bytes);  // touch the pages now, not while a batch is due
@@ -100,14 +100,15 @@ struct BatchLease::Buffers {
     all.push_back(std::move(b));
     return all.back().get();
   }
-  void Give(Buffer* b) {
+  void Give(BatchBuffer* b) {
     std::lock_guard<std::mutex> lock(mu);
     b->filled = 0;
     free.push_back(b);
   }
 };
 
-BatchLease::BatchLease(std::shared_ptr<Buffers> pool, Buffer* buffer) : pool_(std::move(pool)), buffer_(buffer) {}
+BatchLease::BatchLease(std::shared_ptr<BatchBuffers> pool, BatchBuffer* buffer)
+    : pool_(std::move(pool)), buffer_(buffer) {}
 BatchLease::~BatchLease() { pool_->Give(buffer_); }
 
 struct Pipeline::Impl {
@@ -131,7 +132,7 @@ struct Pipeline::Impl {
     Status error;
   };
   std::vector<Slot> slots;
-  std::shared_ptr<BatchLease::Buffers> pool;
+  std::shared_ptr<BatchBuffers> pool;
   uint64_t window = 1;  // batches workers fill ahead of the next one delivered
 
   // ---- shared state, guarded by mu ----
@@ -140,9 +141,9 @@ struct Pipeline::Impl {
   std::vector<int32_t> free_slots;
   std::vector<int32_t> slot_of;  // global read position -> slot (-1: not read yet)
   uint64_t outputs_done = 0;
-  uint64_t next_batch = 0;                            // the next batch to deliver
-  std::map<uint64_t, BatchLease::Buffer*> producing;  // batches being filled
-  uint64_t start_output = 0;                          // first output (start_step * batch)
+  uint64_t next_batch = 0;                     // the next batch to deliver
+  std::map<uint64_t, BatchBuffer*> producing;  // batches being filled
+  uint64_t start_output = 0;                   // first output (start_step * batch)
   uint64_t held = 0, held_sum = 0, held_samples = 0;
   Status fatal;
   bool stopping = false;
@@ -150,7 +151,7 @@ struct Pipeline::Impl {
 
   // Samples whose JPEG was read to its end marker without damage once this
   // run: later epochs need not read past their crops again (damage_check).
-  std::unique_ptr<std::atomic<bool>[]> checked_clean;
+  std::shared_ptr<DamageChecked> checked_clean;
 
   // ---- counters ----
   std::atomic<size_t> next_run{0};
@@ -295,7 +296,7 @@ struct Pipeline::Impl {
   }
 
   // Parses, decodes and augments one sample into dst; sets *label.
-  Status Process(Worker& w, uint32_t sample_id, const SampleRef& ref, std::string_view framed, uint64_t out_index,
+  Status Process(Worker& w, uint32_t sample_id, const SampleRef& ref, std::string_view framed, uint64_t rng_key,
                  void* dst, int32_t* label) {
     std::string_view jpeg;
     const std::string& file = cat->files[ref.file];
@@ -323,7 +324,7 @@ struct Pipeline::Impl {
       }
       default: jpeg = framed; *label = ref.label;
     }
-    Rng rng = Rng::Derive(o.seed, out_index);
+    Rng rng = Rng::Derive(o.seed, rng_key);
     auto t0 = Clock::now();
     Status s = Decode(w, jpeg, rng, dst, sample_id);
     decode_ns += Nanos(t0, Clock::now());
@@ -391,9 +392,9 @@ struct Pipeline::Impl {
     ChooseContext ctx{this, &rng, &w.boxes};
     // A file's damage does not depend on its crop: read it to the end once
     // per run, then only as far as each crop needs.
-    ctx.read_to_end = o.damage_check && !checked_clean[sample_id].load(std::memory_order_relaxed);
+    ctx.read_to_end = o.damage_check && !checked_clean->clean[sample_id].load(std::memory_order_relaxed);
     image::DecodedRegion region = AQ_TRY(w.decoder.Decode(jpeg, &Choose, &ctx));
-    if (ctx.read_to_end) checked_clean[sample_id].store(true, std::memory_order_relaxed);
+    if (ctx.read_to_end) checked_clean->clean[sample_id].store(true, std::memory_order_relaxed);
     if (region.scale_denom > 1) dct_scaled += 1;
     AQ_TRY(Transform(w, *region.pixels, region.x, region.y, region.w, region.h, ctx.flip, rng, dst));
     return Status::Ok();
@@ -410,7 +411,7 @@ struct Pipeline::Impl {
       const uint64_t pos = plans[e].emit[j % per_epoch];
       const uint64_t gpos = e * per_epoch + pos;
       int32_t s;
-      BatchLease::Buffer* buf_ptr = nullptr;
+      BatchBuffer* buf_ptr = nullptr;
       {
         std::unique_lock<std::mutex> lock(mu);
         auto t0 = Clock::now();
@@ -440,14 +441,19 @@ struct Pipeline::Impl {
         }
         buf_ptr = it->second;
       }
-      BatchLease::Buffer& buf = *buf_ptr;
+      BatchBuffer& buf = *buf_ptr;
       const uint32_t i = static_cast<uint32_t>(j % B);
       const uint32_t sample_id = plans[e].read_order[pos];
       const SampleRef& ref = cat->samples[sample_id];
       int32_t label = -1;
       Status status = slots[s].error;
       if (status.ok()) {
-        status = Process(w, sample_id, ref, slots[s].data, j, buf.data.get() + i * sample_bytes, &label);
+        // The augmentation's randomness is a function of the seed, the
+        // epoch's number and the output's place in it: the same whichever
+        // epoch a run started at (a resumed run, one pipeline per epoch or
+        // one over many give the same pixels), different every epoch.
+        const uint64_t key = (static_cast<uint64_t>(o.first_epoch + e) << 40) | (j % per_epoch);
+        status = Process(w, sample_id, ref, slots[s].data, key, buf.data.get() + i * sample_bytes, &label);
       }
       buf.labels[i] = label;
       buf.samples[i] = sample_id;
@@ -498,7 +504,7 @@ struct Pipeline::Impl {
       end = Clock::now();
       return std::unique_ptr<BatchLease>();
     }
-    BatchLease::Buffer* buf = nullptr;
+    BatchBuffer* buf = nullptr;
     {
       std::unique_lock<std::mutex> lock(mu);
       auto ready = [&] {
@@ -687,13 +693,24 @@ Result<std::unique_ptr<Pipeline>> Pipeline::Create(io::FileSystem& fs, const Pip
   for (int64_t i = static_cast<int64_t>(impl->capacity) - 1; i >= 0; --i)
     impl->free_slots.push_back(static_cast<int32_t>(i));
   impl->slot_of.assign(impl->total, -1);
-  impl->checked_clean = std::make_unique<std::atomic<bool>[]>(cat.samples.size());
-  impl->pool = std::make_shared<BatchLease::Buffers>();
-  impl->pool->bytes = (static_cast<size_t>(o.batch_size) * impl->sample_bytes + 63) & ~size_t{63};
-  impl->pool->batch_size = o.batch_size;
+  impl->checked_clean = o.damage_checked && o.damage_checked->clean.size() == cat.samples.size()
+                            ? o.damage_checked
+                            : std::make_shared<DamageChecked>(cat.samples.size());
+  o.damage_checked.reset();
+  // Batch buffers: those of an earlier pipeline when they fit (the next
+  // epoch's pipeline then allocates and touches nothing), else new ones.
+  const size_t buffer_bytes = (static_cast<size_t>(o.batch_size) * impl->sample_bytes + 63) & ~size_t{63};
+  if (o.buffers && o.buffers->bytes == buffer_bytes && o.buffers->batch_size == o.batch_size) {
+    impl->pool = o.buffers;
+  } else {
+    impl->pool = std::make_shared<BatchBuffers>();
+    impl->pool->bytes = buffer_bytes;
+    impl->pool->batch_size = o.batch_size;
+  }
+  o.buffers.reset();
   {
     // The buffers the memory bound counts, allocated (and touched) now.
-    std::vector<BatchLease::Buffer*> first;
+    std::vector<BatchBuffer*> first;
     for (size_t i = 0; i < impl->depth; ++i) first.push_back(AQ_TRY(impl->pool->Take()));
     for (auto* b : first) impl->pool->Give(b);
   }
@@ -711,6 +728,8 @@ Result<std::unique_ptr<Pipeline>> Pipeline::Create(io::FileSystem& fs, const Pip
 Result<const Batch*> Pipeline::Next() { return impl_->Next(); }
 Result<std::unique_ptr<BatchLease>> Pipeline::NextLease(double timeout_s) { return impl_->NextLease(timeout_s); }
 std::shared_ptr<const Catalog> Pipeline::catalog() const { return impl_->cat; }
+std::shared_ptr<DamageChecked> Pipeline::damage_checked() const { return impl_->checked_clean; }
+std::shared_ptr<BatchBuffers> Pipeline::buffers() const { return impl_->pool; }
 
 uint64_t Pipeline::steps_per_epoch() const { return impl_->per_epoch / impl_->o.batch_size; }
 size_t Pipeline::sample_bytes() const { return impl_->sample_bytes; }

@@ -29,6 +29,7 @@
 // leases may be released from any thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -44,6 +45,17 @@
 #include "pipeline/plan.h"
 
 namespace aq::pipeline {
+
+// Batch buffers (opaque): a pipeline's, kept alive by the batches it
+// handed out, and reusable by a later pipeline with the same batch shape.
+struct BatchBuffers;
+struct BatchBuffer;
+
+// One flag per catalog sample: read to its end without damage once.
+struct DamageChecked {
+  explicit DamageChecked(size_t samples) : clean(samples) {}
+  std::vector<std::atomic<bool>> clean;
+};
 
 struct PipelineOptions {
   // Dataset path: TFRecord shards, .rec files or an image folder. Several
@@ -99,6 +111,14 @@ struct PipelineOptions {
   // The catalog of `data` from an earlier pipeline over the same data (one
   // per epoch, say): used as is instead of reading the indexes again.
   std::shared_ptr<const Catalog> catalog;
+  // Which samples an earlier pipeline over the same catalog already read to
+  // their end without damage (damage_check): shared, so a run split into
+  // one pipeline per epoch checks each file once, as one pipeline over all
+  // epochs does. Ignored unless its size is the catalog's.
+  std::shared_ptr<DamageChecked> damage_checked;
+  // Batch buffers of an earlier pipeline with the same batch shape: used
+  // instead of allocating (and touching) new ones. Ignored if they differ.
+  std::shared_ptr<BatchBuffers> buffers;
 };
 
 struct Batch {
@@ -163,11 +183,9 @@ class BatchLease {
 
  private:
   friend class Pipeline;
-  struct Buffers;
-  struct Buffer;
-  BatchLease(std::shared_ptr<Buffers> pool, Buffer* buffer);
-  std::shared_ptr<Buffers> pool_;
-  Buffer* buffer_;
+  BatchLease(std::shared_ptr<BatchBuffers> pool, BatchBuffer* buffer);
+  std::shared_ptr<BatchBuffers> pool_;
+  BatchBuffer* buffer_;
   Batch batch_;
 };
 
@@ -189,6 +207,10 @@ class Pipeline {
 
   // The catalog, for the next pipeline over the same data.
   std::shared_ptr<const Catalog> catalog() const;
+  // The samples this pipeline (and those it was given) found undamaged.
+  std::shared_ptr<DamageChecked> damage_checked() const;
+  // Its batch buffers, for the next pipeline of the same shape.
+  std::shared_ptr<BatchBuffers> buffers() const;
 
   PipelineStats Stats() const;
   uint64_t steps_per_epoch() const;

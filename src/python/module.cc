@@ -63,8 +63,13 @@ T Take(Result<T> r) {
 
 // The catalog of a dataset, handed from one Source to the next so an epoch
 // does not read the indexes again.
+// With it, which samples were found undamaged (later epochs do not read
+// every file to its end again) and the batch buffers (the next epoch's
+// pipeline allocates none).
 struct CatalogHandle {
   std::shared_ptr<const pipeline::Catalog> catalog;
+  std::shared_ptr<pipeline::DamageChecked> damage_checked;
+  std::shared_ptr<pipeline::BatchBuffers> buffers;
 };
 
 uint64_t Bytes(const py::handle& v) {
@@ -195,7 +200,10 @@ pipeline::PipelineOptions OptionsFrom(const py::dict& kw, int64_t* rank, int64_t
       if (!(d >= 0)) throw py::value_error("retry_deadline: seconds, 0 or more");
       client->retry_deadline_s = d;
     } else if (key == "catalog") {
-      *catalog = v.cast<const CatalogHandle&>().catalog;
+      const auto& h = v.cast<const CatalogHandle&>();
+      *catalog = h.catalog;
+      o.damage_checked = h.damage_checked;
+      o.buffers = h.buffers;
     } else {
       throw py::type_error("unknown option '" + key + "'");
     }
@@ -290,7 +298,7 @@ class Source {
 
   CatalogHandle catalog() const {
     if (!pipe_) throw std::runtime_error("aquifer: the source is closed");
-    return {pipe_->catalog()};
+    return {pipe_->catalog(), pipe_->damage_checked(), pipe_->buffers()};
   }
 
   py::dict Stats() const {

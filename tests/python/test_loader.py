@@ -173,6 +173,71 @@ def test_resume_reproduces_the_remaining_batches(datasets, stop_after):
     assert second.epoch == 6 or second.state_dict()["step"] == len(second)
 
 
+def test_epochs_in_one_pipeline_give_the_batches_of_separate_ones(datasets):
+    """A loader runs several short epochs in one pipeline and opens the next
+    one ahead of time; each epoch's batches are still exactly those of a
+    loader that starts at that epoch, and the augmentation differs from
+    epoch to epoch (its randomness follows the epoch, not where a run began)."""
+    kw = dict(framework="numpy", ids=True, seed=5, dtype="uint8")
+    together = small(datasets["tfrecord"], **kw)
+    epochs = [collect(together) for _ in range(5)]
+    assert together.epoch == 5
+    for e in (0, 3, 4):
+        alone = small(datasets["tfrecord"], **kw)
+        alone.set_epoch(e)
+        assert collect(alone) == epochs[e], f"epoch {e} differs from a loader started at it"
+        alone.close()
+    via_epochs = small(datasets["tfrecord"], **kw)
+    assert [b for _ in [0] for b in collect(via_epochs.epochs(5))] == [b for ep in epochs for b in ep]
+    # In order, without shuffling, every epoch has the same samples in the
+    # same places; the crops and flips must still change.
+    fixed = small(datasets["tfrecord"], framework="numpy", ids=True, dtype="uint8", shuffle=False)
+    first, second = collect(fixed, limit=1), None
+    fixed.set_epoch(1)
+    second = collect(fixed, limit=1)
+    assert first[0][2] == second[0][2] and first[0][0] != second[0][0]
+
+
+def test_set_epoch_mid_run_and_two_loaders_in_one_process(datasets):
+    """Jumping to another epoch mid-epoch, or back, gives that epoch's
+    batches; a train and a val loader interleaved give what each gives
+    alone; closing leaves no thread of either behind."""
+    import threading
+    kw = dict(framework="numpy", ids=True, seed=3, dtype="uint8")
+    ref = small(datasets["tfrecord"], **kw)
+    ref.set_epoch(7)
+    epoch7 = collect(ref)
+    ref.set_epoch(2)
+    epoch2 = collect(ref)
+    ref.close()
+    jumpy = small(datasets["tfrecord"], **kw)
+    collect(jumpy, limit=3)  # epoch 0, part of it
+    jumpy.set_epoch(7)
+    assert collect(jumpy) == epoch7
+    jumpy.set_epoch(2)
+    assert collect(jumpy) == epoch2
+    base = threads_now()
+    train = small(datasets["tfrecord"], **kw)
+    val = small(datasets["folder"], training=False, shuffle=False, remainder="pad", **kw)
+    val_alone = [collect(val) for _ in range(2)]
+    val.set_epoch(0)
+    mixed_train, mixed_val = [], []
+    for e in range(2):
+        train.set_epoch(e)
+        mixed_train.append(collect(train))
+        val.set_epoch(e)
+        mixed_val.append(collect(val))
+    assert mixed_val == val_alone
+    train_alone = small(datasets["tfrecord"], **kw)
+    assert mixed_train == [collect(train_alone) for _ in range(2)]
+    for loader in (train, val, train_alone, jumpy):
+        loader.close()
+    for t in threading.enumerate():
+        if t.name.startswith("aquifer-"):
+            t.join(timeout=10)
+    assert threads_now() <= base
+
+
 def test_resume_refuses_another_configuration(datasets):
     a = small(datasets["tfrecord"])
     b = small(datasets["tfrecord"], batch_size=8)
