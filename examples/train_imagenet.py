@@ -253,7 +253,8 @@ def main(argv=None):
             if i + 1 >= steps:
                 break
         elapsed = time.time() - t_epoch
-        line = {"epoch": epoch, "loss": loss_sum / max(1, seen), "images_per_second": seen * world / elapsed,
+        line = {"epoch": epoch, "first_step": first, "steps_run": seen // args.batch_size,
+                "loss": loss_sum / max(1, seen), "images_per_second": seen * world / elapsed,
                 "data_wait_fraction": wait / elapsed, "seconds": elapsed}
         if val is not None:
             line["top1"], line["top5"] = evaluate(model, val, device, world)

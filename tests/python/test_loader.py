@@ -141,6 +141,49 @@ def test_two_processes_under_torch_distributed(datasets, tmp_path):
     assert len(out[0]["ids"]) + len(out[1]["ids"]) >= 240 - 2 * 8
 
 
+EVAL_WORKER = r"""
+import json, sys
+sys.path.insert(0, sys.argv[3])
+import torch, torch.distributed as dist
+import aquifer, aquifer.evaluate
+dist.init_process_group("gloo")
+
+class SaysZero(torch.nn.Module):  # always predicts class 0: top-1 = the share of label 0
+    def forward(self, x):
+        out = torch.zeros(x.shape[0], 10)
+        out[:, 0] = 1
+        return out
+
+val = aquifer.Loader(sys.argv[1], batch_size=16, image_size=32, threads=1, training=False, shuffle=False,
+                     remainder="pad", ids=True)
+padded = sum(len(ids) for _, _, ids in val)
+val.set_epoch(0)
+(top1,), n = aquifer.evaluate.evaluate(SaysZero(), val, ks=(1,))
+with open(sys.argv[2], "w") as fh:
+    json.dump({"top1": top1, "n": n, "padded": padded}, fh)
+dist.destroy_process_group()
+"""
+
+
+def test_evaluation_counts_each_sample_once_across_ranks(datasets, tmp_path):
+    """Two ranks, remainder="pad": the ranks see more samples than the
+    dataset has, evaluate() counts each real one once, the same on both."""
+    port = free_port()
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([sys.executable, "-c", EVAL_WORKER, datasets["folder"],
+                                       str(tmp_path / f"e{rank}.json"), os.path.join(BUILD, "python")], env=env))
+    for p in procs:
+        assert p.wait(timeout=120) == 0
+    out = [json.loads((tmp_path / f"e{r}.json").read_text()) for r in range(2)]
+    alone = small(datasets["folder"], framework="numpy", training=False, shuffle=False, batch_size=240)
+    labels = next(iter(alone))[1]
+    assert out[0]["padded"] + out[1]["padded"] > 240, "the ranks were padded (else this test proves nothing)"
+    assert out[0]["n"] == out[1]["n"] == 240
+    assert out[0]["top1"] == out[1]["top1"] == pytest.approx(float((labels == 0).sum()) / 240)
+
+
 def collect(loader, limit=None):
     out = []
     for i, (images, labels, ids) in enumerate(loader):

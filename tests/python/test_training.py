@@ -83,3 +83,33 @@ def test_the_imagenet_recipe_runs_checkpoints_and_resumes(learnable, tmp_path):
     assert "epoch 1:" in out and "epoch 0:" not in out
     line = last_epoch(tmp_path / "log.json")
     assert line["epoch"] == 1 and 0 <= line["data_wait_fraction"] <= 1 and line["images_per_second"] > 0
+
+
+def test_a_killed_job_resumes_mid_epoch_from_its_last_checkpoint(learnable, tmp_path):
+    """--checkpoint-every N: kill -9 the job after a mid-epoch checkpoint;
+    --resume runs exactly the steps of that epoch it had not run."""
+    import signal
+    import time
+    import torch
+    ckpt, log = tmp_path / "ckpt.pt", tmp_path / "log.json"
+    # resnet18 steps are slow enough (tens of ms) that the kill lands long
+    # before the epoch's 80th step.
+    args = [sys.executable, SCRIPT, "--train", learnable / "train-tf", "--arch", "resnet18", "--num-classes", 10,
+            "--batch-size", 4, "--image-size", 32, "--steps", 80, "--epochs", 1, "--checkpoint", ckpt,
+            "--checkpoint-every", 4, "--json", log]
+    env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"))
+    p = subprocess.Popen(list(map(str, args)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.time() + 300
+    while not ckpt.exists() and p.poll() is None and time.time() < deadline:
+        time.sleep(0.005)
+    p.send_signal(signal.SIGKILL)
+    p.communicate()
+    assert ckpt.exists(), "no checkpoint was written mid-epoch"
+    state = torch.load(ckpt, map_location="cpu")
+    done = state["loader"]["step"]
+    assert state["loader"]["epoch"] == 0 and 0 < done < 80 and done % 4 == 0, state["loader"]
+    assert not log.exists() or "epoch" not in log.read_text(), "the epoch finished before the kill"
+    train(*args[2:], "--resume", ckpt)
+    line = last_epoch(log)
+    assert line["epoch"] == 0 and line["first_step"] == done and line["steps_run"] == 80 - done
+
