@@ -150,3 +150,19 @@ for i, v in enumerate([b"text/plain", b"attachment; filename=\"a b.txt\"", b"max
                        b"caf\xc3\xa9", b"=?UTF-8?B?Y2Fmw6k=?="]):
     put("fuzz_header_echo", f"v{i}", bytes([i]) + v)
     put("fuzz_header_echo", f"s{i}", bytes([6 + i % 7]) + v)
+
+# WebDataset tar shards as Python's tarfile writes them, in its three formats.
+import io as _io  # noqa: E402
+import tarfile  # noqa: E402
+
+for fmt_name, fmt in (("ustar", tarfile.USTAR_FORMAT), ("gnu", tarfile.GNU_FORMAT), ("pax", tarfile.PAX_FORMAT)):
+    buf = _io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=fmt) as t:
+        for key, label in (("a/000001", 3), ("b/" + "long" * 30 + "x", 7)):
+            for ext, data in (("jpg", small), ("cls", str(label).encode()), ("json", b'{"k": 1}')):
+                if fmt == tarfile.USTAR_FORMAT and len(key) > 90:
+                    continue
+                info = tarfile.TarInfo(f"{key}.{ext}")
+                info.size = len(data)
+                t.addfile(info, _io.BytesIO(data))
+    put("fuzz_tar", fmt_name, buf.getvalue())

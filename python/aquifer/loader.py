@@ -85,7 +85,7 @@ class _Run:
 class Loader:
     """Batches of decoded, augmented images and their labels.
 
-    data: TFRecord shards, .rec files or an image folder (a directory or one
+    data: TFRecord shards, .rec files, WebDataset .tar shards or an image folder (a directory or one
         file); several mounts of the same data as "ROOT1:ROOT2"; or
         "aquifer://HOST:PORT/BUCKET/PREFIX" on a node or cluster.
     batch_size, image_size: per rank; image_size is the square output side.

@@ -131,7 +131,8 @@ void AddPipelineFlags(CLI::App* cmd, BenchFlags* f) {
   cmd->add_option("--root-policy", f->root_policy,
                   "With several roots: spread (files over all roots) or pinned (rank r reads root r % roots)")
       ->capture_default_str();
-  cmd->add_option("-f,--format", f->format, "auto, tfrecord, recordio or folder")->capture_default_str();
+  cmd->add_option("-f,--format", f->format, "auto, tfrecord, recordio, wds (WebDataset .tar) or folder")
+      ->capture_default_str();
   cmd->add_option("-b,--batch", p.batch_size, "Batch size")->capture_default_str();
   cmd->add_option("--size", p.image_size, "Output image size (224; 299 for Inception)")->capture_default_str();
   cmd->add_flag("--eval", f->eval, "Evaluation transform: resize shorter side to --eval-resize, centre crop");

@@ -94,12 +94,14 @@ void AddSynth(CLI::App* group, Globals& g) {
 
 void AddPack(CLI::App* group, Globals& g) {
   auto* o = g.Own<dataset::PackOptions>();
-  auto* cmd = group->add_subcommand("pack", "Pack an image folder into TFRecord shards or MXNet RecordIO");
+  auto* cmd = group->add_subcommand(
+      "pack", "Pack an image folder into TFRecord shards, MXNet RecordIO or WebDataset tar shards");
   cmd->add_option("input", o->input, "Image folder (root/<class>/<image>.jpg)")->required();
   cmd->add_option("-o,--out", o->out, "Output directory")->required();
   AddEnum(cmd, "-f,--format", &o->format, &dataset::ParseFormat, "tfrecord",
-          "tfrecord (tf.Example, labels 1-based) or recordio (.rec/.idx/.lst, labels 0-based)");
-  cmd->add_option("--shards", o->shards, "Number of output files (default 8 for tfrecord, 1 for recordio)");
+          "tfrecord (tf.Example, labels 1-based), recordio (.rec/.idx/.lst, labels 0-based) or wds (WebDataset "
+          ".tar shards: KEY.jpg, KEY.cls, KEY.json, labels 0-based)");
+  cmd->add_option("--shards", o->shards, "Number of output files (default 8 for tfrecord and wds, 1 for recordio)");
   cmd->add_option("--prefix", o->prefix, "Shard name prefix: <prefix>-00000-of-00008")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the shuffled image order")->capture_default_str();
   cmd->add_option("--labels-file", o->labels_file,
@@ -179,7 +181,8 @@ void AddResize(CLI::App* group, Globals& g) {
   cmd->add_option("-o,--out", o->out, "Output directory")->required();
   cmd->add_option("--scale", o->scale, "Scale factor for width and height")->capture_default_str();
   cmd->add_option("--quality", o->quality, "JPEG quality of the output")->capture_default_str();
-  AddEnum(cmd, "-f,--format", &o->format, &dataset::ParseFormat, "auto", "auto, tfrecord, recordio or folder");
+  AddEnum(cmd, "-f,--format", &o->format, &dataset::ParseFormat, "auto",
+          "auto, tfrecord, recordio, wds (WebDataset .tar) or folder");
   AddEnum(cmd, "--on-error", &o->policy, &format::ParseErrorPolicy, "fail", "Damaged records or images: fail or skip");
   cmd->add_flag("--overwrite", o->overwrite, "Write into a non-empty output directory");
   AddOutputFlags(cmd, g);
@@ -207,7 +210,8 @@ void AddVerify(CLI::App* group, Globals& g) {
   auto* cmd = group->add_subcommand(
       "verify", "Check every record: framing, CRCs, payload, label, JPEG header, index files. Exit 1 on any problem");
   cmd->add_option("path", o->path, "Record file, directory of record files, or image folder")->required();
-  AddEnum(cmd, "-f,--format", &o->format, &dataset::ParseFormat, "auto", "auto, tfrecord, recordio or folder");
+  AddEnum(cmd, "-f,--format", &o->format, &dataset::ParseFormat, "auto",
+          "auto, tfrecord, recordio, wds (WebDataset .tar) or folder");
   cmd->add_flag("--decode", o->decode, "Decode every JPEG fully, not only its header");
   cmd->add_flag("--fail-fast", o->fail_fast, "Stop at the first damaged file");
   cmd->add_option("--num-classes", o->num_classes, "Check labels are within this many classes");
@@ -255,7 +259,8 @@ void AddInspect(CLI::App* group, Globals& g) {
   auto* o = g.Own<dataset::InspectOptions>();
   auto* cmd = group->add_subcommand("inspect", "Print records: where, key, label, sizes, image dimensions");
   cmd->add_option("path", o->path, "Record file, directory of record files, or image folder")->required();
-  AddEnum(cmd, "-f,--format", &o->format, &dataset::ParseFormat, "auto", "auto, tfrecord, recordio or folder");
+  AddEnum(cmd, "-f,--format", &o->format, &dataset::ParseFormat, "auto",
+          "auto, tfrecord, recordio, wds (WebDataset .tar) or folder");
   cmd->add_option("--start", o->start, "First record (of each file)")->capture_default_str();
   cmd->add_option("-n,--limit", o->limit, "Records to print (0 = all)")->capture_default_str();
   AddOutputFlags(cmd, g, false);

@@ -6,6 +6,7 @@
 
 #include "format/example.h"
 #include "format/recordio.h"
+#include "format/tar.h"
 #include "format/tfrecord.h"
 
 namespace aq::dataset {
@@ -16,6 +17,7 @@ std::string_view FormatName(Format f) {
     case Format::kTFRecord: return "tfrecord";
     case Format::kRecordIO: return "recordio";
     case Format::kFolder: return "folder";
+    case Format::kWebDataset: return "wds";
   }
   return "?";
 }
@@ -25,7 +27,8 @@ Result<Format> ParseFormat(std::string_view s) {
   if (s == "tfrecord") return Format::kTFRecord;
   if (s == "recordio") return Format::kRecordIO;
   if (s == "folder") return Format::kFolder;
-  return InvalidArgument(fmt::format("unknown format '{}' (expected auto, tfrecord, recordio or folder)", s));
+  if (s == "wds" || s == "webdataset") return Format::kWebDataset;
+  return InvalidArgument(fmt::format("unknown format '{}' (expected auto, tfrecord, recordio, wds or folder)", s));
 }
 
 bool IsTFRecordName(std::string_view name) {
@@ -72,7 +75,9 @@ Result<DatasetFiles> FindDataset(io::FileSystem& fs, const std::string& path, Fo
   if (!st->is_dir) {
     if (format == Format::kFolder) return InvalidArgument(fmt::format("'{}' is a file, not an image folder", path));
     if (format == Format::kAuto) {
-      format = path.size() > 4 && path.substr(path.size() - 4) == ".rec" ? Format::kRecordIO : Format::kTFRecord;
+      const bool rec = path.size() > 4 && path.substr(path.size() - 4) == ".rec";
+      const bool tar = path.size() > 4 && path.substr(path.size() - 4) == ".tar";
+      format = rec ? Format::kRecordIO : (tar ? Format::kWebDataset : Format::kTFRecord);
     }
     ds.format = format;
     ds.files.push_back(path);
@@ -81,8 +86,8 @@ Result<DatasetFiles> FindDataset(io::FileSystem& fs, const std::string& path, Fo
   }
   auto list = fs.List(path);
   if (!list.ok()) return list.status().WithContext("dataset");
-  std::vector<std::string> tf, rec;
-  uint64_t tf_bytes = 0, rec_bytes = 0;
+  std::vector<std::string> tf, rec, tar;
+  uint64_t tf_bytes = 0, rec_bytes = 0, tar_bytes = 0;
   size_t subdirs = 0;
   for (const auto& e : *list) {
     if (e.is_dir) {
@@ -92,6 +97,9 @@ Result<DatasetFiles> FindDataset(io::FileSystem& fs, const std::string& path, Fo
     if (e.name.size() > 4 && e.name.substr(e.name.size() - 4) == ".rec") {
       rec.push_back(io::JoinPath(path, e.name));
       rec_bytes += e.size;
+    } else if (e.name.size() > 4 && e.name.substr(e.name.size() - 4) == ".tar") {
+      tar.push_back(io::JoinPath(path, e.name));
+      tar_bytes += e.size;
     } else if (IsTFRecordName(e.name)) {
       tf.push_back(io::JoinPath(path, e.name));
       tf_bytes += e.size;
@@ -102,12 +110,14 @@ Result<DatasetFiles> FindDataset(io::FileSystem& fs, const std::string& path, Fo
       format = Format::kRecordIO;
     } else if (!tf.empty()) {
       format = Format::kTFRecord;
+    } else if (!tar.empty()) {
+      format = Format::kWebDataset;
     } else if (subdirs > 0) {
       format = Format::kFolder;
     } else {
       return InvalidArgument(fmt::format(
           "no dataset found in '{}': expected TFRecord shards (name-00000-of-00008 or *.tfrecord), .rec files, "
-          "or class subdirectories with JPEGs",
+          "WebDataset .tar shards, or class subdirectories with JPEGs",
           path));
     }
   }
@@ -122,6 +132,11 @@ Result<DatasetFiles> FindDataset(io::FileSystem& fs, const std::string& path, Fo
       if (rec.empty()) return InvalidArgument(fmt::format("no .rec files in '{}'", path));
       ds.files = std::move(rec);
       ds.total_bytes = rec_bytes;
+      break;
+    case Format::kWebDataset:
+      if (tar.empty()) return InvalidArgument(fmt::format("no WebDataset .tar shards in '{}'", path));
+      ds.files = std::move(tar);
+      ds.total_bytes = tar_bytes;
       break;
     case Format::kFolder: {
       ds.folder = AQ_TRY(format::ScanImageFolder(fs, path));
@@ -217,6 +232,49 @@ Result<WalkResult> WalkFile(io::FileSystem& fs, Format format, const std::string
     ro.verify_crc = opt.verify_crc;
     format::TFRecordReader r(*f, ro);
     AQ_TRY(WalkRecords(r, file, opt, FillFromExample, res, fn));
+    return res;
+  }
+  if (format == Format::kWebDataset) {
+    // One sample per key; its bytes are read whole, as the pipeline reads
+    // them, and parsed the same way.
+    format::TarReader tar(*f, file);
+    format::WdsReader wds(tar);
+    format::WdsSample ws;
+    std::string stored;
+    uint64_t seen = 0;
+    while (opt.limit == 0 || seen < opt.start_record + opt.limit) {
+      auto more = wds.Next(&ws);
+      if (!more.ok()) {
+        if (opt.policy == format::ErrorPolicy::kFail) return more.status();
+        const uint64_t at = tar.position();
+        res.skipped.push_back({file, at, seen, f->size() > at ? f->size() - at : 0, more.status().message()});
+        break;  // a damaged header: the rest of the archive cannot be found
+      }
+      if (!*more) break;
+      const uint64_t record = seen++;
+      if (record < opt.start_record) continue;
+      stored.resize(ws.size);
+      size_t got = AQ_TRY(f->ReadAt(ws.offset, ws.size, stored.data()));
+      if (got != ws.size) return Truncated(fmt::format("{}: sample '{}' cut short", file, ws.key));
+      Sample s;
+      s.file = &file;
+      s.record = record;
+      s.offset = ws.offset;
+      s.framed_size = ws.size;
+      s.payload = stored;
+      s.key = ws.key;
+      auto fields = format::ParseWdsSample(stored, fmt::format("{}: sample {} at offset {}", file, record, ws.offset));
+      if (fields.ok()) {
+        s.image = fields->image;
+        s.label = fields->label;
+        s.has_label = fields->has_label;
+      } else {
+        s.parse_error = fields.status();
+      }
+      ++res.records;
+      res.bytes += ws.size;
+      AQ_TRY(fn(s));
+    }
     return res;
   }
   format::RecordIOReaderOptions ro;

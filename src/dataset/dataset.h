@@ -27,9 +27,9 @@ struct Problem {
   std::string message;
 };
 
-enum class Format { kAuto, kTFRecord, kRecordIO, kFolder };
+enum class Format { kAuto, kTFRecord, kRecordIO, kFolder, kWebDataset };
 std::string_view FormatName(Format f);
-Result<Format> ParseFormat(std::string_view s);  // auto | tfrecord | recordio | folder
+Result<Format> ParseFormat(std::string_view s);  // auto | tfrecord | recordio | folder | wds (webdataset)
 
 struct DatasetFiles {
   Format format = Format::kAuto;

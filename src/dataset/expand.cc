@@ -17,7 +17,7 @@ namespace aq::dataset {
 
 std::string CopyName(std::string_view name, uint32_t copy) {
   std::string suffix = fmt::format("-copy-{:03d}", copy);
-  for (std::string_view ext : {".rec", ".idx", ".lst"}) {
+  for (std::string_view ext : {".tar.idx", ".tar", ".rec", ".idx", ".lst"}) {
     if (name.size() > ext.size() && name.substr(name.size() - ext.size()) == ext) {
       return std::string(name.substr(0, name.size() - ext.size())) + suffix + std::string(ext);
     }
@@ -53,7 +53,7 @@ Result<ExpandReport> Expand(io::FileSystem& fs, const ExpandOptions& o) {
     if (f.find("-copy-") != std::string::npos) continue;  // never copy copies
     for (uint32_t c = 0; c < o.copies; ++c) {
       AQ_TRY(add(f, out, c));
-      if (ds.format == Format::kTFRecord) {
+      if (ds.format == Format::kTFRecord || ds.format == Format::kWebDataset) {
         AQ_TRY(add(TFRecordIndexPath(f), io::JoinPath(out, "idx"), c));
       } else {
         AQ_TRY(add(RecordIOIndexPath(f), out, c));
@@ -61,7 +61,9 @@ Result<ExpandReport> Expand(io::FileSystem& fs, const ExpandOptions& o) {
       }
     }
   }
-  if (ds.format == Format::kTFRecord) AQ_TRY(fs.MakeDirs(io::JoinPath(out, "idx")));
+  if (ds.format == Format::kTFRecord || ds.format == Format::kWebDataset) {
+    AQ_TRY(fs.MakeDirs(io::JoinPath(out, "idx")));
+  }
 
   ExpandReport rep;
   std::mutex mu;  // guards rep.methods

@@ -1,6 +1,7 @@
 // aquifer dataset pack: image folder -> TFRecord shards (tf.Example, as
-// TensorFlow's build_imagenet_data.py) or MXNet RecordIO (.rec/.idx/.lst, as
-// im2rec). Images are spread over shards in a seeded shuffled order. Each
+// TensorFlow's build_imagenet_data.py), MXNet RecordIO (.rec/.idx/.lst, as
+// im2rec) or WebDataset tar shards (KEY.jpg, KEY.cls, KEY.json per image,
+// as webdataset's ShardWriter writes them). Images are spread over shards in a seeded shuffled order. Each
 // shard is written under a temporary name, synced and renamed, so a crash or
 // a full disk never leaves a shard that looks complete but is not.
 //
@@ -23,6 +24,7 @@
 #include "dataset/commands.h"
 #include "format/example.h"
 #include "format/recordio.h"
+#include "format/tar.h"
 #include "format/tfrecord.h"
 #include "image/decode.h"
 #include "image/jpeg.h"
@@ -82,8 +84,8 @@ struct ShardPlan {
 
 Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& o) {
   if (o.input.empty()) return InvalidArgument("pack: an input image folder is required");
-  if (o.format != Format::kTFRecord && o.format != Format::kRecordIO) {
-    return InvalidArgument("pack: the output format must be tfrecord or recordio");
+  if (o.format != Format::kTFRecord && o.format != Format::kRecordIO && o.format != Format::kWebDataset) {
+    return InvalidArgument("pack: the output format must be tfrecord, recordio or wds");
   }
   if (o.prefix.empty() || o.prefix.find('/') != std::string::npos) {
     return InvalidArgument(fmt::format("pack: bad shard prefix '{}'", o.prefix));
@@ -99,7 +101,7 @@ Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& o) {
   if (!o.labels_file.empty() || fs.Exists(labels_file)) texts = AQ_TRY(LoadLabels(fs, labels_file));
 
   const size_t n = folder.images.size();
-  size_t shards = o.shards != 0 ? o.shards : (o.format == Format::kTFRecord ? 8 : 1);
+  size_t shards = o.shards != 0 ? o.shards : (o.format == Format::kRecordIO ? 1 : 8);
   shards = std::min(shards, n);
   std::vector<size_t> order(n);
   for (size_t i = 0; i < n; ++i) order[i] = i;
@@ -108,11 +110,13 @@ Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& o) {
 
   AQ_TRY(fs.MakeDirs(o.out));
   const bool tf = o.format == Format::kTFRecord;
-  if (tf && o.write_index) AQ_TRY(fs.MakeDirs(io::JoinPath(o.out, "idx")));
+  const bool wds = o.format == Format::kWebDataset;
+  if ((tf || wds) && o.write_index) AQ_TRY(fs.MakeDirs(io::JoinPath(o.out, "idx")));
   std::vector<ShardPlan> plan(shards);
   for (size_t s = 0; s < shards; ++s) {
-    std::string name = tf ? ShardName(o.prefix, s, shards)
-                          : (shards == 1 ? o.prefix + ".rec" : ShardName(o.prefix, s, shards) + ".rec");
+    std::string name = tf    ? ShardName(o.prefix, s, shards)
+                       : wds ? ShardName(o.prefix, s, shards) + ".tar"
+                             : (shards == 1 ? o.prefix + ".rec" : ShardName(o.prefix, s, shards) + ".rec");
     plan[s] = {io::JoinPath(o.out, name), s * n / shards, (s + 1) * n / shards};
     if (!o.overwrite && fs.Exists(plan[s].final_path)) {
       return Status(StatusCode::kAlreadyExists,
@@ -138,6 +142,7 @@ Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& o) {
     auto out = AQ_TRY(fs.OpenWrite(tmp));
     format::TFRecordWriter tw(*out);
     format::RecordIOWriter rw(*out);
+    format::TarWriter tar(*out);
     std::vector<format::IndexEntry> tf_index;
     std::vector<format::RecordIOIndexEntry> rec_index;
     std::string lst;
@@ -164,7 +169,21 @@ Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& o) {
             {img.path, std::string(image::ImageFormatName(info->converted_from)), got, jpeg.size()});
       }
       const std::string& synset = folder.classes[img.class_index];
-      if (tf) {
+      if (wds) {
+        // The key is the image's number (unique, no dots); the JSON keeps
+        // where it came from. Labels are 0-based class indexes.
+        const std::string key = fmt::format("{:08d}", id);
+        const uint64_t start = tar.offset();
+        nlohmann::json meta = {{"file", synset + "/" + std::string(io::BaseName(img.path))},
+                               {"class", synset},
+                               {"label", img.class_index},
+                               {"width", info->width},
+                               {"height", info->height}};
+        AQ_TRY(tar.Add(key + ".jpg", jpeg).WithContext(tmp));
+        AQ_TRY(tar.Add(key + ".cls", std::to_string(img.class_index)).WithContext(tmp));
+        AQ_TRY(tar.Add(key + ".json", meta.dump()).WithContext(tmp));
+        tf_index.push_back({start, tar.offset() - start});
+      } else if (tf) {
         format::ImageRecord r;
         r.encoded = jpeg;
         r.label = static_cast<int64_t>(img.class_index) + 1;  // 1-based, 0 = background, as the ImageNet converters
@@ -189,14 +208,15 @@ Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& o) {
       }
       images += 1;
     }
+    if (wds) AQ_TRY(tar.Finish().WithContext(tmp));
     AQ_TRY(out->Sync());
     AQ_TRY(out->Close());
     bytes_out += out->size();
     AQ_TRY(fs.Rename(tmp, sp.final_path));
-    if (tf && o.write_index) {
+    if ((tf || wds) && o.write_index) {
       AQ_TRY(io::WriteFileAtomic(fs, TFRecordIndexPath(sp.final_path), format::FormatTFRecordIndex(tf_index)));
     }
-    if (!tf) {
+    if (!tf && !wds) {
       AQ_TRY(io::WriteFileAtomic(fs, RecordIOIndexPath(sp.final_path), format::FormatRecordIOIndex(rec_index)));
       std::string lst_path = sp.final_path.substr(0, sp.final_path.size() - 4) + ".lst";
       AQ_TRY(io::WriteFileAtomic(fs, lst_path, lst));
@@ -216,8 +236,8 @@ Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& o) {
   if (images == 0) {
     for (const auto& sp : plan) {
       (void)fs.Remove(sp.final_path);
-      if (tf && o.write_index) (void)fs.Remove(TFRecordIndexPath(sp.final_path));
-      if (!tf) {
+      if ((tf || wds) && o.write_index) (void)fs.Remove(TFRecordIndexPath(sp.final_path));
+      if (!tf && !wds) {
         (void)fs.Remove(RecordIOIndexPath(sp.final_path));
         (void)fs.Remove(sp.final_path.substr(0, sp.final_path.size() - 4) + ".lst");
       }

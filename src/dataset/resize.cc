@@ -45,6 +45,12 @@ Result<ResizeReport> Resize(io::FileSystem& fs, const ResizeOptions& o) {
   if (o.out.empty()) return InvalidArgument("resize: an output directory is required");
   const auto t0 = std::chrono::steady_clock::now();
   DatasetFiles ds = AQ_TRY(FindDataset(fs, o.input, o.format));
+  if (ds.format == Format::kWebDataset) {
+    return Unsupported(fmt::format(
+        "resize: '{}' holds WebDataset shards, which resize does not rewrite; pack the image folder again with "
+        "--format wds after resizing it",
+        o.input));
+  }
   AQ_TRY(PrepareOutputDir(fs, o.out, o.overwrite));
   const bool tf = ds.format == Format::kTFRecord;
   if (tf) AQ_TRY(fs.MakeDirs(io::JoinPath(o.out, "idx")));

@@ -83,14 +83,16 @@ struct ProblemsOf {
 void CheckIndex(io::FileSystem& fs, Format format, size_t file_index, const std::string& file,
                 const std::vector<uint64_t>& offsets, const std::vector<uint64_t>& sizes, Collector& collector) {
   const ProblemsOf out{collector, file_index};
-  const std::string idx = format == Format::kTFRecord ? TFRecordIndexPath(file) : RecordIOIndexPath(file);
+  // WebDataset shards get the TFRecord index's format ("offset size" per sample).
+  const bool offset_size = format == Format::kTFRecord || format == Format::kWebDataset;
+  const std::string idx = offset_size ? TFRecordIndexPath(file) : RecordIOIndexPath(file);
   if (!fs.Exists(idx)) return;
   auto text = io::ReadFileToString(fs, idx);
   if (!text.ok()) {
     out.Add({idx, 0, 0, text.status().message()});
     return;
   }
-  if (format == Format::kTFRecord) {
+  if (offset_size) {
     auto entries = format::ParseTFRecordIndex(*text, idx);
     if (!entries.ok()) {
       out.Add({idx, 0, 0, entries.status().message()});

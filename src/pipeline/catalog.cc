@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "format/recordio.h"
+#include "format/tar.h"
 #include "format/tfrecord.h"
 
 namespace aq::pipeline {
@@ -52,6 +53,30 @@ Status AddRecordIO(io::FileSystem& fs, Catalog& cat, uint32_t fi) {
   return Status::Ok();
 }
 
+// WebDataset: one sample per key, its bytes from its first header to the
+// end of its last member. The index pack writes (idx/<shard>.idx, "offset
+// size" per sample) saves scanning the headers.
+Status AddTar(io::FileSystem& fs, Catalog& cat, uint32_t fi) {
+  const std::string& path = cat.files[fi];
+  const std::string idx = dataset::TFRecordIndexPath(path);
+  std::vector<format::IndexEntry> entries;
+  if (fs.Exists(idx)) {
+    std::string text = AQ_TRY(io::ReadFileToString(fs, idx));
+    entries = AQ_TRY(format::ParseTFRecordIndex(text, idx));
+  } else {
+    auto f = AQ_TRY(fs.OpenRead(path, io::AccessHint::kSequential));
+    format::TarReader tar(*f, path);
+    format::WdsReader wds(tar);
+    format::WdsSample s;
+    while (AQ_TRY(wds.Next(&s))) entries.push_back({s.offset, s.size});
+    ++cat.indexes_built;
+  }
+  for (size_t r = 0; r < entries.size(); ++r) {
+    cat.samples.push_back({fi, static_cast<uint32_t>(r), entries[r].offset, entries[r].size, -1});
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<Catalog> BuildCatalog(io::FileSystem& fs, const std::string& path, dataset::Format format) {
@@ -65,6 +90,7 @@ Result<Catalog> BuildCatalog(io::FileSystem& fs, const std::string& path, datase
     switch (ds.format) {
       case dataset::Format::kTFRecord: AQ_TRY(AddTFRecord(fs, cat, fi)); break;
       case dataset::Format::kRecordIO: AQ_TRY(AddRecordIO(fs, cat, fi)); break;
+      case dataset::Format::kWebDataset: AQ_TRY(AddTar(fs, cat, fi)); break;
       case dataset::Format::kFolder: {
         const auto& img = ds.folder.images[fi];
         cat.samples.push_back({fi, 0, 0, img.size, static_cast<int32_t>(img.class_index)});

@@ -17,6 +17,7 @@
 #include "common/thread_pool.h"
 #include "format/example.h"
 #include "format/recordio.h"
+#include "format/tar.h"
 #include "format/tfrecord.h"
 #include "image/decode.h"
 #include "image/jpeg_region.h"
@@ -320,6 +321,14 @@ struct Pipeline::Impl {
         if (!v.ok()) return v.status().WithContext(where);
         jpeg = v->image;
         *label = static_cast<int32_t>(v->header.flag > 0 ? v->header.labels.front() : v->header.label);
+        break;
+      }
+      case dataset::Format::kWebDataset: {
+        std::string where = fmt::format("{}: sample {} at offset {}", file, ref.record, ref.offset);
+        auto f = format::ParseWdsSample(framed, where);
+        if (!f.ok()) return f.status();
+        jpeg = f->image;
+        *label = f->has_label ? static_cast<int32_t>(f->label) : -1;
         break;
       }
       default: jpeg = framed; *label = ref.label;

@@ -281,6 +281,20 @@ def test_set_epoch_mid_run_and_two_loaders_in_one_process(datasets):
     assert threads_now() <= base
 
 
+def test_webdataset_shards(datasets, tmp_path):
+    """The image folder packed as WebDataset tar shards: the loader finds
+    the format itself and delivers every image with its class."""
+    aquifer("dataset", "pack", datasets["folder"], "--out", tmp_path / "wds", "--format", "wds", "--shards", 3,
+            "--no-progress")
+    kw = dict(framework="numpy", training=False, shuffle=False, remainder="pad", batch_size=240)
+    wds = small(tmp_path / "wds", **kw)
+    folder = small(datasets["folder"], **kw)
+    assert len(wds) == 1
+    _, wds_labels = next(iter(wds))
+    _, folder_labels = next(iter(folder))
+    assert sorted(wds_labels.tolist()) == sorted(folder_labels.tolist())
+
+
 def test_resume_refuses_another_configuration(datasets):
     a = small(datasets["tfrecord"])
     b = small(datasets["tfrecord"], batch_size=8)
