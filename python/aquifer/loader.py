@@ -116,6 +116,16 @@ class Loader:
         memory on a side stream.
     ids: also yield each sample's id (a numpy array): its place in the
         dataset's catalog (files in name order, records in file order).
+    fields: names of extra fields to deliver with each sample: tf.Example
+        feature keys ("image/object/bbox/xmin": a float32 array; bytes
+        features as lists of bytes) or WebDataset member extensions ("json",
+        "txt": the member's bytes); None where a sample has no such field.
+        Implies extras.
+    extras: yield (images, labels, extras) where extras is a dict: "ids",
+        "crops" (float32 [B, 4]: the x0, y0, x1, y1 of each output's crop as
+        fractions of its source image), "flips" (bool [B]: flipped
+        horizontally), and "fields" (a dict per sample) when fields are asked
+        for. aquifer.transforms.follow_crop() moves boxes the same way.
     credentials, profile: keys for aquifer:// (else found as the AWS tools
         find them).
 
@@ -133,7 +143,7 @@ class Loader:
                  seed=1, shuffle=True, shuffle_buffer=10000, rank=None, world_size=None, remainder="drop",
                  threads=0, readers=1, prefetch=2, memory_limit="2GiB", on_error="skip", format="auto",
                  labels_zero_based=True, damage_check=True, framework="torch", device="cpu", ids=False,
-                 credentials=None, profile=None, retry_deadline=None):
+                 fields=None, extras=False, credentials=None, profile=None, retry_deadline=None):
         dtype = _DTYPES.get(_torch_dtype_name(dtype))
         if dtype is None:
             raise ValueError("dtype must be float32, float16 or uint8")
@@ -149,10 +159,12 @@ class Loader:
             shuffle_buffer=shuffle_buffer if shuffle else 1, rank=rank, world_size=world_size,
             remainder=remainder, threads=threads, readers=readers, prefetch=prefetch, memory_limit=memory_limit,
             on_error=on_error, format=format, labels_zero_based=labels_zero_based, damage_check=damage_check,
-            credentials=credentials, profile=profile, retry_deadline=retry_deadline)
+            credentials=credentials, profile=profile, retry_deadline=retry_deadline,
+            fields=list(fields) if fields else None)
         self.framework = framework
         self.device = str(device)
         self.ids = bool(ids)
+        self.extras = bool(extras) or bool(fields)
         self.epoch = 0
         self._step = 0  # batches of self.epoch already delivered
         self._source = None  # the running epoch's pipeline
@@ -327,6 +339,11 @@ class Loader:
             labels = torch.from_numpy(labels)
             if self._cuda is not None:
                 images, labels = self._cuda.copy(images, labels)
+        if self.extras:
+            extra = {"ids": info["samples"], "crops": info["crops"], "flips": info["flips"]}
+            if "fields" in info:
+                extra["fields"] = info["fields"]
+            return images, labels, extra
         return (images, labels, info["samples"]) if self.ids else (images, labels)
 
 

@@ -72,6 +72,10 @@ struct BatchBuffer {
   std::vector<int32_t> labels;
   std::vector<uint32_t> samples;
   std::vector<uint8_t> bad;
+  std::vector<float> crops;  // 4 per sample
+  std::vector<uint8_t> flips;
+  std::vector<std::string> fields;  // fields_per_sample per sample
+  std::vector<uint8_t> present;
   uint32_t filled = 0;  // samples written (under the pipeline's mutex)
 };
 
@@ -80,6 +84,7 @@ struct BatchBuffer {
 struct BatchBuffers {
   size_t bytes = 0;  // per buffer, 64-byte multiple
   uint32_t batch_size = 0;
+  size_t fields_per_sample = 0;
   std::mutex mu;
   std::vector<std::unique_ptr<BatchBuffer>> all;  // guarded by mu
   std::vector<BatchBuffer*> free;                 // guarded by mu
@@ -98,6 +103,10 @@ struct BatchBuffers {
     b->labels.assign(batch_size, -1);
     b->samples.assign(batch_size, 0);
     b->bad.assign(batch_size, 0);
+    b->crops.assign(4 * static_cast<size_t>(batch_size), 0.0f);
+    b->flips.assign(batch_size, 0);
+    b->fields.assign(batch_size * fields_per_sample, std::string());
+    b->present.assign(batch_size * fields_per_sample, 0);
     all.push_back(std::move(b));
     return all.back().get();
   }
@@ -269,6 +278,17 @@ struct Pipeline::Impl {
     const std::vector<image::NormBox>* boxes;
     bool read_to_end = false;
     bool flip = false;
+    float crop[4] = {0, 0, 1, 1};  // x0, y0, x1, y1 as fractions of the source
+  };
+
+  // Where a sample went: its crop (fractions of the source) and flip.
+  struct Geometry {
+    float* crop = nullptr;  // 4 floats
+    uint8_t* flip = nullptr;
+    void Set(const ChooseContext& c) const {
+      std::copy(std::begin(c.crop), std::end(c.crop), crop);
+      *flip = c.flip ? 1 : 0;
+    }
   };
 
   static image::RegionRequest Choose(const image::JpegHeader& h, void* ctx) {
@@ -289,6 +309,11 @@ struct Pipeline::Impl {
     req.y = box.y;
     req.w = box.w;
     req.h = box.h;
+    const double sw = std::max(1, h.width), sh = std::max(1, h.height);
+    c->crop[0] = static_cast<float>(box.x / sw);
+    c->crop[1] = static_cast<float>(box.y / sh);
+    c->crop[2] = static_cast<float>((box.x + box.w) / sw);
+    c->crop[3] = static_cast<float>((box.y + box.h) / sh);
     req.out_w = req.out_h = o.image_size;
     req.allow_dct_scaling = o.dct_scaling;
     req.fast_idct = o.fast_idct;
@@ -296,12 +321,25 @@ struct Pipeline::Impl {
     return req;
   }
 
-  // Parses, decodes and augments one sample into dst; sets *label.
+  // Parses, decodes and augments one sample into dst; sets *label, its
+  // geometry and its o.fields (fields/present: one entry per field).
   Status Process(Worker& w, uint32_t sample_id, const SampleRef& ref, std::string_view framed, uint64_t rng_key,
-                 void* dst, int32_t* label) {
+                 void* dst, int32_t* label, const Geometry& geo, std::string* fields, uint8_t* present) {
     std::string_view jpeg;
     const std::string& file = cat->files[ref.file];
     w.boxes.clear();
+    for (size_t k = 0; k < o.fields.size(); ++k) {
+      fields[k].clear();
+      present[k] = 0;
+    }
+    auto take = [&](std::string_view name, std::string_view value) {
+      for (size_t k = 0; k < o.fields.size(); ++k) {
+        if (!present[k] && o.fields[k] == name) {
+          fields[k].assign(value.data(), value.size());
+          present[k] = 1;
+        }
+      }
+    };
     switch (cat->format) {
       case dataset::Format::kTFRecord: {
         std::string where = fmt::format("{}: record {} at offset {}", file, ref.record, ref.offset);
@@ -312,6 +350,12 @@ struct Pipeline::Impl {
         jpeg = f->encoded;
         *label = static_cast<int32_t>(f->label - (o.labels_zero_based ? 1 : 0));
         if (o.bbox_crop && o.training) AQ_TRY(ParseBoxes(data, &w.boxes));
+        if (!o.fields.empty()) {
+          AQ_TRY(format::ForEachFeature(data, [&](const format::FeatureView& fv) -> Status {
+            take(fv.key, fv.raw);
+            return Status::Ok();
+          }));
+        }
         break;
       }
       case dataset::Format::kRecordIO: {
@@ -329,13 +373,14 @@ struct Pipeline::Impl {
         if (!f.ok()) return f.status();
         jpeg = f->image;
         *label = f->has_label ? static_cast<int32_t>(f->label) : -1;
+        for (const auto& [ext, data] : f->members) take(ext, data);
         break;
       }
       default: jpeg = framed; *label = ref.label;
     }
     Rng rng = Rng::Derive(o.seed, rng_key);
     auto t0 = Clock::now();
-    Status s = Decode(w, jpeg, rng, dst, sample_id);
+    Status s = Decode(w, jpeg, rng, dst, sample_id, geo);
     decode_ns += Nanos(t0, Clock::now());
     if (!s.ok()) {
       return s.WithContext(cat->format == dataset::Format::kFolder
@@ -378,20 +423,25 @@ struct Pipeline::Impl {
 
   // PNG, GIF and BMP samples (image folders and records may hold them):
   // decoded whole, then the same crop, resampling and augmentation.
-  Status DecodeOther(Worker& w, std::string_view encoded, Rng& rng, void* dst) {
+  Status DecodeOther(Worker& w, std::string_view encoded, Rng& rng, void* dst, const Geometry& geo) {
     const image::Image img = image::ToRgb(AQ_TRY(image::DecodeImage(encoded)));
     if (o.decode_only || o.entropy_only) return Status::Ok();
     ChooseContext ctx{this, &rng, &w.boxes};
     const image::RegionRequest req = Choose(image::JpegHeader{img.width, img.height, 3}, &ctx);
     const double x = std::clamp(req.x, 0.0, img.width - 1.0), y = std::clamp(req.y, 0.0, img.height - 1.0);
     const double bw = std::clamp(req.w, 1.0, img.width - x), bh = std::clamp(req.h, 1.0, img.height - y);
+    ctx.crop[0] = static_cast<float>(x / img.width);
+    ctx.crop[1] = static_cast<float>(y / img.height);
+    ctx.crop[2] = static_cast<float>((x + bw) / img.width);
+    ctx.crop[3] = static_cast<float>((y + bh) / img.height);
+    geo.Set(ctx);
     AQ_TRY(Transform(w, img, x, y, bw, bh, ctx.flip, rng, dst));
     return Status::Ok();
   }
 
-  Status Decode(Worker& w, std::string_view jpeg, Rng& rng, void* dst, uint32_t sample_id) {
+  Status Decode(Worker& w, std::string_view jpeg, Rng& rng, void* dst, uint32_t sample_id, const Geometry& geo) {
     if (!image::LooksLikeJpeg(jpeg) && image::IsConvertible(image::SniffImageFormat(jpeg))) {
-      return DecodeOther(w, jpeg, rng, dst);
+      return DecodeOther(w, jpeg, rng, dst, geo);
     }
     if (o.entropy_only) return w.decoder.DecodeEntropy(jpeg);
     if (o.decode_only) {
@@ -405,6 +455,7 @@ struct Pipeline::Impl {
     image::DecodedRegion region = AQ_TRY(w.decoder.Decode(jpeg, &Choose, &ctx));
     if (ctx.read_to_end) checked_clean->clean[sample_id].store(true, std::memory_order_relaxed);
     if (region.scale_denom > 1) dct_scaled += 1;
+    geo.Set(ctx);
     AQ_TRY(Transform(w, *region.pixels, region.x, region.y, region.w, region.h, ctx.flip, rng, dst));
     return Status::Ok();
   }
@@ -462,7 +513,10 @@ struct Pipeline::Impl {
         // epoch a run started at (a resumed run, one pipeline per epoch or
         // one over many give the same pixels), different every epoch.
         const uint64_t key = (static_cast<uint64_t>(o.first_epoch + e) << 40) | (j % per_epoch);
-        status = Process(w, sample_id, ref, slots[s].data, key, buf.data.get() + i * sample_bytes, &label);
+        const size_t nf = o.fields.size();
+        status = Process(w, sample_id, ref, slots[s].data, key, buf.data.get() + i * sample_bytes, &label,
+                         Geometry{buf.crops.data() + 4 * i, buf.flips.data() + i}, buf.fields.data() + i * nf,
+                         buf.present.data() + i * nf);
       }
       buf.labels[i] = label;
       buf.samples[i] = sample_id;
@@ -558,6 +612,13 @@ struct Pipeline::Impl {
       std::memcpy(buf->data.get() + i * sample_bytes, buf->data.get() + good * sample_bytes, sample_bytes);
       buf->labels[i] = buf->labels[good];
       buf->samples[i] = buf->samples[good];
+      std::copy_n(buf->crops.begin() + 4 * good, 4, buf->crops.begin() + 4 * i);
+      buf->flips[i] = buf->flips[good];
+      const size_t nf = o.fields.size();
+      for (size_t k = 0; k < nf; ++k) {
+        buf->fields[i * nf + k] = buf->fields[good * nf + k];
+        buf->present[i * nf + k] = buf->present[good * nf + k];
+      }
       ++replaced;
     }
     Batch& v = lease->batch_;
@@ -571,6 +632,10 @@ struct Pipeline::Impl {
     v.labels = buf->labels.data();
     v.samples = buf->samples.data();
     v.replaced = replaced;
+    v.crops = buf->crops.data();
+    v.flips = buf->flips.data();
+    v.fields = buf->fields.data();
+    v.present = buf->present.data();
     end = Clock::now();
     return lease;
   }
@@ -709,12 +774,14 @@ Result<std::unique_ptr<Pipeline>> Pipeline::Create(io::FileSystem& fs, const Pip
   // Batch buffers: those of an earlier pipeline when they fit (the next
   // epoch's pipeline then allocates and touches nothing), else new ones.
   const size_t buffer_bytes = (static_cast<size_t>(o.batch_size) * impl->sample_bytes + 63) & ~size_t{63};
-  if (o.buffers && o.buffers->bytes == buffer_bytes && o.buffers->batch_size == o.batch_size) {
+  if (o.buffers && o.buffers->bytes == buffer_bytes && o.buffers->batch_size == o.batch_size &&
+      o.buffers->fields_per_sample == o.fields.size()) {
     impl->pool = o.buffers;
   } else {
     impl->pool = std::make_shared<BatchBuffers>();
     impl->pool->bytes = buffer_bytes;
     impl->pool->batch_size = o.batch_size;
+    impl->pool->fields_per_sample = o.fields.size();
   }
   o.buffers.reset();
   {

@@ -87,6 +87,11 @@ struct PipelineOptions {
   // only read as far as its crop in later epochs. false skips even that.
   bool damage_check = true;
 
+  // Extra fields delivered with each sample, by name: tf.Example feature
+  // keys (the serialized Feature; Batch::fields), or WebDataset member
+  // extensions (the member's bytes). RecordIO and folders have none.
+  std::vector<std::string> fields;
+
   // Order and sharding.
   uint64_t seed = 1;
   uint32_t first_epoch = 0;  // the number of the first epoch run (it picks that epoch's order)
@@ -131,6 +136,16 @@ struct Batch {
   const int32_t* labels = nullptr;    // size entries
   const uint32_t* samples = nullptr;  // catalog sample ids (size entries)
   uint32_t replaced = 0;              // slots filled with a copy because their sample was bad
+  // Where each output came from in its source image, as fractions of the
+  // source's width and height: x0, y0, x1, y1 of the crop (4 per sample),
+  // and whether it was flipped horizontally (1 per sample). Boxes and
+  // masks follow the image through these.
+  const float* crops = nullptr;
+  const uint8_t* flips = nullptr;
+  // options.fields per sample (size x fields, sample-major) and whether
+  // each was present in the record.
+  const std::string* fields = nullptr;
+  const uint8_t* present = nullptr;
 };
 
 struct StageStats {

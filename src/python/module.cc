@@ -22,6 +22,7 @@
 #include "client/credentials.h"
 #include "client/s3_file_system.h"
 #include "common/units.h"
+#include "format/example.h"
 #include "io/file_system.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/plan.h"
@@ -151,6 +152,8 @@ pipeline::PipelineOptions OptionsFrom(const py::dict& kw, int64_t* rank, int64_t
       o.damage_check = v.cast<bool>();
     } else if (key == "seed") {
       o.seed = v.cast<uint64_t>();
+    } else if (key == "fields") {
+      o.fields = v.cast<std::vector<std::string>>();
     } else if (key == "first_epoch") {
       o.first_epoch = v.cast<uint32_t>();
     } else if (key == "epochs") {
@@ -283,6 +286,13 @@ class Source {
     info["step"] = b.step;
     info["samples"] = samples;
     info["replaced"] = b.replaced;
+    py::array_t<float> crops({size, static_cast<py::ssize_t>(4)});
+    std::memcpy(crops.mutable_data(), b.crops, static_cast<size_t>(size) * 4 * sizeof(float));
+    py::array_t<bool> flips(size);
+    for (py::ssize_t i = 0; i < size; ++i) flips.mutable_data()[i] = b.flips[i] != 0;
+    info["crops"] = crops;
+    info["flips"] = flips;
+    if (!options_.fields.empty()) info["fields"] = Fields(b);
     // The array owns the lease: the batch buffer returns to the pipeline
     // when Python drops the last view of it.
     void* data = lease->mutable_data();
@@ -290,6 +300,43 @@ class Source {
     py::capsule base(owner, [](void* p) { delete static_cast<pipeline::BatchLease*>(p); });
     py::array images(dtype, shape, strides, data, base);
     return py::make_tuple(images, labels, info);
+  }
+
+  // Each sample's options_.fields as a dict: a WebDataset member's bytes;
+  // a tf.Example feature as a list of bytes, or a numpy array of int64 or
+  // float32; None where the record has no such field.
+  py::list Fields(const pipeline::Batch& b) const {
+    py::list out;
+    const size_t nf = options_.fields.size();
+    const bool example = pipe_->catalog()->format == dataset::Format::kTFRecord;
+    for (uint32_t i = 0; i < b.size; ++i) {
+      py::dict d;
+      for (size_t k = 0; k < nf; ++k) {
+        const std::string& raw = b.fields[i * nf + k];
+        if (!b.present[i * nf + k]) {
+          d[py::str(options_.fields[k])] = py::none();
+        } else if (!example) {
+          d[py::str(options_.fields[k])] = py::bytes(raw);
+        } else {
+          const format::Feature f = Take(format::ParseFeature(raw));
+          if (f.kind == format::FeatureKind::kBytes) {
+            py::list l;
+            for (const auto& x : f.bytes) l.append(py::bytes(x));
+            d[py::str(options_.fields[k])] = l;
+          } else if (f.kind == format::FeatureKind::kFloat) {
+            d[py::str(options_.fields[k])] =
+                py::array_t<float>(static_cast<py::ssize_t>(f.floats.size()), f.floats.data());
+          } else if (f.kind == format::FeatureKind::kInt64) {
+            d[py::str(options_.fields[k])] =
+                py::array_t<int64_t>(static_cast<py::ssize_t>(f.ints.size()), f.ints.data());
+          } else {
+            d[py::str(options_.fields[k])] = py::list();
+          }
+        }
+      }
+      out.append(d);
+    }
+    return out;
   }
 
   uint64_t steps_per_epoch() const { return pipe_ ? pipe_->steps_per_epoch() : 0; }

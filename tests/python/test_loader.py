@@ -295,6 +295,80 @@ def test_webdataset_shards(datasets, tmp_path):
     assert sorted(wds_labels.tolist()) == sorted(folder_labels.tolist())
 
 
+def _detection_shard(path, n, fmt):
+    """WebDataset shard of images with one bright box on a dark ground, the
+    box in KEY.json (fractions of the image) and a caption in KEY.txt."""
+    import io as _io
+    import tarfile
+    from PIL import Image
+    rng = __import__("random").Random(7)
+    truth = {}
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as t:
+        for i in range(n):
+            w, h = rng.randint(120, 200), rng.randint(90, 160)
+            bx0, by0 = rng.uniform(0.05, 0.5), rng.uniform(0.05, 0.5)
+            bx1, by1 = bx0 + rng.uniform(0.25, 0.45), by0 + rng.uniform(0.25, 0.45)
+            img = Image.new("RGB", (w, h), (10, 10, 10))
+            img.paste((250, 250, 250), (round(bx0 * w), round(by0 * h), round(bx1 * w), round(by1 * h)))
+            buf = _io.BytesIO()
+            img.save(buf, format=fmt, **({"quality": 95} if fmt == "JPEG" else {}))
+            box = [round(bx0 * w) / w, round(by0 * h) / h, round(bx1 * w) / w, round(by1 * h) / h]
+            key = f"det/{i:05d}"
+            members = [("jpg" if fmt == "JPEG" else "png", buf.getvalue()), ("cls", str(i % 3).encode()),
+                       ("json", json.dumps({"boxes": [box]}).encode()), ("txt", f"caption {i}".encode())]
+            for ext, data in members:
+                info = tarfile.TarInfo(f"{key}.{ext}")
+                info.size = len(data)
+                t.addfile(info, _io.BytesIO(data))
+            truth[f"caption {i}"] = box
+    return truth
+
+
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG"])
+def test_boxes_follow_the_crop_and_flip(tmp_path, fmt):
+    """Detection targets stay on their objects: a bright box drawn in each
+    image, its coordinates in the sample's JSON; after the loader's random
+    crop and flip, follow_crop() puts the box where the bright pixels are
+    in the output (within two pixels of 64), and each caption arrives with
+    its own image."""
+    from aquifer.transforms import follow_crop
+    os.makedirs(tmp_path / "det")
+    truth = _detection_shard(tmp_path / "det" / "det-000.tar", 48, fmt)
+    loader = aq.Loader(tmp_path / "det", batch_size=16, image_size=64, threads=2, framework="numpy",
+                       dtype="uint8", layout="NHWC", crop_scale=(0.3, 1.0), fields=["json", "txt"], seed=11)
+    checked = flipped = 0
+    for epoch in range(3):
+        loader.set_epoch(epoch)
+        for images, labels, extra in loader:
+            for i in range(len(labels)):
+                f = extra["fields"][i]
+                box = json.loads(f["json"])["boxes"][0]
+                assert truth[f["txt"].decode()] == box, "caption and boxes of one sample"
+                out, keep = follow_crop([box], extra["crops"][i], extra["flips"][i])
+                bright = images[i].mean(axis=2) > 130
+                if not keep[0] or (out[0, 2] - out[0, 0]) * (out[0, 3] - out[0, 1]) < 0.05:
+                    continue
+                ys, xs = np.nonzero(bright)
+                got = np.array([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1]) / 64
+                assert np.abs(got - out[0]).max() <= 2 / 64, (got * 64, out[0] * 64, extra["crops"][i])
+                checked += 1
+                flipped += bool(extra["flips"][i])
+    assert checked >= 60 and 0 < flipped < checked
+
+
+def test_extra_fields_of_tf_examples(datasets):
+    """tf.Example features by key: ints and floats as arrays, bytes as lists;
+    a key no record has is None."""
+    loader = small(datasets["tfrecord"], framework="numpy", fields=["image/height", "image/class/synset", "nope"])
+    images, labels, extra = next(iter(loader))
+    assert len(extra["fields"]) == len(labels) == len(extra["ids"])
+    for f in extra["fields"]:
+        assert f["image/height"].dtype == np.int64 and f["image/height"][0] > 0
+        assert isinstance(f["image/class/synset"][0], bytes) and f["image/class/synset"][0].startswith(b"n")
+        assert f["nope"] is None
+    assert extra["crops"].shape == (len(labels), 4) and extra["flips"].dtype == bool
+
+
 def test_resume_refuses_another_configuration(datasets):
     a = small(datasets["tfrecord"])
     b = small(datasets["tfrecord"], batch_size=8)
