@@ -100,7 +100,11 @@ void AddPack(CLI::App* group, Globals& g) {
   cmd->add_option("-o,--out", o->out, "Output directory")->required();
   AddEnum(cmd, "-f,--format", &o->format, &dataset::ParseFormat, "tfrecord",
           "tfrecord (tf.Example, labels 1-based), recordio (.rec/.idx/.lst, labels 0-based) or wds (WebDataset "
-          ".tar shards: KEY.jpg, KEY.cls, KEY.json, labels 0-based)");
+          ".tar shards: KEY.jpg, KEY.cls, KEY.meta.json, labels 0-based)");
+  cmd->add_option("--sidecar", o->sidecars,
+                  "wds: also pack the file beside each image with its stem and this extension (e.g. json, txt) as "
+                  "KEY.<ext>; repeat or comma-separate")
+      ->delimiter(',');
   cmd->add_option("--shards", o->shards, "Number of output files (default 8 for tfrecord and wds, 1 for recordio)");
   cmd->add_option("--prefix", o->prefix, "Shard name prefix: <prefix>-00000-of-00008")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the shuffled image order")->capture_default_str();

@@ -69,6 +69,9 @@ struct PackOptions {
   // is not converted): stop (kFail) or leave them out and list them (kSkip).
   format::ErrorPolicy policy = format::ErrorPolicy::kFail;
   bool overwrite = false;
+  // WebDataset only: files beside each image with its stem and one of
+  // these extensions (annotations, captions) become members of its sample.
+  std::vector<std::string> sidecars;
   CommonOptions common;
 };
 // An image packed after conversion to JPEG.

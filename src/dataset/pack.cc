@@ -91,7 +91,17 @@ Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& o) {
     return InvalidArgument(fmt::format("pack: bad shard prefix '{}'", o.prefix));
   }
   const auto t0 = std::chrono::steady_clock::now();
-  format::ImageFolder folder = AQ_TRY(format::ScanImageFolder(fs, o.input, o.policy));
+  if (!o.sidecars.empty() && o.format != Format::kWebDataset) {
+    return InvalidArgument("pack: sidecar files (--sidecar) go into WebDataset shards only (--format wds)");
+  }
+  for (const auto& ext : o.sidecars) {
+    if (ext.empty() || ext.find_first_of("./") != std::string::npos || ext == "jpg" || ext == "cls" ||
+        ext == "meta.json" || format::IsWdsImageExtension(ext)) {
+      return InvalidArgument(fmt::format(
+          "pack: --sidecar {}: expected an extension such as json or txt (not an image's, cls, or with a dot)", ext));
+    }
+  }
+  format::ImageFolder folder = AQ_TRY(format::ScanImageFolder(fs, o.input, o.policy, o.sidecars));
   if (folder.images.empty()) {
     return InvalidArgument(
         fmt::format("pack: no images under '{}' (.jpg, .jpeg, .png, .gif or .bmp in class folders)", o.input));
@@ -181,7 +191,12 @@ Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& o) {
                                {"height", info->height}};
         AQ_TRY(tar.Add(key + ".jpg", jpeg).WithContext(tmp));
         AQ_TRY(tar.Add(key + ".cls", std::to_string(img.class_index)).WithContext(tmp));
-        AQ_TRY(tar.Add(key + ".json", meta.dump()).WithContext(tmp));
+        for (const auto& [ext, path] : img.sidecars) {
+          std::string data = AQ_TRY(io::ReadFileToString(fs, path));
+          bytes_in += data.size();
+          AQ_TRY(tar.Add(key + "." + ext, data).WithContext(tmp));
+        }
+        AQ_TRY(tar.Add(key + ".meta.json", meta.dump()).WithContext(tmp));
         tf_index.push_back({start, tar.offset() - start});
       } else if (tf) {
         format::ImageRecord r;

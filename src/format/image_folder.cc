@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
+#include <map>
 
 namespace aq::format {
 
@@ -14,7 +16,8 @@ bool IsImageFileName(std::string_view name) {
   return ext == "jpg" || ext == "jpeg" || ext == "png" || ext == "gif" || ext == "bmp";
 }
 
-Result<ImageFolder> ScanImageFolder(io::FileSystem& fs, const std::string& root, ErrorPolicy policy) {
+Result<ImageFolder> ScanImageFolder(io::FileSystem& fs, const std::string& root, ErrorPolicy policy,
+                                    const std::vector<std::string>& sidecars) {
   ImageFolder out;
   out.root = root;
   auto top = fs.List(root);
@@ -39,14 +42,32 @@ Result<ImageFolder> ScanImageFolder(io::FileSystem& fs, const std::string& root,
       out.skipped.push_back({dir, 0, c, 0, files.status().message()});
       continue;
     }
+    const size_t first = out.images.size();
+    std::map<std::string, size_t> by_stem;  // this class's images by stem
+    auto stem_of = [](std::string_view name) { return std::string(name.substr(0, name.rfind('.'))); };
     for (const auto& f : *files) {
-      if (f.is_dir || !IsImageFileName(f.name)) {
-        ++out.ignored_files;
-        if (out.ignored_some.size() < 10) out.ignored_some.push_back(io::JoinPath(dir, f.name));
-        continue;
-      }
+      if (f.is_dir || !IsImageFileName(f.name)) continue;
+      by_stem.emplace(stem_of(f.name), out.images.size());
       out.images.push_back({io::JoinPath(dir, f.name), c, f.size});
       out.total_bytes += f.size;
+    }
+    for (const auto& f : *files) {
+      if (!f.is_dir && IsImageFileName(f.name)) continue;
+      if (!f.is_dir && !sidecars.empty()) {
+        const size_t dot = f.name.rfind('.');
+        const std::string ext = dot == std::string::npos ? "" : f.name.substr(dot + 1);
+        auto it = by_stem.find(stem_of(f.name));
+        if (dot != std::string::npos && it != by_stem.end() &&
+            std::find(sidecars.begin(), sidecars.end(), ext) != sidecars.end()) {
+          out.images[it->second].sidecars.emplace_back(ext, io::JoinPath(dir, f.name));
+          continue;
+        }
+      }
+      ++out.ignored_files;
+      if (out.ignored_some.size() < 10) out.ignored_some.push_back(io::JoinPath(dir, f.name));
+    }
+    for (size_t i = first; i < out.images.size(); ++i) {
+      std::sort(out.images[i].sidecars.begin(), out.images[i].sidecars.end());
     }
   }
   return out;

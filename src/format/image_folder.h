@@ -20,6 +20,9 @@ struct ImageFolderEntry {
   std::string path;      // root/<class>/<file>
   uint32_t class_index;  // 0-based, into ImageFolder::classes
   uint64_t size;
+  // Files beside it with its stem and an asked-for extension, e.g.
+  // ("json", root/<class>/<stem>.json): annotations, captions.
+  std::vector<std::pair<std::string, std::string>> sidecars = {};
 };
 
 struct ImageFolder {
@@ -37,7 +40,11 @@ bool IsImageFileName(std::string_view name);
 
 // Scans root. An unreadable class directory fails the scan (kFail) or is
 // skipped and reported (kSkip). A root with no class directory is an error.
+// `sidecars` (extensions, e.g. "json", "txt"): a file <stem>.<ext> beside
+// an image <stem>.<image ext> belongs to that image; one without its image
+// is ignored like any other file.
 Result<ImageFolder> ScanImageFolder(io::FileSystem& fs, const std::string& root,
-                                    ErrorPolicy policy = ErrorPolicy::kFail);
+                                    ErrorPolicy policy = ErrorPolicy::kFail,
+                                    const std::vector<std::string>& sidecars = {});
 
 }  // namespace aq::format

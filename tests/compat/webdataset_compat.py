@@ -2,7 +2,7 @@
 """WebDataset tar shards, both directions, against Python's tarfile.
 
 - aquifer writes (dataset pack --format wds), tarfile reads: every image is
-  one sample of KEY.jpg, KEY.cls and KEY.json, members grouped by key as
+  one sample of KEY.jpg, KEY.cls and KEY.meta.json, members grouped by key as
   webdataset groups them, the class in .cls and .json agreeing, every JPEG
   decoding with PIL.
 - tarfile writes, in each of its formats (ustar, GNU, pax), shards the way
@@ -55,6 +55,40 @@ def wds_key(name):
 
 
 class AquiferWritesTarfileReads(unittest.TestCase):
+    def test_sidecar_files_become_members(self):
+        tmp = tempfile.mkdtemp(prefix="aq_wds_sidecar_")
+        try:
+            for c in ("cat", "dog"):
+                os.makedirs(f"{tmp}/raw/{c}")
+                for i in range(3):
+                    open(f"{tmp}/raw/{c}/{c}{i}.jpg", "wb").write(image_bytes(i))
+                    open(f"{tmp}/raw/{c}/{c}{i}.txt", "w").write(f"a {c} number {i}")
+                    if i < 2:
+                        json.dump({"boxes": [[0.1, 0.1, 0.5, 0.5]]}, open(f"{tmp}/raw/{c}/{c}{i}.json", "w"))
+            open(f"{tmp}/raw/cat/orphan.txt", "w").write("no image")
+            r = run("dataset", "pack", f"{tmp}/raw", "--out", f"{tmp}/wds", "--format", "wds", "--shards", 1,
+                    "--sidecar", "json,txt", "--json", "--no-progress")
+            report = json.loads(r.stdout)
+            self.assertEqual(report["ignored_files"], 1, report)  # the orphan, not the sidecars
+            with tarfile.open(f"{tmp}/wds/train-00000-of-00001.tar") as t:
+                members = {m.name: t.extractfile(m).read() for m in t.getmembers()}
+            by_key = {}
+            for name, data in members.items():
+                key, ext = name.split(".", 1)
+                by_key.setdefault(key, {})[ext] = data
+            self.assertEqual(len(by_key), 6)
+            for key, m in by_key.items():
+                meta = json.loads(m["meta.json"])
+                stem = meta["file"].split("/")[1].split(".")[0]
+                self.assertEqual(m["txt"].decode(), f"a {meta['class']} number {stem[-1]}")
+                self.assertEqual("json" in m, stem[-1] != "2")
+            bad = run("dataset", "pack", f"{tmp}/raw", "--out", f"{tmp}/tf", "--sidecar", "json", check=False)
+            self.assertNotEqual(bad.returncode, 0)
+            self.assertIn("--format wds", bad.stderr)
+            self.assertFalse(os.path.exists(f"{tmp}/tf"))
+        finally:
+            shutil.rmtree(tmp)
+
     def test_pack_wds_reads_as_webdataset(self):
         tmp = tempfile.mkdtemp(prefix="aq_wds_")
         try:
@@ -79,8 +113,8 @@ class AquiferWritesTarfileReads(unittest.TestCase):
             self.assertEqual(len(samples), 30)
             classes = set()
             for key, s in samples.items():
-                self.assertEqual(set(s), {"jpg", "cls", "json"}, key)
-                meta = json.loads(s["json"])
+                self.assertEqual(set(s), {"jpg", "cls", "meta.json"}, key)
+                meta = json.loads(s["meta.json"])
                 self.assertEqual(int(s["cls"]), meta["label"])
                 self.assertTrue(meta["file"].startswith(meta["class"] + "/"))
                 self.assertEqual(Image.open(io.BytesIO(s["jpg"])).size, (meta["width"], meta["height"]))

@@ -3,6 +3,7 @@ import gc
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -295,9 +296,11 @@ def test_webdataset_shards(datasets, tmp_path):
     assert sorted(wds_labels.tolist()) == sorted(folder_labels.tolist())
 
 
-def _detection_shard(path, n, fmt):
+def _detection_shard(path, n, fmt, folder=None):
     """WebDataset shard of images with one bright box on a dark ground, the
-    box in KEY.json (fractions of the image) and a caption in KEY.txt."""
+    box in KEY.json (fractions of the image) and a caption in KEY.txt;
+    written by tarfile, or (folder given) as an image folder with .json and
+    .txt beside each image for `dataset pack --sidecar`."""
     import io as _io
     import tarfile
     from PIL import Image
@@ -316,6 +319,14 @@ def _detection_shard(path, n, fmt):
             key = f"det/{i:05d}"
             members = [("jpg" if fmt == "JPEG" else "png", buf.getvalue()), ("cls", str(i % 3).encode()),
                        ("json", json.dumps({"boxes": [box]}).encode()), ("txt", f"caption {i}".encode())]
+            if folder is not None:
+                os.makedirs(os.path.join(folder, f"c{i % 3}"), exist_ok=True)
+                for ext, data in members:
+                    if ext != "cls":
+                        with open(os.path.join(folder, f"c{i % 3}", f"img{i:05d}.{ext}"), "wb") as fh:
+                            fh.write(data)
+                truth[f"caption {i}"] = box
+                continue
             for ext, data in members:
                 info = tarfile.TarInfo(f"{key}.{ext}")
                 info.size = len(data)
@@ -324,8 +335,8 @@ def _detection_shard(path, n, fmt):
     return truth
 
 
-@pytest.mark.parametrize("fmt", ["JPEG", "PNG"])
-def test_boxes_follow_the_crop_and_flip(tmp_path, fmt):
+@pytest.mark.parametrize("fmt,source", [("JPEG", "tarfile"), ("PNG", "tarfile"), ("JPEG", "pack")])
+def test_boxes_follow_the_crop_and_flip(tmp_path, fmt, source):
     """Detection targets stay on their objects: a bright box drawn in each
     image, its coordinates in the sample's JSON; after the loader's random
     crop and flip, follow_crop() puts the box where the bright pixels are
@@ -333,7 +344,13 @@ def test_boxes_follow_the_crop_and_flip(tmp_path, fmt):
     its own image."""
     from aquifer.transforms import follow_crop
     os.makedirs(tmp_path / "det")
-    truth = _detection_shard(tmp_path / "det" / "det-000.tar", 48, fmt)
+    if source == "pack":  # an image folder with annotations and captions beside the images
+        truth = _detection_shard(tmp_path / "unused.tar", 48, fmt, folder=tmp_path / "raw")
+        shutil.rmtree(tmp_path / "det")
+        aquifer("dataset", "pack", tmp_path / "raw", "--out", tmp_path / "det", "--format", "wds", "--sidecar",
+                "json,txt", "--shards", 2, "--no-progress")
+    else:
+        truth = _detection_shard(tmp_path / "det" / "det-000.tar", 48, fmt)
     loader = aq.Loader(tmp_path / "det", batch_size=16, image_size=64, threads=2, framework="numpy",
                        dtype="uint8", layout="NHWC", crop_scale=(0.3, 1.0), fields=["json", "txt"], seed=11)
     checked = flipped = 0
