@@ -16,7 +16,9 @@ pipeline to the next.
 """
 import collections
 import os
+import queue
 import threading
+import time
 
 from . import _aquifer
 
@@ -121,6 +123,11 @@ class Loader:
         features as lists of bytes) or WebDataset member extensions ("json",
         "txt": the member's bytes); None where a sample has no such field.
         Implies extras.
+    hooks: {field: function} for fields the C++ side does not decode (e.g.
+        {"json": json.loads}): applied to each sample's field on the
+        loader's own thread while the consumer works on earlier batches,
+        yielding the GIL between samples; stats() reports their time
+        ("hook_seconds", "hook_samples").
     extras: yield (images, labels, extras) where extras is a dict: "ids",
         "crops" (float32 [B, 4]: the x0, y0, x1, y1 of each output's crop as
         fractions of its source image), "flips" (bool [B]: flipped
@@ -143,7 +150,7 @@ class Loader:
                  seed=1, shuffle=True, shuffle_buffer=10000, rank=None, world_size=None, remainder="drop",
                  threads=0, readers=1, prefetch=2, memory_limit="2GiB", on_error="skip", format="auto",
                  labels_zero_based=True, damage_check=True, framework="torch", device="cpu", ids=False,
-                 fields=None, extras=False, credentials=None, profile=None, retry_deadline=None):
+                 fields=None, extras=False, hooks=None, credentials=None, profile=None, retry_deadline=None):
         dtype = _DTYPES.get(_torch_dtype_name(dtype))
         if dtype is None:
             raise ValueError("dtype must be float32, float16 or uint8")
@@ -165,6 +172,14 @@ class Loader:
         self.device = str(device)
         self.ids = bool(ids)
         self.extras = bool(extras) or bool(fields)
+        self._hooks = dict(hooks or {})
+        for name, fn in self._hooks.items():
+            if not callable(fn):
+                raise ValueError(f"hooks: the hook for {name!r} is not callable")
+            if name not in (fields or ()):
+                raise ValueError(f"hooks: {name!r} is not one of fields={list(fields or ())}")
+        self._hook_seconds = 0.0
+        self._hook_samples = 0
         self.epoch = 0
         self._step = 0  # batches of self.epoch already delivered
         self._source = None  # the running epoch's pipeline
@@ -243,9 +258,56 @@ class Loader:
     def stats(self):
         """The running (or last) epoch's pipeline statistics: images/s, each
         stage's utilisation, the limiting stage, bad samples with where."""
-        if self._source is not None:
-            return self._source.stats()
-        return self._last_stats
+        s = self._source.stats() if self._source is not None else self._last_stats
+        if s is not None and self._hooks:
+            s = dict(s, hook_seconds=self._hook_seconds, hook_samples=self._hook_samples)
+        return s
+
+    def _hooked(self, run, count, pulled):
+        """`count` batches of run.source with the hooks applied to their
+        fields, prepared on a helper thread (at most `prefetch` ahead);
+        pulled[0] counts the batches taken from the source."""
+        q = queue.Queue(maxsize=max(1, self._options["prefetch"]))
+        stop = threading.Event()
+
+        def work():
+            try:
+                for _ in range(count):
+                    if stop.is_set():
+                        return
+                    batch = run.source.next()
+                    pulled[0] += 1
+                    if batch is not None:
+                        for sample in batch[2].get("fields", ()):
+                            t0 = time.perf_counter()
+                            for name, fn in self._hooks.items():
+                                if sample.get(name) is not None:
+                                    sample[name] = fn(sample[name])
+                            self._hook_seconds += time.perf_counter() - t0
+                            self._hook_samples += 1
+                            time.sleep(0)  # the GIL goes to the consumer between samples
+                    while not stop.is_set():
+                        try:
+                            q.put((None, batch), timeout=0.1)
+                            break
+                        except queue.Full:
+                            continue
+                    if batch is None:
+                        return
+            except BaseException as e:  # noqa: BLE001  (raised in the consumer's thread)
+                q.put((e, None))
+
+        thread = threading.Thread(target=work, name="aquifer-hooks")
+        thread.start()
+        try:
+            for _ in range(count):
+                error, batch = q.get()
+                if error is not None:
+                    raise error
+                yield batch
+        finally:
+            stop.set()
+            thread.join()
 
     def __iter__(self):
         if self._step >= self._steps:  # the last pass stopped after the epoch's last batch
@@ -264,6 +326,9 @@ class Loader:
         self._source = run.source
         # The next pipeline starts this many batches before its first epoch.
         lead = self._options["prefetch"] + 1
+        pulled = [0]
+        hooked = self._hooks and self._hooked(run, self._steps - self._step, pulled)
+        consumed = 0
         try:
             while self._step < self._steps:
                 if (self._next is None and self.epoch == run.last and self._step + lead >= self._steps
@@ -271,7 +336,8 @@ class Loader:
                     e = self.epoch + 1
                     count = self._epochs_per_run(e)
                     self._next = _Opening(lambda e=e, count=count: self._open_run(e, 0, count), e)
-                batch = run.source.next()
+                batch = next(hooked) if hooked else run.source.next()
+                consumed += 1
                 if batch is None or batch[2]["epoch"] != self.epoch or batch[2]["step"] != self._step:
                     got = "nothing" if batch is None else f"epoch {batch[2]['epoch']} step {batch[2]['step']}"
                     raise RuntimeError(f"aquifer: expected epoch {self.epoch} step {self._step} from the pipeline, "
@@ -285,8 +351,14 @@ class Loader:
             self.epoch += 1
             self._step = 0
         finally:
+            if hooked:
+                hooked.close()
             self._last_stats = run.source.stats()
-            if run.epoch > run.last and self._run is run:  # its epochs are done
+            if hooked and pulled[0] > consumed and self._run is run:
+                # The helper took batches nobody saw: the pipeline is ahead
+                # of the loader's position, so it cannot go on.
+                self._close_run()
+            elif run.epoch > run.last and self._run is run:  # its epochs are done
                 self._run = None
                 self._source = None
                 if self._next is not None:

@@ -373,6 +373,46 @@ def test_boxes_follow_the_crop_and_flip(tmp_path, fmt, source):
     assert checked >= 60 and 0 < flipped < checked
 
 
+def test_hooks_decode_fields_on_the_loaders_thread(tmp_path):
+    """hooks: json.loads runs on the loader's helper thread, its cost is
+    counted, the results equal decoding by hand, breaking mid-epoch and
+    going on gives the batches an uninterrupted run gives, and a failing
+    hook raises in the consumer."""
+    os.makedirs(tmp_path / "det")
+    _detection_shard(tmp_path / "det" / "det-000.tar", 48, "JPEG")
+    kw = dict(batch_size=8, image_size=32, threads=2, framework="numpy", dtype="uint8", fields=["json", "txt"],
+              seed=4)
+    seen_threads = set()
+
+    def parse(raw):
+        seen_threads.add(threading.current_thread().name)
+        return json.loads(raw)
+
+    plain = aq.Loader(tmp_path / "det", **kw)
+    hooked = aq.Loader(tmp_path / "det", hooks={"json": parse}, **kw)
+    want = [[(x.tobytes(), [json.loads(f["json"]) for f in e["fields"]]) for x, _, e in plain] for _ in range(2)]
+    first = []
+    for i, (x, _, e) in enumerate(hooked):  # break after 2 batches, then go on
+        first.append((x.tobytes(), [f["json"] for f in e["fields"]]))
+        if i == 1:
+            break
+    first += [(x.tobytes(), [f["json"] for f in e["fields"]]) for x, _, e in hooked]
+    second = [(x.tobytes(), [f["json"] for f in e["fields"]]) for x, _, e in hooked]
+    assert [first, second] == want
+    assert seen_threads == {"aquifer-hooks"}
+    st = hooked.stats()
+    assert st["hook_samples"] >= 2 * 48 - 8 and st["hook_seconds"] > 0
+
+    def broken(raw):
+        raise KeyError("no boxes here")
+
+    bad = aq.Loader(tmp_path / "det", hooks={"txt": broken}, **kw)
+    with pytest.raises(KeyError, match="no boxes"):
+        next(iter(bad))
+    with pytest.raises(ValueError, match="not one of fields"):
+        aq.Loader(tmp_path / "det", hooks={"png": len}, **kw)
+
+
 def test_extra_fields_of_tf_examples(datasets):
     """tf.Example features by key: ints and floats as arrays, bytes as lists;
     a key no record has is None."""
