@@ -28,3 +28,24 @@ def follow_crop(boxes, crop, flip, min_area=0.0):
         out[:, [0, 2]] = 1.0 - out[:, [2, 0]]
     area = (out[:, 2] - out[:, 0]) * (out[:, 3] - out[:, 1])
     return out.astype(np.float32), area > min_area
+
+
+def pad(arrays, value=0, length=None, dtype=None):
+    """Variable-length per-sample arrays (boxes [n_i, 4], token ids [n_i])
+    as one batch array [B, N, ...] padded with `value`, N the longest (or
+    `length`, cutting longer ones), and the lengths [B]."""
+    arrays = [np.asarray(a, dtype=dtype) for a in arrays]
+    if not arrays:
+        return np.zeros((0, 0)), np.zeros(0, dtype=np.int64)
+    tail = arrays[0].shape[1:]
+    for a in arrays:
+        if a.shape[1:] != tail:
+            raise ValueError(f"pad: samples differ beyond their first dimension: {a.shape[1:]} vs {tail}")
+    n = max(a.shape[0] for a in arrays) if length is None else length
+    out = np.full((len(arrays), n) + tail, value, dtype=dtype or np.result_type(*arrays))
+    lengths = np.zeros(len(arrays), dtype=np.int64)
+    for i, a in enumerate(arrays):
+        k = min(n, a.shape[0])
+        out[i, :k] = a[:k]
+        lengths[i] = k
+    return out, lengths

@@ -413,6 +413,18 @@ def test_hooks_decode_fields_on_the_loaders_thread(tmp_path):
         aq.Loader(tmp_path / "det", hooks={"png": len}, **kw)
 
 
+def test_pad_batches_variable_length_fields():
+    from aquifer.transforms import pad
+    boxes = [np.ones((2, 4)), np.zeros((0, 4)), np.full((3, 4), 2.0)]
+    out, lengths = pad(boxes, value=-1)
+    assert out.shape == (3, 3, 4) and lengths.tolist() == [2, 0, 3]
+    assert (out[1] == -1).all() and (out[0, :2] == 1).all() and (out[0, 2] == -1).all()
+    cut, lengths = pad([[1, 2, 3], [4]], length=2)
+    assert cut.tolist() == [[1, 2], [4, 0]] and lengths.tolist() == [2, 1]
+    with pytest.raises(ValueError, match="differ"):
+        pad([np.zeros((1, 4)), np.zeros((1, 5))])
+
+
 def test_extra_fields_of_tf_examples(datasets):
     """tf.Example features by key: ints and floats as arrays, bytes as lists;
     a key no record has is None."""
