@@ -226,6 +226,29 @@ void PrintTrain(const bench::TrainBenchReport& r, const bench::TrainBenchOptions
   std::printf("  verdict    %s\n", r.verdict.c_str());
 }
 
+// The emulated accelerators of bench train and bench infer.
+void AddEmulatedGpuFlags(CLI::App* cmd, bench::TrainBenchOptions& t) {
+  cmd->add_option("-g,--gpus", t.gpus, "Simulated GPUs in this process")->capture_default_str();
+  cmd->add_option("-m,--model", t.model,
+                  "resnet50, resnet152, inception3, inception4, vgg16, googlenet, alexnet (docs/models.md)")
+      ->capture_default_str();
+  cmd->add_option("--gpu", t.gpu, "v100, a100 or h100")->capture_default_str();
+  cmd->add_option("--precision", t.precision, "fp16 (mixed) or fp32 (TF32 on A100/H100)")->capture_default_str();
+  cmd->add_option("--au-threshold", t.au_threshold, "AU at or above which a run counts as GPU-bound")
+      ->capture_default_str();
+}
+
+// The pipeline and sampler settings both benches take from the flags.
+void ApplyPipelineFlags(const BenchFlags& pipe, const ResultFlags& out, const Globals& g, bench::TrainBenchOptions& t) {
+  t.pipeline = pipe.b.pipeline;
+  t.pipeline.workers = g.threads;
+  t.node = t.pipeline.rank;
+  t.nodes = t.pipeline.world;
+  t.progress = !g.no_progress && !g.json;
+  t.sampler.interval_seconds = out.interval;
+  t.sampler.prometheus_port = out.prometheus;
+}
+
 void RegisterTrainCommand(CLI::App& group, Globals& g) {
   auto* f = g.Own<TrainFlags>();
   auto* cmd = group.add_subcommand(
@@ -237,12 +260,7 @@ void RegisterTrainCommand(CLI::App& group, Globals& g) {
   cmd->get_option("data")->required(false);
   cmd->add_flag("--models", f->list_models, "Print the model table (images/s per GPU and sources) and exit");
   auto& t = f->t;
-  cmd->add_option("-g,--gpus", t.gpus, "Simulated GPUs in this process")->capture_default_str();
-  cmd->add_option("-m,--model", t.model,
-                  "resnet50, resnet152, inception3, inception4, vgg16, googlenet, alexnet (docs/models.md)")
-      ->capture_default_str();
-  cmd->add_option("--gpu", t.gpu, "v100, a100 or h100")->capture_default_str();
-  cmd->add_option("--precision", t.precision, "fp16 (mixed) or fp32 (TF32 on A100/H100)")->capture_default_str();
+  AddEmulatedGpuFlags(cmd, t);
   cmd->add_flag("--inference", f->inference, "Forward only: no all-reduce, ranks do not wait for each other");
   cmd->add_option("--step-time", t.step_seconds, "Seconds per step per GPU (overrides the model table)");
   cmd->add_option("--steps", t.steps,
@@ -253,8 +271,6 @@ void RegisterTrainCommand(CLI::App& group, Globals& g) {
       ->capture_default_str();
   cmd->add_option("--max-seconds", t.max_seconds, "Stop after this long (0 = no limit)")->capture_default_str();
   cmd->add_flag("--drop-caches", t.drop_caches, "Evict the dataset from the page cache first (a cold start)");
-  cmd->add_option("--au-threshold", t.au_threshold, "AU at or above which the run counts as GPU-bound")
-      ->capture_default_str();
   AddResultFlags(cmd, f->out, true);
   AddOutputFlags(cmd, g);
   cmd->callback([f, &g] {
@@ -271,14 +287,8 @@ void RegisterTrainCommand(CLI::App& group, Globals& g) {
       return;
     }
     auto& t = f->t;
-    t.pipeline = f->pipe.b.pipeline;
-    t.pipeline.workers = g.threads;
-    t.node = t.pipeline.rank;
-    t.nodes = t.pipeline.world;
+    ApplyPipelineFlags(f->pipe, f->out, g, t);
     t.inference = f->inference;
-    t.progress = !g.no_progress && !g.json;
-    t.sampler.interval_seconds = f->out.interval;
-    t.sampler.prometheus_port = f->out.prometheus;
     auto r = bench::RunTrainBench(*g.fs, t);
     if (!r.ok()) return Fail(g, r.status());
     auto roots = io::SplitRoots(t.pipeline.data);
@@ -382,20 +392,13 @@ void RegisterInferCommand(CLI::App& group, Globals& g) {
   cmd->add_option("--batch-overhead", f->o.batch_overhead_seconds,
                   "Fixed seconds per batch on the emulated GPU (launches, host-to-device copy)")
       ->capture_default_str();
-  cmd->add_option("-g,--gpus", t.gpus, "Simulated GPUs in this process")->capture_default_str();
-  cmd->add_option("-m,--model", t.model,
-                  "resnet50, resnet152, inception3, inception4, vgg16, googlenet, alexnet (docs/models.md)")
-      ->capture_default_str();
-  cmd->add_option("--gpu", t.gpu, "v100, a100 or h100")->capture_default_str();
-  cmd->add_option("--precision", t.precision, "fp16 (mixed) or fp32 (TF32 on A100/H100)")->capture_default_str();
+  AddEmulatedGpuFlags(cmd, t);
   cmd->add_option("--steps", t.steps, "Steps per GPU for each batch size (0 = a pass, more under --min-steps)")
       ->capture_default_str();
   cmd->add_option("--min-steps", t.min_steps, "Measured steps per GPU a verdict needs")->capture_default_str();
   cmd->add_option("--max-seconds", t.max_seconds, "Stop each batch size after this long (0 = no limit)")
       ->capture_default_str();
   cmd->add_flag("--drop-caches", t.drop_caches, "Evict the dataset from the page cache before each batch size");
-  cmd->add_option("--au-threshold", t.au_threshold, "AU at or above which a run counts as GPU-bound")
-      ->capture_default_str();
   cmd->add_option("--checkpoint", f->checkpoint,
                   "Also evaluate this examples/train_imagenet.py checkpoint on the CPU: top-1/top-5 over the data, "
                   "each sample once");
@@ -412,13 +415,7 @@ void RegisterInferCommand(CLI::App& group, Globals& g) {
       return;
     }
     auto& t = f->o.base;
-    t.pipeline = f->pipe.b.pipeline;
-    t.pipeline.workers = g.threads;
-    t.node = t.pipeline.rank;
-    t.nodes = t.pipeline.world;
-    t.progress = !g.no_progress && !g.json;
-    t.sampler.interval_seconds = f->out.interval;
-    t.sampler.prometheus_port = f->out.prometheus;
+    ApplyPipelineFlags(f->pipe, f->out, g, t);
     auto r = bench::RunInferBench(*g.fs, f->o);
     if (!r.ok()) return Fail(g, r.status());
     nlohmann::json eval;

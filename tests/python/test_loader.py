@@ -124,18 +124,24 @@ def free_port():
         return s.getsockname()[1]
 
 
-def test_two_processes_under_torch_distributed(datasets, tmp_path):
-    """Rank and world come from torch.distributed (gloo): two real processes
-    split the epoch with no overlap and equal steps."""
+def run_two_ranks(script, data, tmp_path):
+    """Runs `script` as ranks 0 and 1 of a gloo group (argv: data, an output
+    JSON file, the package path); returns what each wrote."""
     port = free_port()
     procs = []
     for rank in range(2):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        procs.append(subprocess.Popen([sys.executable, "-c", WORKER, datasets["tfrecord"],
-                                       str(tmp_path / f"r{rank}.json"), os.path.join(BUILD, "python")], env=env))
+        procs.append(subprocess.Popen([sys.executable, "-c", script, data, str(tmp_path / f"rank{rank}.json"),
+                                       os.path.join(BUILD, "python")], env=env))
     for p in procs:
         assert p.wait(timeout=120) == 0
-    out = [json.loads((tmp_path / f"r{r}.json").read_text()) for r in range(2)]
+    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+
+
+def test_two_processes_under_torch_distributed(datasets, tmp_path):
+    """Rank and world come from torch.distributed (gloo): two real processes
+    split the epoch with no overlap and equal steps."""
+    out = run_two_ranks(WORKER, datasets["tfrecord"], tmp_path)
     assert [o["rank"] for o in out] == [0, 1] and {o["world"] for o in out} == {2}
     assert out[0]["steps"] == out[1]["steps"]
     assert not set(out[0]["ids"]) & set(out[1]["ids"])
@@ -169,15 +175,7 @@ dist.destroy_process_group()
 def test_evaluation_counts_each_sample_once_across_ranks(datasets, tmp_path):
     """Two ranks, remainder="pad": the ranks see more samples than the
     dataset has, evaluate() counts each real one once, the same on both."""
-    port = free_port()
-    procs = []
-    for rank in range(2):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        procs.append(subprocess.Popen([sys.executable, "-c", EVAL_WORKER, datasets["folder"],
-                                       str(tmp_path / f"e{rank}.json"), os.path.join(BUILD, "python")], env=env))
-    for p in procs:
-        assert p.wait(timeout=120) == 0
-    out = [json.loads((tmp_path / f"e{r}.json").read_text()) for r in range(2)]
+    out = run_two_ranks(EVAL_WORKER, datasets["folder"], tmp_path)
     alone = small(datasets["folder"], framework="numpy", training=False, shuffle=False, batch_size=240)
     labels = next(iter(alone))[1]
     assert out[0]["padded"] + out[1]["padded"] > 240, "the ranks were padded (else this test proves nothing)"
