@@ -49,3 +49,18 @@ def pad(arrays, value=0, length=None, dtype=None):
         out[i, :k] = a[:k]
         lengths[i] = k
     return out, lengths
+
+
+def follow_crop_image(mask, crop, flip, size):
+    """A per-pixel target of the source image (segmentation mask [H, W] or
+    [H, W, C]) through the same crop and flip as the image, resized to
+    size x size by nearest neighbour (labels are never blended)."""
+    m = np.asarray(mask)
+    h, w = m.shape[:2]
+    x0, y0, x1, y1 = (float(v) for v in crop)
+    centres = (np.arange(size) + 0.5) / size
+    xs = np.clip(np.floor((x0 + centres * (x1 - x0)) * w).astype(np.int64), 0, w - 1)
+    ys = np.clip(np.floor((y0 + centres * (y1 - y0)) * h).astype(np.int64), 0, h - 1)
+    if flip:
+        xs = xs[::-1]
+    return m[ys][:, xs]

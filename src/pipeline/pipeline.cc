@@ -365,6 +365,13 @@ struct Pipeline::Impl {
         if (!v.ok()) return v.status().WithContext(where);
         jpeg = v->image;
         *label = static_cast<int32_t>(v->header.flag > 0 ? v->header.labels.front() : v->header.label);
+        if (!o.fields.empty()) {
+          // im2rec's header: every label (with --pack-label, a detection
+          // record's box list), and the record's id.
+          const std::vector<float>& all = v->header.flag > 0 ? v->header.labels : std::vector<float>{v->header.label};
+          take("labels", std::string_view(reinterpret_cast<const char*>(all.data()), all.size() * sizeof(float)));
+          take("id", std::string_view(reinterpret_cast<const char*>(&v->header.id), sizeof(v->header.id)));
+        }
         break;
       }
       case dataset::Format::kWebDataset: {

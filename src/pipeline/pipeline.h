@@ -88,8 +88,10 @@ struct PipelineOptions {
   bool damage_check = true;
 
   // Extra fields delivered with each sample, by name: tf.Example feature
-  // keys (the serialized Feature; Batch::fields), or WebDataset member
-  // extensions (the member's bytes). RecordIO and folders have none.
+  // keys (the serialized Feature; Batch::fields), WebDataset member
+  // extensions (the member's bytes), or RecordIO's "labels" (the im2rec
+  // header's float labels, native order) and "id" (uint64). Folders have
+  // none.
   std::vector<std::string> fields;
 
   // Order and sharding.

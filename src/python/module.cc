@@ -308,13 +308,24 @@ class Source {
   py::list Fields(const pipeline::Batch& b) const {
     py::list out;
     const size_t nf = options_.fields.size();
-    const bool example = pipe_->catalog()->format == dataset::Format::kTFRecord;
+    const dataset::Format format = pipe_->catalog()->format;
+    const bool example = format == dataset::Format::kTFRecord;
     for (uint32_t i = 0; i < b.size; ++i) {
       py::dict d;
       for (size_t k = 0; k < nf; ++k) {
         const std::string& raw = b.fields[i * nf + k];
         if (!b.present[i * nf + k]) {
           d[py::str(options_.fields[k])] = py::none();
+        } else if (format == dataset::Format::kRecordIO) {
+          if (options_.fields[k] == "id") {
+            uint64_t id = 0;
+            std::memcpy(&id, raw.data(), std::min(raw.size(), sizeof id));
+            d[py::str(options_.fields[k])] = py::int_(id);
+          } else {
+            std::vector<float> v(raw.size() / sizeof(float));
+            std::memcpy(v.data(), raw.data(), v.size() * sizeof(float));
+            d[py::str(options_.fields[k])] = py::array_t<float>(static_cast<py::ssize_t>(v.size()), v.data());
+          }
         } else if (!example) {
           d[py::str(options_.fields[k])] = py::bytes(raw);
         } else {

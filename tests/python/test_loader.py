@@ -340,7 +340,7 @@ def test_boxes_follow_the_crop_and_flip(tmp_path, fmt, source):
     crop and flip, follow_crop() puts the box where the bright pixels are
     in the output (within two pixels of 64), and each caption arrives with
     its own image."""
-    from aquifer.transforms import follow_crop
+    from aquifer.transforms import follow_crop, follow_crop_image
     os.makedirs(tmp_path / "det")
     if source == "pack":  # an image folder with annotations and captions beside the images
         truth = _detection_shard(tmp_path / "unused.tar", 48, fmt, folder=tmp_path / "raw")
@@ -366,6 +366,13 @@ def test_boxes_follow_the_crop_and_flip(tmp_path, fmt, source):
                 ys, xs = np.nonzero(bright)
                 got = np.array([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1]) / 64
                 assert np.abs(got - out[0]).max() <= 2 / 64, (got * 64, out[0] * 64, extra["crops"][i])
+                # The box as a mask of the source, through the same crop and flip.
+                sw, sh = 400, 300
+                mask = np.zeros((sh, sw), dtype=np.uint8)
+                mask[round(box[1] * sh):round(box[3] * sh), round(box[0] * sw):round(box[2] * sw)] = 1
+                moved = follow_crop_image(mask, extra["crops"][i], extra["flips"][i], 64).astype(bool)
+                iou = (moved & bright).sum() / (moved | bright).sum()
+                assert iou > 0.8, iou
                 checked += 1
                 flipped += bool(extra["flips"][i])
     assert checked >= 60 and 0 < flipped < checked
@@ -409,6 +416,31 @@ def test_hooks_decode_fields_on_the_loaders_thread(tmp_path):
         next(iter(bad))
     with pytest.raises(ValueError, match="not one of fields"):
         aq.Loader(tmp_path / "det", hooks={"png": len}, **kw)
+
+
+def test_recordio_packed_labels_as_a_field(tmp_path):
+    """MXNet detection records (im2rec --pack-label: a float label list
+    with boxes) deliver their whole label list and id as fields."""
+    import io as _io
+    from PIL import Image
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "compat"))
+    import spec
+    rec = b""
+    want = {}
+    for i in range(8):
+        buf = _io.BytesIO()
+        Image.new("RGB", (40, 30), (i * 20, 50, 90)).save(buf, format="JPEG")
+        labels = [2.0, 5.0, float(i % 3), 0.1, 0.2, 0.6, 0.7]  # header width, object width, class, box
+        rec += spec.recordio_frame(spec.pack_header(0, 100 + i, labels=labels) + buf.getvalue())
+        want[100 + i] = labels
+    (tmp_path / "det.rec").write_bytes(rec)
+    loader = aq.Loader(tmp_path / "det.rec", batch_size=8, image_size=32, framework="numpy", shuffle=False,
+                       fields=["labels", "id"])
+    images, labels, extra = next(iter(loader))
+    for f in extra["fields"]:
+        assert f["labels"].dtype == np.float32
+        np.testing.assert_allclose(f["labels"], want[f["id"]], rtol=1e-6)
+    assert sorted(f["id"] for f in extra["fields"]) == sorted(want)
 
 
 def test_pad_batches_variable_length_fields():
