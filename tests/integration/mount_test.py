@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """aquifer mount against a real node: cp -r and tar round trips, a 10,000
 entry directory, Python reads of TFRecord shards, aquifer bench storage and
-bench pipeline and fio through the mount, what a write-once store refuses
+bench pipeline (TFRecord and WebDataset shards) and fio through the mount, what a write-once store refuses
 (with the right errno, the object untouched), a file stored only at its
 opener's close (a child's close of an inherited descriptor stores nothing),
 a full spool disk (ENOSPC from write and close, nothing stored, the previous
@@ -115,6 +115,9 @@ try:
     r = run(AQ, "dataset", "pack", os.path.join(src, "images"), "--out", os.path.join(src, "tf"), "--format",
             "tfrecord", "--shards", "3", "--no-progress")
     assert r.returncode == 0, r.stderr
+    r = run(AQ, "dataset", "pack", os.path.join(src, "images"), "--out", os.path.join(src, "wds"), "--format", "wds",
+            "--shards", "2", "--no-progress")
+    assert r.returncode == 0, r.stderr
     with open(os.path.join(src, "big.bin"), "wb") as f:
         f.write(os.urandom(21 << 20))  # several 4 MiB chunks, a sequential read ahead
 
@@ -158,6 +161,10 @@ try:
     res = json.loads(r.stdout) if r.returncode == 0 else {}
     ok = res.get("images", 0) >= 48 and res.get("bad_samples") == 0  # less the warm-up batches
     check(ok, f"aquifer bench pipeline through the mount: {r.stdout[-300:]} {r.stderr[-300:]}")
+    r = run(AQ, "bench", "pipeline", os.path.join(mnt, "copy", "wds"), "--batch", "16", "--json", "--no-progress")
+    res = json.loads(r.stdout) if r.returncode == 0 else {}
+    ok = res.get("images", 0) >= 48 and res.get("bad_samples") == 0
+    check(ok, f"WebDataset shards through the mount: {r.stdout[-300:]} {r.stderr[-300:]}")
     if shutil.which("fio"):
         r = run("fio", "--name=mnt", "--readonly", "--rw=read", "--bs=1M", "--numjobs=2", "--group_reporting",
                 f"--filename={os.path.join(mnt, 'copy', 'big.bin')}", "--size=21M", "--output-format=json")
