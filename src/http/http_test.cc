@@ -217,9 +217,7 @@ TEST(HttpServerTest, ClientReceivesIntoBufferAndRetriesStaleConnections) {
   // The pooled connection idles out on the server: wait until the server
   // says it closed it, so the next request really meets a stale connection
   // and must go on a fresh one without an error.
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while ((*server)->Stats().idle_closed == 0 && std::chrono::steady_clock::now() < give_up)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE((*server)->WaitForIdleClosed(1, 20));
   ASSERT_EQ((*server)->Stats().idle_closed, 1u);
   auto b = pool.Send(at, r);
   ASSERT_TRUE(b.ok()) << b.status().ToString();

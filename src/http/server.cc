@@ -15,8 +15,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <mutex>
 #include <set>
 #include <unordered_map>
 
@@ -140,6 +142,9 @@ bool LooksLikeRequestStart(std::string_view bytes) {
 struct Counters {
   std::atomic<uint64_t> accepted{0}, requests{0}, refused{0}, header_timeouts{0}, idle_closed{0}, bad_heads{0}, open{0};
   std::atomic<uint64_t> tls_failures{0};
+  // Signalled when an idle connection is closed (rare: no cost per request).
+  std::mutex idle_mu;
+  std::condition_variable idle_cv;
 };
 
 // The requests whose heads are complete in `buf`, one after another. Returns
@@ -648,7 +653,11 @@ struct Server::Loop {
         Refuse(std::move(c), 408,
                fmt::format("the request head did not arrive within {:.0f} s", options.header_timeout_s));
       } else {
-        counters.idle_closed++;
+        {
+          std::lock_guard<std::mutex> lock(counters.idle_mu);
+          counters.idle_closed++;
+        }
+        counters.idle_cv.notify_all();
         Close(std::move(c));
       }
     }
@@ -819,6 +828,14 @@ void Server::Stop() {
 }
 
 Server::~Server() { Stop(); }
+
+bool Server::WaitForIdleClosed(uint64_t at_least, double timeout_s) const {
+  if (!loop_) return false;
+  Counters& c = loop_->counters;
+  std::unique_lock<std::mutex> lock(c.idle_mu);
+  return c.idle_cv.wait_for(lock, std::chrono::duration<double>(timeout_s),
+                            [&] { return c.idle_closed.load() >= at_least; });
+}
 
 ServerStats Server::Stats() const {
   ServerStats s;

@@ -165,6 +165,9 @@ class Server {
   int port() const { return port_; }
   const std::string& host() const { return options_.host; }
   ServerStats Stats() const;
+  // Waits until at least `at_least` idle connections were closed in all;
+  // false when `timeout_s` passes first.
+  bool WaitForIdleClosed(uint64_t at_least, double timeout_s) const;
 
  private:
   struct Loop;

@@ -189,6 +189,12 @@ void Prefetcher::Unreserve(uint64_t bytes) {
   MutexLock lock(mu_);
   held_ -= std::min(held_, bytes);
   stats_.bytes_held = held_;
+  held_cv_.SignalAll();
+}
+
+bool Prefetcher::WaitUntilHeldAtMost(uint64_t bytes, std::chrono::milliseconds timeout) const {
+  MutexLock lock(mu_);
+  return held_cv_.WaitFor(timeout, [&] { return held_ <= bytes; });
 }
 
 std::vector<std::shared_ptr<ReadStream>> Prefetcher::Evict(size_t keep) {

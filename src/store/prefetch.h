@@ -106,6 +106,9 @@ class Prefetcher {
   // it prefetched, for its continuation.
   void End(std::shared_ptr<ReadStream> stream, uint64_t end);
   PrefetchStats Stats() const;
+  // Waits until at most `bytes` of prefetched data are held (read-ahead
+  // tasks drop blocks on their own threads); false when `timeout` passes.
+  bool WaitUntilHeldAtMost(uint64_t bytes, std::chrono::milliseconds timeout) const;
   const PrefetchOptions& options() const { return options_; }
 
   // Reads a block (verified).
@@ -130,6 +133,7 @@ class Prefetcher {
 
   mutable Mutex mu_;  // guards the fields below
   CondVar cv_{mu_};
+  mutable CondVar held_cv_{mu_};  // held_ went down
   std::deque<std::function<void()>> tasks_;
   bool stopping_ = false;
   // Idle streams by object ("bucket/key#version"), oldest first.

@@ -785,9 +785,8 @@ TEST_F(PrefetchTest, SequentialRequestsContinueTheStreamAndReadPastTheirEnd) {
   EXPECT_EQ(s.continued, 19u);
   EXPECT_EQ(s.hits + s.late_hits, 9u);  // every block after the first was read ahead
   // The stream reached the end and let go. A read-ahead task drops its
-  // block just after handing it over, on its own thread: poll a moment
-  // (this waits for that thread, it emulates nothing).
-  for (int i = 0; i < 200 && p->Stats().bytes_held != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // block just after handing it over, on its own thread: wait for it.
+  EXPECT_TRUE(p->WaitUntilHeldAtMost(0, std::chrono::seconds(5)));
   EXPECT_EQ(p->Stats().bytes_held, 0u);
   // A stream that starts mid-object reads ahead only once it continues.
   auto q = Make({.max_window_blocks = 4});
