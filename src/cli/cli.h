@@ -78,10 +78,6 @@ void Fail(Globals& g, const Status& s);
 // Adds --json, --no-progress and --threads to a command.
 void AddOutputFlags(CLI::App* cmd, Globals& g, bool threads = true);
 
-// The metadata of a node (SQLite under its --data directory, which must
-// hold one) or of a cluster (etcd, `meta` = etcd://HOST:PORT when given).
-Result<std::unique_ptr<store::MetaStore>> OpenNodeMeta(Globals& g, const std::string& data, const std::string& meta);
-
 void RegisterDatasetCommands(CLI::App& app, Globals& g);
 void RegisterBenchCommands(CLI::App& app, Globals& g);
 void RegisterServeCommands(CLI::App& app, Globals& g);

@@ -13,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "cluster/membership.h"
+#include "node/metadata.h"
 #include "s3/policy.h"
 
 namespace aq::cli {
@@ -130,7 +131,7 @@ void NoteMissingBuckets(store::MetaStore& meta, const std::vector<s3::Grant>& gr
 Status Add(Globals& g, const KeyFlags& f) {
   std::vector<s3::Grant> grants;
   for (const auto& text : f.grants) AddGrant(grants, AQ_TRY(ParseGrantFlag(text)));
-  auto meta = AQ_TRY(OpenNodeMeta(g, f.data, f.meta));
+  auto meta = AQ_TRY(node::OpenMetaStore(*g.fs, f.data, f.meta));
   s3::StoredKey k;
   k.key = AQ_TRY(s3::NewCredential());
   k.name = f.name;
@@ -171,7 +172,7 @@ Status Add(Globals& g, const KeyFlags& f) {
 }
 
 Status List(Globals& g, const KeyFlags& f) {
-  auto meta = AQ_TRY(OpenNodeMeta(g, f.data, f.meta));
+  auto meta = AQ_TRY(node::OpenMetaStore(*g.fs, f.data, f.meta));
   const auto keys = AQ_TRY(Load(*meta));
   if (g.json) {
     nlohmann::json j = nlohmann::json::array();
@@ -193,7 +194,7 @@ Status List(Globals& g, const KeyFlags& f) {
 }
 
 Status Remove(Globals& g, const KeyFlags& f) {
-  auto meta = AQ_TRY(OpenNodeMeta(g, f.data, f.meta));
+  auto meta = AQ_TRY(node::OpenMetaStore(*g.fs, f.data, f.meta));
   AQ_TRY(Update(*meta, [&](std::vector<s3::StoredKey>& keys) {
     if (FindKey(keys, f.key) == nullptr) return NoSuchKey(f.key);
     std::erase_if(keys, [&](const s3::StoredKey& k) { return k.key.access_key == f.key; });
@@ -205,7 +206,7 @@ Status Remove(Globals& g, const KeyFlags& f) {
 
 Status GrantCmd(Globals& g, const KeyFlags& f) {
   const s3::Grant grant = AQ_TRY(s3::ParseScope(f.scope, AQ_TRY(s3::ParseActions(f.actions))));
-  auto meta = AQ_TRY(OpenNodeMeta(g, f.data, f.meta));
+  auto meta = AQ_TRY(node::OpenMetaStore(*g.fs, f.data, f.meta));
   std::string now;
   AQ_TRY(Update(*meta, [&](std::vector<s3::StoredKey>& keys) {
     auto* k = FindKey(keys, f.key);
@@ -220,7 +221,7 @@ Status GrantCmd(Globals& g, const KeyFlags& f) {
 }
 
 Status Revoke(Globals& g, const KeyFlags& f) {
-  auto meta = AQ_TRY(OpenNodeMeta(g, f.data, f.meta));
+  auto meta = AQ_TRY(node::OpenMetaStore(*g.fs, f.data, f.meta));
   const uint8_t actions = f.actions.empty() ? s3::kAllActions : AQ_TRY(s3::ParseActions(f.actions));
   const s3::Grant scope = AQ_TRY(s3::ParseScope(f.scope, actions));
   std::string now;

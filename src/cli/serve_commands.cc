@@ -603,13 +603,7 @@ Status StatFile(Globals& g, const StatFileFlags& f) {
   for (const auto& p : f.pools) pools.push_back(AQ_TRY(store::ParsePool(p)));
   if (pools.empty()) {
     // The pools the node last started with (it records them), else its default.
-    if (auto known = meta->GetSetting("node/pools"); known.ok()) {
-      auto j = nlohmann::json::parse(*known, nullptr, false);
-      for (const auto& e : j.is_array() ? j : nlohmann::json::array()) {
-        pools.push_back({e.value("name", ""), e.value("path", ""),
-                         e.value("media", "ssd") == "hdd" ? store::Media::kHdd : store::Media::kSsd});
-      }
-    }
+    if (auto known = store::PublishedPools(*meta); known.ok()) pools = std::move(*known);
   }
   if (pools.empty()) pools.push_back({"default", io::JoinPath(f.data, "pool-default"), store::Media::kSsd});
   std::unique_ptr<store::BlockStore> blocks;
@@ -652,10 +646,14 @@ Status StatFile(Globals& g, const StatFileFlags& f) {
       }
     }
     nlohmann::json entry = {
-        {"offset", offset}, {"size", b.size},
-        {"id", b.id},       {"crc32c", fmt::format("{:08x}", b.crc32c)},
-        {"pool", b.pool},   {"media", blocks && blocks->IsSlow(b.pool) ? "hdd" : "ssd"},
-        {"nodes", b.nodes}, {"path", here && !b.erasure_coded() ? blocks->PathOf(mine.front()) : ""},
+        {"offset", offset},
+        {"size", b.size},
+        {"id", b.id},
+        {"crc32c", fmt::format("{:08x}", b.crc32c)},
+        {"pool", b.pool},
+        {"media", store::MediaName(blocks && blocks->IsSlow(b.pool) ? store::Media::kHdd : store::Media::kSsd)},
+        {"nodes", b.nodes},
+        {"path", here && !b.erasure_coded() ? blocks->PathOf(mine.front()) : ""},
         {"state", state}};
     if (b.erasure_coded()) {
       entry["ec"] = fmt::format("{}+{}", b.ec_k, b.ec_m);

@@ -88,14 +88,20 @@ Result<double> ParseDuration(std::string_view text) {
   double mult;
   if (unit.empty() || unit == "s") {
     mult = 1;
+  } else if (unit == "us") {
+    mult = 1e-6;
+  } else if (unit == "ms") {
+    mult = 1e-3;
   } else if (unit == "m") {
     mult = 60;
   } else if (unit == "h") {
     mult = 3600;
   } else if (unit == "d") {
     mult = 86400;
+  } else if (unit == "w") {
+    mult = 7 * 86400;
   } else {
-    return InvalidArgument(fmt::format("unknown duration unit in '{}' (s, m, h or d)", text));
+    return InvalidArgument(fmt::format("unknown duration unit in '{}' (us, ms, s, m, h, d or w)", text));
   }
   return v * mult;
 }

@@ -20,7 +20,7 @@ std::string Count(double n);             // "1.28 M"
 // "4MiB", "4M" (MiB), "4MB" (SI), "1G", "512k", "1234" -> bytes.
 Result<uint64_t> ParseBytes(std::string_view text);
 
-// "90", "90s", "1.5m", "12h", "7d" -> seconds (>= 0).
+// "90", "90s", "1.5m", "12h", "7d", "2w", "8ms", "500us" -> seconds (>= 0).
 Result<double> ParseDuration(std::string_view text);
 
 }  // namespace aq::units

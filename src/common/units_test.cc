@@ -11,7 +11,11 @@ TEST(Units, ParseDuration) {
   EXPECT_EQ(*ParseDuration("12h"), 43200.0);
   EXPECT_EQ(*ParseDuration("7d"), 604800.0);
   EXPECT_EQ(*ParseDuration("0"), 0.0);
-  for (const char* bad : {"", "d", "1w", "-3s", "1.2.3s", "3 s", "1e3"}) {
+  EXPECT_EQ(*ParseDuration("2w"), 1209600.0);
+  EXPECT_EQ(*ParseDuration("8ms"), 0.008);
+  EXPECT_EQ(*ParseDuration("500us"), 0.0005);
+  EXPECT_EQ(*ParseDuration("0.01s"), 0.01);
+  for (const char* bad : {"", "d", "1y", "-3s", "1.2.3s", "3 s", "1e3", "5 ms", "ms", "1mss"}) {
     EXPECT_FALSE(ParseDuration(bad).ok()) << bad;
   }
 }

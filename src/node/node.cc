@@ -226,12 +226,7 @@ Status Node::StartImpl() {
       return eligible >= cluster_blocks_->PolicyFor(bucket).width();
     };
   } else {
-    resolve = [this](const std::string& media) {
-      for (const auto& p : blocks_->pools()) {
-        if ((p.media == store::Media::kHdd ? "hdd" : "ssd") == media) return p.name;
-      }
-      return std::string();
-    };
+    resolve = [this](const std::string& media) { return store::PoolForMedia(blocks_->pools(), media); };
     usable = [this](const std::string&, const std::string& pool) {
       for (const auto& p : blocks_->pools()) {
         if (p.name == pool) return true;
@@ -246,11 +241,7 @@ Status Node::StartImpl() {
   if (!cluster) {
     mover_ = std::make_unique<store::Mover>(*meta_, *blocks_, objects_->reclaimer());
     // The pools, for tools that check a policy's pool before the mover does.
-    nlohmann::json pools = nlohmann::json::array();
-    for (const auto& p : blocks_->pools()) {
-      pools.push_back({{"name", p.name}, {"media", p.media == store::Media::kHdd ? "hdd" : "ssd"}, {"path", p.path}});
-    }
-    AQ_TRY(meta_->PutSetting("node/pools", pools.dump()));
+    AQ_TRY(store::PublishPools(*meta_, blocks_->pools()));
   }
   tier_thread_ = std::thread([this] { TierLoop(); });
   if (o_.prefetch_window > 0) {
@@ -380,7 +371,7 @@ Status Node::JoinCluster() {
   }
   for (const auto& p : blocks_->pools()) {
     self.pools.push_back(p.name);
-    self.pool_media.push_back(p.media == store::Media::kHdd ? "hdd" : "ssd");
+    self.pool_media.emplace_back(store::MediaName(p.media));
   }
   struct statvfs vfs {};
   if (::statvfs(blocks_->pools().front().path.c_str(), &vfs) == 0) {
@@ -458,12 +449,12 @@ void Node::TierLoop() {
     if (!asked && (!policies.ok() || policies->empty())) continue;  // nothing to do on schedule
     store::TierOptions to;
     to.bytes_per_second = o_.tier_bytes_per_second;
-    to.dry_run = asked && request->find("dry-run") != std::string::npos;
+    to.dry_run = asked && store::TierRunRequest::Parse(*request).dry_run;
     Result<store::TierReport> report =
         policies.ok() ? mover_->Run(*policies, to, &tier_stop_) : Result<store::TierReport>(policies.status());
     nlohmann::json j = report.ok() ? nlohmann::json::parse(store::TierReportToJson(*report))
                                    : nlohmann::json{{"error", std::string(report.status().message())}};
-    j["request"] = asked ? *request : "";
+    j["request"] = asked ? store::TierRunRequest::Parse(*request).id : "";
     j["dry_run"] = to.dry_run;
     (void)meta_->PutSetting(store::kTierReportSetting, j.dump());
     if (asked) answered = *request;
@@ -564,8 +555,7 @@ std::string Node::Describe() const {
     if (p.direct) extra += ", O_DIRECT";
     if (p.read_latency_s > 0) extra += fmt::format(", +{:.3g} ms per block read", p.read_latency_s * 1e3);
     if (p.spindles > 0) extra += fmt::format(" ({} at once)", p.spindles);
-    out +=
-        fmt::format("  pool {:<10} {} ({}{})\n", p.name, p.path, p.media == store::Media::kSsd ? "ssd" : "hdd", extra);
+    out += fmt::format("  pool {:<10} {} ({}{})\n", p.name, p.path, store::MediaName(p.media), extra);
   }
   if (metrics_) {
     out += fmt::format("  metrics: {}://{}:{}/metrics (Prometheus), /stats (JSON, aquifer stats)\n",

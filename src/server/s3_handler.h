@@ -23,12 +23,12 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "http/server.h"
 #include "s3/auth.h"
 #include "s3/errors.h"
 #include "server/key_table.h"
 #include "server/node_stats.h"
-#include "server/rate_limit.h"
 #include "store/object_store.h"
 
 namespace aq::server {
@@ -149,7 +149,7 @@ class S3Handler {
 
   store::ObjectStore& objects_;
   S3HandlerOptions o_;
-  RateLimiter link_;
+  aq::RateLimiter link_;  // emulates the node's network link (serve --net-limit)
   std::unique_ptr<KeyTable> keys_;
 };
 

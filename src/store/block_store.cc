@@ -7,12 +7,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <set>
 #include <thread>
 
 #include "common/crc32c.h"
+#include "common/units.h"
 
 namespace aq::store {
 namespace {
@@ -45,31 +47,6 @@ bool IsBlockId(std::string_view s) {
   return true;
 }
 
-// "8ms", "500us", "0.01s", "2" (seconds); at most 10 s.
-std::optional<double> ParseLatency(std::string_view text) {
-  std::string t(text);
-  double scale = 1;
-  auto ends = [&](const char* suffix) {
-    size_t n = std::strlen(suffix);
-    if (t.size() > n && t.compare(t.size() - n, n, suffix) == 0) {
-      t.resize(t.size() - n);
-      return true;
-    }
-    return false;
-  };
-  if (ends("us")) {
-    scale = 1e-6;
-  } else if (ends("ms")) {
-    scale = 1e-3;
-  } else if (ends("s")) {
-    scale = 1;
-  }
-  char* end = nullptr;
-  double v = std::strtod(t.c_str(), &end);
-  if (t.empty() || end != t.c_str() + t.size() || !(v >= 0) || v * scale > 10) return std::nullopt;
-  return v * scale;
-}
-
 }  // namespace
 
 bool BlockStore::IsSlow(const std::string& pool) const {
@@ -82,6 +59,47 @@ bool BlockStore::IsSlow(const std::string& pool) const {
 std::string NewBlockId() {
   thread_local std::mt19937_64 gen{std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32)};
   return fmt::format("{:016x}{:016x}", gen(), gen());
+}
+
+std::string_view MediaName(Media m) { return m == Media::kHdd ? "hdd" : "ssd"; }
+
+std::optional<Media> ParseMedia(std::string_view name) {
+  if (name == "ssd") return Media::kSsd;
+  if (name == "hdd") return Media::kHdd;
+  return std::nullopt;
+}
+
+std::string PoolForMedia(const std::vector<PoolConfig>& pools, std::string_view media) {
+  for (const auto& p : pools) {
+    if (MediaName(p.media) == media) return p.name;
+  }
+  return {};
+}
+
+Status PublishPools(MetaStore& meta, const std::vector<PoolConfig>& pools) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& p : pools) a.push_back({{"name", p.name}, {"media", MediaName(p.media)}, {"path", p.path}});
+  return meta.PutSetting(kNodePoolsSetting, a.dump());
+}
+
+Result<std::vector<PoolConfig>> PublishedPools(MetaStore& meta) {
+  auto text = meta.GetSetting(kNodePoolsSetting);
+  if (!text.ok()) {
+    if (text.status().code() == StatusCode::kNotFound) return std::vector<PoolConfig>();
+    return text.status();
+  }
+  auto a = nlohmann::json::parse(*text, nullptr, false);
+  if (!a.is_array()) return Corruption(fmt::format("setting {}: not a JSON array", kNodePoolsSetting));
+  std::vector<PoolConfig> out;
+  for (const auto& e : a) {
+    if (!e.is_object() || !e.contains("name") || !e["name"].is_string()) continue;
+    PoolConfig p;
+    p.name = e["name"].get<std::string>();
+    p.path = e.value("path", "");
+    p.media = ParseMedia(e.value("media", "ssd")).value_or(Media::kSsd);
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 Result<PoolConfig> ParsePool(std::string_view spec) {
@@ -99,17 +117,17 @@ Result<PoolConfig> ParsePool(std::string_view spec) {
     rest = rest.substr(comma + 1);
     comma = rest.find(',');
     std::string_view opt = rest.substr(0, comma);
-    if (opt == "media=ssd") {
-      p.media = Media::kSsd;
-    } else if (opt == "media=hdd") {
-      p.media = Media::kHdd;
+    if (opt.rfind("media=", 0) == 0) {
+      auto m = ParseMedia(opt.substr(6));
+      if (!m) return InvalidArgument(fmt::format("pool '{}': media '{}' (expected ssd or hdd)", spec, opt.substr(6)));
+      p.media = *m;
     } else if (opt == "direct") {
       p.direct = true;
     } else if (opt.rfind("latency=", 0) == 0) {
-      auto d = ParseLatency(opt.substr(8));
-      if (!d) {
-        return InvalidArgument(
-            fmt::format("pool '{}': latency '{}' is not a duration (8ms, 500us, 0.01s)", spec, opt.substr(8)));
+      auto d = units::ParseDuration(opt.substr(8));
+      if (!d.ok() || *d > 10) {
+        return InvalidArgument(fmt::format(
+            "pool '{}': latency '{}' is not a duration of at most 10 s (8ms, 500us, 0.01s)", spec, opt.substr(8)));
       }
       p.read_latency_s = *d;
     } else if (opt.rfind("spindles=", 0) == 0) {

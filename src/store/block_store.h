@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <semaphore>
 #include <string>
 #include <string_view>
@@ -31,6 +32,8 @@
 namespace aq::store {
 
 enum class Media { kSsd, kHdd };
+std::string_view MediaName(Media m);  // "ssd", "hdd"
+std::optional<Media> ParseMedia(std::string_view name);
 
 struct PoolConfig {
   std::string name;  // "default", "ssd", ...
@@ -45,6 +48,17 @@ struct PoolConfig {
 
 // "NAME=PATH[,media=ssd|hdd][,direct][,latency=DURATION[,spindles=N]]" (DURATION: 8ms, 500us, 0.01s)
 Result<PoolConfig> ParsePool(std::string_view spec);
+
+// The first pool of `media` ("ssd", "hdd") in `pools`, in their order; "" if none.
+std::string PoolForMedia(const std::vector<PoolConfig>& pools, std::string_view media);
+
+// A node publishes its pools (name, media, path) in its metadata at every
+// start: tools check a tiering policy's pool against them, and a restart
+// without --pool reuses them.
+inline constexpr const char* kNodePoolsSetting = "node/pools";
+Status PublishPools(MetaStore& meta, const std::vector<PoolConfig>& pools);
+// The published pools (empty when the node never started); Corruption when malformed.
+Result<std::vector<PoolConfig>> PublishedPools(MetaStore& meta);
 
 struct GcReport {
   uint64_t blocks_seen = 0, orphans_removed = 0, temporaries_removed = 0, bytes_freed = 0;

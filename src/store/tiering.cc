@@ -6,19 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
-#include <thread>
 #include <unordered_map>
 
 namespace aq::store {
-namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-double Seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-}  // namespace
 
 std::string TierPoliciesToJson(const std::vector<TierPolicy>& policies) {
   nlohmann::json a = nlohmann::json::array();
@@ -53,17 +43,62 @@ Result<std::vector<TierPolicy>> TierPoliciesFromJson(const std::string& text) {
       p.older_than_s = j.value("older_than_s", 0.0);
       p.idle_s = j.value("idle_s", 0.0);
       p.accessed_within_s = j.value("accessed_within_s", 0.0);
-      if (p.name.empty() || p.pool.empty() == p.media.empty()) {
-        return InvalidArgument("a tiering policy needs a name and either a pool or a media");
-      }
-      if (!p.media.empty() && p.media != "ssd" && p.media != "hdd") {
-        return InvalidArgument(fmt::format("tiering policy '{}': media '{}' (expected ssd or hdd)", p.name, p.media));
-      }
+      AQ_TRY(ValidateTierPolicy(p));
       out.push_back(std::move(p));
     }
   } catch (const nlohmann::json::exception& e) {
     return Corruption(fmt::format("tiering policies: {}", e.what()));
   }
+  return out;
+}
+
+Status ValidateTierPolicy(const TierPolicy& p) {
+  if (p.name.empty()) return InvalidArgument("a tiering policy needs a name");
+  if (p.pool.empty() == p.media.empty()) {
+    return InvalidArgument(fmt::format("tiering policy '{}': give either a pool or a media (ssd, hdd)", p.name));
+  }
+  if (!p.media.empty() && !ParseMedia(p.media)) {
+    return InvalidArgument(fmt::format("tiering policy '{}': media '{}' (expected ssd or hdd)", p.name, p.media));
+  }
+  if (p.min_size > p.max_size) {
+    return InvalidArgument(fmt::format("tiering policy '{}': the minimum size is larger than the maximum", p.name));
+  }
+  if (p.idle_s > 0 && p.accessed_within_s > 0 && p.idle_s >= p.accessed_within_s) {
+    return InvalidArgument(
+        fmt::format("tiering policy '{}': 'not accessed for' and 'accessed within' leave no age that matches", p.name));
+  }
+  return Status::Ok();
+}
+
+std::string TierRunRequest::ToString() const { return nlohmann::json{{"id", id}, {"dry_run", dry_run}}.dump(); }
+
+TierRunRequest TierRunRequest::Parse(const std::string& text) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object() || !j.contains("id") || !j["id"].is_string()) return {text, false};
+  return {j["id"].get<std::string>(), j.value("dry_run", false)};
+}
+
+Result<TierPlacement> MeasureTierPlacement(MetaStore& meta, const std::vector<TierPolicy>& policies, int64_t now_ns) {
+  TierPlacement out;
+  bool by_access = false;
+  for (const auto& p : policies) by_access |= p.idle_s > 0 || p.accessed_within_s > 0;
+  std::unordered_map<std::string, int64_t> atimes;
+  if (by_access) atimes = AQ_TRY(meta.AccessTimes());
+  AQ_TRY(ForEachObject(meta, [&](const ObjectMeta& o) -> Status {
+    const TierPolicy* p = MatchTierPolicy(policies, o, now_ns, LastRead(atimes, o));
+    if (p != nullptr) out.per_policy[p->name].objects++;
+    for (const auto& blk : o.blocks) {
+      out.pools[blk.pool].blocks++;
+      out.pools[blk.pool].bytes += blk.size;
+      if (p != nullptr && blk.pool != p->pool) {
+        out.per_policy[p->name].misplaced_blocks++;
+        out.per_policy[p->name].misplaced_bytes += blk.size;
+        out.misplaced_blocks++;
+        out.misplaced_bytes += blk.size;
+      }
+    }
+    return Status::Ok();
+  }));
   return out;
 }
 
@@ -141,12 +176,8 @@ std::string TierReportToJson(const TierReport& r) {
 Result<TierReport> Mover::Run(const std::vector<TierPolicy>& named, const TierOptions& options,
                               const std::atomic<bool>* stop) {
   MutexLock one(pass_mu_);
-  const auto policies = AQ_TRY(ResolveTierMedia(named, [&](const std::string& media) {
-    for (const auto& pool : blocks_.pools()) {
-      if ((pool.media == Media::kHdd ? "hdd" : "ssd") == media) return pool.name;
-    }
-    return std::string();
-  }));
+  const auto policies =
+      AQ_TRY(ResolveTierMedia(named, [&](const std::string& media) { return PoolForMedia(blocks_.pools(), media); }));
   for (const auto& p : policies) {
     bool known = false;
     for (const auto& pool : blocks_.pools()) known |= pool.name == p.pool;
@@ -155,20 +186,14 @@ Result<TierReport> Mover::Run(const std::vector<TierPolicy>& named, const TierOp
     }
   }
   TierReport r;
-  const double t0 = Seconds();
-  double budget_start = t0;
-  uint64_t budget_bytes = 0;
+  const double t0 = clock_.Now();
+  RateLimiter pace(options.bytes_per_second, 1.0, clock_);
   auto throttle = [&](uint64_t bytes) {
-    const double now = Seconds();
-    if (now - budget_start > 1) {
-      budget_start = now;
-      budget_bytes = 0;
+    for (double wait = pace.Reserve(bytes); wait > 0 && (stop == nullptr || !stop->load()); wait -= 1) {
+      clock_.SleepFor(std::min(wait, 1.0));  // a second at a time: a stop ends the pass promptly
     }
-    budget_bytes += bytes;
-    const double ahead = static_cast<double>(budget_bytes) / options.bytes_per_second - (now - budget_start);
-    if (ahead > 0) std::this_thread::sleep_for(std::chrono::duration<double>(std::min(ahead, 1.0)));
   };
-  const int64_t now_ns = NowNs();
+  const int64_t now_ns = clock_.WallNanos();
   bool by_access = false;
   for (const auto& p : policies) by_access |= p.idle_s > 0 || p.accessed_within_s > 0;
   std::unordered_map<std::string, int64_t> atimes;
@@ -251,17 +276,22 @@ Result<TierReport> Mover::Run(const std::vector<TierPolicy>& named, const TierOp
         return Status::Ok();
       },
       stop));
-  r.seconds = Seconds() - t0;
-  r.finished_ns = NowNs();
+  r.seconds = clock_.Now() - t0;
+  r.finished_ns = clock_.WallNanos();
   return r;
 }
 
 TierPlacer::TierPlacer(MetaStore& meta, std::function<std::string(const std::string&)> resolve,
-                       std::function<bool(const std::string&, const std::string&)> usable, double refresh_seconds)
-    : meta_(meta), resolve_(std::move(resolve)), usable_(std::move(usable)), refresh_s_(refresh_seconds) {}
+                       std::function<bool(const std::string&, const std::string&)> usable, double refresh_seconds,
+                       Clock& clock)
+    : meta_(meta),
+      resolve_(std::move(resolve)),
+      usable_(std::move(usable)),
+      refresh_s_(refresh_seconds),
+      clock_(clock) {}
 
 std::string TierPlacer::PoolFor(const std::string& bucket, const std::string& key, uint64_t size) {
-  const double now = Seconds();
+  const double now = clock_.Now();
   bool stale;
   {
     MutexLock lock(mu_);

@@ -32,6 +32,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "common/status.h"
 #include "store/block_store.h"
@@ -57,6 +58,22 @@ inline constexpr const char* kTierPoliciesSetting = "tier/policies";
 inline constexpr const char* kTierReportSetting = "tier/last-report";
 inline constexpr const char* kTierRequestSetting = "tier/run-requested";
 
+// A pass asked of a single node's mover (`aquifer tier run`): kept in
+// setting kTierRequestSetting; the node answers with a report (setting
+// kTierReportSetting) that carries the request's id.
+struct TierRunRequest {
+  std::string id;  // unique per request
+  bool dry_run = false;
+  std::string ToString() const;
+  // Never fails: an unreadable text is a request (not a dry run) whose id is the text.
+  static TierRunRequest Parse(const std::string& text);
+};
+
+// InvalidArgument naming what is wrong: no name, neither or both of pool
+// and media, a media other than ssd/hdd, sizes or access ages that leave
+// nothing to match.
+Status ValidateTierPolicy(const TierPolicy& policy);
+
 std::string TierPoliciesToJson(const std::vector<TierPolicy>& policies);
 // Corruption when malformed; InvalidArgument for a policy without a name or pool.
 Result<std::vector<TierPolicy>> TierPoliciesFromJson(const std::string& json);
@@ -77,6 +94,23 @@ const TierPolicy* MatchTierPolicy(const std::vector<TierPolicy>& policies, const
                                   int64_t atime_ns = 0);
 // The object's last recorded read in `times` (MetaStore::AccessTimes), or 0.
 int64_t LastRead(const std::unordered_map<std::string, int64_t>& times, const ObjectMeta& object);
+
+// Where every object's blocks are against the policies (resolved to pools):
+// what `aquifer tier status` shows and `tier run` waits on.
+struct TierPlacement {
+  struct PerPolicy {
+    uint64_t objects = 0, misplaced_blocks = 0, misplaced_bytes = 0;
+  };
+  std::map<std::string, PerPolicy> per_policy;  // by policy name
+  struct PerPool {
+    uint64_t blocks = 0, bytes = 0;
+  };
+  std::map<std::string, PerPool> pools;  // by the layouts
+  uint64_t misplaced_blocks = 0, misplaced_bytes = 0;
+};
+// Reads the recorded access times when a policy asks for them. `now_ns`:
+// the wall-clock time the policies' ages are measured against.
+Result<TierPlacement> MeasureTierPlacement(MetaStore& meta, const std::vector<TierPolicy>& policies, int64_t now_ns);
 
 struct TierOptions {
   double bytes_per_second = 100e6;  // copy budget
@@ -99,8 +133,8 @@ class Mover {
  public:
   // Old copies are released to `reclaimer` (the object store's: it knows
   // the readers and removes through the node's caches).
-  Mover(MetaStore& meta, BlockStore& blocks, Reclaimer& reclaimer)
-      : meta_(meta), blocks_(blocks), reclaimer_(reclaimer) {}
+  Mover(MetaStore& meta, BlockStore& blocks, Reclaimer& reclaimer, Clock& clock = Clock::Real())
+      : meta_(meta), blocks_(blocks), reclaimer_(reclaimer), clock_(clock) {}
   // One pass over every object. `stop` (may be null) ends it early.
   Result<TierReport> Run(const std::vector<TierPolicy>& policies, const TierOptions& options,
                          const std::atomic<bool>* stop = nullptr);
@@ -109,6 +143,7 @@ class Mover {
   MetaStore& meta_;
   BlockStore& blocks_;
   Reclaimer& reclaimer_;
+  Clock& clock_;
   Mutex pass_mu_;
 };
 
@@ -126,7 +161,8 @@ class TierPlacer {
   // pool)`: whether the bucket's new blocks can go there (a cluster: enough
   // nodes have it).
   TierPlacer(MetaStore& meta, std::function<std::string(const std::string&)> resolve,
-             std::function<bool(const std::string&, const std::string&)> usable, double refresh_seconds = 2);
+             std::function<bool(const std::string&, const std::string&)> usable, double refresh_seconds = 2,
+             Clock& clock = Clock::Real());
   // The pool for a new object ("": the default pool).
   std::string PoolFor(const std::string& bucket, const std::string& key, uint64_t size);
 
@@ -135,6 +171,7 @@ class TierPlacer {
   const std::function<std::string(const std::string&)> resolve_;
   const std::function<bool(const std::string&, const std::string&)> usable_;
   const double refresh_s_;
+  Clock& clock_;
   Mutex load_mu_;  // one reload at a time
   mutable Mutex mu_;
   std::vector<TierPolicy> policies_ AQ_GUARDED_BY(mu_);
