@@ -241,6 +241,38 @@ TEST(ModelsTest, EveryEntryHasASource) {
   EXPECT_NE(bad.status().ToString().find("resnet50"), std::string::npos);
 }
 
+TEST(StorageMergeTest, ProcessesSumRatesAndKeepTheWorstLatency) {
+  auto one = [](int rank, double mb, double p99, double count, double mean, std::vector<double> reads) {
+    return nlohmann::json{
+        {"config", {{"rank", rank}}},
+        {"summary",
+         {{"mb_per_second", mb},
+          {"files", 10},
+          {"seconds", 5.0 + rank},
+          {"file_count", 100},
+          {"latency",
+           {{"p50_us", p99 / 2}, {"p99_us", p99}, {"max_us", p99 * 2}, {"count", count}, {"mean_us", mean}}}}},
+        {"series", {{"columns", {{{"name", "bench.read"}, {"unit", "B"}, {"values", reads}}}}}}};
+  };
+  monitor::Series series;
+  series.t = {0, 1, 2};
+  const auto sum = MergeStorageResults({one(0, 100, 10, 2, 1, {1, 2}), one(1, 50, 20, 6, 3, {10, 20, 30})}, &series);
+  EXPECT_EQ(sum["mb_per_second"].get<double>(), 150);
+  EXPECT_EQ(sum["files"].get<double>(), 20);
+  EXPECT_EQ(sum["seconds"].get<double>(), 6);    // the longest process
+  EXPECT_EQ(sum["file_count"].get<int>(), 100);  // the dataset's, not summed
+  EXPECT_EQ(sum["latency"]["p99_us"].get<double>(), 20);
+  EXPECT_EQ(sum["latency"]["max_us"].get<double>(), 40);
+  EXPECT_EQ(sum["latency"]["count"].get<double>(), 8);
+  EXPECT_EQ(sum["latency"]["mean_us"].get<double>(), 2.5);  // weighted by count
+  ASSERT_EQ(sum["processes"].size(), 2u);
+  EXPECT_EQ(sum["processes"][1]["rank"].get<int>(), 1);
+  const auto* reads = series.Find("bench.read");
+  ASSERT_NE(reads, nullptr);
+  EXPECT_EQ(reads->values, (std::vector<double>{11, 22, 30}));  // by sample index, cut to the parent's samples
+  EXPECT_EQ(series.Find("bench.files")->values, (std::vector<double>{0, 0, 0}));
+}
+
 TEST(ResultTest, EnvelopeCsvAndFiles) {
   monitor::Series s;
   s.t = {1, 2};

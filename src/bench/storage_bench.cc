@@ -235,4 +235,58 @@ nlohmann::json SummaryJson(const StorageBenchReport& r) {
           {"page_cache_after", r.page_cache_after}};
 }
 
+nlohmann::json MergeStorageResults(const std::vector<nlohmann::json>& results, monitor::Series* series) {
+  nlohmann::json sum = nlohmann::json::object();
+  nlohmann::json per = nlohmann::json::array();
+  const char* quantiles[] = {"p50_us", "p90_us", "p99_us", "p999_us", "max_us"};
+  double worst[5] = {0, 0, 0, 0, 0};
+  double count = 0, mean_weighted = 0;
+  for (const auto& r : results) {
+    const auto& s = r["summary"];
+    for (const char* k : {"mb_per_second", "mib_per_second", "files_per_second", "requests_per_second", "bytes",
+                          "requests", "files", "total_bytes", "sync_wait_seconds"}) {
+      sum[k] = sum.value(k, 0.0) + s.value(k, 0.0);
+    }
+    sum["seconds"] = std::max(sum.value("seconds", 0.0), s.value("seconds", 0.0));
+    sum["sync_steps"] = std::max(sum.value("sync_steps", 0.0), s.value("sync_steps", 0.0));
+    const auto& l = s.value("latency", nlohmann::json::object());
+    for (int q = 0; q < 5; ++q) worst[q] = std::max(worst[q], l.value(quantiles[q], 0.0));
+    count += l.value("count", 0.0);
+    mean_weighted += l.value("mean_us", 0.0) * l.value("count", 0.0);
+    per.push_back({{"rank", r.value("config", nlohmann::json::object()).value("rank", 0)},
+                   {"mb_per_second", s.value("mb_per_second", 0.0)},
+                   {"files_per_second", s.value("files_per_second", 0.0)},
+                   {"latency", l}});
+  }
+  sum["latency"] = {{"count", count}, {"mean_us", count > 0 ? mean_weighted / count : 0}};
+  for (int q = 0; q < 5; ++q) sum["latency"][quantiles[q]] = worst[q];
+  sum["latency"]["note"] = "percentiles: the worst process's";
+  if (!results.empty()) {
+    const auto& first = results[0]["summary"];
+    sum["file_count"] = first.value("file_count", 0);
+    sum["dataset_bytes"] = first.value("dataset_bytes", 0);
+    sum["page_cache_before"] = first.value("page_cache_before", 0.0);
+    sum["page_cache_after"] = first.value("page_cache_after", 0.0);
+  }
+  sum["processes"] = per;
+  if (series != nullptr) {
+    for (const char* name : {"bench.read", "bench.requests", "bench.files"}) {
+      monitor::Column col{name, "", {}};
+      for (const auto& r : results) {
+        if (!r.contains("series") || !r["series"].contains("columns")) continue;
+        for (const auto& c : r["series"]["columns"]) {
+          if (c.value("name", "") != name) continue;
+          col.unit = c.value("unit", "");
+          const auto& v = c["values"];
+          if (col.values.size() < v.size()) col.values.resize(v.size(), 0);
+          for (size_t i = 0; i < v.size(); ++i) col.values[i] += v[i].get<double>();
+        }
+      }
+      col.values.resize(series->t.size(), 0);
+      series->columns.push_back(std::move(col));
+    }
+  }
+  return sum;
+}
+
 }  // namespace aq::bench

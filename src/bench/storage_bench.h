@@ -75,5 +75,12 @@ Result<std::string> DropStorageCaches(io::FileSystem& fs, const std::string& dat
 Result<StorageBenchReport> RunStorageBench(io::FileSystem& fs, const StorageBenchOptions& options);
 nlohmann::json ConfigJson(const StorageBenchOptions& options);
 nlohmann::json SummaryJson(const StorageBenchReport& report);
+// One summary from the results (ResultJson's form) of processes that ran
+// the same storage bench at once (bench storage --processes): rates and
+// counts summed, the longest run's seconds, latency percentiles of the
+// worst process (count and mean over all), and each process's rate under
+// "processes". The processes' bench.* columns are added to `series` (the
+// machine as the parent sampled it), aligned by sample index.
+nlohmann::json MergeStorageResults(const std::vector<nlohmann::json>& results, monitor::Series* series);
 
 }  // namespace aq::bench

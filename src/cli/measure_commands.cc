@@ -258,55 +258,11 @@ void RunStorageProcesses(Globals& g, const StorageFlags& f) {
   sampler.Stop();
   if (!failed.ok()) return Fail(g, failed);
 
-  nlohmann::json sum = nlohmann::json::object();
-  nlohmann::json per = nlohmann::json::array();
-  double worst[5] = {0, 0, 0, 0, 0};
-  double count = 0, mean_weighted = 0;
-  for (const auto& r : results) {
-    const auto& s = r["summary"];
-    for (const char* k : {"mb_per_second", "mib_per_second", "files_per_second", "requests_per_second", "bytes",
-                          "requests", "files", "total_bytes", "sync_wait_seconds"}) {
-      sum[k] = sum.value(k, 0.0) + s.value(k, 0.0);
-    }
-    sum["seconds"] = std::max(sum.value("seconds", 0.0), s.value("seconds", 0.0));
-    sum["sync_steps"] = std::max(sum.value("sync_steps", 0.0), s.value("sync_steps", 0.0));
-    const auto& l = s["latency"];
-    const char* qs[] = {"p50_us", "p90_us", "p99_us", "p999_us", "max_us"};
-    for (int q = 0; q < 5; ++q) worst[q] = std::max(worst[q], l.value(qs[q], 0.0));
-    count += l.value("count", 0.0);
-    mean_weighted += l.value("mean_us", 0.0) * l.value("count", 0.0);
-    per.push_back({{"rank", r["config"].value("rank", 0)},
-                   {"mb_per_second", s.value("mb_per_second", 0.0)},
-                   {"files_per_second", s.value("files_per_second", 0.0)},
-                   {"latency", l}});
-  }
-  sum["latency"] = {{"count", count},     {"mean_us", count > 0 ? mean_weighted / count : 0},
-                    {"p50_us", worst[0]}, {"p90_us", worst[1]},
-                    {"p99_us", worst[2]}, {"p999_us", worst[3]},
-                    {"max_us", worst[4]}, {"note", "percentiles: the worst process's"}};
-  sum["file_count"] = results[0]["summary"].value("file_count", 0);
-  sum["dataset_bytes"] = results[0]["summary"].value("dataset_bytes", 0);
-  sum["page_cache_before"] = results[0]["summary"].value("page_cache_before", 0.0);
-  sum["page_cache_after"] = results[0]["summary"].value("page_cache_after", 0.0);
+  monitor::Series series = sampler.Take();  // the machine as sampled here; the children's counters are added
+  nlohmann::json sum = bench::MergeStorageResults(results, &series);
   sum["cache_drop"] = cache_drop;
-  sum["processes"] = per;
-
-  // The machine as sampled here, plus the children's bench counters summed.
-  monitor::Series series = sampler.Take();
-  for (const char* name : {"bench.read", "bench.requests", "bench.files"}) {
-    monitor::Column col{name, "", {}};
-    for (const auto& r : results) {
-      for (const auto& c : r["series"]["columns"]) {
-        if (c.value("name", "") != name) continue;
-        col.unit = c.value("unit", "");
-        const auto& v = c["values"];
-        if (col.values.size() < v.size()) col.values.resize(v.size(), 0);
-        for (size_t i = 0; i < v.size(); ++i) col.values[i] += v[i].get<double>();
-      }
-    }
-    col.values.resize(series.t.size(), 0);
-    series.columns.push_back(std::move(col));
-  }
+  const auto& per = sum["processes"];
+  const auto& latency = sum["latency"];
   nlohmann::json config = bench::ConfigJson(o);
   config["processes"] = procs;
   auto roots = io::SplitRoots(o.data);
@@ -318,8 +274,8 @@ void RunStorageProcesses(Globals& g, const StorageFlags& f) {
                std::printf("  read       %.1f MB/s (%.1f MiB/s), %.2f files/s, %.0f requests/s\n",
                            sum["mb_per_second"].get<double>(), sum["mib_per_second"].get<double>(),
                            sum["files_per_second"].get<double>(), sum["requests_per_second"].get<double>());
-               std::printf("  latency    worst process: p50 %.0f us, p99 %.0f us, max %.0f us\n", worst[0], worst[2],
-                           worst[4]);
+               std::printf("  latency    worst process: p50 %.0f us, p99 %.0f us, max %.0f us\n",
+                           latency.value("p50_us", 0.0), latency.value("p99_us", 0.0), latency.value("max_us", 0.0));
                for (const auto& p : per) {
                  std::printf("    rank %-3d %.1f MB/s\n", p["rank"].get<int>(), p["mb_per_second"].get<double>());
                }

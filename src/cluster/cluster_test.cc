@@ -100,8 +100,8 @@ TEST(PlacementTest, DistinctDeterministicAndOnlyOnLiveActiveNodes) {
     EXPECT_EQ(Place(id, shuffled, 3), p);  // whatever order the map lists them in
   }
   nodes[1].up = false;
-  nodes[2].state = "smartfail";
-  nodes[3].state = "removed";
+  nodes[2].state = NodeState::kSmartfail;
+  nodes[3].state = NodeState::kRemoved;
   for (int b = 0; b < 50; ++b) {
     auto p = Place(store::NewBlockId(), nodes, 3);
     ASSERT_EQ(p.size(), 2u);  // only node-0 and node-4 can take replicas

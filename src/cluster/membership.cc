@@ -26,7 +26,7 @@ json MemberJson(const NodeInfo& n) {
           {"pools", n.pools},
           {"pool_media", n.pool_media},
           {"capacity_bytes", n.capacity_bytes},
-          {"state", n.state},
+          {"state", NodeStateName(n.state)},
           {"joined_ns", n.joined_ns}};
 }
 
@@ -219,7 +219,10 @@ Result<std::vector<NodeInfo>> ReadClusterMap(EtcdClient& etcd, const std::string
       }
     }
     n.capacity_bytes = v.value("capacity_bytes", uint64_t{0});
-    n.state = v.value("state", "active");
+    const std::string state = v.value("state", "active");
+    auto parsed = ParseNodeState(state);
+    if (!parsed) return Corruption(fmt::format("etcd record '{}': unknown node state '{}'", kv.key, state));
+    n.state = *parsed;
     n.joined_ns = v.value("joined_ns", int64_t{0});
     for (const auto& alive : t.ranges[1]) {
       if (alive.key.substr(prefix.size() + 6) != n.id) continue;
@@ -232,17 +235,30 @@ Result<std::vector<NodeInfo>> ReadClusterMap(EtcdClient& etcd, const std::string
   return out;
 }
 
-Status SetNodeState(EtcdClient& etcd, const std::string& prefix, const std::string& id, const std::string& state) {
-  if (state != "active" && state != "smartfail" && state != "removed") {
-    return InvalidArgument(fmt::format("node state '{}': expected active, smartfail or removed", state));
+std::string_view NodeStateName(NodeState state) {
+  switch (state) {
+    case NodeState::kActive: return "active";
+    case NodeState::kSmartfail: return "smartfail";
+    case NodeState::kRemoved: return "removed";
   }
+  return "unknown";
+}
+
+std::optional<NodeState> ParseNodeState(std::string_view name) {
+  for (NodeState s : {NodeState::kActive, NodeState::kSmartfail, NodeState::kRemoved}) {
+    if (NodeStateName(s) == name) return s;
+  }
+  return std::nullopt;
+}
+
+Status SetNodeState(EtcdClient& etcd, const std::string& prefix, const std::string& id, NodeState state) {
   const std::string key = prefix + "members/" + id;
   for (int attempt = 0; attempt < 5; ++attempt) {
     auto kv = AQ_TRY(etcd.Get(key));
     if (!kv) return NotFound(fmt::format("no node '{}' in the cluster", id));
     json v = json::parse(kv->value, nullptr, false);
     if (!v.is_object()) return Corruption(fmt::format("etcd record '{}' is not a JSON object", key));
-    v["state"] = state;
+    v["state"] = NodeStateName(state);
     auto t = AQ_TRY(etcd.Txn({{key, "", Compare::Target::kModRevision, Compare::Op::kEqual, kv->mod_revision, ""}},
                              {{TxnOp::Kind::kPut, key, "", v.dump(), 0}}));
     if (t.succeeded) return Status::Ok();
@@ -258,7 +274,7 @@ Result<std::unique_ptr<Membership>> Membership::Join(std::shared_ptr<EtcdClient>
   if (auto kv = AQ_TRY(etcd->Get(key))) {
     json v = json::parse(kv->value, nullptr, false);
     if (v.is_object()) {
-      self.state = v.value("state", self.state);
+      self.state = ParseNodeState(v.value("state", std::string())).value_or(self.state);
       self.joined_ns = v.value("joined_ns", self.joined_ns);
     }
   }

@@ -20,7 +20,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -31,6 +33,12 @@
 
 namespace aq::cluster {
 
+// A member's state: taking blocks, being drained (its blocks re-protected
+// elsewhere, then removed), or gone from placement for good.
+enum class NodeState { kActive, kSmartfail, kRemoved };
+std::string_view NodeStateName(NodeState state);  // "active", "smartfail", "removed"
+std::optional<NodeState> ParseNodeState(std::string_view name);
+
 struct NodeInfo {
   std::string id;
   std::string address;  // host:port of its S3 / block API
@@ -38,7 +46,7 @@ struct NodeInfo {
   std::vector<std::string> pools;
   std::vector<std::string> pool_media;  // "ssd" or "hdd", one per pool (empty: not published)
   uint64_t capacity_bytes = 0;
-  std::string state = "active";
+  NodeState state = NodeState::kActive;
   int64_t joined_ns = 0;
   bool up = false;  // its alive key exists
   // What the node last published with its alive key (load, cache), if anything.
@@ -100,7 +108,7 @@ Status SetClusterErasureCode(EtcdClient& etcd, const std::string& prefix, const 
 // Every member, sorted by id, with `up` from the alive keys.
 Result<std::vector<NodeInfo>> ReadClusterMap(EtcdClient& etcd, const std::string& prefix);
 // Sets a member's state (smartfail, removed, active). NotFound if no such member.
-Status SetNodeState(EtcdClient& etcd, const std::string& prefix, const std::string& id, const std::string& state);
+Status SetNodeState(EtcdClient& etcd, const std::string& prefix, const std::string& id, NodeState state);
 
 class Membership {
  public:

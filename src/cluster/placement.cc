@@ -36,7 +36,7 @@ bool HasPool(const NodeInfo& node, const std::string& pool) {
 std::string PoolForMedia(const std::vector<NodeInfo>& nodes, const std::string& media) {
   std::map<std::string, int> count;
   for (const auto& n : nodes) {
-    if (!n.up || n.state != "active") continue;
+    if (!n.up || n.state != NodeState::kActive) continue;
     for (size_t i = 0; i < n.pools.size() && i < n.pool_media.size(); ++i) {
       if (n.pool_media[i] == media) count[n.pools[i]]++;
     }
@@ -56,7 +56,8 @@ std::vector<std::string> Place(const std::string& block_id, const std::vector<No
                                const std::string& pool) {
   std::vector<std::pair<uint64_t, const std::string*>> scored;
   for (const auto& n : nodes) {
-    if (n.up && n.state == "active" && HasPool(n, pool)) scored.emplace_back(PlacementWeight(block_id, n.id), &n.id);
+    if (n.up && n.state == NodeState::kActive && HasPool(n, pool))
+      scored.emplace_back(PlacementWeight(block_id, n.id), &n.id);
   }
   const size_t k = std::min(replicas, scored.size());
   std::partial_sort(

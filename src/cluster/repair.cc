@@ -9,32 +9,12 @@
 #include <unordered_map>
 
 #include "cluster/placement.h"
+#include "cluster/repair_plan.h"
 #include "common/log.h"
 #include "common/mutex.h"
 #include "store/tiering.h"
 
 namespace aq::cluster {
-namespace {
-
-double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-// The node that coordinates an object's repair: the highest placement
-// weight of its name among nodes that are up and not removed.
-std::string Coordinator(const std::string& name, const std::vector<NodeInfo>& nodes) {
-  std::string best;
-  uint64_t best_w = 0;
-  for (const auto& n : nodes) {
-    if (!n.up || n.state == "removed") continue;
-    const uint64_t w = PlacementWeight(name, n.id);
-    if (best.empty() || w > best_w || (w == best_w && n.id < best)) {
-      best = n.id;
-      best_w = w;
-    }
-  }
-  return best;
-}
-
-}  // namespace
 
 bool SameForm(const store::BlockRef& b, const Policy& form) {
   if (b.erasure_coded()) return form.erasure_coded() && form.ec.k == b.ec_k && form.ec.m == b.ec_m;
@@ -71,17 +51,11 @@ Result<std::vector<std::string>> BlocksHeldBy(store::MetaStore& meta, const std:
       }
     }
   };
+  AQ_TRY(store::ForEachObject(meta, [&](const store::ObjectMeta& o) {
+    keep(o.blocks);
+    return Status::Ok();
+  }));
   for (const auto& bucket : AQ_TRY(meta.ListBuckets())) {
-    std::string after;
-    while (true) {
-      auto page = AQ_TRY(meta.ListObjects({bucket.name, "", after, 1000}));
-      for (const auto& listed : page.objects) {
-        after = listed.key;
-        auto o = meta.GetObject(bucket.name, listed.key);
-        if (o.ok()) keep(o->blocks);
-      }
-      if (!page.truncated) break;
-    }
     for (const auto& u : AQ_TRY(meta.ListUploads(bucket.name))) {
       auto full = meta.GetUpload(u.id);
       if (!full.ok()) continue;
@@ -92,14 +66,20 @@ Result<std::vector<std::string>> BlocksHeldBy(store::MetaStore& meta, const std:
 }
 
 Repairer::Repairer(Membership& membership, store::MetaStore& meta, ClusterBlockService& blocks, BlockClient& client,
-                   RepairOptions options)
-    : membership_(membership), meta_(meta), blocks_(blocks), client_(client), options_(options) {
-  repair_budget_.rate = options_.bytes_per_second;
-  tier_budget_.rate = options_.tier_bytes_per_second;
+                   RepairOptions options, Clock& clock)
+    : membership_(membership),
+      meta_(meta),
+      blocks_(blocks),
+      client_(client),
+      options_(options),
+      clock_(clock),
+      repair_budget_(options.bytes_per_second, 1.0, clock),
+      tier_budget_(options.tier_bytes_per_second, 1.0, clock) {
   thread_ = std::thread([this] { Loop(); });
 }
 
 Repairer::~Repairer() {
+  stopping_ = true;
   {
     MutexLock lock(mu_);
     stop_ = true;
@@ -136,26 +116,18 @@ Status Repairer::RunPass() {
   return s;
 }
 
-void Repairer::Throttle(uint64_t bytes, Budget* budget) {
-  Budget& b = budget != nullptr ? *budget : repair_budget_;
-  const double now = Now();
-  if (now - b.start > 1.0) {
-    b.start = now;
-    b.bytes = 0;
-  }
-  b.bytes += bytes;
-  const double ahead = static_cast<double>(b.bytes) / b.rate - (now - b.start);
-  if (ahead > 0) {
-    MutexLock lock(mu_);
-    cv_.WaitFor(std::chrono::duration<double>(ahead), [&]() AQ_REQUIRES(mu_) { return stop_; });
-  }
+void Repairer::Throttle(uint64_t bytes, RateLimiter& budget) {
+  const double wait = budget.Reserve(bytes);
+  if (wait <= 0) return;
+  MutexLock lock(mu_);
+  cv_.WaitFor(std::chrono::duration<double>(wait), [&]() AQ_REQUIRES(mu_) { return stop_; });
 }
 
 void Repairer::DropDue(bool all) {
   std::vector<Drop> due;
   {
     MutexLock lock(mu_);
-    const double now = Now();
+    const double now = clock_.Now();
     auto keep = std::partition(drops_.begin(), drops_.end(), [&](const Drop& d) { return !all && d.due > now; });
     due.assign(std::make_move_iterator(keep), std::make_move_iterator(drops_.end()));
     drops_.erase(keep, drops_.end());
@@ -186,12 +158,9 @@ void Repairer::DropDue(bool all) {
 
 Status Repairer::Pass() {
   DropDue(false);
-  const double t0 = Now();
+  const double t0 = clock_.Now();
   const auto nodes = membership_.Nodes();
   const std::string self = membership_.self().id;
-  std::map<std::string, bool> up;
-  for (const auto& n : nodes) up[n.id] = n.up;
-  uint64_t objects = 0, nblocks = 0, under = 0, misplaced = 0, tier_misplaced = 0, tier_blocked = 0;
   // Tiering: the policies, and the recorded reads when a policy asks for them.
   std::vector<store::TierPolicy> tiers;
   std::unordered_map<std::string, int64_t> atimes;
@@ -209,200 +178,156 @@ Status Repairer::Pass() {
       if (a.ok()) atimes = std::move(*a);
     }
   } else {
-    MutexLock lock(mu_);
-    stats_.errors++;
-    stats_.last_error = std::string(t.status().message());
+    Failed(t.status());
   }
-  const int64_t now_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  std::map<std::string, uint64_t> held;  // replicas each node holds, per the layouts
-  for (const auto& bucket : AQ_TRY(meta_.ListBuckets())) {
-    std::string after;
-    while (true) {
-      auto page = AQ_TRY(meta_.ListObjects({bucket.name, "", after, 1000}));
-      for (const auto& listed : page.objects) {
-        after = listed.key;
-        {
-          MutexLock lock(mu_);
-          if (stop_) return Status::Ok();
-        }
-        auto got = meta_.GetObject(bucket.name, listed.key);
-        if (!got.ok()) continue;  // deleted meanwhile
-        store::ObjectMeta o = std::move(*got);
-        ++objects;
-        const Policy policy = blocks_.PolicyFor(o.bucket);
-        const bool mine = Coordinator(o.bucket + "/" + o.key, nodes) == self;
+  const int64_t now_ns = clock_.WallNanos();
+  ObjectRepairPlan total;  // the counts over the whole namespace
+  uint64_t objects = 0;
+  AQ_TRY(store::ForEachObject(
+      meta_,
+      [&](store::ObjectMeta o) -> Status {
         const store::TierPolicy* tier =
             tiers.empty() ? nullptr : store::MatchTierPolicy(tiers, o, now_ns, store::LastRead(atimes, o));
-        bool changed = false;
-        // Pieces to remove once the new layout is committed: (node, piece).
-        std::vector<std::pair<std::string, store::BlockRef>> drops;
-        for (auto& b : o.blocks) {
-          if (b.nodes.empty()) continue;  // a single node's block
-          ++nblocks;
-          for (const auto& h : b.nodes) held[h]++;
-          const Policy form = policy.ForBlock(b.size);
-          // Where the block belongs: its tiering policy's pool when enough
-          // nodes have that pool, else where it is.
-          std::string home = b.pool;
-          if (tier != nullptr && tier->pool != b.pool) {
-            ++tier_misplaced;
-            if (!tier->pool.empty() && Place(b.id, nodes, form.width(), tier->pool).size() >= form.width()) {
-              home = tier->pool;
-            } else {
-              ++tier_blocked;
-            }
-          }
-          const auto prot = Protection(b, nodes, policy, home);
-          if (prot.live < prot.width) ++under;
-          if (prot.placed) continue;
-          ++misplaced;
-          if (!mine) continue;
-          if (!SameForm(b, form) || b.pool != home) {
-            // Re-protection (replicas <-> erasure-coded, or another K+M) or
-            // a move to another pool (tiering): the block is written anew
-            // in the policy's form and pool beside the old pieces, which
-            // go once the layout names the new ones.
-            const bool moves = b.pool != home;
-            Throttle(b.size, moves ? &tier_budget_ : nullptr);
-            auto nb = blocks_.Rewrite(b, form, home);
-            MutexLock lock(mu_);
-            if (!nb.ok()) {
-              stats_.errors++;
-              stats_.last_error = std::string(nb.status().message());
-              continue;
-            }
-            for (auto& [h, piece] : store::StoredPieces(b)) {
-              if (up[h]) drops.emplace_back(h, std::move(piece));
-            }
-            if (moves) {
-              stats_.tiered++;
-              stats_.bytes_tiered += b.size;
-            }
-            if (!SameForm(b, form)) stats_.reprotected++;
-            stats_.bytes_copied += b.size;
-            b = std::move(*nb);
-            changed = true;
-            continue;
-          }
-          const auto want = Place(b.id, nodes, form.width(), b.pool);
-          if (want.empty()) continue;
-          if (b.erasure_coded()) {
-            // Fragments on live nodes where placement wants them stay; each
-            // other one is copied (its holder up) or rebuilt from K others
-            // onto a wanted node that holds none of this block yet.
-            std::vector<std::string> now = b.nodes;
-            std::set<std::string> used;
-            std::vector<int> todo;
-            for (size_t i = 0; i < b.nodes.size(); ++i) {
-              const auto& h = b.nodes[i];
-              if (up[h] && std::find(want.begin(), want.end(), h) != want.end() && !used.count(h)) {
-                used.insert(h);
-              } else {
-                todo.push_back(static_cast<int>(i));
-              }
-            }
-            std::vector<std::string> free;
-            for (const auto& w : want) {
-              if (!used.count(w)) free.push_back(w);
-            }
-            for (size_t t = 0; t < todo.size() && t < free.size(); ++t) {
-              const int i = todo[t];
-              Throttle(b.FragmentSize());
-              Status s = blocks_.RebuildFragment(b, i, free[t]);
-              MutexLock lock(mu_);
-              if (!s.ok()) {
-                stats_.errors++;
-                stats_.last_error = std::string(s.message());
-                continue;
-              }
-              stats_.copied++;
-              stats_.bytes_copied += b.FragmentSize();
-              if (up[b.nodes[i]]) drops.emplace_back(b.nodes[i], store::FragmentRef(b, i));
-              now[i] = free[t];
-            }
-            if (now != b.nodes) {
-              b.nodes = now;
-              changed = true;
-            }
-            continue;
-          }
-          const size_t r = form.width();
-          std::vector<std::string> now;  // holders after this block's repair
-          for (const auto& h : b.nodes) {
-            if (up[h] && std::find(want.begin(), want.end(), h) != want.end()) now.push_back(h);
-          }
-          for (const auto& w : want) {
-            if (std::find(now.begin(), now.end(), w) != now.end()) continue;
-            Throttle(b.size);
-            Status s = blocks_.Replicate(b, w);
-            MutexLock lock(mu_);
-            if (s.ok()) {
-              now.push_back(w);
-              stats_.copied++;
-              stats_.bytes_copied += b.size;
-            } else {
-              stats_.errors++;
-              stats_.last_error = std::string(s.message());
-            }
-          }
-          if (now.size() < std::min(r, want.size())) {
-            // Not all copies made: keep every old holder too, lose nothing.
-            for (const auto& h : b.nodes) {
-              if (std::find(now.begin(), now.end(), h) == now.end()) now.push_back(h);
-            }
-          } else {
-            for (const auto& h : b.nodes) {
-              if (std::find(now.begin(), now.end(), h) == now.end() && up[h]) {
-                store::BlockRef one = b;
-                one.nodes = {h};
-                drops.emplace_back(h, std::move(one));
-              }
-            }
-          }
-          if (now != b.nodes) {
-            b.nodes = now;
-            changed = true;
-          }
-        }
-        if (!changed) continue;
-        auto committed = meta_.UpdateLayout(o);
-        MutexLock lock(mu_);
-        if (!committed.ok()) {
-          stats_.errors++;
-          stats_.last_error = std::string(committed.status().message());
-        } else if (!*committed) {
-          stats_.conflicts++;  // rewritten meanwhile: the next pass sees the new layout
-        } else {
-          stats_.layouts_committed++;
-          const double due = Now() + options_.drop_delay_seconds;
-          for (auto& [h, piece] : drops) drops_.push_back({due, o.bucket, o.key, h, std::move(piece)});
-        }
-      }
-      if (!page.truncated) break;
-    }
-  }
-  // A drained node that no layout names any more is removed. One node does
-  // this: the coordinator of the cluster itself.
-  if (Coordinator("cluster", nodes) == self) {
-    for (const auto& n : nodes) {
-      if (n.state == "smartfail" && held[n.id] == 0 && under == 0) {
-        Status s = SetNodeState(membership_.etcd(), membership_.prefix(), n.id, "removed");
-        if (s.ok()) log::info("cluster: node {} is drained and removed", n.id);
-      }
+        const auto plan = PlanObjectRepair(o, nodes, self, blocks_.PolicyFor(o.bucket), tier);
+        ++objects;
+        total.blocks += plan.blocks;
+        total.under += plan.under;
+        total.misplaced += plan.misplaced;
+        total.tier_misplaced += plan.tier_misplaced;
+        total.tier_blocked += plan.tier_blocked;
+        for (const auto& [h, n] : plan.held) total.held[h] += n;
+        if (!plan.actions.empty()) Execute(std::move(o), plan.actions, nodes);
+        return Status::Ok();
+      },
+      &stopping_));
+  if (stopping_.load()) return Status::Ok();
+  for (const auto& id : NodesToRemove(nodes, total.held, total.under, self)) {
+    if (SetNodeState(membership_.etcd(), membership_.prefix(), id, NodeState::kRemoved).ok()) {
+      log::info("cluster: node {} is drained and removed", id);
     }
   }
   MutexLock lock(mu_);
   stats_.passes++;
   stats_.objects = objects;
-  stats_.blocks = nblocks;
-  stats_.under_protected = under;
-  stats_.misplaced = misplaced;
-  stats_.tier_misplaced = tier_misplaced;
-  stats_.tier_blocked = tier_blocked;
-  stats_.fully_protected = under == 0 && misplaced == 0;
-  stats_.last_pass_seconds = Now() - t0;
+  stats_.blocks = total.blocks;
+  stats_.under_protected = total.under;
+  stats_.misplaced = total.misplaced;
+  stats_.tier_misplaced = total.tier_misplaced;
+  stats_.tier_blocked = total.tier_blocked;
+  stats_.fully_protected = total.under == 0 && total.misplaced == 0;
+  stats_.last_pass_seconds = clock_.Now() - t0;
   return Status::Ok();
+}
+
+void Repairer::Failed(const Status& s) {
+  MutexLock lock(mu_);
+  stats_.errors++;
+  stats_.last_error = std::string(s.message());
+}
+
+void Repairer::Execute(store::ObjectMeta o, const std::vector<BlockAction>& actions,
+                       const std::vector<NodeInfo>& nodes) {
+  std::set<std::string> up;
+  for (const auto& n : nodes) {
+    if (n.up) up.insert(n.id);
+  }
+  bool changed = false;
+  // Pieces to remove once the new layout is committed: (node, piece).
+  std::vector<std::pair<std::string, store::BlockRef>> drops;
+  for (const auto& a : actions) {
+    store::BlockRef& b = o.blocks[a.block];
+    switch (a.kind) {
+      case BlockAction::Kind::kRewrite: {
+        Throttle(b.size, a.moves ? tier_budget_ : repair_budget_);
+        auto nb = blocks_.Rewrite(b, a.form, a.pool);
+        if (!nb.ok()) {
+          Failed(nb.status());
+          break;
+        }
+        for (auto& [h, piece] : store::StoredPieces(b)) {
+          if (up.count(h)) drops.emplace_back(h, std::move(piece));
+        }
+        {
+          MutexLock lock(mu_);
+          if (a.moves) {
+            stats_.tiered++;
+            stats_.bytes_tiered += b.size;
+          }
+          if (a.reprotects) stats_.reprotected++;
+          stats_.bytes_copied += b.size;
+        }
+        b = std::move(*nb);
+        changed = true;
+        break;
+      }
+      case BlockAction::Kind::kRebuildFragments: {
+        std::vector<std::string> now = b.nodes;
+        for (const auto& [i, target] : a.fragments) {
+          Throttle(b.FragmentSize(), repair_budget_);
+          Status s = blocks_.RebuildFragment(b, i, target);
+          if (!s.ok()) {
+            Failed(s);
+            continue;
+          }
+          {
+            MutexLock lock(mu_);
+            stats_.copied++;
+            stats_.bytes_copied += b.FragmentSize();
+          }
+          if (up.count(b.nodes[i])) drops.emplace_back(b.nodes[i], store::FragmentRef(b, i));
+          now[i] = target;
+        }
+        if (now != b.nodes) {
+          b.nodes = now;
+          changed = true;
+        }
+        break;
+      }
+      case BlockAction::Kind::kReplicate: {
+        std::vector<std::string> now = a.keep;  // holders after this block's repair
+        for (const auto& w : a.add) {
+          Throttle(b.size, repair_budget_);
+          Status s = blocks_.Replicate(b, w);
+          if (!s.ok()) {
+            Failed(s);
+            continue;
+          }
+          now.push_back(w);
+          MutexLock lock(mu_);
+          stats_.copied++;
+          stats_.bytes_copied += b.size;
+        }
+        if (now.size() < a.keep.size() + a.add.size()) {
+          // Not all copies made: keep every old holder too, lose nothing.
+          for (const auto& h : b.nodes) {
+            if (std::find(now.begin(), now.end(), h) == now.end()) now.push_back(h);
+          }
+        } else {
+          for (const auto& h : a.drop) {
+            store::BlockRef one = b;
+            one.nodes = {h};
+            drops.emplace_back(h, std::move(one));
+          }
+        }
+        if (now != b.nodes) {
+          b.nodes = now;
+          changed = true;
+        }
+        break;
+      }
+    }
+  }
+  if (!changed) return;
+  auto committed = meta_.UpdateLayout(o);
+  if (!committed.ok()) return Failed(committed.status());
+  MutexLock lock(mu_);
+  if (!*committed) {
+    stats_.conflicts++;  // rewritten meanwhile: the next pass sees the new layout
+    return;
+  }
+  stats_.layouts_committed++;
+  const double due = clock_.Now() + options_.drop_delay_seconds;
+  for (auto& [h, piece] : drops) drops_.push_back({due, o.bucket, o.key, h, std::move(piece)});
 }
 
 }  // namespace aq::cluster

@@ -33,6 +33,8 @@
 
 #include "cluster/cluster_blocks.h"
 #include "cluster/membership.h"
+#include "cluster/repair_plan.h"
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "store/meta_store.h"
 
@@ -89,7 +91,7 @@ Result<std::vector<std::string>> BlocksHeldBy(store::MetaStore& meta, const std:
 class Repairer {
  public:
   Repairer(Membership& membership, store::MetaStore& meta, ClusterBlockService& blocks, BlockClient& client,
-           RepairOptions options);
+           RepairOptions options, Clock& clock = Clock::Real());
   ~Repairer();  // stops after the current block; pieces not yet dropped stay (garbage collection finds them)
   RepairStats Stats() const;
   // One pass now, on the caller's thread (tests drive repair this way with
@@ -98,12 +100,14 @@ class Repairer {
 
  private:
   void Loop();
+  // Walks every object: PlanObjectRepair (repair_plan.h) decides, Execute acts.
   Status Pass();
-  struct Budget {
-    double rate = 0, start = 0;
-    uint64_t bytes = 0;
-  };
-  void Throttle(uint64_t bytes, Budget* budget = nullptr);
+  // Carries out one object's actions, commits its new layout if the object
+  // did not change meanwhile, and schedules the old pieces' drops.
+  void Execute(store::ObjectMeta object, const std::vector<BlockAction>& actions, const std::vector<NodeInfo>& nodes);
+  void Failed(const Status& s);
+  // Waits until `bytes` are within `budget` (or the repairer stops).
+  void Throttle(uint64_t bytes, RateLimiter& budget);
   // A piece to remove once due, unless the object's layout names it again.
   struct Drop {
     double due = 0;
@@ -117,13 +121,15 @@ class Repairer {
   ClusterBlockService& blocks_;
   BlockClient& client_;
   const RepairOptions options_;
+  Clock& clock_;
   Mutex pass_mu_;  // one pass at a time
   mutable Mutex mu_;
   CondVar cv_{mu_};
   bool stop_ AQ_GUARDED_BY(mu_) = false;
   RepairStats stats_ AQ_GUARDED_BY(mu_);
   std::vector<Drop> drops_ AQ_GUARDED_BY(mu_);
-  Budget repair_budget_, tier_budget_;
+  RateLimiter repair_budget_, tier_budget_;
+  std::atomic<bool> stopping_{false};  // a pass's walk ends early
   std::thread thread_;
 };
 

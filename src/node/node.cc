@@ -203,7 +203,8 @@ Status Node::StartImpl() {
       if (membership_) {
         j["self"] = membership_->self().id;
         for (const auto& n : membership_->Nodes()) {
-          j["nodes"].push_back({{"id", n.id}, {"address", n.address}, {"state", n.state}, {"up", n.up}});
+          j["nodes"].push_back(
+              {{"id", n.id}, {"address", n.address}, {"state", cluster::NodeStateName(n.state)}, {"up", n.up}});
         }
       }
       return j.dump();
@@ -222,7 +223,7 @@ Status Node::StartImpl() {
     usable = [this](const std::string& bucket, const std::string& pool) {
       size_t eligible = 0;
       for (const auto& n : cluster_blocks_->Nodes())
-        eligible += n.up && n.state == "active" && cluster::HasPool(n, pool);
+        eligible += n.up && n.state == cluster::NodeState::kActive && cluster::HasPool(n, pool);
       return eligible >= cluster_blocks_->PolicyFor(bucket).width();
     };
   } else {
@@ -363,7 +364,7 @@ Status Node::JoinCluster() {
   // Nodes copy blocks to each other through their S3 ports: all speak TLS,
   // or none does.
   for (const auto& n : AQ_TRY(cluster::ReadClusterMap(*etcd_, "/aquifer/"))) {
-    if (n.id == node_id_ || n.state == "removed" || n.tls == self.tls) continue;
+    if (n.id == node_id_ || n.state == cluster::NodeState::kRemoved || n.tls == self.tls) continue;
     return InvalidArgument(fmt::format(
         "node {} ({}) serves {}, this node {}: a cluster's nodes all serve TLS (--tls-cert/--tls-key, --tls-ca) or "
         "none does",

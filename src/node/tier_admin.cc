@@ -32,7 +32,7 @@ Result<std::vector<TierAdmin::Pool>> TierAdmin::Pools() {
   if (etcd_) {
     std::map<std::string, Pool> by_name;
     for (const auto& n : AQ_TRY(cluster::ReadClusterMap(*etcd_, kClusterPrefix))) {
-      if (n.state == "removed") continue;
+      if (n.state == cluster::NodeState::kRemoved) continue;
       for (size_t i = 0; i < n.pools.size(); ++i) {
         auto [it, fresh] =
             by_name.try_emplace(n.pools[i], Pool{n.pools[i], i < n.pool_media.size() ? n.pool_media[i] : "", 1});

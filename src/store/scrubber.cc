@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "common/clock.h"
 #include "common/log.h"
 
 namespace aq::store {
@@ -81,11 +82,11 @@ Result<std::vector<ScrubFinding>> Scrubber::RunPass(const std::atomic<bool>* sto
     stats_.pieces_done_in_pass = 0;
   }
   std::vector<std::pair<ExpectedPiece, std::string>> bad;  // piece, problem
-  uint64_t bytes = 0;
+  RateLimiter pace(o_.bytes_per_second);                   // the pass never reads faster than its budget
   for (const auto& e : expected) {
     if (stop != nullptr && stop->load()) break;
     Status s = store_.Read(e.piece, 0, 0).status();  // reads and checks the whole piece
-    bytes += e.piece.size;
+    const double wait = pace.Reserve(e.piece.size);
     {
       MutexLock lock(mu_);
       ++stats_.pieces_done_in_pass;
@@ -101,12 +102,9 @@ Result<std::vector<ScrubFinding>> Scrubber::RunPass(const std::atomic<bool>* sto
     } else if (!s.ok()) {
       log::warn("scrub: {} of {}: {}", e.piece.id, e.object, s.message());
     }
-    // Paced: the pass never reads faster than its budget.
-    const double due = t0 + static_cast<double>(bytes) / o_.bytes_per_second;
-    const double now = Seconds();
-    if (due > now && o_.bytes_per_second > 0) {
+    if (wait > 0) {
       std::unique_lock<std::mutex> lock(wake_mu_);
-      wake_.wait_for(lock, std::chrono::duration<double>(due - now), [&] { return stop != nullptr && stop->load(); });
+      wake_.wait_for(lock, std::chrono::duration<double>(wait), [&] { return stop != nullptr && stop->load(); });
     }
   }
   // Only what the metadata still names is damage: an object deleted or
