@@ -11,7 +11,7 @@ The input pipeline (reading, shuffling and sharding across ranks, JPEG crop
 decoding, augmentation, batching) runs in C++ threads; batches arrive as
 zero-copy views of the pipeline's buffers. See docs/python.md.
 """
-from ._aquifer import __version__  # noqa: F401
+from ._aquifer import __version__, option_defaults, option_docs  # noqa: F401
 from .loader import Loader  # noqa: F401
 
-__all__ = ["Loader", "__version__"]
+__all__ = ["Loader", "__version__", "option_defaults", "option_docs"]

@@ -98,6 +98,10 @@ class Loader:
         (raw pixels); layout: "NCHW" or "NHWC".
     seed, shuffle, shuffle_buffer: the order is decided by the seed and the
         epoch only (not by thread counts); shuffle=False reads in order.
+
+    Every option's default is the pipeline's own, declared once in C++ for
+    the CLI, the C++ API and this binding: aquifer.option_docs() lists them
+    with their help.
     rank, world_size: default from torch.distributed when initialised, else
         RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, SLURM_PROCID/SLURM_NTASKS. Every
         rank gets the same number of steps; remainder="drop" leaves out the
@@ -147,8 +151,8 @@ class Loader:
     def __init__(self, data, batch_size=256, image_size=224, *, training=True, eval_resize=256,
                  crop_scale=(0.08, 1.0), crop_ratio=(3 / 4, 4 / 3), jitter=None, bbox_crop=False,
                  dtype="float32", layout="NCHW", mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
-                 seed=1, shuffle=True, shuffle_buffer=10000, rank=None, world_size=None, remainder="drop",
-                 threads=0, readers=1, prefetch=2, memory_limit="2GiB", on_error="skip", format="auto",
+                 seed=1, shuffle=True, shuffle_buffer=1024, rank=None, world_size=None, remainder="drop",
+                 threads=0, readers=1, prefetch=2, memory_limit="1GiB", on_error="skip", format="auto",
                  labels_zero_based=True, damage_check=True, framework="torch", device="cpu", ids=False,
                  fields=None, extras=False, hooks=None, credentials=None, profile=None, retry_deadline=None):
         dtype = _DTYPES.get(_torch_dtype_name(dtype))

@@ -12,15 +12,20 @@
 #include "cli/cli.h"
 #include "common/units.h"
 #include "io/multi_root.h"
+#include "pipeline/options_schema.h"
 
 namespace aq::cli {
 namespace {
 
+// The default of a pipeline option as the schema writes it (pipeline/options_schema.h).
+std::string Default(std::string_view name) { return std::string(pipeline::FindOption(name)->default_text); }
+
 struct BenchFlags {
   bench::PipelineBenchOptions b;
-  std::string layout = "nchw", dtype = "fp32", remainder = "drop", memory = "1GiB", on_error = "skip", format = "auto";
+  std::string layout = Default("layout"), dtype = Default("dtype"), remainder = Default("remainder"),
+              memory = Default("memory_limit"), on_error = Default("on_error"), format = Default("format");
   std::string jitter;
-  std::string root_policy = "spread";
+  std::string root_policy = Default("root_policy");
   int64_t rank = -1, world = -1;
   bool eval = false, no_dct = false, no_file_shuffle = false, raw_labels = false;
 };
@@ -33,33 +38,16 @@ Status Resolve(BenchFlags& f, const Globals& g) {
   p.dct_scaling = !f.no_dct;
   p.shuffle_files = !f.no_file_shuffle;
   p.labels_zero_based = !f.raw_labels;
-  if (f.layout == "nchw") {
-    p.store.layout = image::Layout::kNCHW;
-  } else if (f.layout == "nhwc") {
-    p.store.layout = image::Layout::kNHWC;
-  } else {
-    return InvalidArgument(fmt::format("--layout {}: expected nchw or nhwc", f.layout));
+  // Spelled values and the memory size parse as the Python binding parses them.
+  for (const auto& [flag, name, text] :
+       {std::tuple{"--layout", "layout", &f.layout}, std::tuple{"--dtype", "dtype", &f.dtype},
+        std::tuple{"--remainder", "remainder", &f.remainder}, std::tuple{"--memory-limit", "memory_limit", &f.memory},
+        std::tuple{"--on-error", "on_error", &f.on_error}, std::tuple{"-f,--format", "format", &f.format},
+        std::tuple{"--root-policy", "root_policy", &f.root_policy}}) {
+    if (Status s = pipeline::SetOption(p, name, *text); !s.ok()) {
+      return InvalidArgument(fmt::format("{} {}: {}", flag, *text, s.message()));
+    }
   }
-  if (f.dtype == "u8" || f.dtype == "uint8") {
-    p.store.dtype = image::DType::kUint8;
-  } else if (f.dtype == "fp16") {
-    p.store.dtype = image::DType::kFloat16;
-  } else if (f.dtype == "fp32") {
-    p.store.dtype = image::DType::kFloat32;
-  } else {
-    return InvalidArgument(fmt::format("--dtype {}: expected u8, fp16 or fp32", f.dtype));
-  }
-  if (f.remainder == "drop") {
-    p.remainder = pipeline::Remainder::kDrop;
-  } else if (f.remainder == "pad") {
-    p.remainder = pipeline::Remainder::kPad;
-  } else {
-    return InvalidArgument(fmt::format("--remainder {}: expected drop or pad", f.remainder));
-  }
-  p.memory_limit = AQ_TRY(units::ParseBytes(f.memory));
-  p.policy = AQ_TRY(format::ParseErrorPolicy(f.on_error));
-  p.format = AQ_TRY(dataset::ParseFormat(f.format));
-  p.root_policy = AQ_TRY(io::ParseRootPolicy(f.root_policy));
   if (!f.jitter.empty()) {
     float b = 0, c = 0, s = 0;
     if (std::sscanf(f.jitter.c_str(), "%f,%f,%f", &b, &c, &s) != 3 || b < 0 || c < 0 || s < 0) {
@@ -139,8 +127,9 @@ void AddPipelineFlags(CLI::App* cmd, BenchFlags* f) {
   cmd->add_option("--eval-resize", p.eval_resize, "Shorter side before the centre crop")->capture_default_str();
   cmd->add_flag("--bbox-crop", p.bbox_crop, "Training crops from the records' bounding boxes (TensorFlow's method)");
   cmd->add_option("--jitter", f->jitter, "Colour jitter brightness,contrast,saturation (e.g. 0.4,0.4,0.4)");
-  cmd->add_option("--layout", f->layout, "nchw or nhwc")->capture_default_str();
-  cmd->add_option("--dtype", f->dtype, "u8, fp16 or fp32 (u8 is not normalised)")->capture_default_str();
+  cmd->add_option("--layout", f->layout, "NCHW or NHWC (either case)")->capture_default_str();
+  cmd->add_option("--dtype", f->dtype, "uint8 (u8), float16 (fp16) or float32 (fp32); uint8 is not normalised")
+      ->capture_default_str();
   cmd->add_option("--readers", p.readers, "Reader threads")->capture_default_str();
   cmd->add_option("--prefetch", p.prefetch_batches, "Batches prepared ahead of the consumer")->capture_default_str();
   cmd->add_option("--shuffle-buffer", p.shuffle_buffer, "Samples in the shuffle buffer (1 = no sample shuffle)")

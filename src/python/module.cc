@@ -24,6 +24,7 @@
 #include "common/units.h"
 #include "format/example.h"
 #include "io/file_system.h"
+#include "pipeline/options_schema.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/plan.h"
 
@@ -73,13 +74,57 @@ struct CatalogHandle {
   std::shared_ptr<pipeline::BatchBuffers> buffers;
 };
 
-uint64_t Bytes(const py::handle& v) {
-  if (py::isinstance<py::str>(v)) return Take(units::ParseBytes(v.cast<std::string>()));
-  return v.cast<uint64_t>();
+// A Python value as the schema's type for the option (pipeline/options_schema.h).
+pipeline::OptionValue ToOptionValue(const pipeline::OptionSpec& spec, const py::handle& v) {
+  using T = pipeline::OptionType;
+  const std::string name(spec.name);
+  auto is_int = [](const py::handle& h) { return py::isinstance<py::int_>(h) && !py::isinstance<py::bool_>(h); };
+  switch (spec.type) {
+    case T::kBool:
+      if (py::isinstance<py::bool_>(v)) return v.cast<bool>();
+      break;
+    case T::kInt:
+    case T::kFloat:
+      if (is_int(v)) return v.cast<int64_t>();
+      if (py::isinstance<py::float_>(v)) return v.cast<double>();
+      break;
+    case T::kText:
+      if (py::isinstance<py::str>(v)) return v.cast<std::string>();
+      if (is_int(v)) return v.cast<int64_t>();  // memory_limit in bytes
+      break;
+    case T::kFloats:
+      if (py::isinstance<py::sequence>(v) && !py::isinstance<py::str>(v)) {
+        std::vector<double> out;
+        for (const auto& e : v.cast<py::sequence>()) {
+          if (!is_int(e) && !py::isinstance<py::float_>(e)) throw py::value_error(name + ": expected numbers");
+          out.push_back(e.cast<double>());
+        }
+        return out;
+      }
+      break;
+    case T::kTexts:
+      if (py::isinstance<py::sequence>(v) && !py::isinstance<py::str>(v)) {
+        std::vector<std::string> out;
+        for (const auto& e : v.cast<py::sequence>()) {
+          if (!py::isinstance<py::str>(e)) throw py::value_error(name + ": expected a list of names");
+          out.push_back(e.cast<std::string>());
+        }
+        return out;
+      }
+      break;
+  }
+  throw py::value_error(name + ": " + std::string(spec.doc) + " (got " + py::repr(v).cast<std::string>() + ")");
 }
 
-// PipelineOptions from the keyword arguments Loader passes; unknown keys
-// are an error, so a misspelt option never goes unnoticed.
+// The schema's value as Python's: what option_defaults() returns.
+py::object FromOptionValue(const pipeline::OptionValue& v) {
+  return std::visit([](const auto& x) -> py::object { return py::cast(x); }, v);
+}
+
+// PipelineOptions from the keyword arguments Loader passes, by the schema;
+// the binding's own (rank, world_size, credentials, profile,
+// retry_deadline, catalog) beside it. Unknown keys are an error, so a
+// misspelt option never goes unnoticed.
 pipeline::PipelineOptions OptionsFrom(const py::dict& kw, int64_t* rank, int64_t* world, std::string* credentials,
                                       std::string* profile, std::shared_ptr<const pipeline::Catalog>* catalog,
                                       client::ClientOptions* client) {
@@ -87,113 +132,10 @@ pipeline::PipelineOptions OptionsFrom(const py::dict& kw, int64_t* rank, int64_t
   for (const auto& [k, v] : kw) {
     const std::string key = k.cast<std::string>();
     if (v.is_none()) continue;
-    if (key == "data") {
-      o.data = v.cast<std::string>();
-    } else if (key == "format") {
-      o.format = Take(dataset::ParseFormat(v.cast<std::string>()));
-    } else if (key == "root_policy") {
-      o.root_policy = Take(io::ParseRootPolicy(v.cast<std::string>()));
-    } else if (key == "batch_size") {
-      o.batch_size = v.cast<uint32_t>();
-    } else if (key == "image_size") {
-      o.image_size = v.cast<int>();
-    } else if (key == "training") {
-      o.training = v.cast<bool>();
-    } else if (key == "eval_resize") {
-      o.eval_resize = v.cast<int>();
-    } else if (key == "bbox_crop") {
-      o.bbox_crop = v.cast<bool>();
-    } else if (key == "crop_scale") {
-      auto t = v.cast<std::pair<double, double>>();
-      o.crop.scale_min = t.first;
-      o.crop.scale_max = t.second;
-    } else if (key == "crop_ratio") {
-      auto t = v.cast<std::pair<double, double>>();
-      o.crop.ratio_min = t.first;
-      o.crop.ratio_max = t.second;
-    } else if (key == "jitter") {
-      auto t = v.cast<std::tuple<float, float, float>>();
-      o.jitter = {std::get<0>(t), std::get<1>(t), std::get<2>(t)};
-    } else if (key == "dtype") {
-      const auto d = v.cast<std::string>();
-      if (d == "uint8") {
-        o.store.dtype = image::DType::kUint8;
-      } else if (d == "float16") {
-        o.store.dtype = image::DType::kFloat16;
-      } else if (d == "float32") {
-        o.store.dtype = image::DType::kFloat32;
-      } else {
-        throw py::value_error("dtype must be 'uint8', 'float16' or 'float32', not '" + d + "'");
-      }
-    } else if (key == "layout") {
-      const auto l = v.cast<std::string>();
-      if (l == "NCHW") {
-        o.store.layout = image::Layout::kNCHW;
-      } else if (l == "NHWC") {
-        o.store.layout = image::Layout::kNHWC;
-      } else {
-        throw py::value_error("layout must be 'NCHW' or 'NHWC', not '" + l + "'");
-      }
-    } else if (key == "mean" || key == "std") {
-      auto t = v.cast<std::tuple<float, float, float>>();
-      float* dst = key == "mean" ? o.store.mean : o.store.std;
-      dst[0] = std::get<0>(t) * 255;
-      dst[1] = std::get<1>(t) * 255;
-      dst[2] = std::get<2>(t) * 255;
-    } else if (key == "normalize") {
-      o.store.normalize = v.cast<bool>();
-    } else if (key == "labels_zero_based") {
-      o.labels_zero_based = v.cast<bool>();
-    } else if (key == "dct_scaling") {
-      o.dct_scaling = v.cast<bool>();
-    } else if (key == "fast_idct") {
-      o.fast_idct = v.cast<bool>();
-    } else if (key == "damage_check") {
-      o.damage_check = v.cast<bool>();
-    } else if (key == "seed") {
-      o.seed = v.cast<uint64_t>();
-    } else if (key == "fields") {
-      o.fields = v.cast<std::vector<std::string>>();
-    } else if (key == "first_epoch") {
-      o.first_epoch = v.cast<uint32_t>();
-    } else if (key == "epochs") {
-      o.epochs = v.cast<uint32_t>();
-    } else if (key == "start_step") {
-      o.start_step = v.cast<uint64_t>();
-    } else if (key == "shuffle") {
-      if (!v.cast<bool>()) {
-        o.shuffle_files = false;
-        o.shuffle_buffer = 1;
-      }
-    } else if (key == "shuffle_buffer") {
-      o.shuffle_buffer = v.cast<uint64_t>();
-    } else if (key == "shuffle_files") {
-      o.shuffle_files = v.cast<bool>();
-    } else if (key == "rank") {
+    if (key == "rank") {
       *rank = v.cast<int64_t>();
     } else if (key == "world_size") {
       *world = v.cast<int64_t>();
-    } else if (key == "remainder") {
-      const auto r = v.cast<std::string>();
-      if (r == "drop") {
-        o.remainder = pipeline::Remainder::kDrop;
-      } else if (r == "pad") {
-        o.remainder = pipeline::Remainder::kPad;
-      } else {
-        throw py::value_error("remainder must be 'drop' or 'pad', not '" + r + "'");
-      }
-    } else if (key == "threads") {
-      o.workers = v.cast<size_t>();
-    } else if (key == "readers") {
-      o.readers = v.cast<size_t>();
-    } else if (key == "prefetch") {
-      o.prefetch_batches = v.cast<size_t>();
-    } else if (key == "memory_limit") {
-      o.memory_limit = Bytes(v);
-    } else if (key == "on_error") {
-      o.policy = Take(format::ParseErrorPolicy(v.cast<std::string>()));
-    } else if (key == "verify_crc") {
-      o.verify_crc = v.cast<bool>();
     } else if (key == "credentials") {
       *credentials = v.cast<std::string>();
     } else if (key == "profile") {
@@ -207,6 +149,9 @@ pipeline::PipelineOptions OptionsFrom(const py::dict& kw, int64_t* rank, int64_t
       *catalog = h.catalog;
       o.damage_checked = h.damage_checked;
       o.buffers = h.buffers;
+    } else if (const auto* spec = pipeline::FindOption(key)) {
+      Status s = pipeline::SetOption(o, key, ToOptionValue(*spec, v));
+      if (!s.ok()) Raise(s);
     } else {
       throw py::type_error("unknown option '" + key + "'");
     }
@@ -415,6 +360,27 @@ PYBIND11_MODULE(_aquifer, m) {
   using aq::python::Source;
   m.doc() = "aquifer's input pipeline (C++); use aquifer.Loader";
   m.attr("__version__") = AQ_VERSION;
+  m.def(
+      "option_defaults",
+      [] {
+        py::dict d;
+        const aq::pipeline::PipelineOptions defaults;
+        for (const auto& spec : aq::pipeline::OptionSchema()) {
+          d[py::str(std::string(spec.name))] = aq::python::FromOptionValue(spec.get(defaults));
+        }
+        return d;
+      },
+      "Every pipeline option's default, by name, from the one schema the CLI and the C++ API use");
+  m.def(
+      "option_docs",
+      [] {
+        py::dict d;
+        for (const auto& spec : aq::pipeline::OptionSchema()) {
+          d[py::str(std::string(spec.name))] = py::make_tuple(std::string(spec.default_text), std::string(spec.doc));
+        }
+        return d;
+      },
+      "Every pipeline option's default as written and its help, by name");
   py::class_<CatalogHandle>(m, "Catalog", "Where every sample of a dataset is; reused by the next epoch's Source");
   py::class_<Source>(m, "Source", "One pipeline run: its batches, in order, as numpy arrays owning their buffers")
       .def(py::init<const py::kwargs&>())

@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "common/clock.h"
 #include "store/access_clock.h"
 #include "store/block_cache.h"
 #include "store/block_store.h"
@@ -1208,6 +1209,52 @@ TEST(TieringTest, NewObjectsGoToTheirPolicysPoolAtWriteTime) {
   EXPECT_EQ(placer.PoolFor("b", "tmp/x", 10), "");  // not usable: the default pool
   ASSERT_TRUE(SaveTierPolicies(*meta, {}).ok());
   EXPECT_EQ(placer.PoolFor("b", "train/x", 10), "");  // re-read (refresh 0 here)
+}
+
+TEST(TieringTest, PlacerRereadsPoliciesOnlyWhenItsRefreshIsDue) {
+  TempDir dir;
+  auto meta = OpenSqliteMetaStore(dir / "meta.db").value();
+  ASSERT_TRUE(SaveTierPolicies(*meta, {{"hot", "*", "train/*", 0, UINT64_MAX, 0, "fast"}}).ok());
+  ManualClock clock;
+  TierPlacer placer(
+      *meta, [](const std::string&) { return std::string(); }, [](const std::string&, const std::string&) { return true; },
+      2, clock);
+  EXPECT_EQ(placer.PoolFor("b", "train/x", 10), "fast");
+  ASSERT_TRUE(SaveTierPolicies(*meta, {}).ok());
+  clock.Advance(1.9);
+  EXPECT_EQ(placer.PoolFor("b", "train/x", 10), "fast");  // read 1.9 s ago: still the old policies
+  clock.Advance(0.1);
+  EXPECT_EQ(placer.PoolFor("b", "train/x", 10), "");  // due: re-read
+}
+
+TEST(TieringTest, AMoverPassKeepsToItsCopyBudget) {
+  TempDir dir;
+  auto mem = io::NewMemFileSystem();
+  auto meta = OpenSqliteMetaStore(dir / "meta.db").value();
+  ASSERT_TRUE(meta->CreateBucket("bkt").ok());
+  auto blocks =
+      BlockStore::Open(*mem, {{"fast", "/fast", Media::kSsd}, {"cold", "/cold", Media::kHdd}}).value();
+  ObjectStoreOptions oo;
+  oo.block_size = 1 << 20;
+  ObjectStore objects(*meta, *blocks, oo);
+  for (int i = 0; i < 4; ++i) {  // 4 objects of 3 MiB: 12 blocks, 12 MiB to move
+    auto w = objects.Put("bkt", "o" + std::to_string(i), {}).value();
+    ASSERT_TRUE(w->Write(std::string(3 << 20, static_cast<char>('a' + i))).ok());
+    ASSERT_TRUE(w->Commit().ok());
+  }
+  ManualClock clock;
+  Mover mover(*meta, *blocks, objects.reclaimer(), clock);
+  TierOptions to;
+  to.bytes_per_second = 4 << 20;  // 4 MiB/s: 12 MiB take 3 s of the mover's clock
+  const double t0 = clock.Now();
+  auto r = mover.Run({{"cold", "*", "*", 0, UINT64_MAX, 0, "cold"}}, to).value();
+  EXPECT_EQ(r.blocks_moved, 12u);
+  EXPECT_EQ(r.errors, 0u) << r.last_error;
+  // Paced to the budget (a burst of at most one second's worth), measured on
+  // the clock, not waited for.
+  EXPECT_GE(clock.Now() - t0, 2.0);
+  EXPECT_LE(clock.Now() - t0, 3.0 + 1e-6);
+  EXPECT_NEAR(r.seconds, clock.Now() - t0, 1e-9);
 }
 
 TEST(UploadExpiryTest, TheShortestLimitForTheKeyWins) {

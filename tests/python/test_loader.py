@@ -505,6 +505,46 @@ def test_bad_samples_follow_the_policy(datasets, tmp_path):
             pass
 
 
+def test_loader_defaults_are_the_pipelines_own():
+    """Loader's signature names the schema's defaults (one declaration in C++
+    for the CLI, the C++ API and Python): a drift between them fails here."""
+    import inspect
+    import math
+    defaults = aq.option_defaults()
+    docs = aq.option_docs()
+    assert set(defaults) == set(docs)
+    checked = 0
+    for name, param in inspect.signature(aq.Loader).parameters.items():
+        if name not in defaults or param.default is inspect.Parameter.empty:
+            continue
+        want, got = defaults[name], param.default
+        checked += 1
+        if got is None:  # off: no jitter, no fields
+            assert want in ([0.0, 0.0, 0.0], []), (name, want)
+        elif isinstance(want, list) and want and isinstance(want[0], float):
+            assert len(got) == len(want) and all(math.isclose(a, b, rel_tol=1e-6) for a, b in zip(got, want)), name
+        elif name == "memory_limit":
+            assert got == "1GiB" and want == 1 << 30
+        elif isinstance(want, str):
+            assert got.lower() == want.lower(), (name, got, want)
+        else:
+            assert got == want, (name, got, want)
+    assert checked >= 20
+
+
+def test_options_are_checked_by_the_schema(datasets):
+    for bad, match in [(dict(batch_size=0), "batch_size: expected a whole number from 1"),
+                       (dict(crop_scale=(0.5, 0.2)), "crop_scale"),
+                       (dict(layout="CHWN"), "layout 'CHWN'"),
+                       (dict(remainder="keep"), "remainder 'keep'"),
+                       (dict(training="yes"), "training"),
+                       (dict(std=(0.2, 0.0, 0.2)), "std")]:
+        with pytest.raises(ValueError, match=match):
+            aq.Loader(datasets["tfrecord"], **bad)
+    with pytest.raises(TypeError, match="unknown option 'batchsize'"):
+        aq._aquifer.Source(data=datasets["tfrecord"], batchsize=8)
+
+
 def test_clear_errors_for_bad_options(datasets, tmp_path):
     with pytest.raises(FileNotFoundError):
         aq.Loader(str(tmp_path / "missing"))
