@@ -21,6 +21,7 @@
 #include <random>
 #include <thread>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/mutex.h"
 #include "ec/erasure.h"
@@ -41,7 +42,7 @@ std::string Resource(const StorePath& p) {
   return s3::UriEncode(path, false);
 }
 
-double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double Now() { return Clock::Real().Now(); }
 
 // "2026-11-23T18:10:53.000Z" (a listing's LastModified) -> seconds since the
 // epoch; 0 when it is not that.

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cluster/placement.h"
+#include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/mutex.h"
 #include "ec/erasure.h"
@@ -152,7 +153,7 @@ Policy ClusterBlockService::PolicyFor(const std::string& bucket) {
     // One refresh at a time, and callers wait for it: nobody answers from
     // a map that a refresh in flight is about to replace.
     MutexLock refreshing(refresh_mu_);
-    const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    const double now = Clock::Real().Now();
     if (buckets_read_at_ < 0 || now - buckets_read_at_ > 2) {
       auto r = ReadPolicies(m->etcd(), m->prefix());
       if (r.ok()) {

@@ -22,13 +22,14 @@
 #include <set>
 #include <unordered_map>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/mutex.h"
 
 namespace aq::http {
 namespace {
 
-double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double Now() { return Clock::Real().Now(); }
 
 int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();

@@ -12,8 +12,10 @@
 //     small file is read whole by its open; the kernel keeps an object's
 //     pages across opens while its ETag is unchanged (keep_cache), and drops
 //     them when it changed;
-//   - reads go to the client at up to max_read bytes, with the client's
-//     read-ahead for sequential readers; a random read fetches what is asked;
+//   - reads go to the store at up to max_read bytes; a sequential reader's
+//     next read_ahead bytes are fetched ahead by the mount in 4 MiB chunks
+//     (a store block) on its own threads; a random read fetches what is
+//     asked;
 //   - a new file written front to back is spooled and sent when the process
 //     that opened it closes it (one PUT, or a multipart upload when large):
 //     it appears whole or not at all, and close(2) returns the upload's
@@ -28,6 +30,9 @@
 // but its end (EOPNOTSUPP), appending to one (EOPNOTSUPP), truncating to a
 // size other than 0 or the size written (EOPNOTSUPP), hard and symbolic links
 // and device nodes (EPERM / EOPNOTSUPP).
+//
+// The file system itself is MountFs (mount_fs.h), with no FUSE in it;
+// Mount adapts the kernel's requests to it.
 //
 // Thread safety: one Mount serves the kernel from many threads.
 #pragma once

@@ -13,6 +13,7 @@
 #include "cluster/membership.h"
 #include "cluster/placement.h"
 #include "cluster/repair.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/units.h"
 #include "http/server.h"
@@ -382,7 +383,7 @@ Status Node::JoinCluster() {
   cluster_blocks_->Attach(membership_.get());
   // Load and cache, published with the alive key for `aquifer cluster status`.
   membership_->SetStatusProvider([this, last = std::make_shared<std::pair<double, uint64_t>>(0.0, 0)]() {
-    const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    const double now = Clock::Real().Now();
     const uint64_t gets = stats_->requests(server::Op::kGet);
     const double rate = last->first > 0 ? (gets - last->second) / (now - last->first) : 0;
     *last = {now, gets};
@@ -419,8 +420,7 @@ void Node::TierLoop() {
   // Records access times every few seconds. On a single node, also runs a
   // mover pass when one is due or asked for (`aquifer tier run` writes the
   // request setting; the report answers it), checking once a second.
-  using Clock = std::chrono::steady_clock;
-  auto seconds = [] { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); };
+  auto seconds = [] { return Clock::Real().Now(); };
   double last = seconds(), flushed = last;
   std::string answered;
   if (mover_) {
@@ -470,7 +470,7 @@ void Node::TierLoop() {
 // Every so often (a quarter of the shortest limit, between 0.5 and 60 s):
 // abort the multipart uploads past their age limit, and count the rest.
 void Node::SweepUploads() {
-  const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  const double now = Clock::Real().Now();
   double every = std::min(60.0, o_.lifecycle_day_s / 4);
   if (o_.upload_expiry_s > 0) every = std::min(every, o_.upload_expiry_s / 4);
   if (uploads_swept_at_ > 0 && now - uploads_swept_at_ < std::max(0.5, every)) return;
@@ -478,8 +478,7 @@ void Node::SweepUploads() {
   store::UploadExpiryOptions uo;
   uo.max_age_s = o_.upload_expiry_s;
   uo.day_s = o_.lifecycle_day_s;
-  const int64_t now_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const int64_t now_ns = Clock::Real().WallNanos();
   auto sweep = store::ExpireUploads(*objects_, uo, now_ns);
   if (!sweep.ok()) {
     log::warn("uploads: the sweep for abandoned multipart uploads failed: {}", sweep.status().message());

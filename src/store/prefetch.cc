@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 
+#include "common/clock.h"
 #include "common/mutex.h"
 
 namespace aq::store {
@@ -158,9 +159,7 @@ Prefetcher::~Prefetcher() {
   // `dropped` and `idle` release their slots here, outside the lock.
 }
 
-double Prefetcher::Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double Prefetcher::Now() { return Clock::Real().Now(); }
 
 void Prefetcher::Count(uint64_t PrefetchStats::*field) {
   MutexLock lock(mu_);

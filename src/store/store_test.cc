@@ -1217,8 +1217,8 @@ TEST(TieringTest, PlacerRereadsPoliciesOnlyWhenItsRefreshIsDue) {
   ASSERT_TRUE(SaveTierPolicies(*meta, {{"hot", "*", "train/*", 0, UINT64_MAX, 0, "fast"}}).ok());
   ManualClock clock;
   TierPlacer placer(
-      *meta, [](const std::string&) { return std::string(); }, [](const std::string&, const std::string&) { return true; },
-      2, clock);
+      *meta, [](const std::string&) { return std::string(); },
+      [](const std::string&, const std::string&) { return true; }, 2, clock);
   EXPECT_EQ(placer.PoolFor("b", "train/x", 10), "fast");
   ASSERT_TRUE(SaveTierPolicies(*meta, {}).ok());
   clock.Advance(1.9);
@@ -1232,8 +1232,7 @@ TEST(TieringTest, AMoverPassKeepsToItsCopyBudget) {
   auto mem = io::NewMemFileSystem();
   auto meta = OpenSqliteMetaStore(dir / "meta.db").value();
   ASSERT_TRUE(meta->CreateBucket("bkt").ok());
-  auto blocks =
-      BlockStore::Open(*mem, {{"fast", "/fast", Media::kSsd}, {"cold", "/cold", Media::kHdd}}).value();
+  auto blocks = BlockStore::Open(*mem, {{"fast", "/fast", Media::kSsd}, {"cold", "/cold", Media::kHdd}}).value();
   ObjectStoreOptions oo;
   oo.block_size = 1 << 20;
   ObjectStore objects(*meta, *blocks, oo);
