@@ -19,6 +19,7 @@
 #include "common/units.h"
 #include "http/client.h"
 #include "http/tls.h"
+#include "node/examine.h"
 #include "node/node.h"
 #include "s3/auth.h"
 #include "s3/endpoint.h"
@@ -37,7 +38,8 @@ struct ServeFlags {
   double net_limit_mb = 0, repair_rate_mb = 200, tier_rate_mb = 100, scrub_rate_mb = 50;
 };
 
-// The flags as the node's options; a malformed value names its flag.
+// The flags as the node's options; a malformed value names its flag. Long by
+// design: one assignment or parse per flag, in the order --help lists them.
 Result<node::NodeOptions> NodeOptionsFrom(const ServeFlags& f) {
   node::NodeOptions o = f.o;
   auto flag = [](const char* name) { return [name](const Status& s) { return s.WithContext(name); }; };
@@ -386,6 +388,7 @@ Result<nlohmann::json> FetchStats(const std::string& node) {
   return j;
 }
 
+// Long by design: one printf per line of the report, in its order.
 void PrintStats(const std::string& node, const nlohmann::json& now, const nlohmann::json* before, double dt) {
   auto num = [](const nlohmann::json& j, const char* k) {
     return j.is_object() && j.contains(k) && j[k].is_number() ? j[k].get<double>() : 0.0;
@@ -582,94 +585,13 @@ struct StatFileFlags {
 
 // What `isi get -D` shows: where an object's blocks live, with their checksums.
 Status StatFile(Globals& g, const StatFileFlags& f) {
-  size_t slash = f.object.find('/');
-  if (slash == std::string::npos || slash == 0 || slash + 1 == f.object.size()) {
-    return InvalidArgument(fmt::format("'{}': expected BUCKET/KEY", f.object));
-  }
-  const std::string bucket = f.object.substr(0, slash), key = f.object.substr(slash + 1);
-  std::unique_ptr<store::MetaStore> meta;
-  std::string self;  // this node's id in a cluster
-  if (!f.meta.empty()) {
-    meta = cluster::NewEtcdMetaStore(AQ_TRY(cluster::EtcdClient::Connect(f.meta)));
-    if (auto id = g.fs->OpenRead(io::JoinPath(f.data, "node-id"), io::AccessHint::kSequential); id.ok()) {
-      self.resize((*id)->size());
-      AQ_TRY((*id)->ReadAt(0, self.size(), self.data()));
-      while (!self.empty() && (self.back() == '\n' || self.back() == ' ')) self.pop_back();
-    }
-  } else {
-    meta = AQ_TRY(store::OpenSqliteMetaStore(io::JoinPath(f.data, "meta.db")));
-  }
-  std::vector<store::PoolConfig> pools;
-  for (const auto& p : f.pools) pools.push_back(AQ_TRY(store::ParsePool(p)));
-  if (pools.empty()) {
-    // The pools the node last started with (it records them), else its default.
-    if (auto known = store::PublishedPools(*meta); known.ok()) pools = std::move(*known);
-  }
-  if (pools.empty()) pools.push_back({"default", io::JoinPath(f.data, "pool-default"), store::Media::kSsd});
-  std::unique_ptr<store::BlockStore> blocks;
-  if (f.meta.empty() || g.fs->Stat(f.data).ok()) blocks = AQ_TRY(store::BlockStore::Open(*g.fs, pools));
-  auto o = AQ_TRY(meta->GetObject(bucket, key));
-  nlohmann::json list = nlohmann::json::array();
-  uint64_t offset = 0, bad = 0;
-  for (const auto& b : o.blocks) {
-    // On a cluster's node, only the pieces (replicas, fragments) this node
-    // holds are its to verify.
-    std::vector<store::BlockRef> mine;
-    if (blocks && b.nodes.empty()) mine.push_back(b);
-    nlohmann::json fragments = nlohmann::json::array();
-    int index = 0;
-    for (const auto& [holder, piece] : store::StoredPieces(b)) {
-      const bool at_self = blocks && holder == self;
-      if (at_self) mine.push_back(piece);
-      if (b.erasure_coded()) {
-        fragments.push_back({{"index", index},
-                             {"kind", index < b.ec_k ? "data" : "parity"},
-                             {"id", piece.id},
-                             {"size", piece.size},
-                             {"crc32c", fmt::format("{:08x}", piece.crc32c)},
-                             {"node", holder},
-                             {"path", at_self ? blocks->PathOf(piece) : ""}});
-      }
-      ++index;
-    }
-    const bool here = !mine.empty();
-    std::string state = here ? "not checked" : "elsewhere";
-    if (f.verify && here) {
-      state = "ok";
-      for (const auto& piece : mine) {
-        auto r = blocks->Read(piece);
-        if (!r.ok()) {
-          state = std::string(r.status().message());
-          ++bad;
-          break;
-        }
-      }
-    }
-    nlohmann::json entry = {
-        {"offset", offset},
-        {"size", b.size},
-        {"id", b.id},
-        {"crc32c", fmt::format("{:08x}", b.crc32c)},
-        {"pool", b.pool},
-        {"media", store::MediaName(blocks && blocks->IsSlow(b.pool) ? store::Media::kHdd : store::Media::kSsd)},
-        {"nodes", b.nodes},
-        {"path", here && !b.erasure_coded() ? blocks->PathOf(mine.front()) : ""},
-        {"state", state}};
-    if (b.erasure_coded()) {
-      entry["ec"] = fmt::format("{}+{}", b.ec_k, b.ec_m);
-      entry["fragments"] = std::move(fragments);
-    }
-    list.push_back(std::move(entry));
-    offset += b.size;
-  }
+  const auto x = AQ_TRY(node::ExamineObject(*g.fs, {f.data, f.pools, f.meta, f.object, f.verify}));
+  const auto& o = x.object;
+  const auto& list = x.blocks;
   if (g.json) {
-    std::cout << nlohmann::json{{"bucket", bucket}, {"key", key},           {"size", o.size},
-                                {"etag", o.etag},   {"version", o.version}, {"block_size", o.block_size},
-                                {"blocks", list}}
-                     .dump(1)
-              << std::endl;
+    std::cout << x.ToJson().dump(1) << std::endl;
   } else {
-    std::printf("%s/%s: %s, %zu blocks of %s, version %llu, ETag %s\n", bucket.c_str(), key.c_str(),
+    std::printf("%s/%s: %s, %zu blocks of %s, version %llu, ETag %s\n", x.bucket.c_str(), x.key.c_str(),
                 units::Bytes(static_cast<double>(o.size)).c_str(), o.blocks.size(),
                 units::IecBytes(o.block_size).c_str(), static_cast<unsigned long long>(o.version), o.etag.c_str());
     std::printf("  %12s %10s %-32s %-8s %-10s %-24s %s\n", "offset", "size", "block", "crc32c", "pool",
@@ -683,8 +605,8 @@ Status StatFile(Globals& g, const StatFileFlags& f) {
                   f.verify ? b["state"].get<std::string>().c_str() : "");
     }
   }
-  if (bad > 0) {
-    return Status(StatusCode::kCorruption, fmt::format("{}/{}: {} damaged block(s)", bucket, key, bad));
+  if (x.damaged > 0) {
+    return Status(StatusCode::kCorruption, fmt::format("{}/{}: {} damaged block(s)", x.bucket, x.key, x.damaged));
   }
   return Status::Ok();
 }
@@ -706,6 +628,7 @@ void RegisterStatFile(CLI::App& app, Globals& g) {
   });
 }
 
+// Long by design: flag declarations of serve, stats, cp/ls/rm, mb/rb and stat-file, each a line.
 void RegisterServeCommands(CLI::App& app, Globals& g) {
   RegisterFileCommands(app, g);
   RegisterBucketCommands(app, g);

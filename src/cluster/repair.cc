@@ -225,6 +225,87 @@ void Repairer::Failed(const Status& s) {
   stats_.last_error = std::string(s.message());
 }
 
+// Each Apply* carries out one block's action on `b` (the object's copy of
+// its layout) and adds the pieces to drop once the new layout is
+// committed; it returns whether the layout changed.
+bool Repairer::ApplyRewrite(const BlockAction& a, store::BlockRef& b, const std::set<std::string>& up,
+                            std::vector<PendingDrop>* drops) {
+  Throttle(b.size, a.moves ? tier_budget_ : repair_budget_);
+  auto nb = blocks_.Rewrite(b, a.form, a.pool);
+  if (!nb.ok()) {
+    Failed(nb.status());
+    return false;
+  }
+  for (auto& [h, piece] : store::StoredPieces(b)) {
+    if (up.count(h)) drops->emplace_back(h, std::move(piece));
+  }
+  {
+    MutexLock lock(mu_);
+    if (a.moves) {
+      stats_.tiered++;
+      stats_.bytes_tiered += b.size;
+    }
+    if (a.reprotects) stats_.reprotected++;
+    stats_.bytes_copied += b.size;
+  }
+  b = std::move(*nb);
+  return true;
+}
+
+bool Repairer::ApplyFragments(const BlockAction& a, store::BlockRef& b, const std::set<std::string>& up,
+                              std::vector<PendingDrop>* drops) {
+  std::vector<std::string> now = b.nodes;
+  for (const auto& [i, target] : a.fragments) {
+    Throttle(b.FragmentSize(), repair_budget_);
+    Status s = blocks_.RebuildFragment(b, i, target);
+    if (!s.ok()) {
+      Failed(s);
+      continue;
+    }
+    {
+      MutexLock lock(mu_);
+      stats_.copied++;
+      stats_.bytes_copied += b.FragmentSize();
+    }
+    if (up.count(b.nodes[i])) drops->emplace_back(b.nodes[i], store::FragmentRef(b, i));
+    now[i] = target;
+  }
+  if (now == b.nodes) return false;
+  b.nodes = now;
+  return true;
+}
+
+bool Repairer::ApplyReplicas(const BlockAction& a, store::BlockRef& b, std::vector<PendingDrop>* drops) {
+  std::vector<std::string> now = a.keep;  // holders after this block's repair
+  for (const auto& w : a.add) {
+    Throttle(b.size, repair_budget_);
+    Status s = blocks_.Replicate(b, w);
+    if (!s.ok()) {
+      Failed(s);
+      continue;
+    }
+    now.push_back(w);
+    MutexLock lock(mu_);
+    stats_.copied++;
+    stats_.bytes_copied += b.size;
+  }
+  if (now.size() < a.keep.size() + a.add.size()) {
+    // Not all copies made: keep every old holder too, lose nothing.
+    for (const auto& h : b.nodes) {
+      if (std::find(now.begin(), now.end(), h) == now.end()) now.push_back(h);
+    }
+  } else {
+    for (const auto& h : a.drop) {
+      store::BlockRef one = b;
+      one.nodes = {h};
+      drops->emplace_back(h, std::move(one));
+    }
+  }
+  if (now == b.nodes) return false;
+  b.nodes = now;
+  return true;
+}
+
 void Repairer::Execute(store::ObjectMeta o, const std::vector<BlockAction>& actions,
                        const std::vector<NodeInfo>& nodes) {
   std::set<std::string> up;
@@ -232,89 +313,13 @@ void Repairer::Execute(store::ObjectMeta o, const std::vector<BlockAction>& acti
     if (n.up) up.insert(n.id);
   }
   bool changed = false;
-  // Pieces to remove once the new layout is committed: (node, piece).
-  std::vector<std::pair<std::string, store::BlockRef>> drops;
+  std::vector<PendingDrop> drops;
   for (const auto& a : actions) {
     store::BlockRef& b = o.blocks[a.block];
     switch (a.kind) {
-      case BlockAction::Kind::kRewrite: {
-        Throttle(b.size, a.moves ? tier_budget_ : repair_budget_);
-        auto nb = blocks_.Rewrite(b, a.form, a.pool);
-        if (!nb.ok()) {
-          Failed(nb.status());
-          break;
-        }
-        for (auto& [h, piece] : store::StoredPieces(b)) {
-          if (up.count(h)) drops.emplace_back(h, std::move(piece));
-        }
-        {
-          MutexLock lock(mu_);
-          if (a.moves) {
-            stats_.tiered++;
-            stats_.bytes_tiered += b.size;
-          }
-          if (a.reprotects) stats_.reprotected++;
-          stats_.bytes_copied += b.size;
-        }
-        b = std::move(*nb);
-        changed = true;
-        break;
-      }
-      case BlockAction::Kind::kRebuildFragments: {
-        std::vector<std::string> now = b.nodes;
-        for (const auto& [i, target] : a.fragments) {
-          Throttle(b.FragmentSize(), repair_budget_);
-          Status s = blocks_.RebuildFragment(b, i, target);
-          if (!s.ok()) {
-            Failed(s);
-            continue;
-          }
-          {
-            MutexLock lock(mu_);
-            stats_.copied++;
-            stats_.bytes_copied += b.FragmentSize();
-          }
-          if (up.count(b.nodes[i])) drops.emplace_back(b.nodes[i], store::FragmentRef(b, i));
-          now[i] = target;
-        }
-        if (now != b.nodes) {
-          b.nodes = now;
-          changed = true;
-        }
-        break;
-      }
-      case BlockAction::Kind::kReplicate: {
-        std::vector<std::string> now = a.keep;  // holders after this block's repair
-        for (const auto& w : a.add) {
-          Throttle(b.size, repair_budget_);
-          Status s = blocks_.Replicate(b, w);
-          if (!s.ok()) {
-            Failed(s);
-            continue;
-          }
-          now.push_back(w);
-          MutexLock lock(mu_);
-          stats_.copied++;
-          stats_.bytes_copied += b.size;
-        }
-        if (now.size() < a.keep.size() + a.add.size()) {
-          // Not all copies made: keep every old holder too, lose nothing.
-          for (const auto& h : b.nodes) {
-            if (std::find(now.begin(), now.end(), h) == now.end()) now.push_back(h);
-          }
-        } else {
-          for (const auto& h : a.drop) {
-            store::BlockRef one = b;
-            one.nodes = {h};
-            drops.emplace_back(h, std::move(one));
-          }
-        }
-        if (now != b.nodes) {
-          b.nodes = now;
-          changed = true;
-        }
-        break;
-      }
+      case BlockAction::Kind::kRewrite: changed |= ApplyRewrite(a, b, up, &drops); break;
+      case BlockAction::Kind::kRebuildFragments: changed |= ApplyFragments(a, b, up, &drops); break;
+      case BlockAction::Kind::kReplicate: changed |= ApplyReplicas(a, b, &drops); break;
     }
   }
   if (!changed) return;

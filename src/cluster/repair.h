@@ -28,6 +28,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -105,6 +106,13 @@ class Repairer {
   // Carries out one object's actions, commits its new layout if the object
   // did not change meanwhile, and schedules the old pieces' drops.
   void Execute(store::ObjectMeta object, const std::vector<BlockAction>& actions, const std::vector<NodeInfo>& nodes);
+  // A piece to remove once the new layout is committed: (node, piece).
+  using PendingDrop = std::pair<std::string, store::BlockRef>;
+  bool ApplyRewrite(const BlockAction& a, store::BlockRef& b, const std::set<std::string>& up,
+                    std::vector<PendingDrop>* drops);
+  bool ApplyFragments(const BlockAction& a, store::BlockRef& b, const std::set<std::string>& up,
+                      std::vector<PendingDrop>* drops);
+  bool ApplyReplicas(const BlockAction& a, store::BlockRef& b, std::vector<PendingDrop>* drops);
   void Failed(const Status& s);
   // Waits until `bytes` are within `budget` (or the repairer stops).
   void Throttle(uint64_t bytes, RateLimiter& budget);

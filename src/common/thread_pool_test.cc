@@ -34,5 +34,19 @@ TEST(ParallelFor, EmptyRangeIsOk) {
   EXPECT_TRUE(ParallelFor(0, 4, [](size_t) { return Internal("never"); }).ok());
 }
 
+TEST(ThreadPoolTest, RunsEveryTaskIncludingThoseQueuedAtDestruction) {
+  std::atomic<int> ran{0};
+  {
+    ThreadPool pool(3);
+    for (int i = 0; i < 1000; ++i) {
+      pool.Submit([&] { ran++; });
+    }
+    pool.Submit([&] {
+      pool.Submit([&] { ran += 1000; });  // a task may submit another
+    });
+  }  // the destructor runs what is queued, then joins
+  EXPECT_EQ(ran.load(), 2000);
+}
+
 }  // namespace
 }  // namespace aq

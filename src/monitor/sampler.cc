@@ -77,6 +77,8 @@ void Sampler::AddGauge(std::string name, std::string unit, std::function<double(
   probes_.push_back({std::move(name), std::move(unit), std::move(read), false, 1, 0});
 }
 
+// Long by design: one probe registration per counter family (CPU, memory,
+// disks, network, process, GPU), each a few lines.
 void Sampler::Start() {
   if (thread_.joinable()) return;
   const std::string proc = options_.proc_root;

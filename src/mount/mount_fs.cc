@@ -8,11 +8,11 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "common/log.h"
+#include "common/thread_pool.h"
 
 namespace aq::mount {
 
@@ -50,48 +50,6 @@ struct Chunk {
   bool done = false;
   Status status;
   std::string data;
-};
-
-// Threads that fetch read-ahead chunks.
-class MountFs::Fetchers {
- public:
-  explicit Fetchers(unsigned n) {
-    for (unsigned i = 0; i < n; ++i) threads_.emplace_back([this] { Run(); });
-  }
-  ~Fetchers() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    for (auto& t : threads_) t.join();
-  }
-  void Submit(std::function<void()> fn) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(std::move(fn));
-    }
-    cv_.notify_one();
-  }
-
- private:
-  void Run() {
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      auto fn = std::move(queue_.front());
-      queue_.pop_front();
-      lock.unlock();
-      fn();
-      lock.lock();
-    }
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  bool stop_ = false;
-  std::vector<std::thread> threads_;
 };
 
 struct MountFs::Handle {
@@ -143,7 +101,7 @@ MountFs::MountFs(io::FileSystem& store, const MountOptions& o, std::function<voi
 
 MountFs::~MountFs() = default;
 
-void MountFs::StartFetchers(unsigned threads) { fetchers_ = std::make_unique<Fetchers>(threads); }
+void MountFs::StartFetchers(unsigned threads) { fetchers_ = std::make_unique<ThreadPool>(threads); }
 
 int MountFs::Lookup(Ino parent, const std::string& name, EntryReply* out) {
   stats_.lookups++;
@@ -324,6 +282,11 @@ int MountFs::Open(Ino ino, int flags, pid_t process, OpenReply* out) {
     }
     return StartWriter(ino, url, process, false, out);
   }
+  return OpenForReading(ino, n, out);
+}
+
+int MountFs::OpenForReading(Ino ino, const Node& n, OpenReply* out) {
+  const std::string url = Url(n.path);
   // Within one mount a file is read or written, not both at once: the
   // kernel's one inode would show the writer's size to the readers of the
   // stored version (short reads, or zeros past its end).

@@ -31,6 +31,7 @@
 #include "common/latency.h"
 #include "common/mutex.h"
 #include "common/status.h"
+#include "common/thread_pool.h"
 #include "io/file_system.h"
 #include "mount/mount.h"
 
@@ -152,7 +153,6 @@ class MountFs {
   };
   struct Handle;
   struct DirHandle;
-  class Fetchers;
 
   std::string Url(const std::string& path) const { return path.empty() ? root_ : root_ + "/" + path; }
   std::string ParentOf(const std::string& url) const;
@@ -170,6 +170,9 @@ class MountFs {
   void Forgotten(const std::string& dir, const std::string& path);
   Status PutEmpty(const std::string& url);
   int StartWriter(Ino ino, const std::string& url, pid_t process, bool created, OpenReply* out);
+  // Open's read path: lazily (no request) when the kernel's pages are of a
+  // version validated within the TTL, else through the store's open.
+  int OpenForReading(Ino ino, const Node& n, OpenReply* out);
   bool AddReader(Ino ino);
   void DropReader(Ino ino);
   Result<size_t> ReadThrough(Handle& h, uint64_t off, size_t size, char* out);
@@ -194,7 +197,7 @@ class MountFs {
   Mutex latency_mu_;
   LatencyHistogram read_latency_ AQ_GUARDED_BY(latency_mu_);
   MountStats stats_;
-  std::unique_ptr<Fetchers> fetchers_;
+  std::unique_ptr<ThreadPool> fetchers_;  // read-ahead fetches
 };
 
 }  // namespace aq::mount

@@ -127,6 +127,9 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options, std::unique_ptr<i
   return n;
 }
 
+// Long by design: the start order is the contract (metadata, pools, garbage
+// collection, caches, object store, tiering, prefetch, HTTP, cluster, repair,
+// scrub), read top to bottom; Stop undoes it in reverse.
 Status Node::StartImpl() {
   io::FileSystem& fs = *fs_;
   const bool cluster = !o_.etcd.empty();

@@ -77,6 +77,7 @@ Result<T> Spelled(Result<T> r) {
 
 OptionValue Floats(std::initializer_list<double> v) { return std::vector<double>(v); }
 
+// Long by design: one entry per option, each a few lines, in the Loader's order.
 const std::vector<OptionSpec>& Table() {
   using O = PipelineOptions;
   using V = OptionValue;

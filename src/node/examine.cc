@@ -1,0 +1,114 @@
+#include "node/examine.h"
+
+#include <fmt/format.h>
+
+#include "cluster/etcd_client.h"
+#include "cluster/etcd_meta_store.h"
+#include "node/metadata.h"
+#include "store/block_store.h"
+
+namespace aq::node {
+namespace {
+
+// This node's id in a cluster (its data directory's node-id file), or "".
+std::string SelfId(io::FileSystem& fs, const std::string& data) {
+  std::string self;
+  auto id = fs.OpenRead(io::JoinPath(data, "node-id"), io::AccessHint::kSequential);
+  if (!id.ok()) return self;
+  self.resize((*id)->size());
+  if (!(*id)->ReadAt(0, self.size(), self.data()).ok()) return {};
+  while (!self.empty() && (self.back() == '\n' || self.back() == ' ')) self.pop_back();
+  return self;
+}
+
+}  // namespace
+
+nlohmann::json ObjectExamination::ToJson() const {
+  return {{"bucket", bucket},          {"key", key},
+          {"size", object.size},       {"etag", object.etag},
+          {"version", object.version}, {"block_size", object.block_size},
+          {"blocks", blocks}};
+}
+
+Result<ObjectExamination> ExamineObject(io::FileSystem& fs, const ExamineOptions& o) {
+  const size_t slash = o.object.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == o.object.size()) {
+    return InvalidArgument(fmt::format("'{}': expected BUCKET/KEY", o.object));
+  }
+  ObjectExamination x;
+  x.bucket = o.object.substr(0, slash);
+  x.key = o.object.substr(slash + 1);
+  std::unique_ptr<store::MetaStore> meta;
+  std::string self;  // this node's id in a cluster
+  if (!o.etcd_url.empty()) {
+    meta = cluster::NewEtcdMetaStore(AQ_TRY(cluster::EtcdClient::Connect(o.etcd_url)), kClusterPrefix);
+    self = SelfId(fs, o.data);
+  } else {
+    meta = AQ_TRY(store::OpenSqliteMetaStore(io::JoinPath(o.data, "meta.db")));
+  }
+  std::vector<store::PoolConfig> pools;
+  for (const auto& p : o.pools) pools.push_back(AQ_TRY(store::ParsePool(p)));
+  if (pools.empty()) {
+    // The pools the node last started with (it records them), else its default.
+    if (auto known = store::PublishedPools(*meta); known.ok()) pools = std::move(*known);
+  }
+  if (pools.empty()) pools.push_back({"default", io::JoinPath(o.data, "pool-default"), store::Media::kSsd});
+  std::unique_ptr<store::BlockStore> blocks;
+  if (o.etcd_url.empty() || fs.Stat(o.data).ok()) blocks = AQ_TRY(store::BlockStore::Open(fs, pools));
+  x.object = AQ_TRY(meta->GetObject(x.bucket, x.key));
+  uint64_t offset = 0;
+  for (const auto& b : x.object.blocks) {
+    // On a cluster's node, only the pieces (replicas, fragments) this node
+    // holds are its to verify.
+    std::vector<store::BlockRef> mine;
+    if (blocks && b.nodes.empty()) mine.push_back(b);
+    nlohmann::json fragments = nlohmann::json::array();
+    int index = 0;
+    for (const auto& [holder, piece] : store::StoredPieces(b)) {
+      const bool at_self = blocks && holder == self;
+      if (at_self) mine.push_back(piece);
+      if (b.erasure_coded()) {
+        fragments.push_back({{"index", index},
+                             {"kind", index < b.ec_k ? "data" : "parity"},
+                             {"id", piece.id},
+                             {"size", piece.size},
+                             {"crc32c", fmt::format("{:08x}", piece.crc32c)},
+                             {"node", holder},
+                             {"path", at_self ? blocks->PathOf(piece) : ""}});
+      }
+      ++index;
+    }
+    const bool here = !mine.empty();
+    std::string state = here ? "not checked" : "elsewhere";
+    if (o.verify && here) {
+      state = "ok";
+      for (const auto& piece : mine) {
+        auto r = blocks->Read(piece);
+        if (!r.ok()) {
+          state = std::string(r.status().message());
+          ++x.damaged;
+          break;
+        }
+      }
+    }
+    nlohmann::json entry = {
+        {"offset", offset},
+        {"size", b.size},
+        {"id", b.id},
+        {"crc32c", fmt::format("{:08x}", b.crc32c)},
+        {"pool", b.pool},
+        {"media", store::MediaName(blocks && blocks->IsSlow(b.pool) ? store::Media::kHdd : store::Media::kSsd)},
+        {"nodes", b.nodes},
+        {"path", here && !b.erasure_coded() ? blocks->PathOf(mine.front()) : ""},
+        {"state", state}};
+    if (b.erasure_coded()) {
+      entry["ec"] = fmt::format("{}+{}", b.ec_k, b.ec_m);
+      entry["fragments"] = std::move(fragments);
+    }
+    x.blocks.push_back(std::move(entry));
+    offset += b.size;
+  }
+  return x;
+}
+
+}  // namespace aq::node
