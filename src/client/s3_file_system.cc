@@ -26,6 +26,7 @@
 #include "common/mutex.h"
 #include "ec/erasure.h"
 #include "http/client.h"
+#include "io/read_ahead.h"
 #include "s3/checksum.h"
 #include "s3/layout.h"
 #include "s3/sigv4.h"
@@ -454,7 +455,7 @@ class StoreFile final : public io::RandomAccessFile {
   Status ReadAhead(uint64_t offset, size_t n, char* out) const {
     const ClientOptions& o = fs_.options();
     std::unique_lock<std::mutex> lock(mu_);
-    const bool sequential = offset == next_;
+    const bool sequential = sequential_.Observe(offset, n);  // exactly where the last read ended
     next_ = offset + n;
     size_t done = 0;
     if (ahead_.valid() && ahead_offset_ == offset) {
@@ -706,6 +707,7 @@ class StoreFile final : public io::RandomAccessFile {
   std::vector<uint64_t> starts_;  // each block's first byte in the object
   mutable std::mutex mu_;
   mutable uint64_t next_ = 0;  // where the last read ended
+  mutable io::SequentialDetector sequential_{0, 1};
   mutable uint64_t ahead_offset_ = 0;
   mutable std::string ahead_buf_;
   mutable std::future<Result<size_t>> ahead_;

@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "common/thread_pool.h"
+#include "io/read_ahead.h"
 
 namespace aq::mount {
 
@@ -52,6 +53,10 @@ struct Chunk {
   std::string data;
 };
 
+namespace {
+constexpr uint64_t kChunk = 4 << 20;  // read ahead in store blocks
+}  // namespace
+
 struct MountFs::Handle {
   Ino ino = 0;
   std::string url;
@@ -64,8 +69,8 @@ struct MountFs::Handle {
   std::string expected;                          // a lazily opened reader must find this version
   std::mutex chunks_mu;                          // read-ahead state and the lazy open
   std::map<uint64_t, std::shared_ptr<Chunk>> chunks;
-  uint64_t last_end = 0;
-  int streak = 1;  // reads in a row near the previous one's end (a read from 0 starts a streak)
+  // Reads within two chunks of the previous ones' end, twice in a row.
+  io::SequentialDetector sequential{2 * kChunk, 2};
   // kWriting, kSent:
   std::unique_ptr<io::WritableFile> writer;
   uint64_t written = 0;
@@ -776,7 +781,6 @@ void MountFs::DropReader(Ino ino) {
 // store block), the next read_ahead bytes fetched in parallel while the
 // reader works.
 Result<size_t> MountFs::ReadThrough(Handle& h, uint64_t off, size_t size, char* out) {
-  constexpr uint64_t kChunk = 4 << 20;
   const uint64_t file_size = h.reader->size();
   if (off >= file_size) return size_t{0};
   size = static_cast<size_t>(std::min<uint64_t>(size, file_size - off));
@@ -784,11 +788,7 @@ Result<size_t> MountFs::ReadThrough(Handle& h, uint64_t off, size_t size, char* 
   std::vector<std::pair<uint64_t, std::shared_ptr<Chunk>>> need;
   {
     std::lock_guard<std::mutex> lock(h.chunks_mu);
-    const uint64_t dist = off > h.last_end ? off - h.last_end : h.last_end - off;
-    h.streak = dist <= 2 * kChunk ? h.streak + 1 : 0;
-    h.last_end = std::max(h.last_end, off + size);
-    if (dist > 2 * kChunk) h.last_end = off + size;
-    if (h.streak < 2) {
+    if (!h.sequential.Observe(off, size)) {
       h.chunks.clear();
     } else {
       const uint64_t first = off / kChunk, last = (off + size - 1) / kChunk;
