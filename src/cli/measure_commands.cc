@@ -189,6 +189,45 @@ void PrintStorage(const bench::StorageBenchReport& r, const bench::StorageBenchO
 // --processes P: P copies of this command, each a rank of its own with the
 // same readers, started together; the machine is sampled here while they
 // run. Rates add up; latency percentiles are the worst process's.
+// The command line of child `i` of `procs` (bench storage --processes):
+// this run's options, its own rank among procs x world.
+std::vector<std::string> ChildArgs(const StorageFlags& f, uint32_t procs, uint32_t i, double interval) {
+  const auto& o = f.o;
+  std::vector<std::string> args = {"bench",
+                                   "storage",
+                                   o.data,
+                                   "--readers",
+                                   std::to_string(o.readers),
+                                   "--request-size",
+                                   std::to_string(o.request_bytes),
+                                   "--iodepth",
+                                   std::to_string(o.iodepth),
+                                   "--mode",
+                                   f.mode,
+                                   "--step-size",
+                                   std::to_string(o.step_bytes),
+                                   "--selection",
+                                   f.selection,
+                                   "--root-policy",
+                                   f.root_policy,
+                                   "--duration",
+                                   fmt::format("{}", o.duration_seconds),
+                                   "--ramp",
+                                   fmt::format("{}", o.ramp_seconds),
+                                   "--seed",
+                                   std::to_string(o.seed),
+                                   "--rank",
+                                   std::to_string(o.rank * procs + i),
+                                   "--world",
+                                   std::to_string(o.world * procs),
+                                   "--interval",
+                                   fmt::format("{}", interval),
+                                   "--no-progress"};
+  if (o.direct) args.push_back("--direct");
+  if (o.rate_iops > 0) args.insert(args.end(), {"--rate-iops", fmt::format("{}", o.rate_iops)});
+  return args;
+}
+
 void RunStorageProcesses(Globals& g, const StorageFlags& f) {
   const auto& o = f.o;
   const uint32_t procs = static_cast<uint32_t>(f.processes);
@@ -205,39 +244,7 @@ void RunStorageProcesses(Globals& g, const StorageFlags& f) {
   if (!exporter.ok()) return Fail(g, exporter.status());
   std::vector<Child> children;
   for (uint32_t i = 0; i < procs; ++i) {
-    std::vector<std::string> args = {"bench",
-                                     "storage",
-                                     o.data,
-                                     "--readers",
-                                     std::to_string(o.readers),
-                                     "--request-size",
-                                     std::to_string(o.request_bytes),
-                                     "--iodepth",
-                                     std::to_string(o.iodepth),
-                                     "--mode",
-                                     f.mode,
-                                     "--step-size",
-                                     std::to_string(o.step_bytes),
-                                     "--selection",
-                                     f.selection,
-                                     "--root-policy",
-                                     f.root_policy,
-                                     "--duration",
-                                     fmt::format("{}", o.duration_seconds),
-                                     "--ramp",
-                                     fmt::format("{}", o.ramp_seconds),
-                                     "--seed",
-                                     std::to_string(o.seed),
-                                     "--rank",
-                                     std::to_string(o.rank * procs + i),
-                                     "--world",
-                                     std::to_string(o.world * procs),
-                                     "--interval",
-                                     fmt::format("{}", so.interval_seconds),
-                                     "--no-progress"};
-    if (o.direct) args.push_back("--direct");
-    if (o.rate_iops > 0) args.insert(args.end(), {"--rate-iops", fmt::format("{}", o.rate_iops)});
-    auto c = SpawnSelf(args);
+    auto c = SpawnSelf(ChildArgs(f, procs, i, so.interval_seconds));
     if (!c.ok()) {
       for (auto& started : children) (void)CollectSelf(started);
       return Fail(g, c.status());

@@ -217,6 +217,8 @@ Result<DecodedRegion> RegionDecoder::Decode(std::string_view jpeg, const RegionR
   return Decode(jpeg, fixed, const_cast<RegionRequest*>(&request));
 }
 
+// Long by design: libjpeg reports errors by longjmp, so the decompress
+// object, its setjmp frame and every call that may fail share one frame.
 Result<DecodedRegion> RegionDecoder::Decode(std::string_view jpeg, RegionChooser choose, void* context) {
   if (!LooksLikeJpeg(jpeg)) return NotJpeg(jpeg);
   s_->Reset();

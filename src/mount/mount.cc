@@ -342,12 +342,17 @@ std::string StatsJson(const MountStats& s, const MountOptions& o) {
   return j.dump(1);
 }
 
-Status Mount(io::FileSystem& store, const MountOptions& options, const std::function<void()>& ready) {
-  MountOptions o = options;
+namespace {
+
+// Absolute paths (a detached mount runs in /, and unmounting needs the
+// real path), and a root that answers and a mountpoint that is a directory,
+// before anything is mounted over it.
+Status Prepare(io::FileSystem& store, MountOptions* options) {
+  MountOptions& o = *options;
   // Absolute: a detached mount runs in /, and unmounting needs the real path.
   char resolved[PATH_MAX];
-  if (::realpath(options.mountpoint.c_str(), resolved) == nullptr) {
-    return ErrnoStatus(errno, "mount on", options.mountpoint);
+  if (::realpath(o.mountpoint.c_str(), resolved) == nullptr) {
+    return ErrnoStatus(errno, "mount on", o.mountpoint);
   }
   o.mountpoint = resolved;
   if (!o.stats_file.empty() && o.stats_file[0] != '/') {
@@ -361,12 +366,25 @@ Status Mount(io::FileSystem& store, const MountOptions& options, const std::func
   struct stat mp {};
   if (::stat(o.mountpoint.c_str(), &mp) != 0) return ErrnoStatus(errno, "mount on", o.mountpoint);
   if (!S_ISDIR(mp.st_mode)) return InvalidArgument(fmt::format("mount on {}: not a directory", o.mountpoint));
+  return Status::Ok();
+}
 
+// The kernel's mount options (-o).
+std::string FuseOptions(const MountOptions& o) {
   std::string opts = "fsname=" + o.root + ",subtype=aquifer,default_permissions";
   if (o.allow_other) opts += ",allow_other";
   if (o.read_only) opts += ",ro";
   opts += fmt::format(",max_read={}", o.max_read);
   for (const auto& extra : o.fuse_options) opts += "," + extra;
+  return opts;
+}
+
+}  // namespace
+
+Status Mount(io::FileSystem& store, const MountOptions& options, const std::function<void()>& ready) {
+  MountOptions o = options;
+  AQ_TRY(Prepare(store, &o));
+  const std::string opts = FuseOptions(o);
   std::vector<std::string> args = {"aquifer", "-o", opts};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());

@@ -51,6 +51,8 @@ Result<RankInfo> ResolveRank(int64_t rank_flag, int64_t world_flag) {
   return info;
 }
 
+// Long by design: one algorithm in four numbered steps (permutation, rank
+// share, equal steps, simulated shuffle buffer) over shared arrays.
 Result<EpochPlan> MakeEpochPlan(const std::vector<uint32_t>& files_of_sample, uint32_t num_files,
                                 const PlanOptions& o) {
   if (o.world == 0 || o.rank >= o.world) return InvalidArgument("plan: rank must be below world size");

@@ -377,6 +377,9 @@ Result<std::vector<Credential>> LoadOrCreateCredentials(const std::string& path,
   return LoadCredentials(path);
 }
 
+// Long by design: SigV4's checks in the specification's order (header or
+// query form, credential scope, date skew, expiry, signed headers, payload
+// hash, signature), each a distinct refusal.
 AuthOutcome Authenticate(const http::Request& req, const AuthOptions& o) {
   const int64_t now = o.now_unix != 0 ? o.now_unix : static_cast<int64_t>(std::time(nullptr));
   const bool presigned = req.query.find("X-Amz-Signature=") != std::string::npos ||

@@ -27,6 +27,8 @@ bool Number(const S3Request& r, const char* name, T* out) {
 
 }  // namespace
 
+// Long by design: the dispatcher of the node-to-node operations, one short
+// branch each.
 void S3Handler::Internal(S3Request& r) {
   const std::string& m = r.req.method;
   if (r.key == "cluster" && m == "GET") {
