@@ -68,6 +68,8 @@ nlohmann::json NodeStats::ToJson() const {
           {"denied", denied_.load()}};
 }
 
+// Long by design: one sampler registration per exported series (requests by
+// operation, errors, cache, reclaim, uploads, ...), a line or two each.
 Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, store::ObjectStore& objects,
                                                             const std::string& host, int port,
                                                             std::function<nlohmann::json()> extra,

@@ -121,23 +121,42 @@ Result<std::vector<ScrubFinding>> Scrubber::RunPass(const std::atomic<bool>* sto
     // The file is read again before anything is removed: a piece rebuilt
     // meanwhile (a reader's repair, the repairer) is whole now.
     if (store_.Read(e.piece, 0, 0).ok()) continue;
-    ScrubFinding f{e.object, e.piece.id, problem, false, {}};
-    log::warn("scrub: piece {} of {} is {}", e.piece.id, e.object, problem);
-    if (repair_) {
-      if (problem != "missing") (void)store_.Remove(e.piece);
-      Status r = repair_(e);
-      f.repaired = r.ok() && store_.Read(e.piece, 0, 0).ok();
-      if (!f.repaired) f.repair_error = r.ok() ? "rebuilt, but it does not read back whole" : r.message();
-      if (f.repaired) {
-        log::info("scrub: piece {} of {} rebuilt", e.piece.id, e.object);
-      } else {
-        log::warn("scrub: piece {} of {} could not be rebuilt: {}", e.piece.id, e.object, f.repair_error);
-      }
-    } else {
-      f.repair_error = "no other copy to rebuild it from";
-    }
-    findings.push_back(std::move(f));
+    findings.push_back(Rebuild(e, problem));
   }
+  Record(findings, t0);
+  return findings;
+}
+
+ScrubStats Scrubber::Stats() const {
+  MutexLock lock(mu_);
+  ScrubStats s = stats_;
+  s.last_pass_ended_s_ago = last_end_ < 0 ? -1 : Seconds() - last_end_;
+  return s;
+}
+
+// A bad piece removed and rebuilt from the block's other copies (when
+// there is a repair callback), and the finding that says how it went.
+ScrubFinding Scrubber::Rebuild(const ExpectedPiece& e, const std::string& problem) {
+  ScrubFinding f{e.object, e.piece.id, problem, false, {}};
+  log::warn("scrub: piece {} of {} is {}", e.piece.id, e.object, problem);
+  if (repair_) {
+    if (problem != "missing") (void)store_.Remove(e.piece);
+    Status r = repair_(e);
+    f.repaired = r.ok() && store_.Read(e.piece, 0, 0).ok();
+    if (!f.repaired) f.repair_error = r.ok() ? "rebuilt, but it does not read back whole" : r.message();
+    if (f.repaired) {
+      log::info("scrub: piece {} of {} rebuilt", e.piece.id, e.object);
+    } else {
+      log::warn("scrub: piece {} of {} could not be rebuilt: {}", e.piece.id, e.object, f.repair_error);
+    }
+  } else {
+    f.repair_error = "no other copy to rebuild it from";
+  }
+  return f;
+}
+
+// A pass's findings into the stats.
+void Scrubber::Record(const std::vector<ScrubFinding>& findings, double t0) {
   MutexLock lock(mu_);
   stats_.running = false;
   ++stats_.passes;
@@ -160,14 +179,6 @@ Result<std::vector<ScrubFinding>> Scrubber::RunPass(const std::atomic<bool>* sto
     }
     if (stats_.last_findings.size() < 100) stats_.last_findings.push_back(f);
   }
-  return findings;
-}
-
-ScrubStats Scrubber::Stats() const {
-  MutexLock lock(mu_);
-  ScrubStats s = stats_;
-  s.last_pass_ended_s_ago = last_end_ < 0 ? -1 : Seconds() - last_end_;
-  return s;
 }
 
 }  // namespace aq::store

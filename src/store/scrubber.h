@@ -81,6 +81,8 @@ class Scrubber {
   const ScrubOptions& options() const { return o_; }
 
  private:
+  ScrubFinding Rebuild(const ExpectedPiece& e, const std::string& problem);
+  void Record(const std::vector<ScrubFinding>& findings, double t0);
   void Loop();
   BlockStore& store_;
   ListExpected expected_;

@@ -173,6 +173,70 @@ std::string TierReportToJson(const TierReport& r) {
       .dump();
 }
 
+// One object's blocks copied to `policy`'s pool and its layout switched, or
+// counted only (dry run); a failure leaves it on its old blocks.
+void Mover::MoveObject(ObjectMeta o, const TierPolicy& p, bool dry_run, const std::function<void(uint64_t)>& throttle,
+                       TierReport* r) {
+  std::vector<BlockRef> copies, old;
+  Status failed;
+  for (auto& b : o.blocks) {
+    if (b.pool == p.pool || !b.nodes.empty()) continue;  // (a cluster's blocks stay)
+    ++r->blocks_to_move;
+    r->bytes_to_move += b.size;
+    if (dry_run) continue;
+    throttle(b.size);
+    // Copy, verified: the source read checks the block's checksum, the
+    // written copy's checksum must be the same. The copy gets a new id:
+    // a (block, pool) file is never written twice, so a release of the
+    // old layout's copy can never remove one a newer layout uses (a
+    // move there and back within the reclaim delay would otherwise
+    // lose the object).
+    auto bytes = blocks_.Read(b);
+    Result<BlockRef> copy = bytes.ok() ? blocks_.Write(p.pool, *bytes) : bytes.status();
+    if (copy.ok() && copy->crc32c != b.crc32c) copy = Corruption(fmt::format("block {}: copy differs", b.id));
+    if (!copy.ok()) {
+      failed = copy.status();
+      break;  // this object stays where it is this pass
+    }
+    old.push_back(b);
+    copies.push_back(*copy);
+    b.id = copy->id;
+    b.pool = p.pool;
+  }
+  if (!failed.ok()) {
+    for (const auto& c : copies) (void)blocks_.Remove(c);
+    // A block that went away because the object was overwritten or
+    // deleted meanwhile is a lost race, not a failure.
+    auto now = meta_.GetObject(o.bucket, o.key);
+    const bool changed =
+        (!now.ok() && now.status().code() == StatusCode::kNotFound) || (now.ok() && now->version != o.version);
+    if (changed) {
+      ++r->conflicts;
+    } else {
+      ++r->errors;
+      r->last_error = std::string(failed.message());
+    }
+    return;
+  }
+  if (copies.empty()) return;
+  auto switched = meta_.UpdateLayout(o);
+  if (!switched.ok() || !*switched) {
+    // Changed meanwhile (a newer write won) or not committed: the copies go.
+    if (!switched.ok()) {
+      ++r->errors;
+      r->last_error = std::string(switched.status().message());
+    } else {
+      ++r->conflicts;
+    }
+    for (const auto& c : copies) (void)blocks_.Remove(c);
+    return;
+  }
+  reclaimer_.Release(old);  // after readers of the old layout are done
+  ++r->objects_moved;
+  r->blocks_moved += copies.size();
+  for (const auto& c : copies) r->bytes_moved += c.size;
+}
+
 Result<TierReport> Mover::Run(const std::vector<TierPolicy>& named, const TierOptions& options,
                               const std::atomic<bool>* stop) {
   MutexLock one(pass_mu_);
@@ -203,65 +267,9 @@ Result<TierReport> Mover::Run(const std::vector<TierPolicy>& named, const TierOp
       [&](ObjectMeta o) -> Status {
         ++r.objects;
         const TierPolicy* p = MatchTierPolicy(policies, o, now_ns, LastRead(atimes, o));
-        if (p != nullptr) ++r.matched;
-        std::vector<BlockRef> copies, old;
-        Status failed;
-        for (auto& b : o.blocks) {
-          if (p == nullptr || b.pool == p->pool || !b.nodes.empty()) continue;  // (a cluster's blocks stay)
-          ++r.blocks_to_move;
-          r.bytes_to_move += b.size;
-          if (options.dry_run) continue;
-          throttle(b.size);
-          // Copy, verified: the source read checks the block's checksum, the
-          // written copy's checksum must be the same. The copy gets a new id:
-          // a (block, pool) file is never written twice, so a release of the
-          // old layout's copy can never remove one a newer layout uses (a
-          // move there and back within the reclaim delay would otherwise
-          // lose the object).
-          auto bytes = blocks_.Read(b);
-          Result<BlockRef> copy = bytes.ok() ? blocks_.Write(p->pool, *bytes) : bytes.status();
-          if (copy.ok() && copy->crc32c != b.crc32c) copy = Corruption(fmt::format("block {}: copy differs", b.id));
-          if (!copy.ok()) {
-            failed = copy.status();
-            break;  // this object stays where it is this pass
-          }
-          old.push_back(b);
-          copies.push_back(*copy);
-          b.id = copy->id;
-          b.pool = p->pool;
-        }
-        if (!failed.ok()) {
-          for (const auto& c : copies) (void)blocks_.Remove(c);
-          // A block that went away because the object was overwritten or
-          // deleted meanwhile is a lost race, not a failure.
-          auto now = meta_.GetObject(o.bucket, o.key);
-          const bool changed =
-              (!now.ok() && now.status().code() == StatusCode::kNotFound) || (now.ok() && now->version != o.version);
-          if (changed) {
-            ++r.conflicts;
-          } else {
-            ++r.errors;
-            r.last_error = std::string(failed.message());
-          }
-          return Status::Ok();
-        }
-        if (copies.empty()) return Status::Ok();
-        auto switched = meta_.UpdateLayout(o);
-        if (!switched.ok() || !*switched) {
-          // Changed meanwhile (a newer write won) or not committed: the copies go.
-          if (!switched.ok()) {
-            ++r.errors;
-            r.last_error = std::string(switched.status().message());
-          } else {
-            ++r.conflicts;
-          }
-          for (const auto& c : copies) (void)blocks_.Remove(c);
-          return Status::Ok();
-        }
-        reclaimer_.Release(old);  // after readers of the old layout are done
-        ++r.objects_moved;
-        r.blocks_moved += copies.size();
-        for (const auto& c : copies) r.bytes_moved += c.size;
+        if (p == nullptr) return Status::Ok();
+        ++r.matched;
+        MoveObject(std::move(o), *p, options.dry_run, throttle, &r);
         return Status::Ok();
       },
       stop));

@@ -140,6 +140,9 @@ class Mover {
                          const std::atomic<bool>* stop = nullptr);
 
  private:
+  void MoveObject(ObjectMeta object, const TierPolicy& policy, bool dry_run,
+                  const std::function<void(uint64_t)>& throttle, TierReport* report);
+
   MetaStore& meta_;
   BlockStore& blocks_;
   Reclaimer& reclaimer_;
