@@ -171,9 +171,11 @@ Status Run(Globals& g, const TierFlags& f) {
   // Progress on a terminal: what is left to move, measured from the
   // metadata about once a second while the node's mover works.
   std::optional<Progress> progress;
+  std::vector<store::TierPolicy> policies;  // resolved once, measured against about once a second
   uint64_t left_blocks = 0, left_bytes = 0;
   if (!g.json && !g.no_progress && !f.dry_run && Progress::TerminalAttached()) {
-    if (auto m = admin.Placement(); m.ok() && m->misplaced_blocks > 0) {
+    if (auto p = admin.ResolvedPolicies(); p.ok()) policies = std::move(*p);
+    if (auto m = admin.Placement(&policies); m.ok() && m->misplaced_blocks > 0) {
       left_blocks = m->misplaced_blocks;
       left_bytes = m->misplaced_bytes;
       progress.emplace(Progress::Options{"tier run", left_blocks, left_bytes, "blocks", true});
@@ -182,7 +184,7 @@ Status Run(Globals& g, const TierFlags& f) {
   int ticks = 0;
   auto text = admin.RunNodePass(f.dry_run, f.timeout_s, [&] {
     if (!progress || ++ticks % 5 != 0) return;
-    if (auto m = admin.Placement(); m.ok()) {
+    if (auto m = admin.Placement(&policies); m.ok()) {
       progress->Add(left_blocks > m->misplaced_blocks ? left_blocks - m->misplaced_blocks : 0,
                     left_bytes > m->misplaced_bytes ? left_bytes - m->misplaced_bytes : 0);
       left_blocks = std::min(left_blocks, m->misplaced_blocks);
@@ -209,7 +211,7 @@ Status Run(Globals& g, const TierFlags& f) {
 Status StatusCmd(Globals& g, const TierFlags& f) {
   auto admin = AQ_TRY(Open(g, f));
   const auto policies = AQ_TRY(admin.ResolvedPolicies());
-  auto m = AQ_TRY(admin.Placement());
+  auto m = AQ_TRY(admin.Placement(&policies));
   const nlohmann::json last = nlohmann::json::parse(admin.LastReport(), nullptr, false);
   if (g.json) {
     nlohmann::json j = {{"pools", nlohmann::json::object()}, {"policies", nlohmann::json::array()}, {"last", last}};

@@ -60,6 +60,14 @@ store::BlockRef Block(const std::string& id, uint64_t size, std::vector<std::str
 }
 
 const Policy kTwo = *ParsePolicy("replicas:2");
+
+// A tiering policy sending everything to `pool`.
+store::TierPolicy ToPool(const std::string& pool) {
+  store::TierPolicy t;
+  t.name = "to-" + pool;
+  t.pool = pool;
+  return t;
+}
 const std::string kId = "0123456789abcdef0123456789abcdef";
 
 // Every case is planned as the object's coordinator unless it says not.
@@ -148,9 +156,7 @@ TEST(PlanRepairTest, ASingleNodesBlocksAreNotTheClustersToRepair) {
 TEST(PlanRepairTest, ATieringPolicyMovesTheBlockToNodesWithItsPool) {
   auto nodes = Nodes(4, {"ssd", "hdd"});
   const auto want = Place(kId, nodes, 2, "ssd");
-  store::TierPolicy cold;
-  cold.name = "cold";
-  cold.pool = "hdd";
+  const store::TierPolicy cold = ToPool("hdd");
   const auto p = Plan(Object("k", {Block(kId, 1000, want, "ssd")}), nodes, kTwo, &cold);
   EXPECT_EQ(p.tier_misplaced, 1u);
   EXPECT_EQ(p.tier_blocked, 0u);
@@ -166,9 +172,7 @@ TEST(PlanRepairTest, ATierPoolOnTooFewNodesLeavesTheBlockWhereItIs) {
   auto nodes = Nodes(4, {"ssd"});
   nodes[0].pools = {"ssd", "hdd"};  // one node has hdd; a block needs two
   const auto want = Place(kId, nodes, 2, "ssd");
-  store::TierPolicy cold;
-  cold.name = "cold";
-  cold.pool = "hdd";
+  const store::TierPolicy cold = ToPool("hdd");
   const auto p = Plan(Object("k", {Block(kId, 1000, want, "ssd")}), nodes, kTwo, &cold);
   EXPECT_EQ(p.tier_misplaced, 1u);
   EXPECT_EQ(p.tier_blocked, 1u);

@@ -101,7 +101,8 @@ Result<std::vector<store::TierPolicy>> TierAdmin::ResolvedPolicies() {
   return store::ResolveTierMedia(policies, [&](const std::string& m) { return store::PoolForMedia(pools, m); });
 }
 
-Result<store::TierPlacement> TierAdmin::Placement() {
+Result<store::TierPlacement> TierAdmin::Placement(const std::vector<store::TierPolicy>* resolved) {
+  if (resolved != nullptr) return store::MeasureTierPlacement(*meta_, *resolved, clock_->WallNanos());
   return store::MeasureTierPlacement(*meta_, AQ_TRY(ResolvedPolicies()), clock_->WallNanos());
 }
 

@@ -51,8 +51,9 @@ class TierAdmin {
   // pool of that media) or the cluster's repair (the one most nodes have)
   // resolves it.
   Result<std::vector<store::TierPolicy>> ResolvedPolicies();
-  // Where every block is against the resolved policies now.
-  Result<store::TierPlacement> Placement();
+  // Where every block is against the resolved policies now (`resolved`:
+  // ResolvedPolicies() already read; null reads them).
+  Result<store::TierPlacement> Placement(const std::vector<store::TierPolicy>* resolved = nullptr);
 
   // A single node: asks its mover for a pass and waits for its report
   // (JSON, store::TierReportToJson plus "error"), calling `tick` about
