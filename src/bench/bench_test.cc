@@ -568,5 +568,42 @@ TEST_F(TrainBenchTest, ClearErrors) {
   EXPECT_NE(r.status().ToString().find("at least 2"), std::string::npos);
 }
 
+// The verdict alone, over the cases a run can end in: too few steps wins
+// over any AU, then AU against the threshold, then the busier stage names
+// the bound.
+TEST(JudgeTrainRun, EveryBound) {
+  TrainBenchOptions o;
+  o.min_steps = 20;
+  o.au_threshold = 0.9;
+  auto report = [](double au, uint64_t steps, double read_util, double decode_util) {
+    TrainBenchReport r;
+    r.au = au;
+    r.measured_steps = steps;
+    pipeline::StageStats read, decode;
+    read.name = "read";
+    read.utilisation = read_util;
+    decode.name = "decode";
+    decode.utilisation = decode_util;
+    r.stages = {read, decode};
+    return r;
+  };
+  struct Case {
+    double au;
+    uint64_t steps;
+    double read, decode;
+    const char* bound;
+    bool ok;
+  };
+  for (const Case& c : {Case{0.99, 19, 0.1, 0.1, "insufficient", false}, Case{0.95, 20, 0.9, 0.9, "gpu", true},
+                        Case{0.90, 20, 0.0, 0.0, "gpu", true}, Case{0.89, 20, 0.8, 0.3, "storage", false},
+                        Case{0.50, 20, 0.3, 0.8, "decode", false}, Case{0.50, 20, 0.5, 0.5, "decode", false}}) {
+    auto r = report(c.au, c.steps, c.read, c.decode);
+    JudgeTrainRun(o, r);
+    EXPECT_EQ(r.bound, c.bound) << c.au << " " << c.steps;
+    EXPECT_EQ(r.au_ok, c.ok) << c.au << " " << c.steps;
+    EXPECT_FALSE(r.verdict.empty());
+  }
+}
+
 }  // namespace
 }  // namespace aq::bench

@@ -80,6 +80,9 @@ struct TrainBenchReport {
 };
 
 Result<TrainBenchReport> RunTrainBench(io::FileSystem& fs, const TrainBenchOptions& options);
+// The verdict of a measured run: sets au_ok, bound and verdict from the
+// report's AU, measured steps and stage utilisations (pure).
+void JudgeTrainRun(const TrainBenchOptions& options, TrainBenchReport& report);
 nlohmann::json ConfigJson(const TrainBenchOptions& options, const TrainBenchReport& report);
 nlohmann::json SummaryJson(const TrainBenchReport& report);
 
