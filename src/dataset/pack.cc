@@ -15,9 +15,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <mutex>
 #include <tuple>
 
+#include "common/mutex.h"
 #include "common/progress.h"
 #include "common/random.h"
 #include "common/thread_pool.h"
@@ -80,9 +80,144 @@ struct ShardPlan {
   size_t begin, end;       // range in the shuffled order
 };
 
-}  // namespace
+// One image on its way into a record.
+struct PackItem {
+  size_t id;  // its number in the folder scan
+  const format::ImageFolderEntry& entry;
+  const std::string& synset;
+  const std::string& jpeg;
+  const Prepared& info;
+};
 
-Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& o) {
+// One shard's records in one of the three formats, and the files beside
+// it (index, .lst) once it is in place.
+class ShardWriter {
+ public:
+  virtual ~ShardWriter() = default;
+  // Bytes read besides the image (sidecar files).
+  virtual Result<uint64_t> Add(const PackItem& item) = 0;
+  // Ends the record stream (before the shard is synced).
+  virtual Status Finish() { return Status::Ok(); }
+  // Writes the side files of the shard now at final_path.
+  virtual Status WriteSideFiles(io::FileSystem& fs, const std::string& final_path) = 0;
+};
+
+// The files a shard has beside it, for writing and for removal.
+std::vector<std::string> SideFiles(Format format, bool write_index, const std::string& final_path) {
+  if (format == Format::kRecordIO) {
+    return {RecordIOIndexPath(final_path), final_path.substr(0, final_path.size() - 4) + ".lst"};
+  }
+  if (write_index) return {TFRecordIndexPath(final_path)};
+  return {};
+}
+
+// tf.Example records, labels 1-based (0 = background), as the ImageNet
+// converters write them.
+class TFRecordShard final : public ShardWriter {
+ public:
+  TFRecordShard(io::WritableFile& out, std::string tmp, const std::map<std::string, std::string>& texts,
+                bool write_index)
+      : w_(out), tmp_(std::move(tmp)), texts_(texts), write_index_(write_index) {}
+
+  Result<uint64_t> Add(const PackItem& it) override {
+    format::ImageRecord r;
+    r.encoded = it.jpeg;
+    r.label = static_cast<int64_t>(it.entry.class_index) + 1;
+    r.height = it.info.height;
+    r.width = it.info.width;
+    r.filename = std::string(io::BaseName(it.entry.path));
+    r.synset = it.synset;
+    auto t = texts_.find(it.synset);
+    r.text = t == texts_.end() ? it.synset : t->second;
+    record_ = format::SerializeExample(format::ToExample(r));
+    AQ_TRY(w_.Write(record_).WithContext(tmp_));
+    index_.push_back({w_.offset(), record_.size() + format::kTFRecordOverhead});
+    return uint64_t{0};
+  }
+  Status WriteSideFiles(io::FileSystem& fs, const std::string& final_path) override {
+    if (!write_index_) return Status::Ok();
+    return io::WriteFileAtomic(fs, TFRecordIndexPath(final_path), format::FormatTFRecordIndex(index_));
+  }
+
+ private:
+  format::TFRecordWriter w_;
+  std::string tmp_, record_;
+  const std::map<std::string, std::string>& texts_;
+  bool write_index_;
+  std::vector<format::IndexEntry> index_;
+};
+
+// RecordIO image records (label = class index, id = image number) with
+// im2rec's .idx and .lst.
+class RecordIOShard final : public ShardWriter {
+ public:
+  explicit RecordIOShard(io::WritableFile& out) : w_(out) {}
+
+  Result<uint64_t> Add(const PackItem& it) override {
+    format::ImageHeader h;
+    h.label = static_cast<float>(it.entry.class_index);
+    h.id = it.id;
+    AQ_TRY(w_.Write(format::PackImageRecord(h, it.jpeg)));
+    index_.push_back({it.id, w_.offset()});
+    std::string rel = it.synset + "/" + std::string(io::BaseName(it.entry.path));
+    lst_ += fmt::format("{}\t{:f}\t{}\n", it.id, static_cast<float>(it.entry.class_index), rel);
+    return uint64_t{0};
+  }
+  Status WriteSideFiles(io::FileSystem& fs, const std::string& final_path) override {
+    auto side = SideFiles(Format::kRecordIO, true, final_path);
+    AQ_TRY(io::WriteFileAtomic(fs, side[0], format::FormatRecordIOIndex(index_)));
+    return io::WriteFileAtomic(fs, side[1], lst_);
+  }
+
+ private:
+  format::RecordIOWriter w_;
+  std::vector<format::RecordIOIndexEntry> index_;
+  std::string lst_;
+};
+
+// WebDataset samples: KEY.jpg, KEY.cls (0-based), the sidecars and
+// KEY.meta.json. The key is the image's number (unique, no dots); the
+// JSON keeps where it came from.
+class WdsShard final : public ShardWriter {
+ public:
+  WdsShard(io::FileSystem& fs, io::WritableFile& out, std::string tmp, bool write_index)
+      : fs_(fs), tar_(out), tmp_(std::move(tmp)), write_index_(write_index) {}
+
+  Result<uint64_t> Add(const PackItem& it) override {
+    const std::string key = fmt::format("{:08d}", it.id);
+    const uint64_t start = tar_.offset();
+    nlohmann::json meta = {{"file", it.synset + "/" + std::string(io::BaseName(it.entry.path))},
+                           {"class", it.synset},
+                           {"label", it.entry.class_index},
+                           {"width", it.info.width},
+                           {"height", it.info.height}};
+    AQ_TRY(tar_.Add(key + ".jpg", it.jpeg).WithContext(tmp_));
+    AQ_TRY(tar_.Add(key + ".cls", std::to_string(it.entry.class_index)).WithContext(tmp_));
+    uint64_t read = 0;
+    for (const auto& [ext, path] : it.entry.sidecars) {
+      std::string data = AQ_TRY(io::ReadFileToString(fs_, path));
+      read += data.size();
+      AQ_TRY(tar_.Add(key + "." + ext, data).WithContext(tmp_));
+    }
+    AQ_TRY(tar_.Add(key + ".meta.json", meta.dump()).WithContext(tmp_));
+    index_.push_back({start, tar_.offset() - start});
+    return read;
+  }
+  Status Finish() override { return tar_.Finish().WithContext(tmp_); }
+  Status WriteSideFiles(io::FileSystem& fs, const std::string& final_path) override {
+    if (!write_index_) return Status::Ok();
+    return io::WriteFileAtomic(fs, TFRecordIndexPath(final_path), format::FormatTFRecordIndex(index_));
+  }
+
+ private:
+  io::FileSystem& fs_;
+  format::TarWriter tar_;
+  std::string tmp_;
+  bool write_index_;
+  std::vector<format::IndexEntry> index_;
+};
+
+Status CheckPackOptions(const PackOptions& o) {
   if (o.input.empty()) return InvalidArgument("pack: an input image folder is required");
   if (o.format != Format::kTFRecord && o.format != Format::kRecordIO && o.format != Format::kWebDataset) {
     return InvalidArgument("pack: the output format must be tfrecord, recordio or wds");
@@ -90,7 +225,6 @@ Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& o) {
   if (o.prefix.empty() || o.prefix.find('/') != std::string::npos) {
     return InvalidArgument(fmt::format("pack: bad shard prefix '{}'", o.prefix));
   }
-  const auto t0 = std::chrono::steady_clock::now();
   if (!o.sidecars.empty() && o.format != Format::kWebDataset) {
     return InvalidArgument("pack: sidecar files (--sidecar) go into WebDataset shards only (--format wds)");
   }
@@ -101,6 +235,147 @@ Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& o) {
           "pack: --sidecar {}: expected an extension such as json or txt (not an image's, cls, or with a dot)", ext));
     }
   }
+  return Status::Ok();
+}
+
+// The shards' names and ranges of the shuffled order; refuses to replace
+// an existing shard unless asked to.
+Result<std::vector<ShardPlan>> PlanShards(io::FileSystem& fs, const PackOptions& o, size_t n) {
+  size_t shards = o.shards != 0 ? o.shards : (o.format == Format::kRecordIO ? 1 : 8);
+  shards = std::min(shards, n);
+  std::vector<ShardPlan> plan(shards);
+  for (size_t s = 0; s < shards; ++s) {
+    std::string name = o.format == Format::kTFRecord     ? ShardName(o.prefix, s, shards)
+                       : o.format == Format::kWebDataset ? ShardName(o.prefix, s, shards) + ".tar"
+                       : shards == 1                     ? o.prefix + ".rec"
+                                                         : ShardName(o.prefix, s, shards) + ".rec";
+    plan[s] = {io::JoinPath(o.out, name), s * n / shards, (s + 1) * n / shards};
+    if (!o.overwrite && fs.Exists(plan[s].final_path)) {
+      return Status(StatusCode::kAlreadyExists,
+                    fmt::format("pack: '{}' exists (overwriting was not asked for)", plan[s].final_path));
+    }
+  }
+  return plan;
+}
+
+// One pack run: the scanned folder, its shuffled order and the shards,
+// written in parallel; the report collects what each image became.
+class Packer {
+ public:
+  Packer(io::FileSystem& fs, const PackOptions& o, format::ImageFolder folder, std::map<std::string, std::string> texts)
+      : fs_(fs),
+        o_(o),
+        folder_(std::move(folder)),
+        texts_(std::move(texts)),
+        order_(folder_.images.size()),
+        progress_({"pack", folder_.images.size(), folder_.total_bytes, "images", o.common.progress}) {
+    for (size_t i = 0; i < order_.size(); ++i) order_[i] = i;
+    Rng rng(o.seed);
+    rng.Shuffle(order_);
+    rep_.out = o.out;
+    rep_.format = o.format;
+    rep_.classes = folder_.classes.size();
+    rep_.found = folder_.images.size();
+    rep_.skipped = folder_.skipped;
+    rep_.ignored_files = folder_.ignored_files;
+    rep_.ignored_some = folder_.ignored_some;
+  }
+
+  Result<PackReport> Run(const std::vector<ShardPlan>& plan) {
+    Status st = ParallelFor(plan.size(), o_.common.threads, [&](size_t s) { return WriteShard(plan[s]); });
+    progress_.Finish();
+    if (!st.ok()) {
+      for (const auto& sp : plan) (void)fs_.Remove(sp.final_path + ".partial");
+      return st;
+    }
+    for (const auto& sp : plan) rep_.files.push_back(sp.final_path);
+    // Reports in file order, whatever order the threads finished in.
+    std::sort(rep_.skipped.begin(), rep_.skipped.end(),
+              [](const auto& a, const auto& b) { return std::tie(a.file, a.record) < std::tie(b.file, b.record); });
+    std::sort(rep_.converted.begin(), rep_.converted.end(),
+              [](const auto& a, const auto& b) { return a.file < b.file; });
+    if (images_ == 0) {
+      for (const auto& sp : plan) {
+        (void)fs_.Remove(sp.final_path);
+        for (const auto& side : SideFiles(o_.format, o_.write_index, sp.final_path)) (void)fs_.Remove(side);
+      }
+      return Corruption(fmt::format("pack: none of the {} images under '{}' could be packed; the first, {}: {}",
+                                    rep_.found, o_.input, rep_.skipped.empty() ? "?" : rep_.skipped.front().file,
+                                    rep_.skipped.empty() ? "?" : rep_.skipped.front().reason));
+    }
+    rep_.images = images_;
+    rep_.bytes_in = bytes_in_;
+    rep_.bytes_out = bytes_out_;
+    return std::move(rep_);
+  }
+
+ private:
+  std::unique_ptr<ShardWriter> MakeWriter(io::WritableFile& out, const std::string& tmp) const {
+    switch (o_.format) {
+      case Format::kTFRecord: return std::make_unique<TFRecordShard>(out, tmp, texts_, o_.write_index);
+      case Format::kWebDataset: return std::make_unique<WdsShard>(fs_, out, tmp, o_.write_index);
+      default: return std::make_unique<RecordIOShard>(out);
+    }
+  }
+
+  // Writes one shard under a temporary name, syncs it, renames it into
+  // place, then writes its side files.
+  Status WriteShard(const ShardPlan& sp) {
+    const std::string tmp = sp.final_path + ".partial";
+    auto out = AQ_TRY(fs_.OpenWrite(tmp));
+    auto writer = MakeWriter(*out, tmp);
+    std::string jpeg;
+    for (size_t k = sp.begin; k < sp.end; ++k) AQ_TRY(PackOne(order_[k], *writer, jpeg));
+    AQ_TRY(writer->Finish());
+    AQ_TRY(out->Sync());
+    AQ_TRY(out->Close());
+    bytes_out_ += out->size();
+    AQ_TRY(fs_.Rename(tmp, sp.final_path));
+    return writer->WriteSideFiles(fs_, sp.final_path);
+  }
+
+  // Reads, checks or converts, and writes image `id`; an image that
+  // cannot be packed stops the run or is listed, as the policy says.
+  Status PackOne(size_t id, ShardWriter& writer, std::string& jpeg) {
+    const auto& img = folder_.images[id];
+    auto in = AQ_TRY(fs_.OpenRead(img.path, io::AccessHint::kSequential));
+    jpeg.resize(in->size());
+    size_t got = AQ_TRY(in->ReadAt(0, jpeg.size(), jpeg.data()));
+    jpeg.resize(got);
+    progress_.Add(1, got);
+    bytes_in_ += got;
+    auto info = PrepareImage(&jpeg, o_);
+    if (!info.ok()) {
+      if (o_.policy == format::ErrorPolicy::kFail) return info.status().WithContext(img.path);
+      MutexLock lock(mu_);
+      rep_.skipped.push_back({img.path, 0, id, got, info.status().message()});
+      return Status::Ok();
+    }
+    if (info->converted_from != image::ImageFormat::kJpeg) {
+      MutexLock lock(mu_);
+      rep_.converted.push_back({img.path, std::string(image::ImageFormatName(info->converted_from)), got, jpeg.size()});
+    }
+    bytes_in_ += AQ_TRY(writer.Add({id, img, folder_.classes[img.class_index], jpeg, *info}));
+    images_ += 1;
+    return Status::Ok();
+  }
+
+  io::FileSystem& fs_;
+  const PackOptions& o_;
+  const format::ImageFolder folder_;
+  const std::map<std::string, std::string> texts_;
+  std::vector<size_t> order_;
+  Progress progress_;
+  std::atomic<uint64_t> images_{0}, bytes_in_{0}, bytes_out_{0};
+  Mutex mu_;
+  PackReport rep_;  // skipped and converted: under mu_ while shards are written
+};
+
+}  // namespace
+
+Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  AQ_TRY(CheckPackOptions(o));
   format::ImageFolder folder = AQ_TRY(format::ScanImageFolder(fs, o.input, o.policy, o.sidecars));
   if (folder.images.empty()) {
     return InvalidArgument(
@@ -110,160 +385,11 @@ Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& o) {
   std::string labels_file = o.labels_file.empty() ? io::JoinPath(o.input, "synset_labels.txt") : o.labels_file;
   if (!o.labels_file.empty() || fs.Exists(labels_file)) texts = AQ_TRY(LoadLabels(fs, labels_file));
 
-  const size_t n = folder.images.size();
-  size_t shards = o.shards != 0 ? o.shards : (o.format == Format::kRecordIO ? 1 : 8);
-  shards = std::min(shards, n);
-  std::vector<size_t> order(n);
-  for (size_t i = 0; i < n; ++i) order[i] = i;
-  Rng rng(o.seed);
-  rng.Shuffle(order);
-
   AQ_TRY(fs.MakeDirs(o.out));
-  const bool tf = o.format == Format::kTFRecord;
-  const bool wds = o.format == Format::kWebDataset;
-  if ((tf || wds) && o.write_index) AQ_TRY(fs.MakeDirs(io::JoinPath(o.out, "idx")));
-  std::vector<ShardPlan> plan(shards);
-  for (size_t s = 0; s < shards; ++s) {
-    std::string name = tf    ? ShardName(o.prefix, s, shards)
-                       : wds ? ShardName(o.prefix, s, shards) + ".tar"
-                             : (shards == 1 ? o.prefix + ".rec" : ShardName(o.prefix, s, shards) + ".rec");
-    plan[s] = {io::JoinPath(o.out, name), s * n / shards, (s + 1) * n / shards};
-    if (!o.overwrite && fs.Exists(plan[s].final_path)) {
-      return Status(StatusCode::kAlreadyExists,
-                    fmt::format("pack: '{}' exists (overwriting was not asked for)", plan[s].final_path));
-    }
-  }
-
-  PackReport rep;
-  rep.out = o.out;
-  rep.format = o.format;
-  rep.classes = folder.classes.size();
-  rep.found = n;
-  rep.skipped = folder.skipped;
-  rep.ignored_files = folder.ignored_files;
-  rep.ignored_some = folder.ignored_some;
-  std::mutex mu;  // guards rep.skipped, rep.converted
-  std::atomic<uint64_t> images{0}, bytes_in{0}, bytes_out{0};
-  Progress progress({"pack", n, folder.total_bytes, "images", o.common.progress});
-
-  Status st = ParallelFor(shards, o.common.threads, [&](size_t s) -> Status {
-    const ShardPlan& sp = plan[s];
-    const std::string tmp = sp.final_path + ".partial";
-    auto out = AQ_TRY(fs.OpenWrite(tmp));
-    format::TFRecordWriter tw(*out);
-    format::RecordIOWriter rw(*out);
-    format::TarWriter tar(*out);
-    std::vector<format::IndexEntry> tf_index;
-    std::vector<format::RecordIOIndexEntry> rec_index;
-    std::string lst;
-    std::string jpeg, record;
-    for (size_t k = sp.begin; k < sp.end; ++k) {
-      const size_t id = order[k];
-      const auto& img = folder.images[id];
-      auto in = AQ_TRY(fs.OpenRead(img.path, io::AccessHint::kSequential));
-      jpeg.resize(in->size());
-      size_t got = AQ_TRY(in->ReadAt(0, jpeg.size(), jpeg.data()));
-      jpeg.resize(got);
-      progress.Add(1, got);
-      bytes_in += got;
-      auto info = PrepareImage(&jpeg, o);
-      if (!info.ok()) {
-        if (o.policy == format::ErrorPolicy::kFail) return info.status().WithContext(img.path);
-        std::lock_guard<std::mutex> lock(mu);
-        rep.skipped.push_back({img.path, 0, id, got, info.status().message()});
-        continue;
-      }
-      if (info->converted_from != image::ImageFormat::kJpeg) {
-        std::lock_guard<std::mutex> lock(mu);
-        rep.converted.push_back(
-            {img.path, std::string(image::ImageFormatName(info->converted_from)), got, jpeg.size()});
-      }
-      const std::string& synset = folder.classes[img.class_index];
-      if (wds) {
-        // The key is the image's number (unique, no dots); the JSON keeps
-        // where it came from. Labels are 0-based class indexes.
-        const std::string key = fmt::format("{:08d}", id);
-        const uint64_t start = tar.offset();
-        nlohmann::json meta = {{"file", synset + "/" + std::string(io::BaseName(img.path))},
-                               {"class", synset},
-                               {"label", img.class_index},
-                               {"width", info->width},
-                               {"height", info->height}};
-        AQ_TRY(tar.Add(key + ".jpg", jpeg).WithContext(tmp));
-        AQ_TRY(tar.Add(key + ".cls", std::to_string(img.class_index)).WithContext(tmp));
-        for (const auto& [ext, path] : img.sidecars) {
-          std::string data = AQ_TRY(io::ReadFileToString(fs, path));
-          bytes_in += data.size();
-          AQ_TRY(tar.Add(key + "." + ext, data).WithContext(tmp));
-        }
-        AQ_TRY(tar.Add(key + ".meta.json", meta.dump()).WithContext(tmp));
-        tf_index.push_back({start, tar.offset() - start});
-      } else if (tf) {
-        format::ImageRecord r;
-        r.encoded = jpeg;
-        r.label = static_cast<int64_t>(img.class_index) + 1;  // 1-based, 0 = background, as the ImageNet converters
-        r.height = info->height;
-        r.width = info->width;
-        r.filename = std::string(io::BaseName(img.path));
-        r.synset = synset;
-        auto t = texts.find(synset);
-        r.text = t == texts.end() ? synset : t->second;
-        record = format::SerializeExample(format::ToExample(r));
-        AQ_TRY(tw.Write(record).WithContext(tmp));
-        tf_index.push_back({tw.offset(), record.size() + format::kTFRecordOverhead});
-      } else {
-        format::ImageHeader h;
-        h.label = static_cast<float>(img.class_index);
-        h.id = id;
-        record = format::PackImageRecord(h, jpeg);
-        AQ_TRY(rw.Write(record));
-        rec_index.push_back({id, rw.offset()});
-        std::string rel = synset + "/" + std::string(io::BaseName(img.path));
-        lst += fmt::format("{}\t{:f}\t{}\n", id, static_cast<float>(img.class_index), rel);
-      }
-      images += 1;
-    }
-    if (wds) AQ_TRY(tar.Finish().WithContext(tmp));
-    AQ_TRY(out->Sync());
-    AQ_TRY(out->Close());
-    bytes_out += out->size();
-    AQ_TRY(fs.Rename(tmp, sp.final_path));
-    if ((tf || wds) && o.write_index) {
-      AQ_TRY(io::WriteFileAtomic(fs, TFRecordIndexPath(sp.final_path), format::FormatTFRecordIndex(tf_index)));
-    }
-    if (!tf && !wds) {
-      AQ_TRY(io::WriteFileAtomic(fs, RecordIOIndexPath(sp.final_path), format::FormatRecordIOIndex(rec_index)));
-      std::string lst_path = sp.final_path.substr(0, sp.final_path.size() - 4) + ".lst";
-      AQ_TRY(io::WriteFileAtomic(fs, lst_path, lst));
-    }
-    return Status::Ok();
-  });
-  progress.Finish();
-  if (!st.ok()) {
-    for (const auto& sp : plan) (void)fs.Remove(sp.final_path + ".partial");
-    return st;
-  }
-  for (const auto& sp : plan) rep.files.push_back(sp.final_path);
-  // Reports in file order, whatever order the threads finished in.
-  std::sort(rep.skipped.begin(), rep.skipped.end(),
-            [](const auto& a, const auto& b) { return std::tie(a.file, a.record) < std::tie(b.file, b.record); });
-  std::sort(rep.converted.begin(), rep.converted.end(), [](const auto& a, const auto& b) { return a.file < b.file; });
-  if (images == 0) {
-    for (const auto& sp : plan) {
-      (void)fs.Remove(sp.final_path);
-      if ((tf || wds) && o.write_index) (void)fs.Remove(TFRecordIndexPath(sp.final_path));
-      if (!tf && !wds) {
-        (void)fs.Remove(RecordIOIndexPath(sp.final_path));
-        (void)fs.Remove(sp.final_path.substr(0, sp.final_path.size() - 4) + ".lst");
-      }
-    }
-    return Corruption(fmt::format("pack: none of the {} images under '{}' could be packed; the first, {}: {}", n,
-                                  o.input, rep.skipped.empty() ? "?" : rep.skipped.front().file,
-                                  rep.skipped.empty() ? "?" : rep.skipped.front().reason));
-  }
-  rep.images = images;
-  rep.bytes_in = bytes_in;
-  rep.bytes_out = bytes_out;
+  if (o.format != Format::kRecordIO && o.write_index) AQ_TRY(fs.MakeDirs(io::JoinPath(o.out, "idx")));
+  auto plan = AQ_TRY(PlanShards(fs, o, folder.images.size()));
+  Packer packer(fs, o, std::move(folder), std::move(texts));
+  PackReport rep = AQ_TRY(packer.Run(plan));
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;
 }
