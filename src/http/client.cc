@@ -23,12 +23,189 @@ Status RecvError(const std::string& address, int err) {
   return ErrnoStatus(err, "receive from", address);
 }
 
+// What an exchange needs of a connection. Recv mirrors recv(2): > 0
+// bytes, 0 at the peer's close, -1 with errno set (EAGAIN for a timeout).
+class Wire {
+ public:
+  virtual bool SendAll(std::string_view data) = 0;
+  // `all`: until n bytes, the close or an error (MSG_WAITALL).
+  virtual ssize_t Recv(char* out, size_t n, bool all = false) = 0;
+
+ protected:
+  ~Wire() = default;
+};
+
+// Where a response body goes: the caller's buffer (a 2xx into SendInto)
+// or the response's string, never past `limit` bytes.
+class BodySink {
+ public:
+  BodySink(ClientResponse& response, char* out, uint64_t limit, const std::string& address)
+      : r_(response), out_(out), limit_(limit), address_(address) {}
+
+  uint64_t limit() const { return limit_; }
+  Status Append(const char* data, size_t n) {
+    if (r_.received + n > limit_) {
+      return InvalidArgument(fmt::format("{}: a response body over {} bytes", address_, limit_));
+    }
+    if (out_ != nullptr) {
+      std::memcpy(out_ + r_.received, data, n);
+    } else {
+      r_.body.append(data, n);
+    }
+    r_.received += n;
+    return Status::Ok();
+  }
+  // Room for n more bytes to receive into directly; Commit what came.
+  char* Reserve(size_t n) {
+    if (out_ != nullptr) return out_ + r_.received;
+    const size_t at = r_.body.size();
+    r_.body.resize(at + n);
+    return r_.body.data() + at;
+  }
+  void Commit(size_t reserved, ssize_t got) {
+    const size_t n = static_cast<size_t>(std::max<ssize_t>(got, 0));
+    if (out_ == nullptr) r_.body.resize(r_.body.size() - reserved + n);
+    r_.received += n;
+  }
+
+ private:
+  ClientResponse& r_;
+  char* out_;
+  uint64_t limit_;
+  const std::string& address_;
+};
+
+// Sends the head (with a small body, in one send) and then a streamed
+// body. `sent` false: the connection failed (errno kept in send_errno);
+// a non-OK `error`: the body source failed, nothing to retry.
+struct SendOutcome {
+  bool sent = false;
+  int send_errno = 0;
+  Status error;
+};
+
+SendOutcome SendRequest(Wire& w, const std::string& head, const ClientRequest& request, uint64_t body_length) {
+  SendOutcome o;
+  const bool streaming = static_cast<bool>(request.body_source);
+  o.sent = streaming ? w.SendAll(head) : w.SendAll(std::string(head).append(request.body));
+  if (o.sent && streaming) {
+    std::string chunk(std::min<uint64_t>(body_length, 1 << 20), '\0');
+    for (uint64_t off = 0; o.sent && off < body_length;) {
+      auto n = request.body_source(off, chunk.data(),
+                                   static_cast<size_t>(std::min<uint64_t>(chunk.size(), body_length - off)));
+      if (!n.ok()) {
+        o.error = n.status();
+        return o;
+      }
+      if (*n == 0) {
+        o.error = Internal(fmt::format("the request body ended at {} of {} bytes", off, body_length));
+        return o;
+      }
+      o.sent = w.SendAll(std::string_view(chunk.data(), *n));
+      off += *n;
+    }
+  }
+  o.send_errno = errno;
+  return o;
+}
+
+// Reads until the response head is whole. The error: a malformed head.
+// `connection`: why the connection gave no head; `got_any`: whether any
+// byte came before (a pooled connection the server had closed gives none).
+struct HeadOutcome {
+  size_t length = 0;
+  bool got_any = false;
+  Status connection;
+};
+
+Result<HeadOutcome> ReceiveHead(Wire& w, ResponseParser& parser, std::string& buf, const std::string& address) {
+  HeadOutcome o;
+  while (o.length == 0) {
+    char chunk[16 << 10];
+    ssize_t r = w.Recv(chunk, sizeof chunk);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      o.connection = r == 0 ? Unavailable(fmt::format("{}: the connection closed before an answer", address))
+                            : RecvError(address, errno);
+      return o;
+    }
+    o.got_any = true;
+    buf.append(chunk, static_cast<size_t>(r));
+    auto h = parser.ParseHead(buf);
+    if (!h.ok()) return h.status().WithContext(address);
+    o.length = *h;
+  }
+  return o;
+}
+
+// A chunked body; `buf` holds what came after the head.
+Status ReceiveChunked(Wire& w, ResponseParser& parser, std::string& buf, BodySink& sink, const std::string& address) {
+  std::string decoded(64 << 10, '\0');
+  char chunk[64 << 10];
+  while (!parser.done()) {
+    if (buf.empty()) {
+      ssize_t r = w.Recv(chunk, sizeof chunk);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        return r == 0 ? Truncated(fmt::format("{}: chunked answer cut short", address)) : RecvError(address, errno);
+      }
+      buf.append(chunk, static_cast<size_t>(r));
+    }
+    auto step = parser.ParseChunked(buf, decoded.data(), decoded.size());
+    if (!step.ok()) return step.status().WithContext(address);
+    buf.erase(0, step->first);
+    AQ_TRY(sink.Append(decoded.data(), step->second));
+    if (step->first == 0 && step->second == 0 && !parser.done()) {
+      ssize_t r = w.Recv(chunk, sizeof chunk);
+      if (r <= 0) return Truncated(fmt::format("{}: chunked answer cut short", address));
+      buf.append(chunk, static_cast<size_t>(r));
+    }
+  }
+  return Status::Ok();
+}
+
+// A body of Content-Length `total`, received in place. `clean` turns false
+// when bytes came past the body (the connection cannot be reused).
+Status ReceiveSized(Wire& w, uint64_t total, const std::string& buf, BodySink& sink, ClientResponse& response,
+                    bool& clean, const std::string& address) {
+  if (total > sink.limit()) {
+    return InvalidArgument(fmt::format("{}: a response body of {} bytes, over {}", address, total, sink.limit()));
+  }
+  const size_t early = static_cast<size_t>(std::min<uint64_t>(buf.size(), total));
+  AQ_TRY(sink.Append(buf.data(), early));
+  if (buf.size() > total) clean = false;
+  while (response.received < total) {
+    const size_t want = static_cast<size_t>(total - response.received);
+    ssize_t r = w.Recv(sink.Reserve(want), want, true);
+    const int err = errno;
+    sink.Commit(want, r);
+    if (r < 0 && err == EINTR) continue;
+    if (r <= 0) {
+      return r == 0 ? Truncated(fmt::format("{}: the answer ended after {} of {} body bytes", address,
+                                            response.received, total))
+                    : RecvError(address, err);
+    }
+  }
+  return Status::Ok();
+}
+
+// A body with no length: it runs to the end of the connection.
+Status ReceiveToClose(Wire& w, const std::string& buf, BodySink& sink, const std::string& address) {
+  AQ_TRY(sink.Append(buf.data(), buf.size()));
+  char chunk[64 << 10];
+  for (;;) {
+    ssize_t r = w.Recv(chunk, sizeof chunk);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return RecvError(address, errno);
+    if (r == 0) return Status::Ok();
+    AQ_TRY(sink.Append(chunk, static_cast<size_t>(r)));
+  }
+}
+
 }  // namespace
 
-// One connection: a socket, and its TLS state when HTTPS. Recv mirrors
-// recv(2): > 0 bytes, 0 at the peer's close, -1 with errno set (EAGAIN
-// for a timeout).
-struct Pool::Conn {
+// One connection: a socket, and its TLS state when HTTPS.
+struct Pool::Conn final : Wire {
   int fd = -1;
   std::unique_ptr<TlsConn> tls;
   explicit Conn(int f) : fd(f) {}
@@ -36,7 +213,7 @@ struct Pool::Conn {
     tls.reset();
     ::close(fd);
   }
-  bool SendAll(std::string_view data) {
+  bool SendAll(std::string_view data) override {
     if (tls) {
       Status s = tls->Write(data);
       if (!s.ok()) errno = s.code() == StatusCode::kTimedOut ? EAGAIN : ECONNRESET;
@@ -50,8 +227,7 @@ struct Pool::Conn {
     }
     return true;
   }
-  // `all`: until n bytes, the close or an error (MSG_WAITALL).
-  ssize_t Recv(char* out, size_t n, bool all = false) {
+  ssize_t Recv(char* out, size_t n, bool all = false) override {
     if (!tls) return ::recv(fd, out, n, all ? MSG_WAITALL : 0);
     size_t got = 0;
     while (got < n) {
@@ -173,8 +349,7 @@ Result<ClientResponse> Pool::Exchange(const std::string& address, const ClientRe
                                       size_t capacity, uint64_t max_body) {
   Headers headers = request.headers;
   if (!headers.Has("Host")) headers.Add("Host", address);
-  const bool streaming = static_cast<bool>(request.body_source);
-  const uint64_t body_length = streaming ? request.body_length : request.body.size();
+  const uint64_t body_length = request.body_source ? request.body_length : request.body.size();
   if (body_length > 0 || request.method == "PUT" || request.method == "POST") {
     headers.Set("Content-Length", std::to_string(body_length));
   }
@@ -184,143 +359,38 @@ Result<ClientResponse> Pool::Exchange(const std::string& address, const ClientRe
     std::unique_ptr<Conn> conn = attempt == 0 ? TakeIdle(address) : nullptr;
     const bool reused = conn != nullptr;
     if (!conn) conn = AQ_TRY(Connect(address));
-    auto retry_or = [&](Status s) -> Status {
-      conn.reset();
-      return s;
-    };
-    // The request: head (and a small body) in one send, then a streamed body.
-    bool sent = streaming ? conn->SendAll(head) : conn->SendAll(std::string(head).append(request.body));
-    if (sent && streaming) {
-      std::string chunk(std::min<uint64_t>(body_length, 1 << 20), '\0');
-      for (uint64_t off = 0; sent && off < body_length;) {
-        auto n = request.body_source(off, chunk.data(),
-                                     static_cast<size_t>(std::min<uint64_t>(chunk.size(), body_length - off)));
-        if (!n.ok()) return retry_or(n.status());
-        if (*n == 0)
-          return retry_or(Internal(fmt::format("the request body ended at {} of {} bytes", off, body_length)));
-        sent = conn->SendAll(std::string_view(chunk.data(), *n));
-        off += *n;
-      }
-    }
-    const int send_errno = errno;
-    // The response head.
+    // On any error the connection is dropped with `conn`: never reused.
+    SendOutcome sent = SendRequest(*conn, head, request, body_length);
+    AQ_TRY(sent.error);
     ResponseParser parser(options_.limits, head_request);
     std::string buf;
-    size_t head_len = 0;
-    bool got_any = false;
-    Status failed;
-    while (head_len == 0) {
-      char chunk[16 << 10];
-      ssize_t r = conn->Recv(chunk, sizeof chunk);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) {
-        failed = r == 0 ? Unavailable(fmt::format("{}: the connection closed before an answer", address))
-                        : RecvError(address, errno);
-        break;
-      }
-      got_any = true;
-      buf.append(chunk, static_cast<size_t>(r));
-      auto h = parser.ParseHead(buf);
-      if (!h.ok()) return retry_or(h.status().WithContext(address));
-      head_len = *h;
-    }
-    if (!failed.ok()) {
+    HeadOutcome got = AQ_TRY(ReceiveHead(*conn, parser, buf, address));
+    if (!got.connection.ok()) {
       // A pooled connection the server had closed: nothing was answered, send
       // again. (Not after a timeout: the request may be in progress there.)
-      if (reused && attempt == 0 && !got_any && failed.code() != StatusCode::kTimedOut) {
-        conn.reset();
-        continue;
-      }
-      if (!sent) failed = Unavailable(fmt::format("{}: cannot send: {}", address, std::strerror(send_errno)));
-      return retry_or(failed);
+      if (reused && attempt == 0 && !got.got_any && got.connection.code() != StatusCode::kTimedOut) continue;
+      if (!sent.sent) return Unavailable(fmt::format("{}: cannot send: {}", address, std::strerror(sent.send_errno)));
+      return got.connection;
     }
     const ResponseHead& rh = parser.response();
     ClientResponse response;
     response.status = rh.status;
     response.headers = rh.headers;
-    buf.erase(0, head_len);
+    buf.erase(0, got.length);
     const bool no_body = head_request || rh.status == 204 || rh.status == 304 || rh.status / 100 == 1;
     const bool into = out != nullptr && rh.status / 100 == 2;
-    const uint64_t limit = into ? capacity : max_body;
-    auto sink = [&](const char* data, size_t n) -> Status {
-      if (response.received + n > limit) {
-        return InvalidArgument(fmt::format("{}: a response body over {} bytes", address, limit));
-      }
-      if (into) {
-        std::memcpy(out + response.received, data, n);
-      } else {
-        response.body.append(data, n);
-      }
-      response.received += n;
-      return Status::Ok();
-    };
-    bool keep = rh.keep_alive && sent;
-    if (!no_body) {
-      if (rh.chunked) {
-        std::string decoded(64 << 10, '\0');
-        while (!parser.done()) {
-          if (buf.empty()) {
-            char chunk[64 << 10];
-            ssize_t r = conn->Recv(chunk, sizeof chunk);
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0)
-              return retry_or(r == 0 ? Truncated(fmt::format("{}: chunked answer cut short", address))
-                                     : RecvError(address, errno));
-            buf.append(chunk, static_cast<size_t>(r));
-          }
-          auto step = parser.ParseChunked(buf, decoded.data(), decoded.size());
-          if (!step.ok()) return retry_or(step.status().WithContext(address));
-          buf.erase(0, step->first);
-          if (Status s = sink(decoded.data(), step->second); !s.ok()) return retry_or(s);
-          if (step->first == 0 && step->second == 0 && !parser.done()) {
-            char chunk[64 << 10];
-            ssize_t r = conn->Recv(chunk, sizeof chunk);
-            if (r <= 0) return retry_or(Truncated(fmt::format("{}: chunked answer cut short", address)));
-            buf.append(chunk, static_cast<size_t>(r));
-          }
-        }
-      } else if (rh.content_length) {
-        const uint64_t total = *rh.content_length;
-        if (total > limit) {
-          return retry_or(
-              InvalidArgument(fmt::format("{}: a response body of {} bytes, over {}", address, total, limit)));
-        }
-        if (!into) response.body.reserve(static_cast<size_t>(total));
-        const size_t early = static_cast<size_t>(std::min<uint64_t>(buf.size(), total));
-        if (Status s = sink(buf.data(), early); !s.ok()) return retry_or(s);
-        if (buf.size() > total) keep = false;  // bytes past the body: not a clean connection
-        while (response.received < total) {
-          size_t want = static_cast<size_t>(total - response.received);
-          ssize_t r;
-          if (into) {
-            r = conn->Recv(out + response.received, want, true);
-          } else {
-            const size_t at = response.body.size();
-            response.body.resize(at + want);
-            r = conn->Recv(response.body.data() + at, want, true);
-            response.body.resize(at + static_cast<size_t>(std::max<ssize_t>(r, 0)));
-          }
-          if (r < 0 && errno == EINTR) continue;
-          if (r <= 0) {
-            return retry_or(r == 0 ? Truncated(fmt::format("{}: the answer ended after {} of {} body bytes", address,
-                                                           response.received, total))
-                                   : RecvError(address, errno));
-          }
-          response.received += static_cast<uint64_t>(r);
-        }
-      } else {
-        // No length: the body runs to the end of the connection.
-        keep = false;
-        if (Status s = sink(buf.data(), buf.size()); !s.ok()) return retry_or(s);
-        for (;;) {
-          char chunk[64 << 10];
-          ssize_t r = conn->Recv(chunk, sizeof chunk);
-          if (r < 0 && errno == EINTR) continue;
-          if (r < 0) return retry_or(RecvError(address, errno));
-          if (r == 0) break;
-          if (Status s = sink(chunk, static_cast<size_t>(r)); !s.ok()) return retry_or(s);
-        }
-      }
+    BodySink sink(response, into ? out : nullptr, into ? capacity : max_body, address);
+    bool keep = rh.keep_alive && sent.sent;
+    if (no_body) {
+      // HEAD, 1xx, 204 and 304 answers end at their head.
+    } else if (rh.chunked) {
+      AQ_TRY(ReceiveChunked(*conn, parser, buf, sink, address));
+    } else if (rh.content_length) {
+      if (!into) response.body.reserve(static_cast<size_t>(*rh.content_length));
+      AQ_TRY(ReceiveSized(*conn, *rh.content_length, buf, sink, response, keep, address));
+    } else {
+      keep = false;
+      AQ_TRY(ReceiveToClose(*conn, buf, sink, address));
     }
     if (keep) GiveIdle(address, std::move(conn));
     return response;
