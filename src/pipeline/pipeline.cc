@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "common/random.h"
@@ -181,12 +182,31 @@ struct Pipeline::Impl {
       std::lock_guard<std::mutex> lock(mu);
       stopping = true;
     }
+    NotifyAll();
+    for (auto& t : threads) t.join();
+  }
+
+  // Wakes every waiting thread (the pipeline stops).
+  void NotifyAll() {
     cv_read.notify_all();
     cv_payload.notify_all();
     cv_buffer.notify_all();
     cv_batch.notify_all();
-    for (auto& t : threads) t.join();
   }
+
+  // Whether a failed sample stops the run: under kFail, and for an outage
+  // under either policy (a sample the store could not deliver is not a
+  // damaged one).
+  bool StopsTheRun(const Status& status) const {
+    return o.policy == format::ErrorPolicy::kFail || format::IsOutage(status);
+  }
+
+  // Steps of Create, in order.
+  Status PlanEpochs();
+  void PlanRuns();
+  Status PlanMemory();
+  Status PrepareBuffers();
+  void StartThreads();
 
   const SampleRef& SampleAt(uint32_t epoch, uint64_t pos) const { return cat->samples[plans[epoch].read_order[pos]]; }
 
@@ -467,53 +487,83 @@ struct Pipeline::Impl {
     return Status::Ok();
   }
 
+  // Output j's slot and its batch's buffer, once its batch is within the
+  // window and its record is read; nullopt when the pipeline stops.
+  struct Claim {
+    int32_t slot;
+    BatchBuffer* buf;
+  };
+  std::optional<Claim> ClaimOutput(uint64_t batch, uint64_t gpos) {
+    std::unique_lock<std::mutex> lock(mu);
+    auto t0 = Clock::now();
+    cv_buffer.wait(lock, [&] { return stopping || batch < next_batch + window; });
+    auto t1 = Clock::now();
+    cv_payload.wait(lock, [&] { return stopping || slot_of[gpos] >= 0; });
+    wait_out_ns += Nanos(t0, t1);
+    wait_in_ns += Nanos(t1, Clock::now());
+    if (stopping) return std::nullopt;
+    held_sum += held;
+    ++held_samples;
+    auto it = producing.find(batch);
+    if (it == producing.end()) {
+      auto taken = pool->Take();
+      if (!taken.ok()) {
+        if (fatal.ok()) fatal = taken.status();
+        stopping = true;
+        lock.unlock();
+        NotifyAll();
+        return std::nullopt;
+      }
+      it = producing.emplace(batch, *taken).first;
+    }
+    return Claim{slot_of[gpos], it->second};
+  }
+
+  // Gives the slot back and records the sample's outcome; whether its
+  // batch is now complete.
+  bool Release(int32_t s, BatchBuffer& buf, const SampleRef& ref, const Status& status, uint64_t gpos) {
+    std::lock_guard<std::mutex> lock(mu);
+    slot_of[gpos] = -2;
+    if (slots[s].data.capacity() > 4 * typical_payload) {
+      std::string().swap(slots[s].data);  // a rare large record: give its memory back
+    }
+    free_slots.push_back(s);
+    --held;
+    ++outputs_done;
+    if (!status.ok()) {
+      ++st.bad_samples;
+      if (st.problems.size() < 100) {
+        st.problems.push_back({cat->files[ref.file], ref.record, ref.offset, status.message()});
+      }
+      // The error must be visible before the batch can be seen complete, or
+      // the consumer could take it with the bad slot silently replaced.
+      if (StopsTheRun(status) && fatal.ok()) {
+        fatal = status;
+        stopping = true;
+      }
+    }
+    return ++buf.filled == o.batch_size;
+  }
+
+  // Takes outputs in order: each one's record decoded into its place in
+  // its batch.
   void WorkerLoop() {
     Worker w;
     const uint32_t B = o.batch_size;
     while (true) {
       const uint64_t j = next_output.fetch_add(1);
       if (j >= total) return;
-      const uint64_t b = j / B;
       const uint32_t e = static_cast<uint32_t>(j / per_epoch);
       const uint64_t pos = plans[e].emit[j % per_epoch];
       const uint64_t gpos = e * per_epoch + pos;
-      int32_t s;
-      BatchBuffer* buf_ptr = nullptr;
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        auto t0 = Clock::now();
-        cv_buffer.wait(lock, [&] { return stopping || b < next_batch + window; });
-        auto t1 = Clock::now();
-        cv_payload.wait(lock, [&] { return stopping || slot_of[gpos] >= 0; });
-        wait_out_ns += Nanos(t0, t1);
-        wait_in_ns += Nanos(t1, Clock::now());
-        if (stopping) return;
-        s = slot_of[gpos];
-        held_sum += held;
-        ++held_samples;
-        auto it = producing.find(b);
-        if (it == producing.end()) {
-          auto taken = pool->Take();
-          if (!taken.ok()) {
-            if (fatal.ok()) fatal = taken.status();
-            stopping = true;
-            lock.unlock();
-            cv_read.notify_all();
-            cv_payload.notify_all();
-            cv_buffer.notify_all();
-            cv_batch.notify_all();
-            return;
-          }
-          it = producing.emplace(b, *taken).first;
-        }
-        buf_ptr = it->second;
-      }
-      BatchBuffer& buf = *buf_ptr;
+      auto claim = ClaimOutput(j / B, gpos);
+      if (!claim) return;
+      BatchBuffer& buf = *claim->buf;
       const uint32_t i = static_cast<uint32_t>(j % B);
       const uint32_t sample_id = plans[e].read_order[pos];
       const SampleRef& ref = cat->samples[sample_id];
       int32_t label = -1;
-      Status status = slots[s].error;
+      Status status = slots[claim->slot].error;
       if (status.ok()) {
         // The augmentation's randomness is a function of the seed, the
         // epoch's number and the output's place in it: the same whichever
@@ -521,7 +571,7 @@ struct Pipeline::Impl {
         // one over many give the same pixels), different every epoch.
         const uint64_t key = (static_cast<uint64_t>(o.first_epoch + e) << 40) | (j % per_epoch);
         const size_t nf = o.fields.size();
-        status = Process(w, sample_id, ref, slots[s].data, key, buf.data.get() + i * sample_bytes, &label,
+        status = Process(w, sample_id, ref, slots[claim->slot].data, key, buf.data.get() + i * sample_bytes, &label,
                          Geometry{buf.crops.data() + 4 * i, buf.flips.data() + i}, buf.fields.data() + i * nf,
                          buf.present.data() + i * nf);
       }
@@ -529,38 +579,9 @@ struct Pipeline::Impl {
       buf.samples[i] = sample_id;
       buf.bad[i] = status.ok() ? 0 : 1;
       if (status.ok()) decoded += 1;
-      bool complete;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        slot_of[gpos] = -2;
-        if (slots[s].data.capacity() > 4 * typical_payload) {
-          std::string().swap(slots[s].data);  // a rare large record: give its memory back
-        }
-        free_slots.push_back(s);
-        --held;
-        ++outputs_done;
-        if (!status.ok()) {
-          ++st.bad_samples;
-          if (st.problems.size() < 100) {
-            st.problems.push_back({cat->files[ref.file], ref.record, ref.offset, status.message()});
-          }
-          // Under kFail the error must be visible before the batch can be
-          // seen complete, or the consumer could take it with the bad slot
-          // silently replaced.
-          // An outage stops the run under either policy: a sample the
-          // store could not deliver is not a damaged one.
-          if ((o.policy == format::ErrorPolicy::kFail || format::IsOutage(status)) && fatal.ok()) {
-            fatal = status;
-            stopping = true;
-          }
-        }
-        complete = ++buf.filled == B;
-      }
-      if (!status.ok() && (o.policy == format::ErrorPolicy::kFail || format::IsOutage(status))) {
-        cv_read.notify_all();
-        cv_payload.notify_all();
-        cv_buffer.notify_all();
-        cv_batch.notify_all();
+      const bool complete = Release(claim->slot, buf, ref, status, gpos);
+      if (!status.ok() && StopsTheRun(status)) {
+        NotifyAll();
         return;
       }
       cv_read.notify_all();
@@ -658,6 +679,148 @@ struct Pipeline::Impl {
 Pipeline::Pipeline(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Pipeline::~Pipeline() = default;
 
+// One epoch plan per epoch, and where a resumed run starts.
+Status Pipeline::Impl::PlanEpochs() {
+  std::vector<uint32_t> files_of(cat->samples.size());
+  for (size_t i = 0; i < cat->samples.size(); ++i) files_of[i] = cat->samples[i].file;
+  for (uint32_t e = 0; e < o.epochs; ++e) {
+    PlanOptions po;
+    po.seed = o.seed;
+    po.epoch = o.first_epoch + e;
+    po.rank = o.rank;
+    po.world = o.world;
+    po.batch_size = o.batch_size;
+    po.shuffle_buffer = o.shuffle_buffer;
+    po.shuffle_files = o.shuffle_files;
+    po.remainder = o.remainder;
+    plans.push_back(AQ_TRY(MakeEpochPlan(files_of, static_cast<uint32_t>(cat->files.size()), po)));
+  }
+  per_epoch = plans[0].emit.size();
+  total = per_epoch * o.epochs;
+  total_batches = total / o.batch_size;
+  const uint64_t steps = per_epoch / o.batch_size;
+  if (o.start_step >= steps) {
+    return InvalidArgument(fmt::format("pipeline: resuming at step {} of an epoch of {} steps", o.start_step, steps));
+  }
+  start_output = o.start_step * o.batch_size;
+  next_output = start_output;
+  outputs_done = start_output;
+  next_batch = o.start_step;
+  return Status::Ok();
+}
+
+// Runs of consecutive records, per epoch, capped so several readers can
+// share a large file. Resuming, the first epoch reads only what the
+// outputs still to come need.
+void Pipeline::Impl::PlanRuns() {
+  const Catalog& c = *cat;
+  for (uint32_t e = 0; e < o.epochs; ++e) {
+    const auto& ro = plans[e].read_order;
+    std::vector<bool> needed;
+    if (e == 0 && start_output > 0) {
+      needed.assign(ro.size(), false);
+      const auto& emit = plans[0].emit;
+      for (uint64_t j = start_output; j < emit.size(); ++j) needed[emit[j]] = true;
+    }
+    auto need = [&](uint64_t k) { return needed.empty() || needed[k]; };
+    uint64_t k = 0;
+    while (k < ro.size()) {
+      if (!need(k)) {
+        ++k;
+        continue;
+      }
+      uint64_t n = 1, bytes = c.samples[ro[k]].size;
+      while (k + n < ro.size() && need(k + n) && c.format != dataset::Format::kFolder &&
+             ro[k + n] == ro[k + n - 1] + 1 && c.samples[ro[k + n]].file == c.samples[ro[k]].file &&
+             bytes < kMaxRunBytes) {
+        bytes += c.samples[ro[k + n]].size;
+        ++n;
+      }
+      runs.push_back({e, k, n});
+      k += n;
+    }
+  }
+}
+
+// Memory: batch buffers + payload slots + per-worker decode scratch. A
+// slot holds one record; its size is planned at the 99th percentile of
+// the dataset's records (a few records of many MB in ImageNet must not
+// make every slot that large), and a slot that had to grow past four
+// times that is shrunk again once its record is decoded.
+Status Pipeline::Impl::PlanMemory() {
+  sample_bytes = static_cast<size_t>(o.image_size) * o.image_size * 3 * image::DTypeSize(o.store.dtype);
+  depth = o.prefetch_batches + 1;
+  window = std::max<uint64_t>(1, o.prefetch_batches);
+  uint64_t max_payload = 0;
+  std::vector<uint64_t> sizes;
+  sizes.reserve(cat->samples.size());
+  for (const auto& s : cat->samples) {
+    max_payload = std::max(max_payload, s.size);
+    sizes.push_back(s.size);
+  }
+  auto p99_at = sizes.begin() + static_cast<std::ptrdiff_t>(sizes.size() * 99 / 100);
+  std::nth_element(sizes.begin(), p99_at, sizes.end());
+  typical_payload = std::max<uint64_t>(*p99_at, 4096);
+  const uint64_t batch_mem = depth * static_cast<uint64_t>(o.batch_size) * sample_bytes;
+  const uint64_t scratch_mem = o.workers * (kDecodeScratchBytes + 2 * max_payload);
+  capacity = std::max<uint64_t>(o.shuffle_buffer, 1) + depth * o.batch_size + 2 * o.workers + 16;
+  capacity = std::min<uint64_t>(capacity, std::max<uint64_t>(1, total));  // a small dataset
+  const uint64_t payload_mem = capacity * typical_payload + (o.readers + o.workers) * max_payload;
+  memory_bound = batch_mem + scratch_mem + payload_mem;
+  if (memory_bound > o.memory_limit) {
+    return InvalidArgument(fmt::format(
+        "pipeline needs up to {:.0f} MiB but the memory limit is {:.0f} MiB: {} batch buffers of {:.1f} MiB, "
+        "{:.0f} MiB for {} records in flight (shuffle buffer {} + lookahead; 99% of records are at most {:.2f} MiB, "
+        "the largest {:.2f} MiB), decode scratch {:.0f} MiB. Lower the batch size, the prefetch depth or the "
+        "shuffle buffer, or raise the memory limit",
+        memory_bound / 1048576.0, o.memory_limit / 1048576.0, depth, o.batch_size * sample_bytes / 1048576.0,
+        payload_mem / 1048576.0, capacity, o.shuffle_buffer, typical_payload / 1048576.0, max_payload / 1048576.0,
+        scratch_mem / 1048576.0));
+  }
+  return Status::Ok();
+}
+
+// Payload slots, the damage-check memory and the batch buffers: those of
+// an earlier pipeline when they fit (the next epoch's pipeline then
+// allocates and touches nothing), else new ones, allocated (and touched)
+// now, as the memory bound counts them.
+Status Pipeline::Impl::PrepareBuffers() {
+  slots.resize(capacity);
+  for (auto& s : slots) s.data.reserve(static_cast<size_t>(typical_payload));
+  free_slots.reserve(capacity);
+  for (int64_t i = static_cast<int64_t>(capacity) - 1; i >= 0; --i) free_slots.push_back(static_cast<int32_t>(i));
+  slot_of.assign(total, -1);
+  checked_clean = o.damage_checked && o.damage_checked->clean.size() == cat->samples.size()
+                      ? o.damage_checked
+                      : std::make_shared<DamageChecked>(cat->samples.size());
+  o.damage_checked.reset();
+  const size_t buffer_bytes = (static_cast<size_t>(o.batch_size) * sample_bytes + 63) & ~size_t{63};
+  if (o.buffers && o.buffers->bytes == buffer_bytes && o.buffers->batch_size == o.batch_size &&
+      o.buffers->fields_per_sample == o.fields.size()) {
+    pool = o.buffers;
+  } else {
+    pool = std::make_shared<BatchBuffers>();
+    pool->bytes = buffer_bytes;
+    pool->batch_size = o.batch_size;
+    pool->fields_per_sample = o.fields.size();
+  }
+  o.buffers.reset();
+  std::vector<BatchBuffer*> first;
+  for (size_t i = 0; i < depth; ++i) first.push_back(AQ_TRY(pool->Take()));
+  for (auto* b : first) pool->Give(b);
+  return Status::Ok();
+}
+
+void Pipeline::Impl::StartThreads() {
+  st.rank = o.rank;
+  st.world = o.world;
+  st.steps_per_epoch = per_epoch / o.batch_size;
+  st.catalog_samples = cat->samples.size();
+  start = end = Clock::now();
+  for (size_t r = 0; r < o.readers; ++r) threads.emplace_back([this] { ReaderLoop(); });
+  for (size_t w = 0; w < o.workers; ++w) threads.emplace_back([this] { WorkerLoop(); });
+}
+
 Result<std::unique_ptr<Pipeline>> Pipeline::Create(io::FileSystem& fs, const PipelineOptions& options) {
   std::unique_ptr<io::MultiRootFileSystem> multi;
   PipelineOptions opts = options;
@@ -677,134 +840,11 @@ Result<std::unique_ptr<Pipeline>> Pipeline::Create(io::FileSystem& fs, const Pip
   if (o.workers == 0) o.workers = HardwareThreads();
   impl->cat = o.catalog ? o.catalog : std::make_shared<const Catalog>(AQ_TRY(BuildCatalog(fs, o.data, o.format)));
   o.catalog.reset();
-  const Catalog& cat = *impl->cat;
-  std::vector<uint32_t> files_of(cat.samples.size());
-  for (size_t i = 0; i < cat.samples.size(); ++i) files_of[i] = cat.samples[i].file;
-  for (uint32_t e = 0; e < o.epochs; ++e) {
-    PlanOptions po;
-    po.seed = o.seed;
-    po.epoch = o.first_epoch + e;
-    po.rank = o.rank;
-    po.world = o.world;
-    po.batch_size = o.batch_size;
-    po.shuffle_buffer = o.shuffle_buffer;
-    po.shuffle_files = o.shuffle_files;
-    po.remainder = o.remainder;
-    impl->plans.push_back(AQ_TRY(MakeEpochPlan(files_of, static_cast<uint32_t>(cat.files.size()), po)));
-  }
-  impl->per_epoch = impl->plans[0].emit.size();
-  impl->total = impl->per_epoch * o.epochs;
-  impl->total_batches = impl->total / o.batch_size;
-  impl->sample_bytes = static_cast<size_t>(o.image_size) * o.image_size * 3 * image::DTypeSize(o.store.dtype);
-  impl->depth = o.prefetch_batches + 1;
-  impl->window = std::max<uint64_t>(1, o.prefetch_batches);
-  const uint64_t steps = impl->per_epoch / o.batch_size;
-  if (o.start_step >= steps) {
-    return InvalidArgument(fmt::format("pipeline: resuming at step {} of an epoch of {} steps", o.start_step, steps));
-  }
-  impl->start_output = o.start_step * o.batch_size;
-  impl->next_output = impl->start_output;
-  impl->outputs_done = impl->start_output;
-  impl->next_batch = o.start_step;
-
-  // Runs of consecutive records, per epoch, capped so several readers can
-  // share a large file. Resuming, the first epoch reads only what the
-  // outputs still to come need.
-  for (uint32_t e = 0; e < o.epochs; ++e) {
-    const auto& ro = impl->plans[e].read_order;
-    std::vector<bool> needed;
-    if (e == 0 && impl->start_output > 0) {
-      needed.assign(ro.size(), false);
-      const auto& emit = impl->plans[0].emit;
-      for (uint64_t j = impl->start_output; j < emit.size(); ++j) needed[emit[j]] = true;
-    }
-    auto need = [&](uint64_t k) { return needed.empty() || needed[k]; };
-    uint64_t k = 0;
-    while (k < ro.size()) {
-      if (!need(k)) {
-        ++k;
-        continue;
-      }
-      uint64_t n = 1, bytes = cat.samples[ro[k]].size;
-      while (k + n < ro.size() && need(k + n) && cat.format != dataset::Format::kFolder &&
-             ro[k + n] == ro[k + n - 1] + 1 && cat.samples[ro[k + n]].file == cat.samples[ro[k]].file &&
-             bytes < kMaxRunBytes) {
-        bytes += cat.samples[ro[k + n]].size;
-        ++n;
-      }
-      impl->runs.push_back({e, k, n});
-      k += n;
-    }
-  }
-
-  // Memory: batch buffers + payload slots + per-worker decode scratch. A
-  // slot holds one record; its size is planned at the 99th percentile of
-  // the dataset's records (a few records of many MB in ImageNet must not
-  // make every slot that large), and a slot that had to grow past four
-  // times that is shrunk again once its record is decoded.
-  uint64_t max_payload = 0;
-  std::vector<uint64_t> sizes;
-  sizes.reserve(cat.samples.size());
-  for (const auto& s : cat.samples) {
-    max_payload = std::max(max_payload, s.size);
-    sizes.push_back(s.size);
-  }
-  auto p99_at = sizes.begin() + static_cast<std::ptrdiff_t>(sizes.size() * 99 / 100);
-  std::nth_element(sizes.begin(), p99_at, sizes.end());
-  impl->typical_payload = std::max<uint64_t>(*p99_at, 4096);
-  const uint64_t batch_mem = impl->depth * static_cast<uint64_t>(o.batch_size) * impl->sample_bytes;
-  const uint64_t scratch_mem = o.workers * (kDecodeScratchBytes + 2 * max_payload);
-  impl->capacity = std::max<uint64_t>(o.shuffle_buffer, 1) + impl->depth * o.batch_size + 2 * o.workers + 16;
-  impl->capacity = std::min<uint64_t>(impl->capacity, std::max<uint64_t>(1, impl->total));  // a small dataset
-  const uint64_t payload_mem = impl->capacity * impl->typical_payload + (o.readers + o.workers) * max_payload;
-  impl->memory_bound = batch_mem + scratch_mem + payload_mem;
-  if (impl->memory_bound > o.memory_limit) {
-    return InvalidArgument(fmt::format(
-        "pipeline needs up to {:.0f} MiB but the memory limit is {:.0f} MiB: {} batch buffers of {:.1f} MiB, "
-        "{:.0f} MiB for {} records in flight (shuffle buffer {} + lookahead; 99% of records are at most {:.2f} MiB, "
-        "the largest {:.2f} MiB), decode scratch {:.0f} MiB. Lower the batch size, the prefetch depth or the "
-        "shuffle buffer, or raise the memory limit",
-        impl->memory_bound / 1048576.0, o.memory_limit / 1048576.0, impl->depth,
-        o.batch_size * impl->sample_bytes / 1048576.0, payload_mem / 1048576.0, impl->capacity, o.shuffle_buffer,
-        impl->typical_payload / 1048576.0, max_payload / 1048576.0, scratch_mem / 1048576.0));
-  }
-  impl->slots.resize(impl->capacity);
-  for (auto& s : impl->slots) s.data.reserve(static_cast<size_t>(impl->typical_payload));
-  impl->free_slots.reserve(impl->capacity);
-  for (int64_t i = static_cast<int64_t>(impl->capacity) - 1; i >= 0; --i)
-    impl->free_slots.push_back(static_cast<int32_t>(i));
-  impl->slot_of.assign(impl->total, -1);
-  impl->checked_clean = o.damage_checked && o.damage_checked->clean.size() == cat.samples.size()
-                            ? o.damage_checked
-                            : std::make_shared<DamageChecked>(cat.samples.size());
-  o.damage_checked.reset();
-  // Batch buffers: those of an earlier pipeline when they fit (the next
-  // epoch's pipeline then allocates and touches nothing), else new ones.
-  const size_t buffer_bytes = (static_cast<size_t>(o.batch_size) * impl->sample_bytes + 63) & ~size_t{63};
-  if (o.buffers && o.buffers->bytes == buffer_bytes && o.buffers->batch_size == o.batch_size &&
-      o.buffers->fields_per_sample == o.fields.size()) {
-    impl->pool = o.buffers;
-  } else {
-    impl->pool = std::make_shared<BatchBuffers>();
-    impl->pool->bytes = buffer_bytes;
-    impl->pool->batch_size = o.batch_size;
-    impl->pool->fields_per_sample = o.fields.size();
-  }
-  o.buffers.reset();
-  {
-    // The buffers the memory bound counts, allocated (and touched) now.
-    std::vector<BatchBuffer*> first;
-    for (size_t i = 0; i < impl->depth; ++i) first.push_back(AQ_TRY(impl->pool->Take()));
-    for (auto* b : first) impl->pool->Give(b);
-  }
-  impl->st.rank = o.rank;
-  impl->st.world = o.world;
-  impl->st.steps_per_epoch = impl->per_epoch / o.batch_size;
-  impl->st.catalog_samples = cat.samples.size();
-  impl->start = impl->end = Clock::now();
-  Impl* p = impl.get();
-  for (size_t r = 0; r < o.readers; ++r) impl->threads.emplace_back([p] { p->ReaderLoop(); });
-  for (size_t w = 0; w < o.workers; ++w) impl->threads.emplace_back([p] { p->WorkerLoop(); });
+  AQ_TRY(impl->PlanEpochs());
+  impl->PlanRuns();
+  AQ_TRY(impl->PlanMemory());
+  AQ_TRY(impl->PrepareBuffers());
+  impl->StartThreads();
   return std::unique_ptr<Pipeline>(new Pipeline(std::move(impl)));
 }
 
