@@ -107,7 +107,7 @@ fuzz-run:
 # annotations (-Wthread-safety); GCC 12's TSan runtime crashes at startup on
 # kernels with 28+ bits of mmap ASLR.
 ASAN_ENV = UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-TSAN_TESTS = pipeline_test common_test http_test store_test server_test node_test
+TSAN_TESTS = pipeline_test common_test http_test store_test server_test node_test mount_fs_test
 
 sanitize:
 	@[ -n "$${AQ_TIMING_KEEP:-}" ] || rm -f $(AQ_TIMING)

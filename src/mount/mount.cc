@@ -84,7 +84,7 @@ class Kernel {
     p.entry_timeout = e.entry_timeout;
     return p;
   }
-  static void Opened(fuse_req_t req, fuse_file_info* fi, const OpenReply& r) {
+  static void Opened(fuse_file_info* fi, const OpenReply& r) {
     fi->fh = r.fh;
     fi->keep_cache = r.keep_cache;
     fi->direct_io = r.direct_io;
@@ -160,7 +160,7 @@ class Kernel {
   void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     OpenReply r;
     if (int err = fs_.Open(ino, fi->flags, Caller(req), &r); err != 0) return (void)fuse_reply_err(req, err);
-    Opened(req, fi, r);
+    Opened(fi, r);
     fuse_reply_open(req, fi);
   }
 
@@ -170,7 +170,7 @@ class Kernel {
     if (int err = fs_.Create(parent, name, mode, Caller(req), &e, &r); err != 0) {
       return (void)fuse_reply_err(req, err);
     }
-    Opened(req, fi, r);
+    Opened(fi, r);
     const fuse_entry_param p = Param(e);
     fuse_reply_create(req, &p, fi);
   }
@@ -379,6 +379,92 @@ std::string FuseOptions(const MountOptions& o) {
   return opts;
 }
 
+// The mount's counters in a file, rewritten whole (temporary name, then
+// rename) every second while the mount runs and once at its end.
+class StatsFileWriter {
+ public:
+  StatsFileWriter(MountFs& fs, std::string path) : fs_(fs), path_(std::move(path)) {
+    if (!path_.empty()) thread_ = std::thread([this] { Loop(); });
+  }
+  ~StatsFileWriter() {
+    {
+      MutexLock lock(mu_);
+      stop_ = true;
+    }
+    cv_.SignalAll();
+    if (thread_.joinable()) thread_.join();
+    Write();
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      Write();
+      MutexLock lock(mu_);
+      if (cv_.WaitFor(std::chrono::seconds(1), [this]() AQ_NO_THREAD_SAFETY_ANALYSIS { return stop_; })) return;
+    }
+  }
+  void Write() {
+    if (path_.empty()) return;
+    const std::string tmp = path_ + ".tmp";
+    if (FILE* f = std::fopen(tmp.c_str(), "w")) {
+      const std::string text = fs_.StatsText();
+      std::fwrite(text.data(), 1, text.size(), f);
+      std::fclose(f);
+      std::rename(tmp.c_str(), path_.c_str());
+    }
+  }
+
+  MountFs& fs_;
+  const std::string path_;
+  Mutex mu_;
+  CondVar cv_{mu_};
+  bool stop_ AQ_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+// A FUSE session on the mount point with the signal handlers installed;
+// on failure, nothing is left behind and the error says what to try.
+Result<fuse_session*> OpenSession(fuse_args* fa, const fuse_lowlevel_ops& ops, Kernel& kernel, const MountOptions& o,
+                                  const std::string& opts) {
+  fuse_session* se = fuse_session_new(fa, &ops, sizeof(ops), &kernel);
+  if (se == nullptr) return InvalidArgument(fmt::format("mount {}: FUSE refused the options '{}'", o.root, opts));
+  if (fuse_set_signal_handlers(se) != 0) {
+    fuse_session_destroy(se);
+    return Internal("mount: could not install signal handlers");
+  }
+  if (fuse_session_mount(se, o.mountpoint.c_str()) != 0) {
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    const bool no_dev = ::access("/dev/fuse", R_OK | W_OK) != 0;
+    return Status(StatusCode::kUnavailable,
+                  fmt::format("mount {} on {}: FUSE could not mount{}", o.root, o.mountpoint,
+                              no_dev ? " (/dev/fuse is missing or not accessible: load the fuse module, or run "
+                                       "where FUSE is allowed)"
+                                     : " (see the message above; is it already mounted? fusermount3 -u clears "
+                                       "a mount whose process died)"));
+  }
+  return se;
+}
+
+// Serves requests until the mount ends (unmounted, or a signal); the
+// invalidation thread and the stats file run beside the loop.
+int Serve(fuse_session* se, Kernel& kernel, const MountOptions& o) {
+  RaiseKernelReadAhead(o.mountpoint);
+  kernel.fs().StartFetchers(std::max(4u, o.threads));
+  std::atomic<bool> stop{false};
+  std::thread invalidator([&] { kernel.RunInvalidator(stop); });
+  StatsFileWriter stats(kernel.fs(), o.stats_file);
+  fuse_loop_config* cfg = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_max_threads(cfg, std::max(2u, o.threads));
+  fuse_loop_cfg_set_idle_threads(cfg, std::max(1u, o.threads / 2));
+  const int rc = fuse_session_loop_mt(se, cfg);
+  fuse_loop_cfg_destroy(cfg);
+  stop = true;
+  invalidator.join();
+  return rc;
+}
+
 }  // namespace
 
 Status Mount(io::FileSystem& store, const MountOptions& options, const std::function<void()>& ready) {
@@ -396,65 +482,16 @@ Status Mount(io::FileSystem& store, const MountOptions& options, const std::func
   } free_args{&fa};
 
   Kernel kernel(store, o);
-  MountFs& fs = kernel.fs();
   const fuse_lowlevel_ops ops = Operations();
-  fuse_session* se = fuse_session_new(&fa, &ops, sizeof(ops), &kernel);
-  if (se == nullptr) return InvalidArgument(fmt::format("mount {}: FUSE refused the options '{}'", o.root, opts));
+  fuse_session* se = AQ_TRY(OpenSession(&fa, ops, kernel, o, opts));
   kernel.set_session(se);
-  if (fuse_set_signal_handlers(se) != 0) {
-    fuse_session_destroy(se);
-    return Internal("mount: could not install signal handlers");
-  }
-  if (fuse_session_mount(se, o.mountpoint.c_str()) != 0) {
-    fuse_remove_signal_handlers(se);
-    fuse_session_destroy(se);
-    const bool no_dev = ::access("/dev/fuse", R_OK | W_OK) != 0;
-    return Status(StatusCode::kUnavailable,
-                  fmt::format("mount {} on {}: FUSE could not mount{}", o.root, o.mountpoint,
-                              no_dev ? " (/dev/fuse is missing or not accessible: load the fuse module, or run "
-                                       "where FUSE is allowed)"
-                                     : " (see the message above; is it already mounted? fusermount3 -u clears "
-                                       "a mount whose process died)"));
-  }
   if (ready) ready();
   fuse_daemonize(o.foreground ? 1 : 0);  // threads start after this: they do not survive a fork
-
-  RaiseKernelReadAhead(o.mountpoint);
-  fs.StartFetchers(std::max(4u, o.threads));
-  std::atomic<bool> stop{false};
-  std::thread invalidator([&] { kernel.RunInvalidator(stop); });
-  std::thread stats_writer;
-  auto write_stats = [&] {
-    if (o.stats_file.empty()) return;
-    const std::string tmp = o.stats_file + ".tmp";
-    if (FILE* f = std::fopen(tmp.c_str(), "w")) {
-      const std::string text = fs.StatsText();
-      std::fwrite(text.data(), 1, text.size(), f);
-      std::fclose(f);
-      std::rename(tmp.c_str(), o.stats_file.c_str());
-    }
-  };
-  if (!o.stats_file.empty()) {
-    stats_writer = std::thread([&] {
-      while (!stop) {
-        write_stats();
-        for (int i = 0; i < 10 && !stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-    });
-  }
-  fuse_loop_config* cfg = fuse_loop_cfg_create();
-  fuse_loop_cfg_set_max_threads(cfg, std::max(2u, o.threads));
-  fuse_loop_cfg_set_idle_threads(cfg, std::max(1u, o.threads / 2));
-  const int rc = fuse_session_loop_mt(se, cfg);
-  fuse_loop_cfg_destroy(cfg);
-  stop = true;
-  invalidator.join();
-  if (stats_writer.joinable()) stats_writer.join();
-  write_stats();
+  const int rc = Serve(se, kernel, o);
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);
-  const MountStats& s = fs.stats();
+  const MountStats& s = kernel.fs().stats();
   log::info(
       "mount: unmounted {}: {} opens ({} kept the page cache), {} reads, {} MB read, {} read errors, {} "
       "uploads ({} failed), {} refused",

@@ -53,31 +53,6 @@ struct Chunk {
   std::string data;
 };
 
-namespace {
-constexpr uint64_t kChunk = 4 << 20;  // read ahead in store blocks
-}  // namespace
-
-struct MountFs::Handle {
-  Ino ino = 0;
-  std::string url;
-  pid_t opener = 0;  // the process that opened it: only its close sends the file
-  // Its state and a writer's spool: writes, truncates and closes hold `mu`.
-  std::mutex mu;
-  std::atomic<HandleState> state{HandleState::kReading};
-  // kReading: the version read (null until a lazy open's first read).
-  std::shared_ptr<io::RandomAccessFile> reader;  // shared with chunk fetches in flight
-  std::string expected;                          // a lazily opened reader must find this version
-  std::mutex chunks_mu;                          // read-ahead state and the lazy open
-  std::map<uint64_t, std::shared_ptr<Chunk>> chunks;
-  // Reads within two chunks of the previous ones' end, twice in a row.
-  io::SequentialDetector sequential{2 * kChunk, 2};
-  // kWriting, kSent:
-  std::unique_ptr<io::WritableFile> writer;
-  uint64_t written = 0;
-  int finish_errno = 0;  // kSent: the upload's outcome
-  int broken = 0;        // kBroken: the failed write's errno
-};
-
 struct MountFs::DirHandle {
   std::shared_ptr<const Listing> listing;
   std::vector<const io::FileInfo*> entries;
@@ -163,7 +138,7 @@ int MountFs::GetAttr(Ino ino, uint64_t fh, struct stat* out) {
   if (fh != 0) {
     auto* h = reinterpret_cast<Handle*>(fh);
     if (h->state == HandleState::kReading) {
-      std::lock_guard<std::mutex> lock(h->chunks_mu);
+      MutexLock lock(h->chunks_mu);
       if (h->reader) out->st_size = static_cast<off_t>(h->reader->size());
     }
   }
@@ -182,7 +157,7 @@ int MountFs::Truncate(Ino ino, uint64_t fh, uint64_t want) {
       return Refuse(h->url, fmt::format("truncate to {} bytes of {}", want, size), EOPNOTSUPP);
     if (want != 0) return 0;
     // From here on a writer of a new version, sent on close.
-    std::lock_guard<std::mutex> lock(h->mu);
+    MutexLock lock(h->mu);
     {
       MutexLock nl(mu_);
       Node& n = nodes_[ino];
@@ -207,7 +182,7 @@ int MountFs::Truncate(Ino ino, uint64_t fh, uint64_t want) {
     return 0;
   }
   if (h != nullptr && (state == HandleState::kWriting || state == HandleState::kSent)) {
-    std::lock_guard<std::mutex> lock(h->mu);
+    MutexLock lock(h->mu);
     if (want != h->written) {
       return Refuse(h->url, fmt::format("truncate to {} bytes of {}", want, h->written), EOPNOTSUPP);
     }
@@ -402,7 +377,7 @@ int MountFs::Read(uint64_t fh, uint64_t off, size_t size, char* out, size_t* got
 
 int MountFs::Write(uint64_t fh, const char* data, size_t size, uint64_t off) {
   auto* h = reinterpret_cast<Handle*>(fh);
-  std::lock_guard<std::mutex> lock(h->mu);
+  MutexLock lock(h->mu);
   switch (h->state.load()) {
     case HandleState::kBroken: return h->broken;
     case HandleState::kExisting:
@@ -452,7 +427,7 @@ int MountFs::Flush(uint64_t fh, pid_t process) {
   if (state != HandleState::kWriting && state != HandleState::kSent) return 0;
   if (process != h->opener) {
     log::debug("mount: {} closed by process {}, opened by {}: sent at the opener's close", h->url, process, h->opener);
-    std::lock_guard<std::mutex> lock(h->mu);
+    MutexLock lock(h->mu);
     return h->state == HandleState::kSent ? h->finish_errno : 0;
   }
   return Finish(*h);
@@ -745,7 +720,10 @@ int MountFs::StartWriter(Ino ino, const std::string& url, pid_t process, bool cr
   auto h = std::make_unique<Handle>();
   h->ino = ino;
   h->url = url;
-  h->writer = std::move(*w);
+  {
+    MutexLock lock(h->mu);  // not shared yet: for the analysis
+    h->writer = std::move(*w);
+  }
   h->state = HandleState::kWriting;
   h->opener = process;
   {
@@ -787,7 +765,7 @@ Result<size_t> MountFs::ReadThrough(Handle& h, uint64_t off, size_t size, char* 
   if (o_.read_ahead == 0 || file_size <= (1u << 20) || !fetchers_) return h.reader->ReadAt(off, size, out);
   std::vector<std::pair<uint64_t, std::shared_ptr<Chunk>>> need;
   {
-    std::lock_guard<std::mutex> lock(h.chunks_mu);
+    MutexLock lock(h.chunks_mu);
     if (!h.sequential.Observe(off, size)) {
       h.chunks.clear();
     } else {
@@ -820,13 +798,14 @@ Result<size_t> MountFs::ReadThrough(Handle& h, uint64_t off, size_t size, char* 
   }
   if (need.empty()) return h.reader->ReadAt(off, size, out);
   size_t copied = 0;
-  for (auto& [i, c] : need) {
+  for (auto& [i, chunk] : need) {
+    Chunk* c = chunk.get();
     std::unique_lock<std::mutex> cl(c->mu);
     c->cv.wait(cl, [&] { return c->done; });
     if (!c->status.ok()) {
       Status st = c->status;
       cl.unlock();
-      std::lock_guard<std::mutex> lock(h.chunks_mu);
+      MutexLock lock(h.chunks_mu);
       h.chunks.erase(i);  // the next read tries again
       return st;
     }
@@ -841,7 +820,7 @@ Result<size_t> MountFs::ReadThrough(Handle& h, uint64_t off, size_t size, char* 
 
 // The reader of a handle opened without asking the store.
 Status MountFs::OpenLazily(Handle& h) {
-  std::lock_guard<std::mutex> lock(h.chunks_mu);
+  MutexLock lock(h.chunks_mu);
   if (h.reader) return Status::Ok();
   auto r = AQ_TRY(store_.OpenRead(h.url, io::AccessHint::kSequential));
   if (r->version() != h.expected) {
@@ -902,7 +881,7 @@ int MountFs::Break(Handle& h, const Status& s) {
 
 // Sends what a writer spooled; the first call's errno is every call's.
 int MountFs::Finish(Handle& h) {
-  std::lock_guard<std::mutex> lock(h.mu);
+  MutexLock lock(h.mu);
   if (h.state == HandleState::kSent) return h.finish_errno;
   if (h.state != HandleState::kWriting) return h.state == HandleState::kBroken ? h.broken : 0;
   h.state = HandleState::kSent;

@@ -33,6 +33,7 @@
 #include "common/status.h"
 #include "common/thread_pool.h"
 #include "io/file_system.h"
+#include "io/read_ahead.h"
 #include "mount/mount.h"
 
 namespace aq::mount {
@@ -151,7 +152,33 @@ class MountFs {
     std::map<std::string, io::FileInfo> entries;
     double at = 0;
   };
-  struct Handle;
+  static constexpr uint64_t kChunk = 4 << 20;  // read ahead in store blocks
+
+  // An open file. Its state is read without a lock; it changes under `mu`.
+  struct Handle {
+    Ino ino = 0;
+    std::string url;
+    pid_t opener = 0;  // the process that opened it: only its close sends the file
+    // Writes, truncates and closes hold `mu`.
+    Mutex mu;
+    std::atomic<HandleState> state{HandleState::kReading};
+    // kReading: the version read, null until a lazy open's first read
+    // (set once, under chunks_mu; then read without it). Shared with chunk
+    // fetches in flight.
+    std::shared_ptr<io::RandomAccessFile> reader;
+    std::string expected;  // a lazily opened reader must find this version
+    Mutex chunks_mu;       // read-ahead state and the lazy open
+    std::map<uint64_t, std::shared_ptr<Chunk>> chunks AQ_GUARDED_BY(chunks_mu);
+    // Reads within two chunks of the previous ones' end, twice in a row.
+    io::SequentialDetector sequential AQ_GUARDED_BY(chunks_mu){2 * kChunk, 2};
+    // kWriting, kSent:
+    std::unique_ptr<io::WritableFile> writer AQ_GUARDED_BY(mu);
+    uint64_t written AQ_GUARDED_BY(mu) = 0;
+    int finish_errno AQ_GUARDED_BY(mu) = 0;  // kSent: the upload's outcome
+    // kBroken: the failed write's errno, set under `mu` before the state
+    // says kBroken, read once it does.
+    int broken = 0;
+  };
   struct DirHandle;
 
   std::string Url(const std::string& path) const { return path.empty() ? root_ : root_ + "/" + path; }
@@ -177,8 +204,8 @@ class MountFs {
   void DropReader(Ino ino);
   Result<size_t> ReadThrough(Handle& h, uint64_t off, size_t size, char* out);
   Status OpenLazily(Handle& h);
-  Status Reopen(Handle& h);
-  int Break(Handle& h, const Status& s);
+  Status Reopen(Handle& h) AQ_REQUIRES(h.mu);
+  int Break(Handle& h, const Status& s) AQ_REQUIRES(h.mu);
   int Finish(Handle& h);
   int Fail(const Status& s, const std::string& what);
 
