@@ -65,12 +65,11 @@ Result<std::vector<std::string>> BlocksHeldBy(store::MetaStore& meta, const std:
   return out;
 }
 
-Repairer::Repairer(Membership& membership, store::MetaStore& meta, ClusterBlockService& blocks, BlockClient& client,
-                   RepairOptions options, Clock& clock)
+Repairer::Repairer(Membership& membership, store::MetaStore& meta, ClusterBlockService& blocks, RepairOptions options,
+                   Clock& clock)
     : membership_(membership),
       meta_(meta),
       blocks_(blocks),
-      client_(client),
       options_(options),
       clock_(clock),
       repair_budget_(options.bytes_per_second, 1.0, clock),

@@ -91,8 +91,8 @@ Result<std::vector<std::string>> BlocksHeldBy(store::MetaStore& meta, const std:
 
 class Repairer {
  public:
-  Repairer(Membership& membership, store::MetaStore& meta, ClusterBlockService& blocks, BlockClient& client,
-           RepairOptions options, Clock& clock = Clock::Real());
+  Repairer(Membership& membership, store::MetaStore& meta, ClusterBlockService& blocks, RepairOptions options,
+           Clock& clock = Clock::Real());
   ~Repairer();  // stops after the current block; pieces not yet dropped stay (garbage collection finds them)
   RepairStats Stats() const;
   // One pass now, on the caller's thread (tests drive repair this way with
@@ -127,7 +127,6 @@ class Repairer {
   Membership& membership_;
   store::MetaStore& meta_;
   ClusterBlockService& blocks_;
-  BlockClient& client_;
   const RepairOptions options_;
   Clock& clock_;
   Mutex pass_mu_;  // one pass at a time

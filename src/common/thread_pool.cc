@@ -21,7 +21,7 @@ Status ParallelFor(size_t n, size_t threads, const std::function<Status(size_t)>
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   Mutex mu;
-  Status first AQ_GUARDED_BY(mu);
+  Status first;  // under mu
   auto worker = [&] {
     while (!failed.load(std::memory_order_relaxed)) {
       size_t i = next.fetch_add(1);

@@ -415,7 +415,7 @@ Status Node::JoinCluster() {
   ro.interval_seconds = o_.repair_interval_s;
   ro.drop_delay_seconds = o_.reclaim_delay_s >= 0 ? o_.reclaim_delay_s : 60;
   ro.tier_bytes_per_second = o_.tier_bytes_per_second;
-  repairer_ = std::make_unique<cluster::Repairer>(*membership_, *meta_, *cluster_blocks_, *block_client_, ro);
+  repairer_ = std::make_unique<cluster::Repairer>(*membership_, *meta_, *cluster_blocks_, ro);
   return Status::Ok();
 }
 

@@ -47,12 +47,6 @@ Result<int64_t> AsInt(const OptionValue& v, int64_t lo = 0, int64_t hi = std::nu
   return n;
 }
 
-Result<double> AsFloat(const OptionValue& v) {
-  if (const auto* d = std::get_if<double>(&v)) return *d;
-  if (const auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
-  return Wrong("a number");
-}
-
 Result<std::string> AsText(const OptionValue& v) {
   if (const auto* s = std::get_if<std::string>(&v)) return *s;
   return Wrong("a string");

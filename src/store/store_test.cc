@@ -118,10 +118,10 @@ TEST(MetaStoreTest, BadPutsAreRefusedWholly) {
   }
   EXPECT_EQ(m->PutObject(Object("b01", std::string(1025, 'k'), {})).status().code(), StatusCode::kUnsupported);
   // Keys every listing can carry as XML 1.0: valid UTF-8, no control characters but TAB, LF, CR.
-  for (const std::string key : {std::string("a\x01b"), std::string("bad\xffutf8"), std::string("\xc0\xafoverlong"),
-                                std::string("sur\xed\xa0\x80rogate"),
-                                std::string("non\xef\xbf\xbe"
-                                            "char")}) {
+  for (const std::string& key : {std::string("a\x01b"), std::string("bad\xffutf8"), std::string("\xc0\xafoverlong"),
+                                 std::string("sur\xed\xa0\x80rogate"),
+                                 std::string("non\xef\xbf\xbe"
+                                             "char")}) {
     Status st = m->PutObject(Object("b01", key, {})).status();
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << key;
     EXPECT_EQ(st.subject(), Subject::kObject);
