@@ -76,7 +76,9 @@ Result<std::string> DropStorageCaches(io::FileSystem& base, const std::string& d
   return what;
 }
 
-Result<StorageBenchReport> RunStorageBench(io::FileSystem& base, const StorageBenchOptions& o) {
+namespace {
+
+Status CheckStorageOptions(const StorageBenchOptions& o) {
   if (o.readers == 0) return InvalidArgument("a storage bench needs at least 1 reader");
   if (o.request_bytes == 0) return InvalidArgument("the request size must be at least 1 byte");
   if (o.iodepth == 0 || o.iodepth > 4096) return InvalidArgument("the io_uring depth must be between 1 and 4096");
@@ -87,6 +89,77 @@ Result<StorageBenchReport> RunStorageBench(io::FileSystem& base, const StorageBe
         fmt::format("the ramp ({} s) must be shorter than the duration ({} s)", o.ramp_seconds, o.duration_seconds));
   }
   if (o.world == 0 || o.rank >= o.world) return InvalidArgument(fmt::format("rank {} of {} ranks", o.rank, o.world));
+  return Status::Ok();
+}
+
+// The counters at the start and the end of the measured window.
+struct Window {
+  Clock::time_point start, end;
+  uint64_t bytes = 0, requests = 0, files = 0;  // at the start; then the differences
+};
+
+// Watches the readers for the run's duration: the counters are taken when
+// the ramp ends and when the duration is over (or a reader failed), the
+// progress line drawn meanwhile.
+Window Measure(const StorageBenchOptions& o, ReaderShared& sh, Progress& progress) {
+  const auto start = Clock::now();
+  const auto ramp_end =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.ramp_seconds));
+  const auto end =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.duration_seconds));
+  Window w;
+  w.start = start;
+  uint64_t shown_files = 0, shown_bytes = 0;
+  bool ramped = o.ramp_seconds == 0;
+  if (ramped) sh.measuring = true;
+  while (!sh.stop.load()) {
+    auto now = Clock::now();
+    if (!ramped && now >= ramp_end) {
+      w.bytes = sh.bytes.load();
+      w.requests = sh.requests.load();
+      w.files = sh.files.load();
+      w.start = now;
+      sh.measuring = true;
+      ramped = true;
+    }
+    if (now >= end) break;
+    std::this_thread::sleep_until(std::min(now + std::chrono::milliseconds(100), ramped ? end : ramp_end));
+    uint64_t fb = sh.files.load(), bb = sh.bytes.load();
+    progress.Add(fb - shown_files, bb - shown_bytes);
+    shown_files = fb;
+    shown_bytes = bb;
+  }
+  w.end = Clock::now();
+  w.bytes = sh.bytes.load() - w.bytes;
+  w.requests = sh.requests.load() - w.requests;
+  w.files = sh.files.load() - w.files;
+  return w;
+}
+
+void Summarize(const Window& w, const std::vector<ReaderResult>& results, uint64_t total_bytes,
+               StorageBenchReport& rep) {
+  rep.seconds = std::chrono::duration<double>(w.end - w.start).count();
+  rep.bytes = w.bytes;
+  rep.requests = w.requests;
+  rep.files = w.files;
+  rep.total_bytes = total_bytes;
+  if (rep.seconds > 0) {
+    rep.mb_per_second = static_cast<double>(rep.bytes) / 1e6 / rep.seconds;
+    rep.mib_per_second = static_cast<double>(rep.bytes) / (1 << 20) / rep.seconds;
+    rep.files_per_second = static_cast<double>(rep.files) / rep.seconds;
+    rep.requests_per_second = static_cast<double>(rep.requests) / rep.seconds;
+  }
+  for (const auto& r : results) {
+    rep.latency.Merge(r.latency);
+    rep.sync_wait_seconds += r.sync_wait;
+    rep.sync_steps = std::max(rep.sync_steps, r.steps);
+  }
+}
+
+}  // namespace
+
+Result<StorageBenchReport> RunStorageBench(io::FileSystem& base, const StorageBenchOptions& o) {
+  AQ_TRY(CheckStorageOptions(o));
   const uint64_t request =
       o.direct ? (o.request_bytes + io::kDirectAlignment - 1) / io::kDirectAlignment * io::kDirectAlignment
                : o.request_bytes;
@@ -126,7 +199,6 @@ Result<StorageBenchReport> RunStorageBench(io::FileSystem& base, const StorageBe
   auto exporter = AQ_TRY(monitor::ExportIfAsked(sampler, o.sampler));
 
   Progress progress({"bench storage", 0, 0, "files", o.progress});
-  const auto start = Clock::now();
   std::vector<std::thread> threads;
   for (size_t i = 0; i < o.readers; ++i) {
     threads.emplace_back([&, i] {
@@ -139,33 +211,7 @@ Result<StorageBenchReport> RunStorageBench(io::FileSystem& base, const StorageBe
       if (o.mode == StorageMode::kSync) step_barrier.arrive_and_drop();
     });
   }
-  const auto ramp_end =
-      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.ramp_seconds));
-  const auto end =
-      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.duration_seconds));
-  uint64_t b0 = 0, r0 = 0, f0 = 0, shown_files = 0, shown_bytes = 0;
-  bool ramped = o.ramp_seconds == 0;
-  if (ramped) sh.measuring = true;
-  Clock::time_point measure_start = start;
-  while (!sh.stop.load()) {
-    auto now = Clock::now();
-    if (!ramped && now >= ramp_end) {
-      b0 = sh.bytes.load();
-      r0 = sh.requests.load();
-      f0 = sh.files.load();
-      measure_start = now;
-      sh.measuring = true;
-      ramped = true;
-    }
-    if (now >= end) break;
-    std::this_thread::sleep_until(std::min(now + std::chrono::milliseconds(100), ramped ? end : ramp_end));
-    uint64_t fb = sh.files.load(), bb = sh.bytes.load();
-    progress.Add(fb - shown_files, bb - shown_bytes);
-    shown_files = fb;
-    shown_bytes = bb;
-  }
-  const auto measure_end = Clock::now();
-  const uint64_t b1 = sh.bytes.load(), r1 = sh.requests.load(), f1 = sh.files.load();
+  const Window window = Measure(o, sh, progress);
   sh.stop = true;
   for (auto& t : threads) t.join();
   progress.Finish();
@@ -174,23 +220,7 @@ Result<StorageBenchReport> RunStorageBench(io::FileSystem& base, const StorageBe
     MutexLock lock(sh.mu);
     if (!sh.error.ok()) return sh.error;
   }
-
-  rep.seconds = std::chrono::duration<double>(measure_end - measure_start).count();
-  rep.bytes = b1 - b0;
-  rep.requests = r1 - r0;
-  rep.files = f1 - f0;
-  rep.total_bytes = sh.bytes.load();
-  if (rep.seconds > 0) {
-    rep.mb_per_second = static_cast<double>(rep.bytes) / 1e6 / rep.seconds;
-    rep.mib_per_second = static_cast<double>(rep.bytes) / (1 << 20) / rep.seconds;
-    rep.files_per_second = static_cast<double>(rep.files) / rep.seconds;
-    rep.requests_per_second = static_cast<double>(rep.requests) / rep.seconds;
-  }
-  for (const auto& r : results) {
-    rep.latency.Merge(r.latency);
-    rep.sync_wait_seconds += r.sync_wait;
-    rep.sync_steps = std::max(rep.sync_steps, r.steps);
-  }
+  Summarize(window, results, sh.bytes.load(), rep);
   rep.series = sampler.Take();
   rep.page_cache_after = monitor::PageCacheResidency(paths).fraction();
   return rep;
