@@ -11,9 +11,9 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
-#include <mutex>
 #include <tuple>
 
+#include "common/mutex.h"
 #include "common/progress.h"
 #include "common/thread_pool.h"
 #include "dataset/commands.h"
@@ -37,6 +37,146 @@ Result<std::string> Rescale(std::string_view encoded, double scale, int quality)
   return image::EncodeJpeg(out, {quality, quality < 100});
 }
 
+// Where an input file's rewrite goes: a folder's relative path (PNG, GIF
+// and BMP come out as JPEG, and are named so), a record file's name.
+std::string OutputPath(const DatasetFiles& ds, const std::string& in_path, const std::string& out_dir) {
+  if (ds.format != Format::kFolder) return io::JoinPath(out_dir, std::string(io::BaseName(in_path)));
+  std::string rel = in_path.substr(ds.root.size() + 1);
+  if (rel.size() > 4) {
+    std::string ext = rel.substr(rel.size() - 4);
+    for (auto& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (ext == ".png" || ext == ".gif" || ext == ".bmp") rel = rel.substr(0, rel.size() - 4) + ".jpg";
+  }
+  return io::JoinPath(out_dir, rel);
+}
+
+// One output file: each record as it was with the image replaced, then
+// the file's index once it is in place.
+class Rewriter {
+ public:
+  Rewriter(Format format, io::WritableFile& out) : format_(format), out_(out), tw_(out), rw_(out) {}
+
+  Status Write(const Sample& s, std::string scaled) {
+    switch (format_) {
+      case Format::kFolder: return out_.Append(scaled);
+      case Format::kTFRecord: {
+        format::Example ex = AQ_TRY(format::ParseExample(s.payload));
+        auto info = AQ_TRY(image::ReadJpegInfo(scaled));
+        ex.features[std::string(format::keys::kEncoded)] = format::Feature::Bytes({std::move(scaled)});
+        ex.features[std::string(format::keys::kHeight)] = format::Feature::Ints({info.height});
+        ex.features[std::string(format::keys::kWidth)] = format::Feature::Ints({info.width});
+        std::string rec = format::SerializeExample(ex);
+        AQ_TRY(tw_.Write(rec));
+        tf_index_.push_back({tw_.offset(), rec.size() + format::kTFRecordOverhead});
+        return Status::Ok();
+      }
+      default: {
+        auto v = AQ_TRY(format::UnpackImageRecord(s.payload));
+        AQ_TRY(rw_.Write(format::PackImageRecord(v.header, scaled)));
+        rec_index_.push_back({v.header.id, rw_.offset()});
+        return Status::Ok();
+      }
+    }
+  }
+  Status WriteIndex(io::FileSystem& fs, const std::string& path) const {
+    if (format_ == Format::kTFRecord) {
+      return io::WriteFileAtomic(fs, TFRecordIndexPath(path), format::FormatTFRecordIndex(tf_index_));
+    }
+    if (format_ == Format::kRecordIO) {
+      return io::WriteFileAtomic(fs, RecordIOIndexPath(path), format::FormatRecordIOIndex(rec_index_));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Format format_;
+  io::WritableFile& out_;
+  format::TFRecordWriter tw_;
+  format::RecordIOWriter rw_;
+  std::vector<format::IndexEntry> tf_index_;
+  std::vector<format::RecordIOIndexEntry> rec_index_;
+};
+
+// One resize run over a dataset's files, in parallel; the report collects
+// the images left out.
+class Resizer {
+ public:
+  Resizer(io::FileSystem& fs, const ResizeOptions& o, const DatasetFiles& ds)
+      : fs_(fs),
+        o_(o),
+        ds_(ds),
+        progress_({"resize", ds.files.size(), ds.total_bytes, ds.format == Format::kFolder ? "images" : "files",
+                   o.common.progress}) {}
+
+  Result<ResizeReport> Run() {
+    Status st = ParallelFor(ds_.files.size(), o_.common.threads, [&](size_t i) { return RewriteFile(ds_.files[i]); });
+    progress_.Finish();
+    if (!st.ok()) return st;
+    std::sort(rep_.skipped.begin(), rep_.skipped.end(),
+              [](const auto& a, const auto& b) { return std::tie(a.file, a.record) < std::tie(b.file, b.record); });
+    rep_.files = ds_.files.size();
+    rep_.images = images_;
+    rep_.bytes_in = bytes_in_;
+    rep_.bytes_out = bytes_out_;
+    return std::move(rep_);
+  }
+
+ private:
+  // Writes the file's rewrite under a temporary name, then renames it into
+  // place and writes its index. A folder image that was left out leaves
+  // no file.
+  Status RewriteFile(const std::string& in_path) {
+    const std::string out_path = OutputPath(ds_, in_path, o_.out);
+    if (ds_.format == Format::kFolder) AQ_TRY(fs_.MakeDirs(std::string(io::DirName(out_path))));
+    const std::string tmp = out_path + ".partial";
+    auto out = AQ_TRY(fs_.OpenWrite(tmp));
+    Rewriter rewriter(ds_.format, *out);
+    WalkOptions wo;
+    wo.policy = o_.policy;
+    auto walked =
+        AQ_TRY(WalkFile(fs_, ds_.format, in_path, wo, [&](const Sample& s) { return Rescaled(s, rewriter); }));
+    {
+      MutexLock lock(mu_);
+      rep_.skipped.insert(rep_.skipped.end(), walked.skipped.begin(), walked.skipped.end());
+    }
+    bytes_in_ += walked.bytes;
+    progress_.Add(1, walked.bytes);
+    AQ_TRY(out->Sync());
+    AQ_TRY(out->Close());
+    if (ds_.format == Format::kFolder && out->size() == 0) return fs_.Remove(tmp);
+    bytes_out_ += out->size();
+    AQ_TRY(fs_.Rename(tmp, out_path));
+    return rewriter.WriteIndex(fs_, out_path);
+  }
+
+  // One record rescaled and written; one that cannot be stops the run or
+  // is listed, as the policy says.
+  Status Rescaled(const Sample& s, Rewriter& rewriter) {
+    auto fail_or_skip = [&](const Status& why) -> Status {
+      if (o_.policy == format::ErrorPolicy::kFail) {
+        return why.WithContext(fmt::format("{}: record {} at offset {}", *s.file, s.record, s.offset));
+      }
+      MutexLock lock(mu_);
+      rep_.skipped.push_back({*s.file, s.offset, s.record, s.framed_size, why.message()});
+      return Status::Ok();
+    };
+    if (!s.parse_error.ok()) return fail_or_skip(s.parse_error);
+    auto scaled = Rescale(s.image, o_.scale, o_.quality);
+    if (!scaled.ok()) return fail_or_skip(scaled.status());
+    AQ_TRY(rewriter.Write(s, std::move(*scaled)));
+    images_ += 1;
+    return Status::Ok();
+  }
+
+  io::FileSystem& fs_;
+  const ResizeOptions& o_;
+  const DatasetFiles& ds_;
+  Progress progress_;
+  std::atomic<uint64_t> images_{0}, bytes_in_{0}, bytes_out_{0};
+  Mutex mu_;
+  ResizeReport rep_;  // skipped: under mu_ while files are rewritten
+};
+
 }  // namespace
 
 Result<ResizeReport> Resize(io::FileSystem& fs, const ResizeOptions& o) {
@@ -52,94 +192,8 @@ Result<ResizeReport> Resize(io::FileSystem& fs, const ResizeOptions& o) {
         o.input));
   }
   AQ_TRY(PrepareOutputDir(fs, o.out, o.overwrite));
-  const bool tf = ds.format == Format::kTFRecord;
-  if (tf) AQ_TRY(fs.MakeDirs(io::JoinPath(o.out, "idx")));
-
-  ResizeReport rep;
-  std::mutex mu;  // guards rep.skipped
-  std::atomic<uint64_t> images{0}, bytes_in{0}, bytes_out{0};
-  Progress progress({"resize", ds.files.size(), ds.total_bytes, ds.format == Format::kFolder ? "images" : "files",
-                     o.common.progress});
-  auto note_skip = [&](const Sample& s, const Status& why) {
-    std::lock_guard<std::mutex> lock(mu);
-    rep.skipped.push_back({*s.file, s.offset, s.record, s.framed_size, why.message()});
-  };
-
-  Status st = ParallelFor(ds.files.size(), o.common.threads, [&](size_t i) -> Status {
-    const std::string& in_path = ds.files[i];
-    std::string rel =
-        ds.format == Format::kFolder ? in_path.substr(ds.root.size() + 1) : std::string(io::BaseName(in_path));
-    // A folder's PNG/GIF/BMP files come out as JPEG: name them so.
-    if (ds.format == Format::kFolder && rel.size() > 4) {
-      std::string ext = rel.substr(rel.size() - 4);
-      for (auto& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-      if (ext == ".png" || ext == ".gif" || ext == ".bmp") rel = rel.substr(0, rel.size() - 4) + ".jpg";
-    }
-    std::string out_path = io::JoinPath(o.out, rel);
-    if (ds.format == Format::kFolder) AQ_TRY(fs.MakeDirs(std::string(io::DirName(out_path))));
-    const std::string tmp = out_path + ".partial";
-    auto out = AQ_TRY(fs.OpenWrite(tmp));
-    format::TFRecordWriter tw(*out);
-    format::RecordIOWriter rw(*out);
-    std::vector<format::IndexEntry> tf_index;
-    std::vector<format::RecordIOIndexEntry> rec_index;
-    WalkOptions wo;
-    wo.policy = o.policy;
-    auto walked = WalkFile(fs, ds.format, in_path, wo, [&](const Sample& s) -> Status {
-      auto fail_or_skip = [&](const Status& why) -> Status {
-        Status where = why.WithContext(fmt::format("{}: record {} at offset {}", *s.file, s.record, s.offset));
-        if (o.policy == format::ErrorPolicy::kFail) return where;
-        note_skip(s, why);
-        return Status::Ok();
-      };
-      if (!s.parse_error.ok()) return fail_or_skip(s.parse_error);
-      auto scaled = Rescale(s.image, o.scale, o.quality);
-      if (!scaled.ok()) return fail_or_skip(scaled.status());
-      if (ds.format == Format::kFolder) {
-        AQ_TRY(out->Append(*scaled));
-      } else if (tf) {
-        format::Example ex = AQ_TRY(format::ParseExample(s.payload));
-        auto info = AQ_TRY(image::ReadJpegInfo(*scaled));
-        ex.features[std::string(format::keys::kEncoded)] = format::Feature::Bytes({std::move(*scaled)});
-        ex.features[std::string(format::keys::kHeight)] = format::Feature::Ints({info.height});
-        ex.features[std::string(format::keys::kWidth)] = format::Feature::Ints({info.width});
-        std::string rec = format::SerializeExample(ex);
-        AQ_TRY(tw.Write(rec));
-        tf_index.push_back({tw.offset(), rec.size() + format::kTFRecordOverhead});
-      } else {
-        auto v = AQ_TRY(format::UnpackImageRecord(s.payload));
-        AQ_TRY(rw.Write(format::PackImageRecord(v.header, *scaled)));
-        rec_index.push_back({v.header.id, rw.offset()});
-      }
-      images += 1;
-      return Status::Ok();
-    });
-    if (!walked.ok()) return walked.status();
-    for (const auto& sk : walked->skipped) {
-      std::lock_guard<std::mutex> lock(mu);
-      rep.skipped.push_back(sk);
-    }
-    bytes_in += walked->bytes;
-    progress.Add(1, walked->bytes);
-    AQ_TRY(out->Sync());
-    AQ_TRY(out->Close());
-    if (ds.format == Format::kFolder && out->size() == 0) return fs.Remove(tmp);  // the image was skipped
-    bytes_out += out->size();
-    AQ_TRY(fs.Rename(tmp, out_path));
-    if (tf) AQ_TRY(io::WriteFileAtomic(fs, TFRecordIndexPath(out_path), format::FormatTFRecordIndex(tf_index)));
-    if (ds.format == Format::kRecordIO) {
-      AQ_TRY(io::WriteFileAtomic(fs, RecordIOIndexPath(out_path), format::FormatRecordIOIndex(rec_index)));
-    }
-    return Status::Ok();
-  });
-  progress.Finish();
-  if (!st.ok()) return st;
-  std::sort(rep.skipped.begin(), rep.skipped.end(),
-            [](const auto& a, const auto& b) { return std::tie(a.file, a.record) < std::tie(b.file, b.record); });
-  rep.files = ds.files.size();
-  rep.images = images;
-  rep.bytes_in = bytes_in;
-  rep.bytes_out = bytes_out;
+  if (ds.format == Format::kTFRecord) AQ_TRY(fs.MakeDirs(io::JoinPath(o.out, "idx")));
+  ResizeReport rep = AQ_TRY(Resizer(fs, o, ds).Run());
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;
 }
