@@ -367,6 +367,67 @@ std::string ClusterBlockService::Owner(const store::BlockRef& ref, const std::ma
   return best;
 }
 
+int ClusterBlockService::Fragments::present(int from, int to) const {
+  return static_cast<int>(std::count(have.begin() + from, have.begin() + to, true));
+}
+
+void ClusterBlockService::FetchFragments(const store::BlockRef& ref, const std::map<std::string, NodeInfo>& map,
+                                         int from, int to, Fragments& f) {
+  auto keep = [&f](int i, Result<std::string> r) {
+    if (r.ok()) {
+      f.data[i] = std::move(*r);
+      f.have[i] = true;
+    } else {
+      f.why[i] = r.status();
+    }
+  };
+  std::vector<std::pair<int, std::future<Result<std::string>>>> remote;
+  for (int i = from; i < to; ++i) {
+    const auto piece = store::FragmentRef(ref, i);
+    if (ref.nodes[i] == self()) {
+      keep(i, GetPiece(ref.nodes[i], piece, map));
+      continue;
+    }
+    remote.emplace_back(i, std::async(std::launch::async,
+                                      [this, node = ref.nodes[i], piece, &map] { return GetPiece(node, piece, map); }));
+  }
+  for (auto& [i, fut] : remote) keep(i, fut.get());
+}
+
+namespace {
+
+// Why a stripe cannot be read: a damaged or missing fragment makes it
+// damaged (waiting for a holder to come back would not make it readable
+// soon); only holders out of reach make it unavailable.
+Status UnreadableStripe(const store::BlockRef& ref, const std::vector<Status>& why, int present) {
+  Status last;
+  bool damaged = false;
+  for (const auto& w : why) {
+    if (w.ok()) continue;
+    last = w;
+    damaged = damaged || w.code() == StatusCode::kCorruption || w.code() == StatusCode::kNotFound;
+  }
+  const int n = ref.ec_k + ref.ec_m;
+  return Status(damaged ? StatusCode::kCorruption : StatusCode::kUnavailable,
+                fmt::format("block {}: {} of its {} fragments readable, {} needed (last: {})", ref.id, present, n,
+                            ref.ec_k, last.message()));
+}
+
+}  // namespace
+
+void ClusterBlockService::RewriteLostFragments(const store::BlockRef& ref, const std::map<std::string, NodeInfo>& map,
+                                               const Fragments& f) {
+  for (int i = 0; i < ref.ec_k + ref.ec_m; ++i) {
+    const auto code = f.why[i].code();
+    if (f.have[i] || (code != StatusCode::kCorruption && code != StatusCode::kNotFound)) continue;
+    const auto piece = store::FragmentRef(ref, i);
+    (void)RemovePiece(ref.nodes[i], piece);
+    if (PutPiece(ref.nodes[i], piece, f.data[i], map).ok()) repaired_++;
+  }
+}
+
+// A healthy stripe is read from its k data fragments; a degraded one from
+// any k, reconstructed, kept in the cache and its lost fragments rewritten.
 Result<std::shared_ptr<const std::string>> ClusterBlockService::ReadStripe(const store::BlockRef& ref) {
   store::BlockCache* cache = local_.cache();
   if (cache != nullptr) {
@@ -380,76 +441,25 @@ Result<std::shared_ptr<const std::string>> ClusterBlockService::ReadStripe(const
         fmt::format("block {}: erasure-code record lists {} holders for {} fragments", ref.id, ref.nodes.size(), n));
   }
   const auto map = Map();
-  std::vector<std::string> f(n);
-  std::vector<bool> have(n, false);
-  std::vector<Status> why(n);
-  // Fetches fragments [from, to) in parallel; those on this node inline.
-  auto fetch = [&](int from, int to) {
-    std::vector<std::pair<int, std::future<Result<std::string>>>> remote;
-    for (int i = from; i < to; ++i) {
-      const auto piece = store::FragmentRef(ref, i);
-      if (ref.nodes[i] == self()) {
-        auto r = GetPiece(ref.nodes[i], piece, map);
-        if (r.ok()) {
-          f[i] = std::move(*r);
-          have[i] = true;
-        } else {
-          why[i] = r.status();
-        }
-        continue;
-      }
-      remote.emplace_back(i, std::async(std::launch::async, [this, node = ref.nodes[i], piece, &map] {
-                            return GetPiece(node, piece, map);
-                          }));
-    }
-    for (auto& [i, fut] : remote) {
-      auto r = fut.get();
-      if (r.ok()) {
-        f[i] = std::move(*r);
-        have[i] = true;
-      } else {
-        why[i] = r.status();
-      }
-    }
-  };
-  fetch(0, k);  // healthy: the data fragments only
-  int present = static_cast<int>(std::count(have.begin(), have.begin() + k, true));
-  const bool degraded = present < k;
+  Fragments f(n);
+  FetchFragments(ref, map, 0, k, f);
+  const int data_present = f.present(0, k);
+  const bool degraded = data_present < k;
   if (degraded) {
     degraded_reads_++;
-    failovers_ += static_cast<uint64_t>(k - present);
-    fetch(k, n);
-    present = static_cast<int>(std::count(have.begin(), have.end(), true));
-    if (present < k) {
-      // A damaged or missing fragment makes the stripe damaged: waiting for
-      // a holder to come back would not make it readable soon.
-      Status last;
-      bool damaged = false;
-      for (const auto& w : why) {
-        if (w.ok()) continue;
-        last = w;
-        damaged = damaged || w.code() == StatusCode::kCorruption || w.code() == StatusCode::kNotFound;
-      }
-      return Status(damaged ? StatusCode::kCorruption : StatusCode::kUnavailable,
-                    fmt::format("block {}: {} of its {} fragments readable, {} needed (last: {})", ref.id, present, n,
-                                k, last.message()));
-    }
-    AQ_TRY(codec->Reconstruct(f, have));
+    failovers_ += static_cast<uint64_t>(k - data_present);
+    FetchFragments(ref, map, k, n, f);
+    const int present = f.present(0, n);
+    if (present < k) return UnreadableStripe(ref, f.why, present);
+    AQ_TRY(codec->Reconstruct(f.data, f.have));
   }
-  auto block = std::make_shared<const std::string>(codec->Join(f, ref.size));
+  auto block = std::make_shared<const std::string>(codec->Join(f.data, ref.size));
   if (crc32c::Value(*block) != ref.crc32c) {
     return Corruption(fmt::format("block {}: reassembled from fragments, its bytes do not match its checksum", ref.id));
   }
   if (degraded) {
     if (cache != nullptr) cache->Put(ref.id, block);
-    // Fragments damaged or missing on holders that are up are rewritten now.
-    for (int i = 0; i < n; ++i) {
-      const auto code = why[i].code();
-      if (have[i] || (code != StatusCode::kCorruption && code != StatusCode::kNotFound)) continue;
-      const auto piece = store::FragmentRef(ref, i);
-      (void)RemovePiece(ref.nodes[i], piece);
-      if (PutPiece(ref.nodes[i], piece, f[i], map).ok()) repaired_++;
-    }
+    RewriteLostFragments(ref, map, f);
   }
   return block;
 }
