@@ -67,86 +67,103 @@ Status PrepareOutputDir(io::FileSystem& fs, const std::string& out, bool overwri
   return fs.MakeDirs(out);
 }
 
-Result<DatasetFiles> FindDataset(io::FileSystem& fs, const std::string& path, Format format) {
+namespace {
+
+bool EndsWith(const std::string& s, std::string_view end) {
+  return s.size() > end.size() && s.compare(s.size() - end.size(), end.size(), end) == 0;
+}
+
+// A directory's record files by format, and its class-like subdirectories
+// (not idx/, not hidden).
+struct RecordFiles {
+  struct Group {
+    std::vector<std::string> files;
+    uint64_t bytes = 0;
+    void Add(const std::string& path, uint64_t size) {
+      files.push_back(path);
+      bytes += size;
+    }
+  };
+  Group tf, rec, tar;
+  size_t subdirs = 0;
+
+  Group& Of(Format f) { return f == Format::kRecordIO ? rec : f == Format::kWebDataset ? tar : tf; }
+};
+
+RecordFiles ClassifyEntries(const std::string& path, const std::vector<io::FileInfo>& list) {
+  RecordFiles r;
+  for (const auto& e : list) {
+    if (e.is_dir) {
+      if (e.name != "idx" && !e.name.empty() && e.name[0] != '.') ++r.subdirs;
+    } else if (EndsWith(e.name, ".rec")) {
+      r.rec.Add(io::JoinPath(path, e.name), e.size);
+    } else if (EndsWith(e.name, ".tar")) {
+      r.tar.Add(io::JoinPath(path, e.name), e.size);
+    } else if (IsTFRecordName(e.name)) {
+      r.tf.Add(io::JoinPath(path, e.name), e.size);
+    }
+  }
+  return r;
+}
+
+// The format a directory's contents say, in order of preference.
+Result<Format> DetectFormat(const std::string& path, const RecordFiles& r) {
+  if (!r.rec.files.empty()) return Format::kRecordIO;
+  if (!r.tf.files.empty()) return Format::kTFRecord;
+  if (!r.tar.files.empty()) return Format::kWebDataset;
+  if (r.subdirs > 0) return Format::kFolder;
+  return InvalidArgument(
+      fmt::format("no dataset found in '{}': expected TFRecord shards (name-00000-of-00008 or *.tfrecord), .rec files, "
+                  "WebDataset .tar shards, or class subdirectories with JPEGs",
+                  path));
+}
+
+// A single record file: its format from its name unless given.
+Result<DatasetFiles> SingleFile(const std::string& path, uint64_t size, Format format) {
+  if (format == Format::kFolder) return InvalidArgument(fmt::format("'{}' is a file, not an image folder", path));
+  if (format == Format::kAuto) {
+    format = EndsWith(path, ".rec")   ? Format::kRecordIO
+             : EndsWith(path, ".tar") ? Format::kWebDataset
+                                      : Format::kTFRecord;
+  }
   DatasetFiles ds;
   ds.root = path;
+  ds.format = format;
+  ds.files.push_back(path);
+  ds.total_bytes = size;
+  return ds;
+}
+
+}  // namespace
+
+Result<DatasetFiles> FindDataset(io::FileSystem& fs, const std::string& path, Format format) {
   auto st = fs.Stat(path);
   if (!st.ok()) return st.status().WithContext("dataset");
-  if (!st->is_dir) {
-    if (format == Format::kFolder) return InvalidArgument(fmt::format("'{}' is a file, not an image folder", path));
-    if (format == Format::kAuto) {
-      const bool rec = path.size() > 4 && path.substr(path.size() - 4) == ".rec";
-      const bool tar = path.size() > 4 && path.substr(path.size() - 4) == ".tar";
-      format = rec ? Format::kRecordIO : (tar ? Format::kWebDataset : Format::kTFRecord);
-    }
-    ds.format = format;
-    ds.files.push_back(path);
-    ds.total_bytes = st->size;
-    return ds;
-  }
+  if (!st->is_dir) return SingleFile(path, st->size, format);
   auto list = fs.List(path);
   if (!list.ok()) return list.status().WithContext("dataset");
-  std::vector<std::string> tf, rec, tar;
-  uint64_t tf_bytes = 0, rec_bytes = 0, tar_bytes = 0;
-  size_t subdirs = 0;
-  for (const auto& e : *list) {
-    if (e.is_dir) {
-      if (e.name != "idx" && !e.name.empty() && e.name[0] != '.') ++subdirs;
-      continue;
-    }
-    if (e.name.size() > 4 && e.name.substr(e.name.size() - 4) == ".rec") {
-      rec.push_back(io::JoinPath(path, e.name));
-      rec_bytes += e.size;
-    } else if (e.name.size() > 4 && e.name.substr(e.name.size() - 4) == ".tar") {
-      tar.push_back(io::JoinPath(path, e.name));
-      tar_bytes += e.size;
-    } else if (IsTFRecordName(e.name)) {
-      tf.push_back(io::JoinPath(path, e.name));
-      tf_bytes += e.size;
-    }
-  }
-  if (format == Format::kAuto) {
-    if (!rec.empty()) {
-      format = Format::kRecordIO;
-    } else if (!tf.empty()) {
-      format = Format::kTFRecord;
-    } else if (!tar.empty()) {
-      format = Format::kWebDataset;
-    } else if (subdirs > 0) {
-      format = Format::kFolder;
-    } else {
-      return InvalidArgument(fmt::format(
-          "no dataset found in '{}': expected TFRecord shards (name-00000-of-00008 or *.tfrecord), .rec files, "
-          "WebDataset .tar shards, or class subdirectories with JPEGs",
-          path));
-    }
-  }
+  RecordFiles found = ClassifyEntries(path, *list);
+  if (format == Format::kAuto) format = AQ_TRY(DetectFormat(path, found));
+  DatasetFiles ds;
+  ds.root = path;
   ds.format = format;
-  switch (format) {
-    case Format::kTFRecord:
-      if (tf.empty()) return InvalidArgument(fmt::format("no TFRecord shards in '{}'", path));
-      ds.files = std::move(tf);
-      ds.total_bytes = tf_bytes;
-      break;
-    case Format::kRecordIO:
-      if (rec.empty()) return InvalidArgument(fmt::format("no .rec files in '{}'", path));
-      ds.files = std::move(rec);
-      ds.total_bytes = rec_bytes;
-      break;
-    case Format::kWebDataset:
-      if (tar.empty()) return InvalidArgument(fmt::format("no WebDataset .tar shards in '{}'", path));
-      ds.files = std::move(tar);
-      ds.total_bytes = tar_bytes;
-      break;
-    case Format::kFolder: {
-      ds.folder = AQ_TRY(format::ScanImageFolder(fs, path));
-      for (const auto& img : ds.folder.images) ds.files.push_back(img.path);
-      ds.total_bytes = ds.folder.total_bytes;
-      if (ds.files.empty()) return InvalidArgument(fmt::format("image folder '{}' holds no JPEG files", path));
-      break;
-    }
-    case Format::kAuto: break;
+  if (format == Format::kFolder) {
+    ds.folder = AQ_TRY(format::ScanImageFolder(fs, path));
+    for (const auto& img : ds.folder.images) ds.files.push_back(img.path);
+    ds.total_bytes = ds.folder.total_bytes;
+    if (ds.files.empty()) return InvalidArgument(fmt::format("image folder '{}' holds no JPEG files", path));
+    return ds;
   }
+  RecordFiles::Group& g = found.Of(format);
+  if (g.files.empty()) {
+    return InvalidArgument(fmt::format("no {} in '{}'",
+                                       format == Format::kRecordIO     ? ".rec files"
+                                       : format == Format::kWebDataset ? "WebDataset .tar shards"
+                                                                       : "TFRecord shards",
+                                       path));
+  }
+  ds.files = std::move(g.files);
+  ds.total_bytes = g.bytes;
   return ds;
 }
 
