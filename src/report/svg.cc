@@ -88,11 +88,31 @@ std::vector<double> NiceTicks(double lo, double hi, int target) {
   return t;
 }
 
-std::string RenderSvg(const LineChart& c) {
+namespace {
+
+// Where everything of a line chart goes: the data's range rounded to its
+// ticks, the margins the texts around the plot need (the widest y tick,
+// half the last x tick, the title and the legend's rows) and each legend
+// entry's place.
+struct LineLayout {
+  std::vector<double> xt, yt;  // ticks; their ends are the axes' ranges
+  double W = 640, H = 0, L = 0, R = 0, T = 0, B = 48;
+  struct Point {
+    double x, y;
+  };
+  std::vector<Point> legend;
+
+  double Px(double x) const { return L + (x - xt.front()) / (xt.back() - xt.front()) * (W - L - R); }
+  double Py(double y) const { return H - B - (y - yt.front()) / (yt.back() - yt.front()) * (H - T - B); }
+};
+
+bool Finite(const Line& l, size_t i) { return std::isfinite(l.x[i]) && std::isfinite(l.y[i]); }
+
+LineLayout LayOut(const LineChart& c) {
   double xmin = std::numeric_limits<double>::infinity(), xmax = -xmin, ymin = xmin, ymax = -xmin;
   for (const auto& l : c.lines) {
     for (size_t i = 0; i < l.x.size() && i < l.y.size(); ++i) {
-      if (!std::isfinite(l.x[i]) || !std::isfinite(l.y[i])) continue;
+      if (!Finite(l, i)) continue;
       xmin = std::min(xmin, l.x[i]);
       xmax = std::max(xmax, l.x[i]);
       ymin = std::min(ymin, l.y[i]);
@@ -101,41 +121,43 @@ std::string RenderSvg(const LineChart& c) {
   }
   if (!std::isfinite(xmin)) xmin = 0, xmax = 1, ymin = 0, ymax = 1;
   if (c.y_from_zero) ymin = std::min(0.0, ymin);
-  auto xt = NiceTicks(xmin, xmax), yt = NiceTicks(ymin, ymax);
-  xmin = xt.front(), xmax = xt.back(), ymin = yt.front(), ymax = yt.back();
-  // Room for what is written around the plot, from the texts themselves:
-  // the widest y tick, half the last x tick, the title and the legend rows.
+  LineLayout g;
+  g.xt = NiceTicks(xmin, xmax);
+  g.yt = NiceTicks(ymin, ymax);
   double widest_tick = 0;
-  for (double v : yt) widest_tick = std::max(widest_tick, TextWidth(Num(v), 11));
-  const double W = std::max(640.0, 16 + TextWidth(c.title, 13));
-  const double L = 30 + widest_tick, R = std::max(16.0, TextWidth(Num(xt.back()), 11) / 2 + 6);
-  struct Entry {
-    double x, y;
-  };
-  std::vector<Entry> legend;
-  double lx = L, ly = 36;
+  for (double v : g.yt) widest_tick = std::max(widest_tick, TextWidth(Num(v), 11));
+  g.W = std::max(640.0, 16 + TextWidth(c.title, 13));
+  g.L = 30 + widest_tick;
+  g.R = std::max(16.0, TextWidth(Num(g.xt.back()), 11) / 2 + 6);
+  double lx = g.L, ly = 36;
   for (const auto& l : c.lines) {
     double w = 20 + TextWidth(l.name, 11);
-    if (lx > L && lx + w > W - 4) lx = L, ly += 16;
-    legend.push_back({lx, ly});
+    if (lx > g.L && lx + w > g.W - 4) lx = g.L, ly += 16;
+    g.legend.push_back({lx, ly});
     lx += w + 14;
   }
-  const double T = (legend.empty() ? 30 : ly + 12), B = 48, H = T + 226 + B;
-  auto px = [&](double x) { return L + (x - xmin) / (xmax - xmin) * (W - L - R); };
-  auto py = [&](double y) { return H - B - (y - ymin) / (ymax - ymin) * (H - T - B); };
+  g.T = g.legend.empty() ? 30 : ly + 12;
+  g.H = g.T + 226 + g.B;
+  return g;
+}
+
+// The title, grid, ticks, axis and axis labels.
+std::string Frame(const LineChart& c, const LineLayout& g) {
+  const double W = g.W, H = g.H, L = g.L, R = g.R, T = g.T, B = g.B;
   std::string s = fmt::format(
       "<svg class=\"chart line\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {} {}\" width=\"{}\" "
       "height=\"{}\" role=\"img\" aria-label=\"{}\">\n",
       W, H, W, H, EscapeXml(c.title));
   s += fmt::format("<text x=\"8\" y=\"18\" class=\"title\">{}</text>\n", EscapeXml(c.title));
-  for (double v : yt) {
-    s += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" class=\"grid\"/>", L, W - R, py(v), py(v));
-    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"end\">{}</text>\n", L - 6, py(v) + 4,
+  for (double v : g.yt) {
+    s += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" class=\"grid\"/>", L, W - R, g.Py(v),
+                     g.Py(v));
+    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"end\">{}</text>\n", L - 6, g.Py(v) + 4,
                      Num(v));
   }
-  for (double v : xt) {
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" class=\"tick\" text-anchor=\"middle\">{}</text>\n", px(v), H - B + 20,
-                     Num(v));
+  for (double v : g.xt) {
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" class=\"tick\" text-anchor=\"middle\">{}</text>\n", g.Px(v),
+                     H - B + 20, Num(v));
   }
   s += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" class=\"axis\"/>\n", L, W - R, H - B, H - B);
   s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"label\" text-anchor=\"middle\">{}</text>\n", (L + W - R) / 2, H - 6,
@@ -144,28 +166,41 @@ std::string RenderSvg(const LineChart& c) {
       "<text x=\"14\" y=\"{}\" class=\"label\" text-anchor=\"middle\" transform=\"rotate(-90 14 {})\">{}"
       "</text>\n",
       (T + H - B) / 2, (T + H - B) / 2, EscapeXml(c.y_label));
-  for (size_t k = 0; k < c.lines.size(); ++k) {
-    const auto& l = c.lines[k];
-    const char* color = kColors[k % std::size(kColors)];
-    std::string pts;
+  return s;
+}
+
+// One line: its polyline, its points when few enough to mark (with their
+// values as tooltips) and its legend entry.
+std::string Series(const Line& l, const char* color, const LineLayout& g, LineLayout::Point at) {
+  std::string pts;
+  for (size_t i = 0; i < l.x.size() && i < l.y.size(); ++i) {
+    if (Finite(l, i)) pts += fmt::format("{:.1f},{:.1f} ", g.Px(l.x[i]), g.Py(l.y[i]));
+  }
+  std::string s =
+      fmt::format("<polyline class=\"series\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{} points=\"{}\"/>\n",
+                  color, l.dashed ? " stroke-dasharray=\"5 4\"" : "", pts);
+  if (l.x.size() <= 12) {
     for (size_t i = 0; i < l.x.size() && i < l.y.size(); ++i) {
-      if (!std::isfinite(l.x[i]) || !std::isfinite(l.y[i])) continue;
-      pts += fmt::format("{:.1f},{:.1f} ", px(l.x[i]), py(l.y[i]));
+      if (!Finite(l, i)) continue;
+      s += fmt::format(
+          "<circle class=\"series\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"><title>{}: {}</title></circle>",
+          g.Px(l.x[i]), g.Py(l.y[i]), color, Num(l.x[i]), Num(l.y[i]));
     }
-    s += fmt::format("<polyline class=\"series\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{} points=\"{}\"/>\n",
-                     color, l.dashed ? " stroke-dasharray=\"5 4\"" : "", pts);
-    if (l.x.size() <= 12) {
-      for (size_t i = 0; i < l.x.size() && i < l.y.size(); ++i) {
-        if (!std::isfinite(l.x[i]) || !std::isfinite(l.y[i])) continue;
-        s += fmt::format(
-            "<circle class=\"series\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"><title>{}: {}</title></circle>",
-            px(l.x[i]), py(l.y[i]), color, Num(l.x[i]), Num(l.y[i]));
-      }
-    }
-    s += fmt::format(
-        "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"14\" height=\"3\" fill=\"{}\"/>"
-        "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"legend\">{}</text>\n",
-        legend[k].x, legend[k].y - 4, color, legend[k].x + 20, legend[k].y, EscapeXml(l.name));
+  }
+  s += fmt::format(
+      "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"14\" height=\"3\" fill=\"{}\"/>"
+      "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"legend\">{}</text>\n",
+      at.x, at.y - 4, color, at.x + 20, at.y, EscapeXml(l.name));
+  return s;
+}
+
+}  // namespace
+
+std::string RenderSvg(const LineChart& c) {
+  const LineLayout g = LayOut(c);
+  std::string s = Frame(c, g);
+  for (size_t k = 0; k < c.lines.size(); ++k) {
+    s += Series(c.lines[k], kColors[k % std::size(kColors)], g, g.legend[k]);
   }
   return s + "</svg>\n";
 }
