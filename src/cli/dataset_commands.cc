@@ -121,6 +121,9 @@ void AddPack(CLI::App* group, Globals& g) {
       "--no-convert", [o](int64_t) { o->convert = false; },
       "Do not re-encode PNG, GIF and BMP files as JPEG (quality 100); they then count as images that cannot be packed");
   cmd->add_flag("--overwrite", o->overwrite, "Replace existing shards");
+  cmd->add_flag("--allow-empty-classes", o->allow_empty_classes,
+                "A class folder with no image keeps its label (torchvision's allow_empty=True) instead of stopping "
+                "the run");
   AddOutputFlags(cmd, g);
   cmd->callback([o, &g] {
     o->common = {g.threads, !g.no_progress};
@@ -148,11 +151,15 @@ void AddPack(CLI::App* group, Globals& g) {
       if (r->converted.size() > 20) std::printf("    ... and %zu more (--json lists all)\n", r->converted.size() - 20);
     }
     PrintSkipped(r->skipped, true, "left out");
-    if (r->ignored_files > 0) {
-      std::printf("  ignored    %llu file(s) not named as images (.jpg .jpeg .png .gif .bmp), e.g.\n",
-                  static_cast<unsigned long long>(r->ignored_files));
-      for (size_t i = 0; i < r->ignored_some.size() && i < 5; ++i) std::printf("    %s\n", r->ignored_some[i].c_str());
+    if (!r->ignored.empty()) {
+      std::printf("  ignored    %zu file(s) not taken as images\n", r->ignored.size());
+      for (size_t i = 0; i < r->ignored.size() && i < 10; ++i) {
+        std::printf("    %s: %s\n", r->ignored[i].path.c_str(), r->ignored[i].reason.c_str());
+      }
+      if (r->ignored.size() > 10) std::printf("    ... and %zu more (--json lists all)\n", r->ignored.size() - 10);
     }
+    for (const auto& c : r->empty_classes)
+      std::printf("  empty      class '%s' kept its label with no image\n", c.c_str());
   });
 }
 

@@ -72,6 +72,9 @@ struct PackOptions {
   // WebDataset only: files beside each image with its stem and one of
   // these extensions (annotations, captions) become members of its sample.
   std::vector<std::string> sidecars;
+  // A class folder with no image keeps its label (torchvision's
+  // allow_empty=True) instead of stopping the run.
+  bool allow_empty_classes = false;
   CommonOptions common;
 };
 // An image packed after conversion to JPEG.
@@ -92,8 +95,8 @@ struct PackReport {
   double seconds = 0;
   std::vector<ConvertedImage> converted;       // sorted by file
   std::vector<format::SkippedRecord> skipped;  // left out, sorted by file
-  uint64_t ignored_files = 0;                  // not image files by name
-  std::vector<std::string> ignored_some;       // the first few
+  std::vector<format::IgnoredFile> ignored;    // every file not taken, with why, by path
+  std::vector<std::string> empty_classes;      // kept with their labels (allow_empty_classes)
 };
 Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& options);
 

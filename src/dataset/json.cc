@@ -33,6 +33,8 @@ json ToJson(const PackReport& r) {
   for (const auto& c : r.converted) {
     converted.push_back({{"file", c.file}, {"from", c.from}, {"bytes_in", c.bytes_in}, {"bytes_out", c.bytes_out}});
   }
+  json ignored = json::array();
+  for (const auto& i : r.ignored) ignored.push_back({{"file", i.path}, {"reason", i.reason}});
   return {{"command", "dataset pack"},
           {"out", r.out},
           {"format", FormatName(r.format)},
@@ -45,8 +47,9 @@ json ToJson(const PackReport& r) {
           {"seconds", r.seconds},
           {"converted", converted},
           {"skipped", ToJson(r.skipped)},
-          {"ignored_files", r.ignored_files},
-          {"ignored_some", r.ignored_some}};
+          {"ignored_files", r.ignored.size()},
+          {"ignored", ignored},
+          {"empty_classes", r.empty_classes}};
 }
 
 json ToJson(const ExpandReport& r) {

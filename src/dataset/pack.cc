@@ -84,6 +84,7 @@ struct ShardPlan {
 struct PackItem {
   size_t id;  // its number in the folder scan
   const format::ImageFolderEntry& entry;
+  std::string_view relative;  // its path below the root: class/[sub/...]file
   const std::string& synset;
   const std::string& jpeg;
   const Prepared& info;
@@ -147,6 +148,22 @@ class TFRecordShard final : public ShardWriter {
   std::vector<format::IndexEntry> index_;
 };
 
+// A path as a .lst line can carry it: its fields are tab-separated, one
+// image a line, with no escape of their own; control characters (tab,
+// newline, ...) are written as %XX.
+std::string LstPath(std::string_view path) {
+  std::string out;
+  for (char ch : path) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (u < 0x20 || u == 0x7f) {
+      out += fmt::format("%{:02X}", u);
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 // RecordIO image records (label = class index, id = image number) with
 // im2rec's .idx and .lst.
 class RecordIOShard final : public ShardWriter {
@@ -159,8 +176,7 @@ class RecordIOShard final : public ShardWriter {
     h.id = it.id;
     AQ_TRY(w_.Write(format::PackImageRecord(h, it.jpeg)));
     index_.push_back({it.id, w_.offset()});
-    std::string rel = it.synset + "/" + std::string(io::BaseName(it.entry.path));
-    lst_ += fmt::format("{}\t{:f}\t{}\n", it.id, static_cast<float>(it.entry.class_index), rel);
+    lst_ += fmt::format("{}\t{:f}\t{}\n", it.id, static_cast<float>(it.entry.class_index), LstPath(it.relative));
     return uint64_t{0};
   }
   Status WriteSideFiles(io::FileSystem& fs, const std::string& final_path) override {
@@ -186,7 +202,7 @@ class WdsShard final : public ShardWriter {
   Result<uint64_t> Add(const PackItem& it) override {
     const std::string key = fmt::format("{:08d}", it.id);
     const uint64_t start = tar_.offset();
-    nlohmann::json meta = {{"file", it.synset + "/" + std::string(io::BaseName(it.entry.path))},
+    nlohmann::json meta = {{"file", it.relative},
                            {"class", it.synset},
                            {"label", it.entry.class_index},
                            {"width", it.info.width},
@@ -277,8 +293,8 @@ class Packer {
     rep_.classes = folder_.classes.size();
     rep_.found = folder_.images.size();
     rep_.skipped = folder_.skipped;
-    rep_.ignored_files = folder_.ignored_files;
-    rep_.ignored_some = folder_.ignored_some;
+    rep_.ignored = folder_.ignored;
+    rep_.empty_classes = folder_.empty_classes;
   }
 
   Result<PackReport> Run(const std::vector<ShardPlan>& plan) {
@@ -338,13 +354,17 @@ class Packer {
   // cannot be packed stops the run or is listed, as the policy says.
   Status PackOne(size_t id, ShardWriter& writer, std::string& jpeg) {
     const auto& img = folder_.images[id];
-    auto in = AQ_TRY(fs_.OpenRead(img.path, io::AccessHint::kSequential));
-    jpeg.resize(in->size());
-    size_t got = AQ_TRY(in->ReadAt(0, jpeg.size(), jpeg.data()));
-    jpeg.resize(got);
+    size_t got = 0;
+    Result<Prepared> info = Status(StatusCode::kNotFound, img.unreadable);
+    if (img.unreadable.empty()) {
+      auto in = AQ_TRY(fs_.OpenRead(img.path, io::AccessHint::kSequential));
+      jpeg.resize(in->size());
+      got = AQ_TRY(in->ReadAt(0, jpeg.size(), jpeg.data()));
+      jpeg.resize(got);
+      info = PrepareImage(&jpeg, o_);
+    }
     progress_.Add(1, got);
     bytes_in_ += got;
-    auto info = PrepareImage(&jpeg, o_);
     if (!info.ok()) {
       if (o_.policy == format::ErrorPolicy::kFail) return info.status().WithContext(img.path);
       MutexLock lock(mu_);
@@ -355,7 +375,8 @@ class Packer {
       MutexLock lock(mu_);
       rep_.converted.push_back({img.path, std::string(image::ImageFormatName(info->converted_from)), got, jpeg.size()});
     }
-    bytes_in_ += AQ_TRY(writer.Add({id, img, folder_.classes[img.class_index], jpeg, *info}));
+    const std::string_view relative = std::string_view(img.path).substr(folder_.root.size() + 1);
+    bytes_in_ += AQ_TRY(writer.Add({id, img, relative, folder_.classes[img.class_index], jpeg, *info}));
     images_ += 1;
     return Status::Ok();
   }
@@ -376,7 +397,8 @@ class Packer {
 Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   AQ_TRY(CheckPackOptions(o));
-  format::ImageFolder folder = AQ_TRY(format::ScanImageFolder(fs, o.input, o.policy, o.sidecars));
+  format::ImageFolder folder =
+      AQ_TRY(format::ScanImageFolder(fs, o.input, {o.policy, o.sidecars, o.allow_empty_classes}));
   if (folder.images.empty()) {
     return InvalidArgument(
         fmt::format("pack: no images under '{}' (.jpg, .jpeg, .png, .gif or .bmp in class folders)", o.input));

@@ -25,6 +25,13 @@ struct FileInfo {
   int64_t mtime_s = 0;  // last modification, seconds since the epoch (0: unknown)
   // Changes whenever the content does (a store's ETag; "" where unknown).
   std::string version;
+  // List on local files: why the entry could not be examined ("a dangling
+  // symbolic link", "a symbolic link loop", an errno's text); "" when it
+  // could. Such entries are listed (size 0, not a directory), never dropped.
+  std::string unreadable = {};
+  // List on local files: the device and inode it names, mixed (0 where
+  // unknown): the same directory reached twice by links has the same one.
+  uint64_t node = 0;
 };
 
 // How a file will be read; implementations turn it into readahead advice.

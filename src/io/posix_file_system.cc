@@ -13,11 +13,17 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "io/file_system.h"
 
 namespace aq::io {
 namespace {
+
+// A file's identity (device and inode) in one number.
+uint64_t NodeOf(const struct stat& st) {
+  return static_cast<uint64_t>(st.st_ino) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(st.st_dev);
+}
 
 class PosixRandomAccessFile final : public RandomAccessFile {
  public:
@@ -199,7 +205,9 @@ class PosixFileSystem final : public FileSystem {
   Result<FileInfo> Stat(const std::string& path) override {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, "stat", path);
-    return FileInfo{path, static_cast<uint64_t>(st.st_size), S_ISDIR(st.st_mode), st.st_mtim.tv_sec};
+    FileInfo info{path, static_cast<uint64_t>(st.st_size), S_ISDIR(st.st_mode), st.st_mtim.tv_sec};
+    info.node = NodeOf(st);
+    return info;
   }
 
   Result<std::vector<FileInfo>> List(const std::string& dir) override {
@@ -220,8 +228,20 @@ class PosixFileSystem final : public FileSystem {
       std::string name = e->d_name;
       if (name == "." || name == "..") continue;
       struct stat st {};
-      if (::fstatat(::dirfd(d), e->d_name, &st, 0) != 0) continue;  // vanished or dangling link
-      out.push_back({name, static_cast<uint64_t>(st.st_size), S_ISDIR(st.st_mode), st.st_mtim.tv_sec});
+      if (::fstatat(::dirfd(d), e->d_name, &st, 0) != 0) {
+        const int err = errno;
+        struct stat link {};
+        if (::fstatat(::dirfd(d), e->d_name, &link, AT_SYMLINK_NOFOLLOW) != 0) continue;  // vanished meanwhile
+        FileInfo bad{name, 0, false, link.st_mtim.tv_sec};
+        bad.unreadable = err == ENOENT && S_ISLNK(link.st_mode) ? "a dangling symbolic link"
+                         : err == ELOOP                         ? "a symbolic link loop"
+                                                                : std::strerror(err);
+        out.push_back(std::move(bad));
+        continue;
+      }
+      FileInfo info{name, static_cast<uint64_t>(st.st_size), S_ISDIR(st.st_mode), st.st_mtim.tv_sec};
+      info.node = NodeOf(st);
+      out.push_back(std::move(info));
     }
     ::closedir(d);
     std::sort(out.begin(), out.end(), [](const FileInfo& a, const FileInfo& b) { return a.name < b.name; });

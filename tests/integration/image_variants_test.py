@@ -91,7 +91,12 @@ class ImageVariants(unittest.TestCase):
         self.assertEqual(r["images"], len(self.good))
         self.assertEqual(r["found"], len(self.good) + len(self.bad))
         self.assertEqual({c["file"] for c in r["converted"]}, self.convert)
-        self.assertEqual(r["ignored_files"], 2)  # README.txt, labels.csv (manifest.json is beside the classes)
+        # Every file not taken is named with why: README.txt and labels.csv in
+        # class folders, manifest.json beside them.
+        ignored = {i["file"]: i["reason"] for i in r["ignored"]}
+        self.assertEqual(r["ignored_files"], len(ignored))
+        self.assertEqual({os.path.basename(p) for p in ignored}, {"README.txt", "labels.csv", "manifest.json"})
+        self.assertTrue(all(ignored.values()), ignored)
         for reason in skipped.values():
             self.assertTrue(reason, "every left-out file says why")
 
