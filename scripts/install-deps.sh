@@ -15,7 +15,7 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libturbojpeg0-dev libjpeg62-turbo-dev
   # PNG, GIF and BMP images found in JPEG datasets (converted by pack)
-  libpng-dev libgif-dev libstb-dev
+  libpng-dev libgif-dev libstb-dev libwebp-dev libtiff-dev
   # the monitor's Prometheus endpoint; the storage bench's io_uring queue
   libcpp-httplib-dev liburing-dev
   # aquifer mount (FUSE low-level API) and fusermount3

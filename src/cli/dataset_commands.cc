@@ -119,7 +119,8 @@ void AddPack(CLI::App* group, Globals& g) {
       "Read JPEG headers only instead of decoding every image (faster; damage in the image data goes unnoticed)");
   cmd->add_flag(
       "--no-convert", [o](int64_t) { o->convert = false; },
-      "Do not re-encode PNG, GIF and BMP files as JPEG (quality 100); they then count as images that cannot be packed");
+      "Do not re-encode PNG, GIF, BMP, WebP, TIFF and PPM/PGM files as JPEG (quality 100); they then count as "
+      "images that cannot be packed");
   cmd->add_flag("--overwrite", o->overwrite, "Replace existing shards");
   cmd->add_flag("--allow-empty-classes", o->allow_empty_classes,
                 "A class folder with no image keeps its label (torchvision's allow_empty=True) instead of stopping "

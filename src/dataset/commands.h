@@ -62,7 +62,7 @@ struct PackOptions {
   // Decode every JPEG fully (damage anywhere in a file is found, as
   // TensorFlow's converter decodes every image); false: headers only.
   bool decode_check = true;
-  // Re-encode PNG, GIF and BMP files as JPEG (quality 100, 4:4:4), as
+  // Re-encode PNG, GIF, BMP, WebP, TIFF and PPM/PGM files as JPEG (quality 100, 4:4:4), as
   // TensorFlow's converter does; false: they are images that cannot be packed.
   bool convert = true;
   // For images that cannot be packed (damaged, not an image, a format that

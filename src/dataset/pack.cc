@@ -6,7 +6,7 @@
 // a full disk never leaves a shard that looks complete but is not.
 //
 // No image is lost without a word: every JPEG is decoded (damage found
-// anywhere in it), PNG/GIF/BMP files are converted to JPEG and listed, and
+// anywhere in it), other image formats are converted to JPEG and listed, and
 // what cannot be packed stops the run or is listed as left out. Packing
 // nothing is an error. The output depends only on the input and the seed,
 // never on the thread count.

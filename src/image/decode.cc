@@ -3,8 +3,13 @@
 #include <fmt/format.h>
 #include <gif_lib.h>
 #include <png.h>
+#include <tiffio.h>
+#include <webp/decode.h>
 
+#include <cctype>
 #include <csetjmp>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -12,10 +17,11 @@
 
 #include "image/jpeg.h"
 
-// stb_image for BMP only: its other decoders are not used.
+// stb_image for BMP and PNM only: its other decoders are not used.
 #define STB_IMAGE_IMPLEMENTATION
 #define STB_IMAGE_STATIC
 #define STBI_ONLY_BMP
+#define STBI_ONLY_PNM
 #define STBI_NO_STDIO
 #define STBI_NO_LINEAR
 #define STBI_NO_HDR
@@ -260,7 +266,7 @@ Status CheckBmpExtent(std::string_view d) {
     compression = Le32(d, 30);
   }
   if (compression != 0 && compression != 3 && compression != 6) {
-    return Unsupported(fmt::format("BMP compression {} (run-length or embedded) is not decoded", compression));
+    return Unsupported(fmt::format("BMP compression {} (embedded JPEG or PNG) is not decoded", compression));
   }
   if (w <= 0 || h == 0 || bits == 0) return Corruption(fmt::format("damaged BMP: {}x{} at {} bits", w, h, bits));
   const uint64_t row = (static_cast<uint64_t>(bits) * static_cast<uint64_t>(w) + 31) / 32 * 4;
@@ -271,7 +277,75 @@ Status CheckBmpExtent(std::string_view d) {
   return Status::Ok();
 }
 
+// RLE8 (compression 1) and RLE4 (2), which stb_image does not read: runs
+// of one palette index, absolute runs (padded to 16 bits), end of line,
+// end of bitmap and deltas, rows bottom-up. Pixels the data skips (a delta,
+// an early end of line or bitmap) are palette index 0, as Windows and PIL
+// leave them. Runs past a row's end are cut at it; data that ends before
+// the end-of-bitmap mark is a cut file.
+Result<Image> DecodeBmpRle(std::string_view d, uint64_t max_pixels) {
+  if (d.size() < 54) return Truncated("BMP data ends early, inside its headers");
+  const uint32_t offset = Le32(d, 10), header = Le32(d, 14);
+  const int64_t w = static_cast<int32_t>(Le32(d, 18)), h = static_cast<int32_t>(Le32(d, 22));
+  const int bits = static_cast<uint8_t>(d[28]) | static_cast<uint8_t>(d[29]) << 8;
+  const uint32_t compression = Le32(d, 30);
+  uint32_t colors = Le32(d, 46);
+  if ((compression == 1 && bits != 8) || (compression == 2 && bits != 4) || w <= 0 || h <= 0) {
+    return Corruption(
+        fmt::format("damaged BMP: {}x{} at {} bits with run-length compression {}", w, h, bits, compression));
+  }
+  if (static_cast<uint64_t>(w) * static_cast<uint64_t>(h) > max_pixels) return TooLarge("BMP", w, h, max_pixels);
+  if (colors == 0 || colors > (1u << bits)) colors = 1u << bits;
+  const uint64_t palette_at = 14 + static_cast<uint64_t>(header);
+  if (palette_at + 4ull * colors > d.size() || offset > d.size()) return Truncated("BMP data ends inside its palette");
+  std::vector<uint8_t> index(static_cast<size_t>(w * h), 0);
+  size_t p = offset;
+  int64_t x = 0, y = 0;  // y counts rows from the bottom
+  auto put = [&](uint8_t v) {
+    if (x < w && y < h) index[static_cast<size_t>((h - 1 - y) * w + x)] = v;
+    ++x;
+  };
+  for (bool end = false; !end;) {
+    if (p + 2 > d.size()) return Truncated("BMP run-length data ends before its end-of-bitmap mark");
+    const uint8_t n = static_cast<uint8_t>(d[p]), v = static_cast<uint8_t>(d[p + 1]);
+    p += 2;
+    if (n > 0) {
+      for (int i = 0; i < n; ++i) put(bits == 8 ? v : (i % 2 == 0 ? v >> 4 : v & 0x0f));
+    } else if (v == 0) {
+      x = 0;
+      ++y;
+    } else if (v == 1) {
+      end = true;
+    } else if (v == 2) {
+      if (p + 2 > d.size()) return Truncated("BMP run-length data ends inside a delta");
+      x += static_cast<uint8_t>(d[p]);
+      y += static_cast<uint8_t>(d[p + 1]);
+      p += 2;
+    } else {
+      const size_t bytes = bits == 8 ? v : (v + 1u) / 2;
+      if (p + bytes > d.size()) return Truncated("BMP run-length data ends inside an absolute run");
+      for (int i = 0; i < v; ++i) {
+        const auto b = static_cast<uint8_t>(d[p + static_cast<size_t>(bits == 8 ? i : i / 2)]);
+        put(bits == 8 ? b : (i % 2 == 0 ? b >> 4 : b & 0x0f));
+      }
+      p += bytes + (bytes % 2);
+    }
+    if (y >= h) end = true;  // every row written: what follows is not read
+  }
+  Image out(static_cast<int>(w), static_cast<int>(h), 3);
+  for (size_t i = 0; i < index.size(); ++i) {
+    const size_t at = palette_at + 4 * std::min<size_t>(index[i], colors - 1);
+    out.pixels[3 * i] = static_cast<uint8_t>(d[at + 2]);
+    out.pixels[3 * i + 1] = static_cast<uint8_t>(d[at + 1]);
+    out.pixels[3 * i + 2] = static_cast<uint8_t>(d[at]);
+  }
+  return out;
+}
+
 Result<Image> DecodeBmp(std::string_view data, uint64_t max_pixels) {
+  if (data.size() >= 34 && Le32(data, 14) >= 40 && (Le32(data, 30) == 1 || Le32(data, 30) == 2)) {
+    return DecodeBmpRle(data, max_pixels);
+  }
   AQ_TRY(CheckBmpExtent(data));
   const auto* bytes = reinterpret_cast<const stbi_uc*>(data.data());
   const int len = static_cast<int>(std::min<size_t>(data.size(), INT32_MAX));
@@ -291,6 +365,166 @@ Result<Image> DecodeBmp(std::string_view data, uint64_t max_pixels) {
   return out;
 }
 
+// ---------------------------------------------------------------- PNM
+// Binary PPM (P6) and PGM (P5) through stb_image; the plain-text forms are
+// refused by name.
+Result<Image> DecodePnm(std::string_view data, uint64_t max_pixels) {
+  if (data[1] != '5' && data[1] != '6') {
+    return Unsupported(
+        fmt::format("a plain-text or bitmap PNM (P{}) is not decoded (binary PPM and PGM are)", data[1]));
+  }
+  // The header: magic, width, height, maxval (comments allowed), one
+  // whitespace byte, then the samples. stb_image reads missing samples as
+  // zeros, so the extent is checked here.
+  size_t p = 2;
+  uint64_t fields[3] = {0, 0, 0};
+  for (auto& v : fields) {
+    while (p < data.size() && (std::isspace(static_cast<unsigned char>(data[p])) || data[p] == '#')) {
+      if (data[p] == '#') {
+        while (p < data.size() && data[p] != '\n') ++p;
+      } else {
+        ++p;
+      }
+    }
+    if (p >= data.size() || !std::isdigit(static_cast<unsigned char>(data[p]))) {
+      return p >= data.size() ? Truncated("PNM data ends early, inside its header")
+                              : Corruption("damaged PNM: its header is not width, height and maximum value");
+    }
+    while (p < data.size() && std::isdigit(static_cast<unsigned char>(data[p])) && v < (1ull << 32)) {
+      v = v * 10 + static_cast<uint64_t>(data[p++] - '0');
+    }
+  }
+  const auto [w, h, maxval] = fields;
+  if (w == 0 || h == 0 || maxval == 0 || maxval > 65535) {
+    return Corruption(fmt::format("damaged PNM: {}x{} with maximum value {}", w, h, maxval));
+  }
+  if (w * h > max_pixels) return TooLarge("PNM", w, h, max_pixels);
+  const uint64_t need = p + 1 + w * h * (data[1] == '6' ? 3 : 1) * (maxval > 255 ? 2 : 1);
+  if (need > data.size()) {
+    return Truncated(fmt::format("PNM data ends early: {} bytes, its samples need {}", data.size(), need));
+  }
+  const auto* bytes = reinterpret_cast<const stbi_uc*>(data.data());
+  const int len = static_cast<int>(std::min<size_t>(data.size(), INT32_MAX));
+  int n = 0;
+  int iw = 0, ih = 0;
+  std::unique_ptr<stbi_uc, void (*)(void*)> px(stbi_load_from_memory(bytes, len, &iw, &ih, &n, 0), stbi_image_free);
+  if (px == nullptr) return Corruption(fmt::format("damaged PNM: {}", stbi_failure_reason()));
+  if (static_cast<uint64_t>(iw) != w || static_cast<uint64_t>(ih) != h || (n != 1 && n != 3)) {
+    return Corruption(fmt::format("damaged PNM: its header says {}x{}, its decoder read {}x{}x{}", w, h, iw, ih, n));
+  }
+  Image out(iw, ih, n);
+  std::memcpy(out.pixels.data(), px.get(), out.pixels.size());
+  return out;
+}
+
+// ---------------------------------------------------------------- WebP
+Result<Image> DecodeWebp(std::string_view data, uint64_t max_pixels) {
+  const auto* bytes = reinterpret_cast<const uint8_t*>(data.data());
+  WebPBitstreamFeatures f;
+  const VP8StatusCode st = WebPGetFeatures(bytes, data.size(), &f);
+  if (st == VP8_STATUS_NOT_ENOUGH_DATA) return Truncated("WebP data ends early, inside its headers");
+  if (st != VP8_STATUS_OK) return Corruption(fmt::format("damaged WebP (libwebp status {})", static_cast<int>(st)));
+  if (f.has_animation) return Unsupported("an animated WebP is not decoded (still WebP images are)");
+  if (static_cast<uint64_t>(f.width) * static_cast<uint64_t>(f.height) > max_pixels) {
+    return TooLarge("WebP", f.width, f.height, max_pixels);
+  }
+  Image out(f.width, f.height, 3);
+  if (WebPDecodeRGBInto(bytes, data.size(), out.pixels.data(), out.pixels.size(), f.width * 3) == nullptr) {
+    // The headers were whole: the image data is cut or damaged.
+    const uint64_t riff = data.size() >= 8 ? Le32(data, 4) + 8ull : 0;
+    if (riff > data.size()) {
+      return Truncated(fmt::format("WebP data ends early: {} bytes, its RIFF header says {}", data.size(), riff));
+    }
+    return Corruption("damaged WebP: libwebp cannot decode its image data");
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- TIFF
+struct TiffMemory {
+  std::string_view data;
+  uint64_t pos = 0;
+  std::string error;
+};
+
+tmsize_t TiffRead(thandle_t h, void* buf, tmsize_t n) {
+  auto* m = static_cast<TiffMemory*>(h);
+  if (m->pos >= m->data.size()) return 0;
+  const auto got = static_cast<tmsize_t>(std::min<uint64_t>(static_cast<uint64_t>(n), m->data.size() - m->pos));
+  std::memcpy(buf, m->data.data() + m->pos, static_cast<size_t>(got));
+  m->pos += static_cast<uint64_t>(got);
+  return got;
+}
+tmsize_t TiffWrite(thandle_t, void*, tmsize_t) { return -1; }
+toff_t TiffSeek(thandle_t h, toff_t off, int whence) {
+  auto* m = static_cast<TiffMemory*>(h);
+  const uint64_t base = whence == SEEK_CUR ? m->pos : whence == SEEK_END ? m->data.size() : 0;
+  m->pos = base + off;
+  return m->pos;
+}
+int TiffClose(thandle_t) { return 0; }
+toff_t TiffSize(thandle_t h) { return static_cast<TiffMemory*>(h)->data.size(); }
+int TiffMap(thandle_t, void**, toff_t*) { return 0; }
+void TiffUnmap(thandle_t, void*, toff_t) {}
+
+// Per-handle error handlers (libtiff 4.5): no global state between threads.
+int TiffError(TIFF*, void* user, const char*, const char* fmt, va_list ap) {
+  auto* m = static_cast<TiffMemory*>(user);
+  char msg[512];
+  std::vsnprintf(msg, sizeof msg, fmt, ap);
+  if (m->error.empty()) m->error = msg;
+  return 1;
+}
+int TiffWarning(TIFF*, void*, const char*, const char*, va_list) { return 1; }  // unknown tags and the like
+
+// The first page, through TIFFReadRGBAImage: every photometric, bit depth
+// and compression libtiff reads, as 8-bit RGB (gray stays gray when the
+// page is 8-bit gray).
+Result<Image> DecodeTiff(std::string_view data, uint64_t max_pixels) {
+  TiffMemory m{data, 0, {}};
+  TIFFOpenOptions* opts = TIFFOpenOptionsAlloc();
+  TIFFOpenOptionsSetErrorHandlerExtR(opts, TiffError, &m);
+  TIFFOpenOptionsSetWarningHandlerExtR(opts, TiffWarning, &m);
+  TIFF* tif =
+      TIFFClientOpenExt("tiff", "rm", &m, TiffRead, TiffWrite, TiffSeek, TiffClose, TiffSize, TiffMap, TiffUnmap, opts);
+  TIFFOpenOptionsFree(opts);
+  auto damaged = [&](std::string_view what) -> Status {
+    const std::string why = m.error.empty() ? std::string(what) : m.error;
+    const bool cut = why.find("Read error") != std::string::npos || why.find("end of file") != std::string::npos ||
+                     why.find("past end") != std::string::npos || why.find("Not enough data") != std::string::npos;
+    return cut ? Truncated(fmt::format("TIFF data ends early ({})", why))
+               : Corruption(fmt::format("damaged TIFF: {}", why));
+  };
+  if (tif == nullptr) return damaged("libtiff cannot open it");
+  std::unique_ptr<TIFF, void (*)(TIFF*)> close(tif, TIFFClose);
+  uint32_t w = 0, h = 0;
+  uint16_t samples = 1, bits = 8, photometric = PHOTOMETRIC_MINISBLACK;
+  TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &w);
+  TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &h);
+  TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLESPERPIXEL, &samples);
+  TIFFGetFieldDefaulted(tif, TIFFTAG_BITSPERSAMPLE, &bits);
+  TIFFGetFieldDefaulted(tif, TIFFTAG_PHOTOMETRIC, &photometric);
+  if (w == 0 || h == 0) return Corruption(fmt::format("damaged TIFF: {}x{} pixels", w, h));
+  if (static_cast<uint64_t>(w) * h > max_pixels) return TooLarge("TIFF", w, h, max_pixels);
+  std::vector<uint32_t> raster(static_cast<size_t>(w) * h);
+  if (TIFFReadRGBAImageOriented(tif, w, h, raster.data(), ORIENTATION_TOPLEFT, 0) == 0 || !m.error.empty()) {
+    return damaged("libtiff cannot read its pixels");
+  }
+  const bool gray =
+      samples == 1 && bits == 8 && (photometric == PHOTOMETRIC_MINISBLACK || photometric == PHOTOMETRIC_MINISWHITE);
+  Image out(static_cast<int>(w), static_cast<int>(h), gray ? 1 : 3);
+  for (size_t i = 0; i < raster.size(); ++i) {
+    if (gray) {
+      out.pixels[i] = static_cast<uint8_t>(TIFFGetR(raster[i]));
+    } else {
+      out.pixels[3 * i] = static_cast<uint8_t>(TIFFGetR(raster[i]));
+      out.pixels[3 * i + 1] = static_cast<uint8_t>(TIFFGetG(raster[i]));
+      out.pixels[3 * i + 2] = static_cast<uint8_t>(TIFFGetB(raster[i]));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 ImageFormat SniffImageFormat(std::string_view d) {
@@ -301,6 +535,9 @@ ImageFormat SniffImageFormat(std::string_view d) {
   if (StartsWith(d, "RIFF") && d.size() >= 12 && d.substr(8, 4) == "WEBP") return ImageFormat::kWebp;
   if (StartsWith(d, std::string_view("II*\0", 4)) || StartsWith(d, std::string_view("MM\0*", 4))) {
     return ImageFormat::kTiff;
+  }
+  if (d.size() >= 3 && d[0] == 'P' && d[1] >= '1' && d[1] <= '6' && std::isspace(static_cast<unsigned char>(d[2]))) {
+    return ImageFormat::kPnm;
   }
   return ImageFormat::kUnknown;
 }
@@ -313,26 +550,26 @@ std::string_view ImageFormatName(ImageFormat f) {
     case ImageFormat::kBmp: return "BMP";
     case ImageFormat::kWebp: return "WebP";
     case ImageFormat::kTiff: return "TIFF";
+    case ImageFormat::kPnm: return "PNM";
     case ImageFormat::kUnknown: return "unknown";
   }
   return "unknown";
 }
 
-bool IsConvertible(ImageFormat f) { return f == ImageFormat::kPng || f == ImageFormat::kGif || f == ImageFormat::kBmp; }
+bool IsConvertible(ImageFormat f) { return f != ImageFormat::kJpeg && f != ImageFormat::kUnknown; }
 
 Result<Image> DecodeImage(std::string_view data, uint64_t max_pixels) {
   switch (SniffImageFormat(data)) {
     case ImageFormat::kPng: return DecodePng(data, max_pixels);
     case ImageFormat::kGif: return DecodeGif(data, max_pixels);
     case ImageFormat::kBmp: return DecodeBmp(data, max_pixels);
+    case ImageFormat::kWebp: return DecodeWebp(data, max_pixels);
+    case ImageFormat::kTiff: return DecodeTiff(data, max_pixels);
+    case ImageFormat::kPnm: return DecodePnm(data, max_pixels);
     case ImageFormat::kJpeg: return Unsupported("a JPEG: decode it with DecodeJpeg");
-    case ImageFormat::kWebp:
-    case ImageFormat::kTiff:
-      return Unsupported(fmt::format("{} images are not decoded (JPEG, PNG, GIF and BMP are)",
-                                     ImageFormatName(SniffImageFormat(data))));
     case ImageFormat::kUnknown: break;
   }
-  return Unsupported("not an image in a format aquifer decodes (JPEG, PNG, GIF, BMP)");
+  return Unsupported("not an image in a format aquifer decodes (JPEG, PNG, GIF, BMP, WebP, TIFF, PPM/PGM)");
 }
 
 Result<ImageCheck> CheckImage(std::string_view data, bool full, uint64_t max_pixels) {

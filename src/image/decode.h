@@ -1,10 +1,13 @@
 // Images in the formats real JPEG datasets also hold (ImageNet has a PNG
-// and CMYK JPEGs named .JPEG): recognising them by their bytes, and decoding
-// PNG (libpng), GIF (giflib, first frame) and BMP (stb_image) as PIL's
-// Image.convert("RGB") sees them, so a converted image matches what a
-// torchvision pipeline would have read: alpha is dropped (not composited),
-// palettes are expanded, 16-bit samples keep their high byte, gamma and
-// colour profiles are ignored.
+// and CMYK JPEGs named .JPEG; torchvision's ImageFolder loads WebP, TIFF
+// and PPM/PGM too): recognising them by their bytes, and decoding PNG
+// (libpng), GIF (giflib, first frame), BMP (stb_image; RLE8 and RLE4 here),
+// WebP (libwebp, still images), TIFF (libtiff, first page) and binary
+// PPM/PGM (stb_image) as PIL's Image.convert("RGB") sees them, so a
+// converted image matches what a torchvision pipeline would have read:
+// alpha is dropped (not composited; libtiff premultiplies a TIFF's
+// unassociated alpha, PIL does not), palettes are expanded, 16-bit samples
+// keep their high byte, gamma and colour profiles are ignored.
 //
 // Thread safety: all functions may be called concurrently.
 #pragma once
@@ -17,7 +20,7 @@
 
 namespace aq::image {
 
-enum class ImageFormat { kJpeg, kPng, kGif, kBmp, kWebp, kTiff, kUnknown };
+enum class ImageFormat { kJpeg, kPng, kGif, kBmp, kWebp, kTiff, kPnm, kUnknown };
 
 // By the first bytes (magic numbers), never by the file name.
 ImageFormat SniffImageFormat(std::string_view data);
@@ -30,8 +33,8 @@ bool IsConvertible(ImageFormat f);
 // bytes of header must not make the decoder allocate gigabytes.
 inline constexpr uint64_t kMaxImagePixels = 1ull << 28;
 
-// Decodes a PNG, GIF or BMP to 8-bit gray (1 channel, for gray sources) or
-// RGB (3 channels). kCorruption or kTruncated for damaged files with the
+// Decodes a PNG, GIF, BMP, WebP, TIFF or PPM/PGM to 8-bit gray (1 channel,
+// for gray sources) or RGB (3 channels). kCorruption or kTruncated for damaged files with the
 // decoder's reason; kUnsupported for other formats (JPEG included: use
 // DecodeJpeg) and for images over max_pixels.
 Result<Image> DecodeImage(std::string_view data, uint64_t max_pixels = kMaxImagePixels);

@@ -448,7 +448,7 @@ struct Pipeline::Impl {
                            [&](int row, const uint8_t* rgb) { image::StoreRow(rgb, n, row, n, flip, o.store, dst); });
   }
 
-  // PNG, GIF and BMP samples (image folders and records may hold them):
+  // Samples in other image formats (image folders and records may hold them):
   // decoded whole, then the same crop, resampling and augmentation.
   Status DecodeOther(Worker& w, std::string_view encoded, Rng& rng, void* dst, const Geometry& geo) {
     const image::Image img = image::ToRgb(AQ_TRY(image::DecodeImage(encoded)));

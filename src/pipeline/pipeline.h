@@ -19,7 +19,7 @@
 // (Rng::Derive(seed, output index)), so the same seed yields the same
 // batches whatever the thread counts.
 //
-// PNG, GIF and BMP samples are decoded too. A damaged or undecodable sample
+// PNG, GIF, BMP, WebP, TIFF and PPM/PGM samples are decoded too. A damaged or undecodable sample
 // (libjpeg's warnings about the data count as damage) is counted and
 // reported with its file and record number; under ErrorPolicy::kSkip its batch slot is filled with a
 // copy of another sample of the same batch, so every rank still produces the
