@@ -152,6 +152,13 @@ void AddPack(CLI::App* group, Globals& g) {
       if (r->converted.size() > 20) std::printf("    ... and %zu more (--json lists all)\n", r->converted.size() - 20);
     }
     PrintSkipped(r->skipped, true, "left out");
+    if (!r->warnings.empty()) {
+      std::printf("  warnings   %zu image(s) packed whole despite a decoder warning\n", r->warnings.size());
+      for (size_t i = 0; i < r->warnings.size() && i < 10; ++i) {
+        std::printf("    %s: %s\n", r->warnings[i].path.c_str(), r->warnings[i].reason.c_str());
+      }
+      if (r->warnings.size() > 10) std::printf("    ... and %zu more (--json lists all)\n", r->warnings.size() - 10);
+    }
     if (!r->ignored.empty()) {
       std::printf("  ignored    %zu file(s) not taken as images\n", r->ignored.size());
       for (size_t i = 0; i < r->ignored.size() && i < 10; ++i) {

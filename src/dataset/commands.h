@@ -96,7 +96,10 @@ struct PackReport {
   std::vector<ConvertedImage> converted;       // sorted by file
   std::vector<format::SkippedRecord> skipped;  // left out, sorted by file
   std::vector<format::IgnoredFile> ignored;    // every file not taken, with why, by path
-  std::vector<std::string> empty_classes;      // kept with their labels (allow_empty_classes)
+  // Packed, with what a strict reader warns about that left every pixel
+  // decoded (extraneous bytes before a marker), by path.
+  std::vector<format::IgnoredFile> warnings;
+  std::vector<std::string> empty_classes;  // kept with their labels (allow_empty_classes)
 };
 Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& options);
 

@@ -33,6 +33,8 @@ json ToJson(const PackReport& r) {
   for (const auto& c : r.converted) {
     converted.push_back({{"file", c.file}, {"from", c.from}, {"bytes_in", c.bytes_in}, {"bytes_out", c.bytes_out}});
   }
+  json warnings = json::array();
+  for (const auto& w : r.warnings) warnings.push_back({{"file", w.path}, {"warning", w.reason}});
   json ignored = json::array();
   for (const auto& i : r.ignored) ignored.push_back({{"file", i.path}, {"reason", i.reason}});
   return {{"command", "dataset pack"},
@@ -47,6 +49,7 @@ json ToJson(const PackReport& r) {
           {"seconds", r.seconds},
           {"converted", converted},
           {"skipped", ToJson(r.skipped)},
+          {"warnings", warnings},
           {"ignored_files", r.ignored.size()},
           {"ignored", ignored},
           {"empty_classes", r.empty_classes}};

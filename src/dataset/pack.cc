@@ -54,6 +54,7 @@ Result<std::map<std::string, std::string>> LoadLabels(io::FileSystem& fs, const 
 struct Prepared {
   int width = 0, height = 0;
   image::ImageFormat converted_from = image::ImageFormat::kJpeg;
+  std::string notice;  // passed over without harm (extraneous bytes), kept
 };
 
 Result<Prepared> PrepareImage(std::string* bytes, const PackOptions& o) {
@@ -71,8 +72,9 @@ Result<Prepared> PrepareImage(std::string* bytes, const PackOptions& o) {
     return Prepared{img.width, img.height, f};
   }
   image::JpegInfo info = AQ_TRY(image::ReadJpegInfo(*bytes));  // names what non-JPEG bytes look like
-  if (o.decode_check) AQ_TRY(image::CheckJpeg(*bytes));
-  return Prepared{info.width, info.height, image::ImageFormat::kJpeg};
+  std::string notice;
+  if (o.decode_check) AQ_TRY(image::CheckJpeg(*bytes, &notice));
+  return Prepared{info.width, info.height, image::ImageFormat::kJpeg, notice};
 }
 
 struct ShardPlan {
@@ -310,6 +312,7 @@ class Packer {
               [](const auto& a, const auto& b) { return std::tie(a.file, a.record) < std::tie(b.file, b.record); });
     std::sort(rep_.converted.begin(), rep_.converted.end(),
               [](const auto& a, const auto& b) { return a.file < b.file; });
+    std::sort(rep_.warnings.begin(), rep_.warnings.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
     if (images_ == 0) {
       for (const auto& sp : plan) {
         (void)fs_.Remove(sp.final_path);
@@ -370,6 +373,10 @@ class Packer {
       MutexLock lock(mu_);
       rep_.skipped.push_back({img.path, 0, id, got, info.status().message()});
       return Status::Ok();
+    }
+    if (!info->notice.empty()) {
+      MutexLock lock(mu_);
+      rep_.warnings.push_back({img.path, info->notice});
     }
     if (info->converted_from != image::ImageFormat::kJpeg) {
       MutexLock lock(mu_);

@@ -55,7 +55,12 @@ Result<Image> DecodeJpeg(std::string_view data) {
   return *img;
 }
 
-Status CheckJpeg(std::string_view data) { return ThreadDecoder().DecodeFull(data).status(); }
+Status CheckJpeg(std::string_view data, std::string* notice) {
+  RegionDecoder& d = ThreadDecoder();
+  AQ_TRY(d.DecodeFull(data));
+  if (notice != nullptr) *notice = d.notice();
+  return Status::Ok();
+}
 
 Result<std::string> EncodeJpeg(const Image& img, EncodeOptions opt) {
   if (img.channels != 1 && img.channels != 3) return InvalidArgument("EncodeJpeg: 1 or 3 channels only");

@@ -45,7 +45,8 @@ Result<Image> DecodeJpeg(std::string_view data);
 
 // Decodes the whole image and discards the pixels: ok when libjpeg reads
 // every row and the end-of-image marker without an error or damage warning.
-Status CheckJpeg(std::string_view data);
+// `notice`: set to what was passed over without harm (RegionDecoder::notice).
+Status CheckJpeg(std::string_view data, std::string* notice = nullptr);
 
 struct EncodeOptions {
   int quality = 90;           // 1..100

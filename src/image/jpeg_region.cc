@@ -25,6 +25,10 @@ struct RegionDecoder::State {
     int damage;
     int damage_code;
     char warning[JMSG_LENGTH_MAX];
+    // Bytes between segments that are not a marker (libjpeg skips them):
+    // harmless alone, when every row decoded without a damage warning.
+    int extraneous;
+    char notice[JMSG_LENGTH_MAX];
   };
   jpeg_decompress_struct cinfo{};
   ErrorManager err{};
@@ -51,6 +55,10 @@ struct RegionDecoder::State {
       if (level >= 0) return;  // trace messages
       auto* e = reinterpret_cast<ErrorManager*>(c->err);
       ++c->err->num_warnings;
+      if (c->err->msg_code == JWRN_EXTRANEOUS_DATA) {
+        if (e->extraneous++ == 0) (*c->err->format_message)(c, e->notice);
+        return;
+      }
       if (!IsDamage(c->err->msg_code)) return;
       if (e->damage++ == 0) {
         e->damage_code = c->err->msg_code;
@@ -59,6 +67,7 @@ struct RegionDecoder::State {
     };
     err.damage = 0;
     err.damage_code = 0;
+    err.extraneous = 0;
     jpeg_create_decompress(&cinfo);
     created = true;
   }
@@ -66,7 +75,10 @@ struct RegionDecoder::State {
   // libjpeg warns and carries on (filling grey) where the entropy-coded
   // data is damaged; those warnings are errors here. The others are about
   // metadata (an unknown JFIF revision or Adobe transform code, a bad ICC
-  // marker) and leave the pixels as the encoder meant them.
+  // marker) and leave the pixels as the encoder meant them. Extraneous
+  // bytes before a marker are damage only beside another damage warning
+  // (corrupt entropy data that stopped a scan early leaves its rest
+  // before the next marker); alone, every row was decoded: see notice().
   static bool IsDamage(int code) {
     switch (code) {
       case JWRN_JPEG_EOF:
@@ -74,7 +86,6 @@ struct RegionDecoder::State {
       case JWRN_HUFF_BAD_CODE:
       case JWRN_ARITH_BAD_CODE:
       case JWRN_MUST_RESYNC:
-      case JWRN_EXTRANEOUS_DATA:
       case JWRN_BOGUS_PROGRESSION:
       case JWRN_NOT_SEQUENTIAL: return true;
       default: return false;
@@ -83,8 +94,9 @@ struct RegionDecoder::State {
 
   Status DamageStatus() const {
     if (err.damage_code == JWRN_JPEG_EOF) return Truncated(fmt::format("JPEG data ends early ({})", err.warning));
-    return Corruption(fmt::format("damaged JPEG data ({}{})", err.warning,
-                                  err.damage > 1 ? fmt::format("; {} warnings in all", err.damage) : ""));
+    const int all = err.damage + err.extraneous;
+    return Corruption(
+        fmt::format("damaged JPEG data ({}{})", err.warning, all > 1 ? fmt::format("; {} warnings in all", all) : ""));
   }
 
   // The error that longjmp'ed out of libjpeg, with the cause named where
@@ -109,6 +121,8 @@ struct RegionDecoder::State {
 };
 
 RegionDecoder::RegionDecoder() : s_(std::make_unique<State>()) {}
+
+std::string RegionDecoder::notice() const { return s_->err.extraneous > 0 ? std::string(s_->err.notice) : ""; }
 RegionDecoder::~RegionDecoder() = default;
 
 namespace {

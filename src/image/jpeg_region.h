@@ -82,6 +82,12 @@ class RegionDecoder {
   // the entropy-only bound.
   Status DecodeEntropy(std::string_view jpeg);
 
+  // What the last successful decode passed over that a strict reader
+  // warns about but that left every pixel decoded ("Corrupt JPEG data: 3
+  // extraneous bytes before marker 0xd9", as djpeg says), or "". PIL and
+  // torchvision decode such files without a word.
+  std::string notice() const;
+
  private:
   struct State;
   std::unique_ptr<State> s_;

@@ -301,6 +301,27 @@ TEST(Jpeg, DamagedDataIsAnErrorNotAWarning) {
   EXPECT_EQ(d.DecodeEntropy(broken).code(), StatusCode::kCorruption);
 }
 
+// Bytes between segments that are not a marker: libjpeg skips them with a
+// warning and decodes every row (PIL says nothing). Kept, with a notice;
+// beside real damage they are damage.
+TEST(Jpeg, ExtraneousBytesAloneAreANoticeBesideDamageAnError) {
+  const std::string clean = *EncodeJpeg(TestPhoto(), {90});
+  const size_t dqt = clean.find("\xff\xdb");
+  ASSERT_NE(dqt, std::string::npos);
+  const std::string extra = clean.substr(0, dqt) + std::string(3, '\0') + clean.substr(dqt);
+  std::string notice;
+  ASSERT_TRUE(CheckJpeg(extra, &notice).ok());
+  EXPECT_NE(notice.find("3 extraneous bytes before marker 0xdb"), std::string::npos) << "[" << notice << "]";
+  EXPECT_EQ(DecodeJpeg(extra)->pixels, DecodeJpeg(clean)->pixels);
+  ASSERT_TRUE(CheckJpeg(clean, &notice).ok());
+  EXPECT_EQ(notice, "");  // nothing left over from the file before
+  LibjpegOptions o;
+  o.restart_rows = 1;
+  const std::string broken = BreakRestartMarker(EncodeWithLibjpeg(TestPhoto(), o), 3);
+  const std::string both = broken.substr(0, broken.size() - 2) + "\x12\x34" + broken.substr(broken.size() - 2);
+  EXPECT_EQ(CheckJpeg(both).code(), StatusCode::kCorruption);
+}
+
 TEST(Jpeg, EverySamplingLibjpegDecodesIsAccepted) {
   const Image photo = TestPhoto(161, 119);  // not a multiple of any MCU
   struct Case {

@@ -37,7 +37,7 @@ if shutil.which("cjpeg") is None or shutil.which("djpeg") is None:
     sys.exit(0)
 
 AQUIFER = None
-GOOD = ("jpeg", "convert")
+GOOD = ("jpeg", "convert", "warned")
 BAD = ("damaged", "undecodable")
 
 
@@ -91,6 +91,11 @@ class ImageVariants(unittest.TestCase):
         self.assertEqual(r["images"], len(self.good))
         self.assertEqual(r["found"], len(self.good) + len(self.bad))
         self.assertEqual({c["file"] for c in r["converted"]}, self.convert)
+        # Extraneous bytes before a marker: packed whole, the warning named.
+        warned = {p for p, m in self.manifest.items() if m["kind"] == "warned"}
+        self.assertGreaterEqual(len(warned), 2)
+        self.assertEqual({w["file"] for w in r["warnings"]}, warned)
+        self.assertTrue(all("extraneous" in w["warning"] for w in r["warnings"]), r["warnings"])
         # Every file not taken is named with why: README.txt and labels.csv in
         # class folders, manifest.json beside them.
         ignored = {i["file"]: i["reason"] for i in r["ignored"]}
