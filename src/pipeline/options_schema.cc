@@ -446,6 +446,17 @@ const std::vector<OptionSpec>& Table() {
          return Status::Ok();
        },
        [](const O& o) -> V { return o.dct_scaling; }},
+      {"eval_dct_scaling",
+       OptionType::kBool,
+       "False",
+       "evaluation decodes at 1/2, 1/4, 1/8 scale too (else at full size, as torchvision)",
+       {},
+       0,
+       [](O& o, const V& v) -> Status {
+         o.eval_dct_scaling = AQ_TRY(AsBool(v));
+         return Status::Ok();
+       },
+       [](const O& o) -> V { return o.eval_dct_scaling; }},
       {"fast_idct",
        OptionType::kBool,
        "False",

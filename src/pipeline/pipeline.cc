@@ -335,7 +335,7 @@ struct Pipeline::Impl {
     c->crop[2] = static_cast<float>((box.x + box.w) / sw);
     c->crop[3] = static_cast<float>((box.y + box.h) / sh);
     req.out_w = req.out_h = o.image_size;
-    req.allow_dct_scaling = o.dct_scaling;
+    req.allow_dct_scaling = o.dct_scaling && (o.training || o.eval_dct_scaling);
     req.fast_idct = o.fast_idct;
     req.read_to_end = c->read_to_end;
     return req;

@@ -77,7 +77,10 @@ struct PipelineOptions {
   bool labels_zero_based = true;  // TFRecord's 1-based ImageNet labels become 0-based
 
   // Decode.
-  bool dct_scaling = true;  // decode at 1/2, 1/4, 1/8 when the crop allows
+  bool dct_scaling = true;  // decode at 1/2, 1/4, 1/8 when the crop allows (training)
+  // Evaluation decodes at full size, as torchvision does, unless this is
+  // set too (faster on large images; MAE against torchvision in docs/python.md).
+  bool eval_dct_scaling = false;
   bool fast_idct = false;
   bool decode_only = false;   // full decode only (measures the decoder bound)
   bool entropy_only = false;  // entropy decode only (the floor under any decode)

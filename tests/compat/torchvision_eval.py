@@ -2,7 +2,8 @@
 """aquifer's evaluation transform against torchvision's on the same images:
 Resize(256) + CenterCrop(224) from PIL images must agree within a mean
 absolute error of 3 (0-255 scale) per image, for small images and for large
-ones (where aquifer decodes at 1/2 or 1/4 scale in the DCT domain).
+ones, decoded at full size (the default) and at 1/2 or 1/4 scale in the DCT
+domain (--eval-dct-scaling).
 
 usage: torchvision_eval.py path/to/aquifer
 Skips (exit 0 with a note) when python3-torchvision is not installed."""
@@ -58,10 +59,10 @@ class EvalTransformMatchesTorchvision(unittest.TestCase):
         self.check("small", 12)
 
     def test_large_images_with_dct_scaling(self):
-        self.check("large", 4)
+        self.check("large", 4, ("--eval-dct-scaling",))
 
-    def test_large_images_full_decode(self):
-        self.check("large", 4, ("--no-dct-scaling",))
+    def test_large_images_full_decode_by_default(self):
+        self.check("large", 4)
 
 
 if __name__ == "__main__":
