@@ -122,6 +122,15 @@ void AddPack(CLI::App* group, Globals& g) {
       "Do not re-encode PNG, GIF, BMP, WebP, TIFF and PPM/PGM files as JPEG (quality 100); they then count as "
       "images that cannot be packed");
   cmd->add_flag("--overwrite", o->overwrite, "Replace existing shards");
+  cmd->add_option_function<std::string>(
+         "--exif-orientation",
+         [o](const std::string& v) {
+           if (v != "apply" && v != "ignore") throw CLI::ValidationError("--exif-orientation", "apply or ignore");
+           o->exif_orientation_apply = v == "apply";
+         },
+         "JPEGs with an EXIF orientation tag: ignore (pixels as stored, as torchvision reads them) or apply (turned "
+         "as exif_transpose does, re-encoded at quality 100 and listed as converted)")
+      ->default_str("ignore");
   cmd->add_flag("--allow-empty-classes", o->allow_empty_classes,
                 "A class folder with no image keeps its label (torchvision's allow_empty=True) instead of stopping "
                 "the run");

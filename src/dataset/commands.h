@@ -75,6 +75,10 @@ struct PackOptions {
   // A class folder with no image keeps its label (torchvision's
   // allow_empty=True) instead of stopping the run.
   bool allow_empty_classes = false;
+  // Turn JPEGs with an EXIF orientation tag as it says (re-encoded at
+  // quality 100, listed as converted), as PIL's ImageOps.exif_transpose
+  // does; false: pixels as stored, as PIL's Image.open and torchvision.
+  bool exif_orientation_apply = false;
   CommonOptions common;
 };
 // An image packed after conversion to JPEG.

@@ -28,6 +28,7 @@
 #include "format/tfrecord.h"
 #include "image/decode.h"
 #include "image/jpeg.h"
+#include "image/orientation.h"
 
 namespace aq::dataset {
 namespace {
@@ -53,9 +54,18 @@ Result<std::map<std::string, std::string>> LoadLabels(io::FileSystem& fs, const 
 // and the pixel size.
 struct Prepared {
   int width = 0, height = 0;
-  image::ImageFormat converted_from = image::ImageFormat::kJpeg;
-  std::string notice;  // passed over without harm (extraneous bytes), kept
+  std::string converted_from;  // "PNG", "JPEG, EXIF orientation 6", ...; "" when packed as read
+  std::string notice;          // passed over without harm (extraneous bytes), kept
 };
+
+// Pixels re-encoded for a record: JPEG quality 100, 4:4:4.
+Result<Prepared> Reencoded(std::string* bytes, const image::Image& img, std::string from) {
+  image::EncodeOptions eo;
+  eo.quality = 100;
+  eo.subsample_420 = false;
+  *bytes = AQ_TRY(image::EncodeJpeg(img, eo));
+  return Prepared{img.width, img.height, std::move(from), ""};
+}
 
 Result<Prepared> PrepareImage(std::string* bytes, const PackOptions& o) {
   const image::ImageFormat f = image::SniffImageFormat(*bytes);
@@ -64,17 +74,18 @@ Result<Prepared> PrepareImage(std::string* bytes, const PackOptions& o) {
       return Unsupported(
           fmt::format("a {} image, not a JPEG (converting was not asked for)", image::ImageFormatName(f)));
     }
-    image::Image img = AQ_TRY(image::DecodeImage(*bytes));
-    image::EncodeOptions eo;
-    eo.quality = 100;
-    eo.subsample_420 = false;
-    *bytes = AQ_TRY(image::EncodeJpeg(img, eo));
-    return Prepared{img.width, img.height, f};
+    return Reencoded(bytes, AQ_TRY(image::DecodeImage(*bytes)), std::string(image::ImageFormatName(f)));
   }
   image::JpegInfo info = AQ_TRY(image::ReadJpegInfo(*bytes));  // names what non-JPEG bytes look like
+  if (o.exif_orientation_apply) {
+    if (const int turn = image::ExifOrientation(*bytes); turn != 1) {
+      image::Image img = AQ_TRY(image::DecodeJpeg(*bytes));
+      return Reencoded(bytes, image::ApplyOrientation(img, turn), fmt::format("JPEG, EXIF orientation {}", turn));
+    }
+  }
   std::string notice;
   if (o.decode_check) AQ_TRY(image::CheckJpeg(*bytes, &notice));
-  return Prepared{info.width, info.height, image::ImageFormat::kJpeg, notice};
+  return Prepared{info.width, info.height, "", notice};
 }
 
 struct ShardPlan {
@@ -378,9 +389,9 @@ class Packer {
       MutexLock lock(mu_);
       rep_.warnings.push_back({img.path, info->notice});
     }
-    if (info->converted_from != image::ImageFormat::kJpeg) {
+    if (!info->converted_from.empty()) {
       MutexLock lock(mu_);
-      rep_.converted.push_back({img.path, std::string(image::ImageFormatName(info->converted_from)), got, jpeg.size()});
+      rep_.converted.push_back({img.path, info->converted_from, got, jpeg.size()});
     }
     const std::string_view relative = std::string_view(img.path).substr(folder_.root.size() + 1);
     bytes_in_ += AQ_TRY(writer.Add({id, img, relative, folder_.classes[img.class_index], jpeg, *info}));

@@ -12,12 +12,14 @@ same folder:
 
 Every file is named in the output as packed, converted, left out (with
 why) or ignored (with why); the label of every packed image is
-torchvision's class_to_idx of its class; a .lst line stays one line per
-image; the empty-class rule is torchvision's (refused, or kept with
+torchvision's class_to_idx of its class; EXIF orientation is ignored as
+torchvision does (or applied as PIL's exif_transpose, with
+--exif-orientation apply); a .lst line stays one line per image; the empty-class rule is torchvision's (refused, or kept with
 --allow-empty-classes).
 
 usage: pack_accounting_test.py path/to/aquifer
 Skips (exit 0 with a note) without torchvision."""
+import io
 import json
 import os
 import shutil
@@ -137,6 +139,37 @@ class PackAccounting(unittest.TestCase):
         self.assertIn("cat/tab%09here.jpg", names)
         self.assertIn("cat/new%0Aline.jpg", names)
         self.assertIn("cat/sub dir/ü 名.jpg", names)
+
+    def test_exif_orientation_is_ignored_as_torchvision_does_or_applied(self):
+        from PIL import ImageOps
+        root = os.path.join(self.tmp, "exif")
+        os.makedirs(f"{root}/c")
+        rng = np.random.default_rng(3)
+        base = Image.fromarray(np.kron(rng.integers(0, 255, (6, 8, 3), dtype=np.uint8), np.ones((8, 8, 1),
+                                                                                               dtype=np.uint8)))
+        exif = base.getexif()
+        exif[0x0112] = 6
+        base.save(f"{root}/c/turned.jpg", quality=95, exif=exif.tobytes())
+        with open(f"{root}/c/turned.jpg", "rb") as fh:
+            original = fh.read()
+
+        def packed(*extra):
+            out = os.path.join(self.tmp, f"exif-out-{len(extra)}")
+            r = json.loads(aquifer("dataset", "pack", root, "-o", out, "--format", "wds", "--shards", "1", "--json",
+                                   *extra).stdout)
+            with tarfile.open(r["files"][0]) as t:
+                data = [t.extractfile(m).read() for m in t.getmembers() if m.name.endswith(".jpg")][0]
+            return r, data
+
+        r, data = packed()
+        self.assertEqual(data, original)  # ignore (the default): as stored, as torchvision reads it
+        self.assertEqual(r["converted"], [])
+        r, data = packed("--exif-orientation", "apply")
+        self.assertEqual([c["from"] for c in r["converted"]], ["JPEG, EXIF orientation 6"])
+        want = np.asarray(ImageOps.exif_transpose(Image.open(f"{root}/c/turned.jpg")).convert("RGB"), np.int16)
+        got = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"), np.int16)
+        self.assertEqual(got.shape, want.shape)  # 48x64 stored, 64x48 shown
+        self.assertLess(np.abs(got - want).mean(), 1.0)
 
     def test_an_empty_class_is_refused_as_torchvision_does_or_kept(self):
         root = os.path.join(self.tmp, "with-empty")
