@@ -58,6 +58,9 @@ put("fuzz_image_decode", "webp_lossless_alpha", encoded(pixels.convert("RGBA"), 
 put("fuzz_image_decode", "tiff_lzw", encoded(pixels, "TIFF", compression="tiff_lzw"))
 put("fuzz_image_decode", "tiff_gray", encoded(pixels.convert("L"), "TIFF"))
 put("fuzz_image_decode", "ppm", encoded(pixels, "PPM"))
+exif = pixels.getexif()
+exif[0x0112] = 6
+put("fuzz_image_decode", "jpeg_exif_orientation", encoded(pixels, "JPEG", exif=exif.tobytes()))
 put("fuzz_image_decode", "pgm", encoded(pixels.convert("L"), "PPM"))
 put("fuzz_image_decode", "jpeg", jpeg(8, 8))
 ex = spec.imagenet_example(small, 3, 8, 16, "a.JPEG", "n00000001", "thing", [(0.1, 0.2, 0.3, 0.4)])
