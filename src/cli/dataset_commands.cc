@@ -131,6 +131,14 @@ void AddPack(CLI::App* group, Globals& g) {
          "JPEGs with an EXIF orientation tag: ignore (pixels as stored, as torchvision reads them) or apply (turned "
          "as exif_transpose does, re-encoded at quality 100 and listed as converted)")
       ->default_str("ignore");
+  AddEnum(cmd, "--image-form", &o->form, &dataset::ParseImageForm, "jpeg",
+          "What each image is stored as: jpeg (the file as read), reencode (JPEG at --quality), raw (pixels, "
+          "binary PPM: no decode to read) or auto (raw up to --raw-max-pixels, else reencode)");
+  cmd->add_option("--max-side", o->max_side, "Forms other than jpeg: cap the longer side at N pixels (0: keep)")
+      ->capture_default_str();
+  cmd->add_option("--quality", o->quality, "JPEG quality of the reencode and auto forms")->capture_default_str();
+  cmd->add_option("--raw-max-pixels", o->raw_max_pixels, "auto: store raw the images with at most this many pixels")
+      ->capture_default_str();
   cmd->add_flag("--allow-empty-classes", o->allow_empty_classes,
                 "A class folder with no image keeps its label (torchvision's allow_empty=True) instead of stopping "
                 "the run");
@@ -161,6 +169,11 @@ void AddPack(CLI::App* group, Globals& g) {
       if (r->converted.size() > 20) std::printf("    ... and %zu more (--json lists all)\n", r->converted.size() - 20);
     }
     PrintSkipped(r->skipped, true, "left out");
+    if (r->reencoded + r->raw > 0) {
+      std::printf("  form       %llu re-encoded (quality %d), %llu raw; longer side at most %s\n",
+                  static_cast<unsigned long long>(r->reencoded), o->quality, static_cast<unsigned long long>(r->raw),
+                  o->max_side > 0 ? std::to_string(o->max_side).c_str() : "as stored");
+    }
     if (!r->warnings.empty()) {
       std::printf("  warnings   %zu image(s) packed whole despite a decoder warning\n", r->warnings.size());
       for (size_t i = 0; i < r->warnings.size() && i < 10; ++i) {

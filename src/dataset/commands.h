@@ -50,6 +50,10 @@ struct SynthReport {
 Result<SynthReport> Synthesize(io::FileSystem& fs, const SynthOptions& options);
 
 // ---- pack ----
+enum class ImageForm { kJpeg, kReencode, kRaw, kAuto };
+Result<ImageForm> ParseImageForm(std::string_view s);
+std::string_view ImageFormName(ImageForm f);
+
 struct PackOptions {
   std::string input;  // image folder
   std::string out;
@@ -79,6 +83,15 @@ struct PackOptions {
   // quality 100, listed as converted), as PIL's ImageOps.exif_transpose
   // does; false: pixels as stored, as PIL's Image.open and torchvision.
   bool exif_orientation_apply = false;
+  // What each image is stored as (the decode-cheap forms, as FFCV's):
+  // kJpeg the file as read; kReencode JPEG at `quality`; kRaw its pixels
+  // as binary PPM (no decode to read them: a header and a copy); kAuto raw
+  // when the stored image has at most raw_max_pixels, else re-encoded.
+  // Every form but kJpeg caps the longer side at max_side (0: no cap).
+  ImageForm form = ImageForm::kJpeg;
+  uint32_t max_side = 0;
+  int quality = 90;
+  uint64_t raw_max_pixels = 256 * 256;
   CommonOptions common;
 };
 // An image packed after conversion to JPEG.
@@ -103,6 +116,7 @@ struct PackReport {
   // Packed, with what a strict reader warns about that left every pixel
   // decoded (extraneous bytes before a marker), by path.
   std::vector<format::IgnoredFile> warnings;
+  uint64_t reencoded = 0, raw = 0;         // images stored in those forms (--image-form)
   std::vector<std::string> empty_classes;  // kept with their labels (allow_empty_classes)
 };
 Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& options);

@@ -9,6 +9,7 @@
 #include "dataset/commands.h"
 #include "format/example.h"
 #include "format/tfrecord.h"
+#include "image/decode.h"
 #include "image/jpeg.h"
 
 namespace aq::dataset {
@@ -253,6 +254,49 @@ TEST_F(DamagedFolderTest, VerifyAndInspectReportOnlyTheDamagedFiles) {
     }
   }
   EXPECT_EQ(errors, bad_);
+}
+
+// The decode-cheap forms: every image capped at the longer side, stored as
+// JPEG at the asked quality or as raw pixels (binary PPM), or each as its
+// size says (auto); the records verify and every image's size is capped.
+TEST_F(DatasetTest, ImageFormsCapTheSideAndStoreRawOrReencoded) {
+  for (auto [form, raw_max] :
+       {std::pair{ImageForm::kReencode, uint64_t{0}}, std::pair{ImageForm::kRaw, uint64_t{0}},
+        std::pair{ImageForm::kAuto, uint64_t{0}}, std::pair{ImageForm::kAuto, uint64_t{1} << 30}}) {
+    const std::string out = fmt::format("/form-{}-{}", ImageFormName(form), raw_max);
+    PackOptions p = PackTo(out, Format::kRecordIO, 1);
+    p.form = form;
+    p.max_side = 40;
+    p.quality = 80;
+    p.raw_max_pixels = raw_max;
+    auto r = Pack(*fs_, p);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const bool all_raw = form == ImageForm::kRaw || (form == ImageForm::kAuto && raw_max > 0);
+    EXPECT_EQ(r->raw, all_raw ? 24u : 0u) << out;
+    EXPECT_EQ(r->reencoded, all_raw ? 0u : 24u) << out;
+    uint64_t records = 0;
+    auto walked = WalkFile(*fs_, Format::kRecordIO, out + "/train.rec", {}, [&](const Sample& s) {
+      auto c = image::CheckImage(s.image, true);
+      EXPECT_TRUE(c.ok()) << c.status().ToString();
+      if (c.ok()) {
+        EXPECT_EQ(c->format, all_raw ? image::ImageFormat::kPnm : image::ImageFormat::kJpeg);
+        EXPECT_LE(std::max(c->width, c->height), 40);
+      }
+      ++records;
+      return Status::Ok();
+    });
+    ASSERT_TRUE(walked.ok());
+    EXPECT_EQ(records, 24u);
+    VerifyOptions v;
+    v.path = out;
+    v.decode = true;
+    v.common.progress = false;
+    EXPECT_TRUE(Verify(*fs_, v)->ok()) << out;
+  }
+  PackOptions bad = PackTo("/form-bad", Format::kTFRecord, 1);
+  bad.max_side = 40;  // the jpeg form keeps the file as read: no side to cap
+  EXPECT_EQ(Pack(*fs_, bad).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(ParseImageForm("png").ok());
 }
 
 TEST_F(DatasetTest, PackConvertsPngGifAndBmpAndSaysSo) {

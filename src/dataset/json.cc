@@ -50,6 +50,8 @@ json ToJson(const PackReport& r) {
           {"converted", converted},
           {"skipped", ToJson(r.skipped)},
           {"warnings", warnings},
+          {"reencoded", r.reencoded},
+          {"raw", r.raw},
           {"ignored_files", r.ignored.size()},
           {"ignored", ignored},
           {"empty_classes", r.empty_classes}};

@@ -29,6 +29,7 @@
 #include "image/decode.h"
 #include "image/jpeg.h"
 #include "image/orientation.h"
+#include "image/resize.h"
 
 namespace aq::dataset {
 namespace {
@@ -54,9 +55,42 @@ Result<std::map<std::string, std::string>> LoadLabels(io::FileSystem& fs, const 
 // and the pixel size.
 struct Prepared {
   int width = 0, height = 0;
-  std::string converted_from;  // "PNG", "JPEG, EXIF orientation 6", ...; "" when packed as read
-  std::string notice;          // passed over without harm (extraneous bytes), kept
+  std::string converted_from;         // "PNG", "JPEG, EXIF orientation 6", ...; "" when packed as read
+  std::string notice;                 // passed over without harm (extraneous bytes), kept
+  ImageForm form = ImageForm::kJpeg;  // as stored: kJpeg, kReencode or kRaw
 };
+
+// Binary PPM: the raw form (a header, then the RGB rows).
+std::string Ppm(const image::Image& img) {
+  std::string out = fmt::format("P6\n{} {}\n255\n", img.width, img.height);
+  out.append(reinterpret_cast<const char*>(img.pixels.data()), img.pixels.size());
+  return out;
+}
+
+// The image in the asked form: the longer side capped, then stored raw or
+// as JPEG at the asked quality.
+Result<Prepared> InForm(std::string* bytes, image::Image img, const PackOptions& o) {
+  img = image::ToRgb(std::move(img));
+  const int side = std::max(img.width, img.height);
+  if (o.max_side > 0 && side > static_cast<int>(o.max_side)) {
+    const double s = static_cast<double>(o.max_side) / side;
+    img = AQ_TRY(image::Resize(img, std::max(1, static_cast<int>(std::lround(img.width * s))),
+                               std::max(1, static_cast<int>(std::lround(img.height * s)))));
+  }
+  const bool raw = o.form == ImageForm::kRaw ||
+                   (o.form == ImageForm::kAuto &&
+                    static_cast<uint64_t>(img.width) * static_cast<uint64_t>(img.height) <= o.raw_max_pixels);
+  if (raw) {
+    *bytes = Ppm(img);
+  } else {
+    *bytes = AQ_TRY(image::EncodeJpeg(img, {o.quality, o.quality < 100}));
+  }
+  Prepared p;
+  p.width = img.width;
+  p.height = img.height;
+  p.form = raw ? ImageForm::kRaw : ImageForm::kReencode;
+  return p;
+}
 
 // Pixels re-encoded for a record: JPEG quality 100, 4:4:4.
 Result<Prepared> Reencoded(std::string* bytes, const image::Image& img, std::string from) {
@@ -74,9 +108,23 @@ Result<Prepared> PrepareImage(std::string* bytes, const PackOptions& o) {
       return Unsupported(
           fmt::format("a {} image, not a JPEG (converting was not asked for)", image::ImageFormatName(f)));
     }
-    return Reencoded(bytes, AQ_TRY(image::DecodeImage(*bytes)), std::string(image::ImageFormatName(f)));
+    image::Image img = AQ_TRY(image::DecodeImage(*bytes));
+    if (o.form != ImageForm::kJpeg) {
+      Prepared p = AQ_TRY(InForm(bytes, std::move(img), o));
+      p.converted_from = image::ImageFormatName(f);
+      return p;
+    }
+    return Reencoded(bytes, img, std::string(image::ImageFormatName(f)));
   }
   image::JpegInfo info = AQ_TRY(image::ReadJpegInfo(*bytes));  // names what non-JPEG bytes look like
+  if (o.form != ImageForm::kJpeg) {
+    // Decoded in full (damage anywhere is an error, as the check would find).
+    image::Image img = AQ_TRY(image::DecodeJpeg(*bytes));
+    const int turn = o.exif_orientation_apply ? image::ExifOrientation(*bytes) : 1;
+    Prepared p = AQ_TRY(InForm(bytes, image::ApplyOrientation(img, turn), o));
+    if (turn != 1) p.converted_from = fmt::format("JPEG, EXIF orientation {}", turn);
+    return p;
+  }
   if (o.exif_orientation_apply) {
     if (const int turn = image::ExifOrientation(*bytes); turn != 1) {
       image::Image img = AQ_TRY(image::DecodeJpeg(*bytes));
@@ -136,6 +184,7 @@ class TFRecordShard final : public ShardWriter {
   Result<uint64_t> Add(const PackItem& it) override {
     format::ImageRecord r;
     r.encoded = it.jpeg;
+    if (it.info.form == ImageForm::kRaw) r.format = "PPM";
     r.label = static_cast<int64_t>(it.entry.class_index) + 1;
     r.height = it.info.height;
     r.width = it.info.width;
@@ -220,7 +269,7 @@ class WdsShard final : public ShardWriter {
                            {"label", it.entry.class_index},
                            {"width", it.info.width},
                            {"height", it.info.height}};
-    AQ_TRY(tar_.Add(key + ".jpg", it.jpeg).WithContext(tmp_));
+    AQ_TRY(tar_.Add(key + (it.info.form == ImageForm::kRaw ? ".ppm" : ".jpg"), it.jpeg).WithContext(tmp_));
     AQ_TRY(tar_.Add(key + ".cls", std::to_string(it.entry.class_index)).WithContext(tmp_));
     uint64_t read = 0;
     for (const auto& [ext, path] : it.entry.sidecars) {
@@ -389,6 +438,10 @@ class Packer {
       MutexLock lock(mu_);
       rep_.warnings.push_back({img.path, info->notice});
     }
+    if (info->form != ImageForm::kJpeg) {
+      MutexLock lock(mu_);
+      (info->form == ImageForm::kRaw ? rep_.raw : rep_.reencoded) += 1;
+    }
     if (!info->converted_from.empty()) {
       MutexLock lock(mu_);
       rep_.converted.push_back({img.path, info->converted_from, got, jpeg.size()});
@@ -412,9 +465,30 @@ class Packer {
 
 }  // namespace
 
+std::string_view ImageFormName(ImageForm f) {
+  switch (f) {
+    case ImageForm::kJpeg: return "jpeg";
+    case ImageForm::kReencode: return "reencode";
+    case ImageForm::kRaw: return "raw";
+    case ImageForm::kAuto: return "auto";
+  }
+  return "?";
+}
+
+Result<ImageForm> ParseImageForm(std::string_view s) {
+  for (ImageForm f : {ImageForm::kJpeg, ImageForm::kReencode, ImageForm::kRaw, ImageForm::kAuto}) {
+    if (s == ImageFormName(f)) return f;
+  }
+  return InvalidArgument(fmt::format("image form '{}': expected jpeg, reencode, raw or auto", s));
+}
+
 Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   AQ_TRY(CheckPackOptions(o));
+  if (o.quality < 1 || o.quality > 100) return InvalidArgument("pack: --quality must be in 1..100");
+  if (o.form == ImageForm::kJpeg && o.max_side > 0) {
+    return InvalidArgument("pack: --max-side needs an image form that stores new pixels (reencode, raw or auto)");
+  }
   format::ImageFolder folder =
       AQ_TRY(format::ScanImageFolder(fs, o.input, {o.policy, o.sidecars, o.allow_empty_classes}));
   if (folder.images.empty()) {
