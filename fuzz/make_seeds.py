@@ -76,6 +76,11 @@ put("fuzz_index", "rec", b"0\t0\n1\t64\n")
 # Result files as the benches write them (shapes of every command the report draws).
 import json  # noqa: E402
 
+put("fuzz_manifest", "one", json.dumps({"aquifer_manifest": 1, "damage_rules": 1, "verified_by": "dataset pack",
+                                        "created": "2026-11-26T10:55:48Z",
+                                        "files": [{"name": "train-00000-of-00001", "bytes": 100, "records": 3,
+                                                   "image_crc32c": [1, 4294967295, 0], "unverified": [1]}]}).encode())
+
 series = {"interval_seconds": 1, "t": [1.0, 2.0],
           "columns": [{"name": "bench.read", "unit": "MB/s", "values": [10.0, 20.0]},
                       {"name": "disk.vda.read", "unit": "MB/s", "values": [1.0, 2.0]},

@@ -153,8 +153,8 @@ class Loader:
                  dtype="float32", layout="NCHW", mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
                  seed=1, shuffle=True, shuffle_buffer=1024, rank=None, world_size=None, remainder="drop",
                  threads=0, readers=1, prefetch=2, memory_limit="1GiB", on_error="skip", format="auto",
-                 labels_zero_based=True, damage_check=True, framework="torch", device="cpu", ids=False,
-                 fields=None, extras=False, hooks=None, credentials=None, profile=None, retry_deadline=None):
+                 labels_zero_based=True, damage_check=True, use_manifest=True, framework="torch", device="cpu",
+                 ids=False, fields=None, extras=False, hooks=None, credentials=None, profile=None, retry_deadline=None):
         dtype = _DTYPES.get(_torch_dtype_name(dtype))
         if dtype is None:
             raise ValueError("dtype must be float32, float16 or uint8")
@@ -170,6 +170,7 @@ class Loader:
             shuffle_buffer=shuffle_buffer if shuffle else 1, rank=rank, world_size=world_size,
             remainder=remainder, threads=threads, readers=readers, prefetch=prefetch, memory_limit=memory_limit,
             on_error=on_error, format=format, labels_zero_based=labels_zero_based, damage_check=damage_check,
+            use_manifest=use_manifest,
             credentials=credentials, profile=profile, retry_deadline=retry_deadline,
             fields=list(fields) if fields else None)
         self.framework = framework

@@ -99,6 +99,11 @@ void PrintReport(const bench::PipelineBenchReport& r) {
                 units::Bytes(static_cast<double>(rt.bytes)).c_str());
   }
   if (s.dct_scaled > 0) std::printf("  DCT-scaled decodes: %llu\n", static_cast<unsigned long long>(s.dct_scaled));
+  if (!s.manifest.empty()) {
+    std::printf("  manifest   %s; %llu samples not read to their end, %llu changed since (checked)\n",
+                s.manifest.c_str(), static_cast<unsigned long long>(s.manifest_trusted),
+                static_cast<unsigned long long>(s.manifest_changed));
+  }
   if (s.bad_samples > 0) {
     std::printf("  bad samples %llu (replaced in their batch):\n", static_cast<unsigned long long>(s.bad_samples));
     for (size_t i = 0; i < s.problems.size() && i < 10; ++i) std::printf("    %s\n", s.problems[i].message.c_str());
@@ -157,6 +162,9 @@ void AddPipelineFlags(CLI::App* cmd, BenchFlags* f) {
   cmd->add_flag(
       "--no-damage-check", [pp = &p](int64_t) { pp->damage_check = false; },
       "Stop reading a JPEG below its crop: faster, but damage there goes unreported");
+  cmd->add_flag(
+      "--no-manifest", [pp = &p](int64_t) { pp->use_manifest = false; },
+      "Read every JPEG to its end in the first epoch even where the dataset's aquifer-manifest.json vouches for it");
   cmd->add_flag("--raw-labels", f->raw_labels, "Keep TFRecord's 1-based labels");
 }
 

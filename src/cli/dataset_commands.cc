@@ -190,6 +190,9 @@ void AddPack(CLI::App* group, Globals& g) {
     }
     for (const auto& c : r->empty_classes)
       std::printf("  empty      class '%s' kept its label with no image\n", c.c_str());
+    std::printf("  manifest   %s (%s)\n", r->manifest.c_str(),
+                o->decode_check || o->form != dataset::ImageForm::kJpeg ? "every image verified"
+                                                                        : "images not decoded: unverified");
   });
 }
 
@@ -257,6 +260,10 @@ void AddVerify(CLI::App* group, Globals& g) {
   cmd->add_flag("--fail-fast", o->fail_fast, "Stop at the first damaged file");
   cmd->add_option("--num-classes", o->num_classes, "Check labels are within this many classes");
   cmd->add_option("--max-problems", o->max_problems, "Problems to list (all are counted)")->capture_default_str();
+  cmd->add_flag(
+      "--no-manifest", [o](int64_t) { o->write_manifest = false; },
+      "With --decode: do not record the clean records in the dataset's aquifer-manifest.json (which lets the "
+      "pipeline skip reading them to their end)");
   AddOutputFlags(cmd, g);
   cmd->callback([o, &g] {
     o->common = {g.threads, !g.no_progress};
@@ -291,6 +298,12 @@ void AddVerify(CLI::App* group, Globals& g) {
     if (r->problem_count > r->problems.size()) {
       std::printf("    ... and %llu more (--max-problems raises the number listed)\n",
                   static_cast<unsigned long long>(r->problem_count - r->problems.size()));
+    }
+    if (!r->manifest.empty()) {
+      std::printf("  manifest   %s: %llu records verified clean\n", r->manifest.c_str(),
+                  static_cast<unsigned long long>(r->manifest_records));
+    } else if (!r->manifest_error.empty()) {
+      std::printf("  manifest   not written: %s\n", r->manifest_error.c_str());
     }
     std::printf("%s\n", r->ok() ? "OK" : "DAMAGED");
   });

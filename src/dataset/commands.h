@@ -118,6 +118,7 @@ struct PackReport {
   std::vector<format::IgnoredFile> warnings;
   uint64_t reencoded = 0, raw = 0;         // images stored in those forms (--image-form)
   std::vector<std::string> empty_classes;  // kept with their labels (allow_empty_classes)
+  std::string manifest;                    // the verification manifest written (dataset/manifest.h)
 };
 Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& options);
 
@@ -167,6 +168,10 @@ struct VerifyOptions {
   bool fail_fast = false;     // stop at the first problem
   int64_t num_classes = 0;    // > 0: labels must be in range
   size_t max_problems = 100;  // listed in the report (all are counted)
+  // With decode: record the records found clean in the dataset's
+  // verification manifest (dataset/manifest.h), so the pipeline need not
+  // read them to their end again.
+  bool write_manifest = true;
   CommonOptions common;
 };
 struct VerifyReport {
@@ -180,6 +185,9 @@ struct VerifyReport {
   std::vector<Problem> problems;
   std::map<int64_t, uint64_t> labels;  // label -> count
   double seconds = 0;
+  std::string manifest;           // written (decode, write_manifest)
+  uint64_t manifest_records = 0;  // records it lists as verified clean
+  std::string manifest_error;     // why it was not written (a read-only dataset, say)
   bool ok() const { return problem_count == 0; }
 };
 Result<VerifyReport> Verify(io::FileSystem& fs, const VerifyOptions& options);

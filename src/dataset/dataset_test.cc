@@ -8,6 +8,7 @@
 
 #include "dataset/commands.h"
 #include "format/example.h"
+#include "format/manifest.h"
 #include "format/tfrecord.h"
 #include "image/decode.h"
 #include "image/jpeg.h"
@@ -452,6 +453,106 @@ TEST_F(DatasetTest, ResizeFolderSkipLeavesNoEmptyFile) {
   EXPECT_EQ(r->skipped.size(), 1u);
   EXPECT_FALSE(fs_->Exists("/small/" + cls + "/broken.jpg"));
   EXPECT_TRUE(MustVerify("/small").ok());
+}
+
+}  // namespace
+}  // namespace aq::dataset
+
+namespace aq::dataset {
+namespace {
+
+using format::FormatManifest;
+using format::Manifest;
+using format::ManifestName;
+using format::ManifestPath;
+using format::NewManifest;
+using format::ParseManifest;
+using format::ReadManifest;
+
+// pack vouches for what it decoded or made; without the decode check its
+// JPEGs are listed, unverified. The manifest reader names what is wrong.
+TEST(ManifestTest, PackWritesOneEntryPerShard) {
+  auto fs = io::NewMemFileSystem();
+  SynthOptions s;
+  s.out = "/raw";
+  s.classes = 3;
+  s.images = 12;
+  s.common.progress = false;
+  ASSERT_TRUE(Synthesize(*fs, s).ok());
+  PackOptions p;
+  p.input = "/raw";
+  p.out = "/tf";
+  p.shards = 2;
+  p.common.progress = false;
+  auto r = Pack(*fs, p);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->manifest, "/tf/aquifer-manifest.json");
+  auto m = ReadManifest(*fs, r->manifest);
+  ASSERT_TRUE(m.ok() && m->has_value()) << m.status().ToString();
+  EXPECT_EQ((*m)->verified_by, "dataset pack");
+  ASSERT_EQ((*m)->files.size(), 2u);
+  size_t records = 0;
+  for (const auto& [name, f] : (*m)->files) {
+    EXPECT_TRUE(fs->Exists(io::JoinPath("/tf", name))) << name;
+    EXPECT_TRUE(f.unverified.empty());
+    records += f.image_crc32c.size();
+  }
+  EXPECT_EQ(records, 12u);
+
+  p.out = "/unchecked";
+  p.decode_check = false;
+  r = Pack(*fs, p);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  m = ReadManifest(*fs, r->manifest);
+  ASSERT_TRUE(m.ok() && m->has_value());
+  for (const auto& [name, f] : (*m)->files) {
+    EXPECT_EQ(f.unverified.size(), f.image_crc32c.size()) << name;
+    EXPECT_FALSE(f.Trusted(0));
+  }
+}
+
+TEST(ManifestTest, ParseErrorsNameTheProblem) {
+  struct Case {
+    const char* text;
+    const char* error;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"", "not a JSON object"},
+           {"{\"files\": []}", "no \"aquifer_manifest\" version"},
+           {"{\"aquifer_manifest\": 7}", "version 7 (this aquifer reads version 1)"},
+           {R"({"aquifer_manifest":1,"damage_rules":1,"files":[{"name":"a","bytes":1,"records":2,)"
+            R"("image_crc32c":[1],"unverified":[]}]})",
+            "'a' says 2 records and lists 1 CRCs"},
+           {R"({"aquifer_manifest":1,"damage_rules":1,"files":[{"name":"a","bytes":1,"records":0,)"
+            R"("image_crc32c":[],"unverified":[]},{"name":"a","bytes":1,"records":0,"image_crc32c":[],)"
+            R"("unverified":[]}]})",
+            "'a' listed twice"},
+           {R"({"aquifer_manifest":1,"damage_rules":1,"files":[{"name":"a","bytes":"1"}]})",
+            "\"bytes\" is not a count"},
+           {R"({"aquifer_manifest":1,"damage_rules":1,"files":[{"name":"a","bytes":1,"records":1,)"
+            R"("image_crc32c":[4294967296],"unverified":[]}]})",
+            "\"image_crc32c\" holds 4294967296, not a number in 0..4294967295"},
+           {R"({"aquifer_manifest":1,"damage_rules":1,"files":[{"name":"a","bytes":1,"records":1,)"
+            R"("image_crc32c":[1],"unverified":[-1]}]})",
+            "\"unverified\" holds -1"},
+           {R"({"aquifer_manifest":1,"damage_rules":1,"files":[{"name":"a","bytes":1}]})",
+            "manifest 'M': key 'image_crc32c' not found"},
+       }) {
+    auto m = ParseManifest(c.text, "M");
+    ASSERT_FALSE(m.ok()) << c.text;
+    EXPECT_NE(m.status().message().find(c.error), std::string::npos) << m.status().message();
+    EXPECT_EQ(m.status().message().rfind("manifest 'M': ", 0), 0u) << m.status().message();
+  }
+  Manifest m = NewManifest("test");
+  m.files["x/y z.tfrecord"] = {10, {1, 2, 3}, {1}};
+  auto back = ParseManifest(FormatManifest(m), "M");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->files.at("x/y z.tfrecord").image_crc32c, (std::vector<uint32_t>{1, 2, 3}));
+  EXPECT_TRUE(back->files.at("x/y z.tfrecord").Trusted(0));
+  EXPECT_FALSE(back->files.at("x/y z.tfrecord").Trusted(1));
+  EXPECT_FALSE(back->files.at("x/y z.tfrecord").Trusted(3));
+  EXPECT_EQ(ManifestName("/d/aquifer-manifest.json", "/d/sub/f.rec"), "sub/f.rec");
+  EXPECT_EQ(ManifestPath("/d/f.rec", true), "/d/aquifer-manifest.json");
 }
 
 }  // namespace

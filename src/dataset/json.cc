@@ -54,7 +54,8 @@ json ToJson(const PackReport& r) {
           {"raw", r.raw},
           {"ignored_files", r.ignored.size()},
           {"ignored", ignored},
-          {"empty_classes", r.empty_classes}};
+          {"empty_classes", r.empty_classes},
+          {"manifest", r.manifest}};
 }
 
 json ToJson(const ExpandReport& r) {
@@ -88,7 +89,10 @@ json ToJson(const VerifyReport& r) {
           {"problem_count", r.problem_count},
           {"problems", ToJson(r.problems)},
           {"seconds", r.seconds},
-          {"mb_per_s", r.seconds > 0 ? static_cast<double>(r.bytes) / 1e6 / r.seconds : 0.0}};
+          {"mb_per_s", r.seconds > 0 ? static_cast<double>(r.bytes) / 1e6 / r.seconds : 0.0},
+          {"manifest", r.manifest},
+          {"manifest_records", r.manifest_records},
+          {"manifest_error", r.manifest_error}};
 }
 
 json ToJson(const std::vector<InspectRow>& rows) {

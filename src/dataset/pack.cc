@@ -17,12 +17,14 @@
 #include <chrono>
 #include <tuple>
 
+#include "common/crc32c.h"
 #include "common/mutex.h"
 #include "common/progress.h"
 #include "common/random.h"
 #include "common/thread_pool.h"
 #include "dataset/commands.h"
 #include "format/example.h"
+#include "format/manifest.h"
 #include "format/recordio.h"
 #include "format/tar.h"
 #include "format/tfrecord.h"
@@ -33,6 +35,11 @@
 
 namespace aq::dataset {
 namespace {
+
+using format::ManifestFile;
+using format::ManifestName;
+using format::ManifestPath;
+using format::UpdateManifest;
 
 // "synset text..." per line -> synset -> text.
 Result<std::map<std::string, std::string>> LoadLabels(io::FileSystem& fs, const std::string& path) {
@@ -382,6 +389,15 @@ class Packer {
                                     rep_.found, o_.input, rep_.skipped.empty() ? "?" : rep_.skipped.front().file,
                                     rep_.skipped.empty() ? "?" : rep_.skipped.front().reason));
     }
+    // After the shards: a crash before this leaves them unverified, never
+    // trusted with CRCs of other bytes.
+    std::map<std::string, ManifestFile> verified;
+    {
+      MutexLock lock(mu_);
+      verified.swap(verified_);
+    }
+    AQ_TRY(UpdateManifest(fs_, manifest_path_, "dataset pack", std::move(verified)));
+    rep_.manifest = manifest_path_;
     rep_.images = images_;
     rep_.bytes_in = bytes_in_;
     rep_.bytes_out = bytes_out_;
@@ -404,18 +420,25 @@ class Packer {
     auto out = AQ_TRY(fs_.OpenWrite(tmp));
     auto writer = MakeWriter(*out, tmp);
     std::string jpeg;
-    for (size_t k = sp.begin; k < sp.end; ++k) AQ_TRY(PackOne(order_[k], *writer, jpeg));
+    ManifestFile verified;
+    for (size_t k = sp.begin; k < sp.end; ++k) AQ_TRY(PackOne(order_[k], *writer, jpeg, verified));
     AQ_TRY(writer->Finish());
     AQ_TRY(out->Sync());
     AQ_TRY(out->Close());
     bytes_out_ += out->size();
+    verified.bytes = out->size();
     AQ_TRY(fs_.Rename(tmp, sp.final_path));
-    return writer->WriteSideFiles(fs_, sp.final_path);
+    AQ_TRY(writer->WriteSideFiles(fs_, sp.final_path));
+    MutexLock lock(mu_);
+    verified_[ManifestName(manifest_path_, sp.final_path)] = std::move(verified);
+    return Status::Ok();
   }
 
   // Reads, checks or converts, and writes image `id`; an image that
   // cannot be packed stops the run or is listed, as the policy says.
-  Status PackOne(size_t id, ShardWriter& writer, std::string& jpeg) {
+  // The record's image CRC goes into `verified`: its image was fully
+  // decoded (the check) or made here (converted, another form).
+  Status PackOne(size_t id, ShardWriter& writer, std::string& jpeg, ManifestFile& verified) {
     const auto& img = folder_.images[id];
     size_t got = 0;
     Result<Prepared> info = Status(StatusCode::kNotFound, img.unreadable);
@@ -449,6 +472,9 @@ class Packer {
     const std::string_view relative = std::string_view(img.path).substr(folder_.root.size() + 1);
     bytes_in_ += AQ_TRY(writer.Add({id, img, relative, folder_.classes[img.class_index], jpeg, *info}));
     images_ += 1;
+    const bool checked = o_.decode_check || info->form != ImageForm::kJpeg || !info->converted_from.empty();
+    if (!checked) verified.unverified.push_back(static_cast<uint32_t>(verified.image_crc32c.size()));
+    verified.image_crc32c.push_back(crc32c::Value(jpeg));
     return Status::Ok();
   }
 
@@ -459,8 +485,10 @@ class Packer {
   std::vector<size_t> order_;
   Progress progress_;
   std::atomic<uint64_t> images_{0}, bytes_in_{0}, bytes_out_{0};
+  const std::string manifest_path_ = ManifestPath(o_.out, false);
   Mutex mu_;
   PackReport rep_;  // skipped and converted: under mu_ while shards are written
+  std::map<std::string, ManifestFile> verified_ AQ_GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -493,11 +521,19 @@ Result<PackReport> Pack(io::FileSystem& fs, const PackOptions& o) {
       AQ_TRY(format::ScanImageFolder(fs, o.input, {o.policy, o.sidecars, o.allow_empty_classes}));
   if (folder.images.empty()) {
     return InvalidArgument(
-        fmt::format("pack: no images under '{}' (.jpg, .jpeg, .png, .gif or .bmp in class folders)", o.input));
+        fmt::format("pack: no images under '{}' (.jpg, .jpeg, .png, .gif, .bmp, .webp, .tif, .tiff, .ppm or .pgm in "
+                    "class folders)",
+                    o.input));
   }
   std::map<std::string, std::string> texts;
   std::string labels_file = o.labels_file.empty() ? io::JoinPath(o.input, "synset_labels.txt") : o.labels_file;
-  if (!o.labels_file.empty() || fs.Exists(labels_file)) texts = AQ_TRY(LoadLabels(fs, labels_file));
+  if (!o.labels_file.empty() || fs.Exists(labels_file)) {
+    texts = AQ_TRY(LoadLabels(fs, labels_file));
+    // Still listed among the files not taken as images, but with what it was used for.
+    for (auto& ig : folder.ignored) {
+      if (ig.path == labels_file) ig.reason = "read as the classes' label texts (--labels)";
+    }
+  }
 
   AQ_TRY(fs.MakeDirs(o.out));
   if (o.format != Format::kRecordIO && o.write_index) AQ_TRY(fs.MakeDirs(io::JoinPath(o.out, "idx")));

@@ -9,18 +9,26 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <set>
 
+#include "common/crc32c.h"
 #include "common/mutex.h"
 #include "common/progress.h"
 #include "common/thread_pool.h"
 #include "dataset/commands.h"
+#include "format/manifest.h"
 #include "format/recordio.h"
 #include "format/tfrecord.h"
 #include "image/decode.h"
 
 namespace aq::dataset {
 namespace {
+
+using format::ManifestFile;
+using format::ManifestName;
+using format::ManifestPath;
+using format::UpdateManifest;
 
 // All problems are counted; the first max (in file order, then in the
 // order they were found) are kept, so the report is the same whatever order the threads
@@ -129,6 +137,27 @@ void CheckIndex(io::FileSystem& fs, Format format, size_t file_index, const std:
   }
 }
 
+// The files walked whole, into the dataset's manifest. Not being able to
+// write it (a read-only dataset) is reported, not an error: the data was
+// verified all the same.
+void WriteVerified(io::FileSystem& fs, const DatasetFiles& ds, std::vector<std::optional<ManifestFile>>& verified,
+                   VerifyReport& rep) {
+  const bool one_file = ds.files.size() == 1 && ds.files[0] == ds.root;
+  const std::string path = ManifestPath(ds.root, one_file);
+  std::map<std::string, ManifestFile> files;
+  for (size_t i = 0; i < verified.size(); ++i) {
+    if (!verified[i]) continue;
+    rep.manifest_records += verified[i]->image_crc32c.size() - verified[i]->unverified.size();
+    files[ManifestName(path, ds.files[i])] = std::move(*verified[i]);
+  }
+  if (Status st = UpdateManifest(fs, path, "dataset verify --decode", std::move(files)); !st.ok()) {
+    rep.manifest_error = st.message();
+    rep.manifest_records = 0;
+    return;
+  }
+  rep.manifest = path;
+}
+
 }  // namespace
 
 Result<VerifyReport> Verify(io::FileSystem& fs, const VerifyOptions& o) {
@@ -149,6 +178,10 @@ Result<VerifyReport> Verify(io::FileSystem& fs, const VerifyOptions& o) {
   // read rate, 4 streams ~0.87x; more only costs when data is cached). Full
   // decodes are CPU-bound: one thread per core.
   const size_t threads = o.common.threads != 0 ? o.common.threads : HardwareThreads() * (o.decode ? 1 : 2);
+  // With --decode: each file walked whole with its records numbered as a
+  // reader numbers them goes into the manifest (one slot per file).
+  const bool manifest = o.decode && o.write_manifest;
+  std::vector<std::optional<ManifestFile>> verified(manifest ? ds.files.size() : 0);
 
   Status st = ParallelFor(ds.files.size(), threads, [&](size_t i) -> Status {
     if (o.fail_fast && out.count() > 0) return Status::Ok();
@@ -156,6 +189,8 @@ Result<VerifyReport> Verify(io::FileSystem& fs, const VerifyOptions& o) {
     std::map<int64_t, uint64_t> labels;
     std::vector<uint64_t> offsets, sizes;
     uint64_t image_bytes = 0, shown = 0;
+    ManifestFile mf;
+    bool numbered = true;  // records arrived as 0, 1, 2, ...
     WalkOptions wo;
     wo.policy = format::ErrorPolicy::kSkip;  // verify reports all damage, then fails
     auto walked = WalkFile(fs, ds.format, file, wo, [&](const Sample& s) -> Status {
@@ -164,7 +199,23 @@ Result<VerifyReport> Verify(io::FileSystem& fs, const VerifyOptions& o) {
       // Progress as records go by, so a few large shards do not sit at 0%.
       progress.Add(0, s.framed_size);
       shown += s.framed_size;
-      auto problem = [&](const std::string& m) { out.Add(i, {file, s.record, s.offset, m}); };
+      bool clean = true;
+      auto problem = [&](const std::string& m) {
+        clean = false;
+        out.Add(i, {file, s.record, s.offset, m});
+      };
+      // Recorded after the checks below, whatever they find.
+      struct Record {
+        ManifestFile& mf;
+        bool& numbered;
+        const Sample& s;
+        const bool& clean;
+        ~Record() {
+          numbered = numbered && s.record == mf.image_crc32c.size();
+          if (!clean) mf.unverified.push_back(static_cast<uint32_t>(mf.image_crc32c.size()));
+          mf.image_crc32c.push_back(crc32c::Value(s.image));
+        }
+      } record{mf, numbered, s, clean};
       if (!s.parse_error.ok()) {
         problem(s.parse_error.message());
         if (s.image.empty()) return Status::Ok();
@@ -195,6 +246,10 @@ Result<VerifyReport> Verify(io::FileSystem& fs, const VerifyOptions& o) {
       out.Add(i, {sk.file, sk.record, sk.offset, fmt::format("{} ({} bytes skipped)", sk.reason, sk.bytes)});
     }
     if (!folder) CheckIndex(fs, ds.format, i, file, offsets, sizes, out);
+    if (manifest && numbered && walked->skipped.empty()) {
+      mf.bytes = walked->bytes;
+      verified[i] = std::move(mf);
+    }
     out.Merge(walked->records, walked->bytes, image_bytes, labels);
     progress.Add(1, walked->bytes > shown ? walked->bytes - shown : 0);
     return Status::Ok();
@@ -202,6 +257,7 @@ Result<VerifyReport> Verify(io::FileSystem& fs, const VerifyOptions& o) {
   progress.Finish();
   out.Finish();
   AQ_TRY(std::move(st));
+  if (manifest) WriteVerified(fs, ds, verified, rep);
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;
 }

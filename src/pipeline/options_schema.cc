@@ -479,6 +479,18 @@ const std::vector<OptionSpec>& Table() {
          return Status::Ok();
        },
        [](const O& o) -> V { return o.damage_check; }},
+      {"use_manifest",
+       OptionType::kBool,
+       "True",
+       "samples the dataset's aquifer-manifest.json lists as verified clean skip the damage check while their bytes "
+       "match",
+       {},
+       0,
+       [](O& o, const V& v) -> Status {
+         o.use_manifest = AQ_TRY(AsBool(v));
+         return Status::Ok();
+       },
+       [](const O& o) -> V { return o.use_manifest; }},
       {"verify_crc",
        OptionType::kBool,
        "True",

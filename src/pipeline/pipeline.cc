@@ -14,9 +14,11 @@
 #include <optional>
 #include <thread>
 
+#include "common/crc32c.h"
 #include "common/random.h"
 #include "common/thread_pool.h"
 #include "format/example.h"
+#include "format/manifest.h"
 #include "format/recordio.h"
 #include "format/tar.h"
 #include "format/tfrecord.h"
@@ -169,6 +171,7 @@ struct Pipeline::Impl {
   std::atomic<uint64_t> next_output{0};
   std::atomic<int64_t> read_ns{0}, decode_ns{0}, wait_in_ns{0}, wait_out_ns{0}, consumer_ns{0};
   std::atomic<uint64_t> bytes_read{0}, records_read{0}, decoded{0}, dct_scaled{0};
+  std::atomic<uint64_t> manifest_trusted{0}, manifest_changed{0};
 
   std::unique_ptr<BatchLease> current;  // what Next() handed out last
   Clock::time_point start;
@@ -466,6 +469,20 @@ struct Pipeline::Impl {
     return Status::Ok();
   }
 
+  // Whether the manifest vouches for the sample's bytes (then they count as
+  // read clean for the rest of the run).
+  bool Verified(uint32_t sample_id, std::string_view jpeg) {
+    const DamageChecked& dc = *checked_clean;
+    if (!o.use_manifest || dc.verified.empty() || !dc.verified[sample_id]) return false;
+    if (crc32c::Value(jpeg) != dc.verified_crc[sample_id]) {
+      manifest_changed += 1;
+      return false;
+    }
+    manifest_trusted += 1;
+    checked_clean->clean[sample_id].store(true, std::memory_order_relaxed);
+    return true;
+  }
+
   Status Decode(Worker& w, std::string_view jpeg, Rng& rng, void* dst, uint32_t sample_id, const Geometry& geo) {
     if (!image::LooksLikeJpeg(jpeg) && image::IsConvertible(image::SniffImageFormat(jpeg))) {
       return DecodeOther(w, jpeg, rng, dst, geo);
@@ -478,7 +495,8 @@ struct Pipeline::Impl {
     ChooseContext ctx{this, &rng, &w.boxes};
     // A file's damage does not depend on its crop: read it to the end once
     // per run, then only as far as each crop needs.
-    ctx.read_to_end = o.damage_check && !checked_clean->clean[sample_id].load(std::memory_order_relaxed);
+    ctx.read_to_end = o.damage_check && !checked_clean->clean[sample_id].load(std::memory_order_relaxed) &&
+                      !Verified(sample_id, jpeg);
     image::DecodedRegion region = AQ_TRY(w.decoder.Decode(jpeg, &Choose, &ctx));
     if (ctx.read_to_end) checked_clean->clean[sample_id].store(true, std::memory_order_relaxed);
     if (region.scale_denom > 1) dct_scaled += 1;
@@ -780,6 +798,45 @@ Status Pipeline::Impl::PlanMemory() {
   return Status::Ok();
 }
 
+// The verification manifest of the dataset at `data`, as flags and CRCs
+// per catalog sample. A file whose record count differs from the
+// manifest's is not trusted at all; a manifest that cannot be read is
+// reported in the stats and changes nothing else.
+static void ReadManifest(io::FileSystem& fs, const std::string& data, const Catalog& cat, DamageChecked& dc) {
+  const bool one_file = cat.files.size() == 1 && cat.files[0] == data;
+  const std::string path = format::ManifestPath(data, one_file);
+  auto read = format::ReadManifest(fs, path);
+  if (!read.ok()) {
+    dc.manifest = fmt::format("not used: {}", read.status().message());
+    return;
+  }
+  if (!read->has_value()) return;
+  const format::Manifest& m = **read;
+  if (m.damage_rules != format::kDamageRules) {
+    dc.manifest = fmt::format("not used: '{}' was written under damage rules {}, these are {}", path, m.damage_rules,
+                              format::kDamageRules);
+    return;
+  }
+  std::vector<uint32_t> records(cat.files.size(), 0);
+  for (const auto& s : cat.samples) records[s.file] = std::max(records[s.file], s.record + 1);
+  std::vector<const format::ManifestFile*> entry(cat.files.size(), nullptr);
+  for (size_t f = 0; f < cat.files.size(); ++f) {
+    auto it = m.files.find(format::ManifestName(path, cat.files[f]));
+    if (it != m.files.end() && it->second.image_crc32c.size() == records[f]) entry[f] = &it->second;
+  }
+  dc.verified.assign(cat.samples.size(), 0);
+  dc.verified_crc.assign(cat.samples.size(), 0);
+  uint64_t n = 0;
+  for (size_t i = 0; i < cat.samples.size(); ++i) {
+    const SampleRef& s = cat.samples[i];
+    if (entry[s.file] == nullptr || !entry[s.file]->Trusted(s.record)) continue;
+    dc.verified[i] = 1;
+    dc.verified_crc[i] = entry[s.file]->image_crc32c[s.record];
+    ++n;
+  }
+  dc.manifest = fmt::format("{}: {} of {} samples verified", path, n, cat.samples.size());
+}
+
 // Payload slots, the damage-check memory and the batch buffers: those of
 // an earlier pipeline when they fit (the next epoch's pipeline then
 // allocates and touches nothing), else new ones, allocated (and touched)
@@ -794,6 +851,9 @@ Status Pipeline::Impl::PrepareBuffers() {
                       ? o.damage_checked
                       : std::make_shared<DamageChecked>(cat->samples.size());
   o.damage_checked.reset();
+  if (o.damage_check && o.use_manifest) {
+    std::call_once(checked_clean->manifest_read, [&] { ReadManifest(fs, o.data, *cat, *checked_clean); });
+  }
   const size_t buffer_bytes = (static_cast<size_t>(o.batch_size) * sample_bytes + 63) & ~size_t{63};
   if (o.buffers && o.buffers->bytes == buffer_bytes && o.buffers->batch_size == o.batch_size &&
       o.buffers->fields_per_sample == o.fields.size()) {
@@ -881,6 +941,9 @@ PipelineStats Pipeline::Stats() const {
   s.payload_capacity = m.capacity;
   s.memory_bound_bytes = m.memory_bound;
   s.dct_scaled = m.dct_scaled.load();
+  s.manifest = m.o.use_manifest && m.o.damage_check ? m.checked_clean->manifest : "";
+  s.manifest_trusted = m.manifest_trusted.load();
+  s.manifest_changed = m.manifest_changed.load();
   const double el = std::max(1e-9, s.elapsed_seconds);
   StageStats read{"read", m.o.readers, m.read_ns.load() / 1e9, 0, m.records_read.load(), s.bytes_read};
   read.utilisation = read.busy_seconds / (el * static_cast<double>(read.threads));

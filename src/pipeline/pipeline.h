@@ -32,6 +32,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,13 @@ struct BatchBuffer;
 struct DamageChecked {
   explicit DamageChecked(size_t samples) : clean(samples) {}
   std::vector<std::atomic<bool>> clean;
+  // The dataset's verification manifest (dataset/manifest.h), read once per
+  // run: per sample, whether it was verified clean and its image's CRC32C
+  // then. Such a sample is clean while its bytes still have that CRC.
+  std::once_flag manifest_read;
+  std::vector<uint8_t> verified;
+  std::vector<uint32_t> verified_crc;
+  std::string manifest;  // "PATH: N of M samples verified", why it is not used, or "" (none)
 };
 
 struct PipelineOptions {
@@ -89,6 +97,11 @@ struct PipelineOptions {
   // random crop covers. Once per sample per run: a file read clean once is
   // only read as far as its crop in later epochs. false skips even that.
   bool damage_check = true;
+  // Samples the dataset's verification manifest lists as verified clean
+  // (`dataset pack`, `dataset verify --decode`) count as read clean while
+  // their image bytes keep the CRC32C it gives: a verified dataset's first
+  // epoch reads each file only as far as its crop, as later epochs do.
+  bool use_manifest = true;
 
   // Extra fields delivered with each sample, by name: tf.Example feature
   // keys (the serialized Feature; Batch::fields), WebDataset member
@@ -183,6 +196,9 @@ struct PipelineStats {
   uint64_t bad_samples = 0;
   std::vector<dataset::Problem> problems;  // first 100
   uint64_t dct_scaled = 0;                 // samples decoded at reduced scale
+  std::string manifest;                    // DamageChecked::manifest
+  uint64_t manifest_trusted = 0;           // samples not read to their end: the manifest vouched for them
+  uint64_t manifest_changed = 0;           // samples whose bytes differ from the manifest's: checked
   std::string limiting_stage;
   uint32_t rank = 0, world = 1;
   uint64_t steps_per_epoch = 0;

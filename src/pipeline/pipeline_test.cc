@@ -8,6 +8,7 @@
 
 #include "dataset/commands.h"
 #include "format/example.h"
+#include "format/manifest.h"
 #include "format/tfrecord.h"
 #include "image/jpeg.h"
 #include "io/file_system.h"
@@ -299,6 +300,111 @@ TEST_F(PipelineTest, DamageAnywhereInAFileIsReportedEveryEpoch) {
   std::set<uint64_t> records;
   for (const auto& pr : st.problems) records.insert(pr.record);
   EXPECT_EQ(records, (std::set<uint64_t>{3, 5}));
+}
+
+// The verification manifest vouches for the bytes it saw and nothing else:
+// a verified shard's first epoch skips the end-of-file check and delivers
+// the same batches; records changed since (damaged below any crop, cut
+// short) are checked and reported; a manifest that does not fit the data
+// (another record count, other damage rules, not JSON) is not used.
+TEST_F(PipelineTest, TheManifestVouchesOnlyForTheBytesItSaw) {
+  auto fs = io::NewMemFileSystem();
+  const std::string jpeg = *io::ReadFileToString(*fs_, "/raw/n01000000/n01000000_0.JPEG");
+  std::string damaged_tail = jpeg;
+  for (size_t i = damaged_tail.size() - 200; i < damaged_tail.size() - 100; ++i) {
+    damaged_tail[i] = static_cast<char>((i * 37 + 11) % 255);
+  }
+  const std::string cut = jpeg.substr(0, jpeg.size() * 6 / 10);
+  auto write_shard = [&](int records, bool damaged) {
+    std::string shard;
+    for (int i = 0; i < records; ++i) {
+      format::ImageRecord r;
+      r.encoded = damaged && i == 3 ? damaged_tail : damaged && i == 5 ? cut : jpeg;
+      r.label = 1 + i % 3;
+      format::AppendTFRecord(format::SerializeExample(format::ToExample(r)), &shard);
+    }
+    ASSERT_TRUE(io::WriteFileAtomic(*fs, "/d/train-00000-of-00001", shard).ok());
+  };
+  auto verify = [&] {
+    dataset::VerifyOptions v;
+    v.path = "/d";
+    v.decode = true;
+    v.common.progress = false;
+    auto r = dataset::Verify(*fs, v);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : dataset::VerifyReport{};
+  };
+  auto run = [&](bool use_manifest) {
+    PipelineOptions o = Options("/d");
+    o.batch_size = 6;
+    o.use_manifest = use_manifest;
+    o.policy = format::ErrorPolicy::kSkip;
+    auto p = Pipeline::Create(*fs, o);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    Run r;
+    if (!p.ok()) return r;
+    while (true) {
+      auto b = (*p)->Next();
+      EXPECT_TRUE(b.ok()) << b.status().ToString();
+      if (!b.ok() || *b == nullptr) break;
+      r.bytes.append(static_cast<const char*>((*b)->data), (*b)->size * (*b)->sample_bytes);
+    }
+    r.stats = (*p)->Stats();
+    return r;
+  };
+
+  write_shard(12, false);
+  const dataset::VerifyReport clean = verify();
+  EXPECT_EQ(clean.manifest, "/d/aquifer-manifest.json");
+  EXPECT_EQ(clean.manifest_records, 12u);
+  const Run trusted = run(true), checked = run(false);
+  EXPECT_EQ(trusted.stats.manifest_trusted, 12u);
+  EXPECT_EQ(trusted.stats.manifest, "/d/aquifer-manifest.json: 12 of 12 samples verified");
+  EXPECT_EQ(checked.stats.manifest_trusted, 0u);
+  EXPECT_EQ(trusted.bytes, checked.bytes) << "skipping the check must not change a pixel";
+
+  // Rewritten behind the manifest's back, same record count, valid CRCs.
+  write_shard(12, true);
+  Run changed = run(true);
+  EXPECT_EQ(changed.stats.bad_samples, 2u);
+  EXPECT_EQ(changed.stats.manifest_changed, 2u);
+  EXPECT_EQ(changed.stats.manifest_trusted, 10u);
+
+  // Verified again: the damaged records are listed as not verified.
+  const dataset::VerifyReport damaged = verify();
+  EXPECT_EQ(damaged.problem_count, 2u);
+  EXPECT_EQ(damaged.manifest_records, 10u);
+  auto m = format::ReadManifest(*fs, "/d/aquifer-manifest.json");
+  ASSERT_TRUE(m.ok() && m->has_value());
+  EXPECT_EQ((*m)->files.at("train-00000-of-00001").unverified, (std::vector<uint32_t>{3, 5}));
+  changed = run(true);
+  EXPECT_EQ(changed.stats.bad_samples, 2u);
+  EXPECT_EQ(changed.stats.manifest_changed, 0u);
+  EXPECT_EQ(changed.stats.manifest_trusted, 10u);
+
+  // Another record count: the file's entry does not fit.
+  write_shard(13, false);
+  changed = run(true);
+  EXPECT_EQ(changed.stats.manifest_trusted, 0u);
+  EXPECT_EQ(changed.stats.manifest, "/d/aquifer-manifest.json: 0 of 13 samples verified");
+
+  // Other damage rules, or not a manifest at all: not used, nothing else changes.
+  write_shard(12, true);
+  std::string text = *io::ReadFileToString(*fs, "/d/aquifer-manifest.json");
+  text.replace(text.find("\"damage_rules\":1"), 16, "\"damage_rules\":9");
+  ASSERT_TRUE(io::WriteFileAtomic(*fs, "/d/aquifer-manifest.json", text).ok());
+  changed = run(true);
+  EXPECT_EQ(changed.stats.manifest_trusted, 0u);
+  EXPECT_EQ(changed.stats.bad_samples, 2u);
+  EXPECT_NE(changed.stats.manifest.find("damage rules 9"), std::string::npos) << changed.stats.manifest;
+  for (const char* junk : {"{", "[]", "{\"aquifer_manifest\": 2}", "{\"aquifer_manifest\": 1, \"files\": 3}"}) {
+    ASSERT_TRUE(io::WriteFileAtomic(*fs, "/d/aquifer-manifest.json", junk).ok());
+    changed = run(true);
+    EXPECT_EQ(changed.stats.manifest_trusted, 0u) << junk;
+    EXPECT_EQ(changed.stats.bad_samples, 2u) << junk;
+    EXPECT_EQ(changed.stats.manifest.rfind("not used: manifest '/d/aquifer-manifest.json': ", 0), 0u)
+        << changed.stats.manifest;
+  }
 }
 
 // A consumer may keep batches (a Python tensor, a prefetch queue): the

@@ -329,6 +329,9 @@ class Source {
     d["worker_wait_output_seconds"] = s.worker_wait_output_seconds;
     d["memory_bound_bytes"] = s.memory_bound_bytes;
     d["bad_samples"] = s.bad_samples;
+    d["manifest"] = s.manifest;
+    d["manifest_trusted"] = s.manifest_trusted;
+    d["manifest_changed"] = s.manifest_changed;
     py::list problems;
     for (const auto& p : s.problems) {
       py::dict x;

@@ -294,6 +294,19 @@ def test_webdataset_shards(datasets, tmp_path):
     assert sorted(wds_labels.tolist()) == sorted(folder_labels.tolist())
 
 
+def test_a_packed_dataset_is_verified_once(datasets):
+    """pack's manifest vouches for every record: the loader's first epoch
+    reads none to its end, and delivers the same pixels as without it."""
+    kw = dict(framework="numpy", seed=5)
+    trusted, checked = small(datasets["tfrecord"], **kw), small(datasets["tfrecord"], use_manifest=False, **kw)
+    for (a, la), (b, lb) in zip(trusted, checked):
+        assert np.array_equal(a, b) and np.array_equal(la, lb)
+    st = trusted.stats()
+    assert st["manifest_trusted"] == len(trusted) * 16 and st["manifest_changed"] == 0
+    assert st["manifest"].endswith("aquifer-manifest.json: 240 of 240 samples verified")
+    assert checked.stats()["manifest_trusted"] == 0
+
+
 def _detection_shard(path, n, fmt, folder=None):
     """WebDataset shard of images with one bright box on a dark ground, the
     box in KEY.json (fractions of the image) and a caption in KEY.txt;
