@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "bench/cache_model.h"
+#include "bench/doctor.h"
 #include "bench/models.h"
 #include "bench/result.h"
 #include "bench/sizing.h"
@@ -182,6 +183,76 @@ TEST(SizingTest, BadRequestsAreClearErrors) {
   r.node = "f800";
   r.mb_per_second_per_gpu = -1;
   EXPECT_FALSE(Size(r).ok());
+}
+
+// The doctor's arithmetic holds for every form, and its verdict follows
+// the figures: few cores make decode the limit, a slow store the storage,
+// enough of both the GPUs; the pick is the form that feeds the GPUs with
+// the fewest bytes.
+TEST(DoctorTest, EachFormJudgedByItsOwnFigures) {
+  auto fs = io::NewMemFileSystem();
+  dataset::SynthOptions s;
+  s.out = "/raw";
+  s.classes = 2;
+  s.images = 24;
+  s.common.progress = false;
+  ASSERT_TRUE(dataset::Synthesize(*fs, s).ok());
+  dataset::PackOptions p;
+  p.input = "/raw";
+  p.out = "/tf";
+  p.shards = 2;
+  p.common.progress = false;
+  ASSERT_TRUE(dataset::Pack(*fs, p).ok());
+
+  DoctorOptions o;
+  o.data = "/tf";
+  o.sample = 16;
+  o.decoded = 16;
+  o.gpus = 4;
+  o.cores = 1;
+  o.storage_mb_per_second = 1e6;
+  o.progress = false;
+  auto r = RunDoctor(*fs, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->forms.size(), 4u);
+  EXPECT_EQ(r->images, 24u);
+  const double rate = FindModel("resnet50", "a100", "fp16")->train_images_per_second;
+  EXPECT_DOUBLE_EQ(r->demand_images_per_second, 4 * rate);
+  for (const auto& f : r->forms) {
+    EXPECT_GT(f.images_per_second_per_core, 0) << f.form;
+    EXPECT_GT(f.bytes_per_image, 0) << f.form;
+    EXPECT_NEAR(f.cores_needed, 4 * rate / f.images_per_second_per_core, 1e-9) << f.form;
+    EXPECT_NEAR(f.mb_per_second_per_gpu, rate * f.bytes_per_image / 1e6, 1e-9) << f.form;
+    EXPECT_EQ(f.limit, "cpu decode") << "one core cannot feed four A100s: " << f.form;
+    EXPECT_GE(f.nodes, 1) << f.form;
+  }
+  EXPECT_GT(r->forms[2].bytes_per_image, r->forms[1].bytes_per_image) << "raw stores more bytes than JPEG";
+  EXPECT_NE(r->verdict.find("CPU decode limits training"), std::string::npos) << r->verdict;
+
+  o.cores = 1e6;  // decode is never short: the GPUs are the limit, the fewest bytes win
+  r = RunDoctor(*fs, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  size_t fewest = 0;
+  for (size_t i = 0; i < r->forms.size(); ++i) {
+    EXPECT_EQ(r->forms[i].limit, "gpu");
+    if (r->forms[i].bytes_per_image < r->forms[fewest].bytes_per_image) fewest = i;
+  }
+  EXPECT_EQ(r->pick, fewest);
+
+  o.storage_mb_per_second = 1;  // a store far slower than any form needs
+  r = RunDoctor(*fs, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (const auto& f : r->forms) {
+    EXPECT_EQ(f.limit, "storage") << f.form;
+    EXPECT_NEAR(f.gpu_utilisation, 1 / f.demand_mb_per_second, 1e-12);
+  }
+  EXPECT_NE(r->verdict.find("storage limits training"), std::string::npos) << r->verdict;
+
+  o.model = "resnet51";
+  EXPECT_FALSE(RunDoctor(*fs, o).ok());
+  o.model = "resnet50";
+  o.data = "/nothing";
+  EXPECT_FALSE(RunDoctor(*fs, o).ok());
 }
 
 TEST(CacheModelTest, TheDocumentsFigures) {

@@ -72,6 +72,33 @@ Result<NodeProfile> FindNode(const std::string& name) {
   return NotFound(fmt::format("unknown node profile '{}' (known: {})", name, Names(NodeProfiles())));
 }
 
+Result<ResultDemand> DemandFromDoctorResult(const nlohmann::json& j, const std::string& where,
+                                            const std::string& form) {
+  const nlohmann::json& sum = j.value("summary", nlohmann::json());
+  if (!sum.is_object() || !sum.contains("forms") || !sum["forms"].is_array()) {
+    return InvalidArgument(fmt::format("{}: not a doctor result (no forms)", where));
+  }
+  const std::string want = form.empty() ? sum.value("pick", "") : form;
+  std::string known;
+  for (const auto& f : sum["forms"]) {
+    const std::string name = f.value("form", "");
+    known += (known.empty() ? "" : ", ") + name;
+    if (name != want) continue;
+    ResultDemand d;
+    d.images_per_second_per_gpu = sum.value("model_images_per_second_per_gpu", 0.0);
+    d.bytes_per_image = f.value("bytes_per_image", 0.0);
+    d.demand_mb_per_second_per_gpu = f.value("mb_per_second_per_gpu", 0.0);
+    d.gpu_bound = true;
+    if (d.demand_mb_per_second_per_gpu <= 0) {
+      return InvalidArgument(fmt::format("{}: form '{}' has no MB/s per GPU", where, name));
+    }
+    d.explanation = fmt::format("{}: doctor's form '{}', {:.0f} images/s per GPU x {:.0f} bytes per image", where, name,
+                                d.images_per_second_per_gpu, d.bytes_per_image);
+    return d;
+  }
+  return InvalidArgument(fmt::format("{}: no form '{}' in the doctor's result (it has: {})", where, want, known));
+}
+
 Result<ResultDemand> DemandFromTrainResult(const nlohmann::json& j, const std::string& where) {
   if (!j.contains("summary") || !j["summary"].is_object() || !j.contains("config") || !j["config"].is_object()) {
     return InvalidArgument(fmt::format("{}: not a bench result (no summary and config)", where));

@@ -82,6 +82,11 @@ struct ResultDemand {
   std::string explanation;  // how the demand was found, with both figures
 };
 Result<ResultDemand> DemandFromTrainResult(const nlohmann::json& result, const std::string& where);
+// What an `aquifer doctor` result says one GPU demands with the image form
+// `form` ("" = the form the doctor picked): the GPU's images/s x that
+// form's bytes per image.
+Result<ResultDemand> DemandFromDoctorResult(const nlohmann::json& result, const std::string& where,
+                                            const std::string& form);
 nlohmann::json ToJson(const SizeRequest& request, const SizeAnswer& answer);
 
 // The documents' sizing table, computed from the profiles: one row per

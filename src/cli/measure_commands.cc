@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "bench/cache_model.h"
+#include "bench/doctor.h"
 #include "bench/result.h"
 #include "bench/sizing.h"
 #include "bench/storage_bench.h"
@@ -516,7 +517,7 @@ void RegisterSweep(CLI::App& group, Globals& g) {
 struct SizeFlags {
   bench::SizeRequest r;
   double mbps = 0, node_mbps = 0;
-  std::string from;
+  std::string from, form;
   bool table = false;
   ResultFlags out;
 };
@@ -555,6 +556,9 @@ void RegisterSize(CLI::App& app, Globals& g) {
   cmd->add_option("--from", f->from,
                   "Take the demand per GPU from a bench train result JSON: its GPUs' rate at full utilisation x the "
                   "bytes it read per image (an input-bound run's delivered MB/s would undersize)");
+  cmd->add_option("--form", f->form,
+                  "With --from a doctor result: the image form whose MB/s per GPU to size for (default: the one the "
+                  "doctor picked)");
   cmd->add_option("--node-mbps", f->node_mbps, "MB/s one node delivers (overrides the node profile)");
   cmd->add_option("--headroom", f->r.headroom, "Plan for this fraction more than the demand (0.2 = 20%)")
       ->capture_default_str();
@@ -589,20 +593,29 @@ void RegisterSize(CLI::App& app, Globals& g) {
       auto j = nlohmann::json::parse(*text, nullptr, false);
       if (j.is_discarded()) return Fail(g, InvalidArgument(fmt::format("--from {}: not JSON", f->from)));
       if (Status s = bench::ValidateResult(j, f->from); !s.ok()) return Fail(g, s);
-      auto demand = bench::DemandFromTrainResult(j, f->from);
-      if (!demand.ok()) return Fail(g, demand.status());
-      if (!demand->gpu_bound) {
-        // Sizing from what an input-bound run delivered undersizes storage:
-        // the demand at full utilisation is used, and both are printed.
-        std::fprintf(stderr,
-                     "aquifer size: WARNING: %s was not GPU-bound (AU %.1f%%): it delivered %.1f MB/s per GPU, but "
-                     "the GPUs demand %.1f MB/s per GPU at full utilisation; sizing for the demand\n",
-                     f->from.c_str(), 100 * demand->au, demand->delivered_mb_per_second_per_gpu,
-                     demand->demand_mb_per_second_per_gpu);
+      if (j.value("command", "") == "doctor") {
+        // The doctor's figure for one image form: its GPUs' rate x that form's bytes per image.
+        auto d = bench::DemandFromDoctorResult(j, f->from, f->form);
+        if (!d.ok()) return (void)UsageError(g, d.status());
+        req.mb_per_second_per_gpu = d->demand_mb_per_second_per_gpu;
+        req.mb_per_second_source = d->explanation;
+      } else {
+        if (!f->form.empty()) return (void)UsageError(g, InvalidArgument("--form goes with --from a doctor result"));
+        auto demand = bench::DemandFromTrainResult(j, f->from);
+        if (!demand.ok()) return Fail(g, demand.status());
+        if (!demand->gpu_bound) {
+          // Sizing from what an input-bound run delivered undersizes storage:
+          // the demand at full utilisation is used, and both are printed.
+          std::fprintf(stderr,
+                       "aquifer size: WARNING: %s was not GPU-bound (AU %.1f%%): it delivered %.1f MB/s per GPU, but "
+                       "the GPUs demand %.1f MB/s per GPU at full utilisation; sizing for the demand\n",
+                       f->from.c_str(), 100 * demand->au, demand->delivered_mb_per_second_per_gpu,
+                       demand->demand_mb_per_second_per_gpu);
+        }
+        req.mb_per_second_per_gpu = demand->demand_mb_per_second_per_gpu;
+        req.mb_per_second_source = demand->explanation;
       }
-      req.mb_per_second_per_gpu = demand->demand_mb_per_second_per_gpu;
-      req.mb_per_second_source = demand->explanation;
-      if (req.gpus == 0) req.gpus = j["config"].value("gpus", 0);
+      if (req.gpus == 0) req.gpus = j["config"].value("gpus", 0.0);
     }
     auto a = bench::Size(req);
     if (!a.ok()) return (void)UsageError(g, a.status());
@@ -625,6 +638,76 @@ void RegisterSize(CLI::App& app, Globals& g) {
       std::printf("  assumptions:\n");
       for (const auto& s : a->assumptions) std::printf("    - %s\n", s.c_str());
     });
+  });
+}
+
+// ---------------------------------------------------------------- doctor
+
+struct DoctorFlags {
+  bench::DoctorOptions o;
+  ResultFlags out;
+};
+
+void PrintDoctor(const bench::DoctorReport& r, const bench::DoctorOptions& o) {
+  std::printf("aquifer doctor: %s (%s, %llu images, %s)\n", r.data.c_str(), r.format.c_str(),
+              static_cast<unsigned long long>(r.images), units::Bytes(static_cast<double>(r.dataset_bytes)).c_str());
+  std::printf("  GPUs       %g x %s on %s %s: %.0f images/s\n", o.gpus, o.model.c_str(), o.gpu.c_str(),
+              o.precision.c_str(), r.demand_images_per_second);
+  std::printf("  cores      %.0f\n", r.cores);
+  if (r.storage_mb_per_second > 0) {
+    std::printf("  storage    %.0f MB/s\n", r.storage_mb_per_second);
+  } else {
+    std::printf("  storage    unknown\n");
+  }
+  std::printf("\n  %-10s %12s %16s %12s %14s %12s %7s %6s  %s\n", "form", "bytes/image", "images/s/core", "cores need",
+              "MB/s per GPU", "MB/s total", "nodes", "GPU", "limit");
+  for (size_t i = 0; i < r.forms.size(); ++i) {
+    const auto& f = r.forms[i];
+    std::printf("%s %-10s %12s %16.0f %12.1f %14.1f %12.0f %7d %5.0f%%  %s\n", i == r.pick ? "*" : " ", f.form.c_str(),
+                units::Bytes(f.bytes_per_image).c_str(), f.images_per_second_per_core, f.cores_needed,
+                f.mb_per_second_per_gpu, f.demand_mb_per_second, f.nodes, 100 * f.gpu_utilisation, f.limit.c_str());
+  }
+  std::printf("\n  verdict    %s\n", r.verdict.c_str());
+  if (r.pick != 0) {
+    std::printf("  make it    aquifer dataset pack FOLDER -o OUT %s\n", r.forms[r.pick].pack_flags.c_str());
+  }
+  std::printf("  assumptions:\n");
+  for (const auto& a : r.assumptions) std::printf("    - %s\n", a.c_str());
+}
+
+void RegisterDoctor(CLI::App& app, Globals& g) {
+  auto* f = g.Own<DoctorFlags>();
+  auto* cmd = app.add_subcommand(
+      "doctor",
+      "What limits training on a dataset (CPU decode, storage or the GPUs), and which image form and node count "
+      "remove it: decode per core and bytes per image measured for each form on a sample, storage MB/s measured, the "
+      "GPUs' demand from the model table");
+  cmd->add_option("data", f->o.data, "Dataset: record files or an image folder (path or URL)")->required();
+  cmd->add_option("-g,--gpus", f->o.gpus, "GPUs to feed")->capture_default_str();
+  cmd->add_option("-m,--model", f->o.model, "resnet50, resnet152, inception3, inception4, vgg16, googlenet, alexnet")
+      ->capture_default_str();
+  cmd->add_option("--gpu", f->o.gpu, "v100, a100 or h100")->capture_default_str();
+  cmd->add_option("--precision", f->o.precision, "fp16 (mixed) or fp32")->capture_default_str();
+  cmd->add_option("--cores", f->o.cores, "CPU cores that decode for those GPUs (default: this machine's)");
+  cmd->add_option("--storage", f->o.storage, "Where to measure storage MB/s (default: the dataset itself)");
+  cmd->add_option("--storage-mbps", f->o.storage_mb_per_second, "Storage MB/s to assume instead of measuring");
+  cmd->add_option("--storage-seconds", f->o.storage_seconds, "How long to measure storage")->capture_default_str();
+  cmd->add_option("-n,--node", f->o.node, "Storage node profile for node counts: f800 or h500")->capture_default_str();
+  cmd->add_option("--sample", f->o.sample, "Images sampled into each form")->capture_default_str();
+  cmd->add_option("--max-side", f->o.max_side, "The forms' longer side")->capture_default_str();
+  cmd->add_option("--quality", f->o.quality, "JPEG quality of the reencode and auto forms")->capture_default_str();
+  cmd->add_option("--raw-max-pixels", f->o.raw_max_pixels, "auto: raw up to this many pixels")->capture_default_str();
+  AddResultFlags(cmd, f->out, false);
+  AddOutputFlags(cmd, g);
+  cmd->callback([f, &g] {
+    f->o.progress = !g.no_progress;
+    auto r = bench::RunDoctor(*g.fs, f->o);
+    if (!r.ok()) return Fail(g, r.status());
+    nlohmann::json config = {{"gpus", f->o.gpus},           {"model", f->o.model},    {"gpu", f->o.gpu},
+                             {"precision", f->o.precision}, {"node", f->o.node},      {"sample", f->o.sample},
+                             {"max_side", f->o.max_side},   {"quality", f->o.quality}};
+    EmitResult(g, f->out, "doctor", {}, config, bench::ToJson(*r), nullptr,
+               [&](const nlohmann::json&) { PrintDoctor(*r, f->o); });
   });
 }
 
@@ -791,6 +874,7 @@ void RegisterMeasureCommands(CLI::App& app, CLI::App& bench_group, Globals& g) {
   RegisterStorage(bench_group, g);
   RegisterSweep(bench_group, g);
   RegisterSize(app, g);
+  RegisterDoctor(app, g);
   RegisterModel(app, g);
   RegisterReport(app, g);
 }
