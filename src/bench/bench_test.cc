@@ -229,15 +229,29 @@ TEST(DoctorTest, EachFormJudgedByItsOwnFigures) {
   EXPECT_GT(r->forms[2].bytes_per_image, r->forms[1].bytes_per_image) << "raw stores more bytes than JPEG";
   EXPECT_NE(r->verdict.find("CPU decode limits training"), std::string::npos) << r->verdict;
 
-  o.cores = 1e6;  // decode is never short: the GPUs are the limit, the fewest bytes win
+  o.cores = 1e6;  // decode is never short, nor storage: the GPUs are the limit, and the form stays
   r = RunDoctor(*fs, o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (const auto& f : r->forms) EXPECT_EQ(f.limit, "gpu") << f.form;
+  EXPECT_EQ(r->pick, 0u);
+  EXPECT_NE(r->verdict.find("keep the form as stored"), std::string::npos) << r->verdict;
+
+  // A store that feeds half of what the stored form needs: the pick is the
+  // form with the fewest bytes among those that keep the GPUs fed.
+  o.storage_mb_per_second = r->forms[0].demand_mb_per_second / 2;
+  r = RunDoctor(*fs, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->forms[0].limit, "storage");
   size_t fewest = 0;
-  for (size_t i = 0; i < r->forms.size(); ++i) {
-    EXPECT_EQ(r->forms[i].limit, "gpu");
-    if (r->forms[i].bytes_per_image < r->forms[fewest].bytes_per_image) fewest = i;
+  for (size_t i = 1; i < r->forms.size(); ++i) {
+    if (r->forms[i].gpu_utilisation >= 1 &&
+        (fewest == 0 || r->forms[i].bytes_per_image < r->forms[fewest].bytes_per_image)) {
+      fewest = i;
+    }
   }
+  ASSERT_NE(fewest, 0u) << "re-encoded at 256 px, some form needs less than half the bytes";
   EXPECT_EQ(r->pick, fewest);
+  EXPECT_EQ(r->forms[r->pick].limit, "gpu");
 
   o.storage_mb_per_second = 1;  // a store far slower than any form needs
   r = RunDoctor(*fs, o);

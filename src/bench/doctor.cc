@@ -141,15 +141,18 @@ void Judge(DoctorForm& f, const DoctorReport& r, const DoctorOptions& o, double 
   }
 }
 
-// The form that lets the GPUs run at full speed with the fewest bytes per
-// image; when none does, the one that gets them furthest.
+// The form as stored when it already keeps the GPUs fully fed (fewer
+// pixels are not free: a form caps the side); else the form that does
+// with the fewest bytes per image; when none does, the one that gets the
+// GPUs furthest.
 size_t Pick(const std::vector<DoctorForm>& forms) {
+  if (forms[0].gpu_utilisation >= 1) return 0;
   size_t best = 0;
   for (size_t i = 1; i < forms.size(); ++i) {
     const DoctorForm &a = forms[i], &b = forms[best];
-    const bool a_full = a.cpu_fraction >= 1, b_full = b.cpu_fraction >= 1;
+    const bool a_full = a.gpu_utilisation >= 1, b_full = b.gpu_utilisation >= 1;
     if (a_full != b_full ? a_full
-                         : (a_full ? a.bytes_per_image < b.bytes_per_image : a.cpu_fraction > b.cpu_fraction)) {
+                         : (a_full ? a.bytes_per_image < b.bytes_per_image : a.gpu_utilisation > b.gpu_utilisation)) {
       best = i;
     }
   }
@@ -178,6 +181,15 @@ std::string Verdict(const DoctorReport& r, const DoctorOptions& o) {
     if (pick.cpu_fraction < 1) s += fmt::format(", still CPU-bound here ({:.0f}%)", 100 * pick.gpu_utilisation);
   } else {
     s += "; keep the form as stored";
+    size_t fewest = 0;
+    for (size_t i = 1; i < r.forms.size(); ++i) {
+      if (r.forms[i].bytes_per_image < r.forms[fewest].bytes_per_image) fewest = i;
+    }
+    if (fewest != 0) {
+      s += fmt::format(" (the {} form would need {:.1f} cores and {:.1f} MB/s per GPU, at --max-side {})",
+                       r.forms[fewest].form, r.forms[fewest].cores_needed, r.forms[fewest].mb_per_second_per_gpu,
+                       o.max_side);
+    }
   }
   if (pick.limit == "storage" || (r.storage_mb_per_second <= 0 && pick.nodes > 0)) {
     s += fmt::format("; storage: {} {} node(s) for {:.0f} MB/s", pick.nodes, o.node, pick.demand_mb_per_second);
