@@ -88,6 +88,9 @@ Result<PipelineBenchReport> RunPipelineBench(io::FileSystem& fs, const PipelineB
   // throughput is taken over the whole run, not only after the warm-up.
   r.mb_per_second =
       r.stats.elapsed_seconds > 0 ? static_cast<double>(r.stats.bytes_read) / 1e6 / r.stats.elapsed_seconds : 0;
+  if (r.stats.stages[0].items > 0) {
+    r.bytes_per_image = static_cast<double>(r.stats.bytes_read) / static_cast<double>(r.stats.stages[0].items);
+  }
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   r.max_rss_bytes = static_cast<uint64_t>(ru.ru_maxrss) * 1024;
@@ -120,6 +123,7 @@ nlohmann::json ToJson(const PipelineBenchReport& r, const PipelineBenchOptions& 
           {"config", r.config},
           {"images_per_second", r.images_per_second},
           {"mb_per_second", r.mb_per_second},
+          {"bytes_per_image", r.bytes_per_image},
           {"batches", r.batches},
           {"images", r.images},
           {"seconds", r.seconds},

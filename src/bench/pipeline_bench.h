@@ -26,6 +26,9 @@ struct PipelineBenchReport {
   double seconds = 0;  // measured part (after warm-up)
   double images_per_second = 0;
   double mb_per_second = 0;  // storage bytes read, SI MB
+  // Bytes read per record read (the stored form's size with its framing):
+  // times a GPU's images/s, the MB/s one GPU would need in this form.
+  double bytes_per_image = 0;
   // Time between consecutive measured batches at the consumer: the spread
   // says how steady the rate was. Fewer than kMinBatches measured batches,
   // or under kMinSeconds, is too little for a stable figure (a warning).

@@ -70,7 +70,8 @@ void PrintReport(const bench::PipelineBenchReport& r) {
               static_cast<unsigned long long>(s.steps_per_epoch), static_cast<unsigned long long>(s.catalog_samples));
   std::printf("  images/s   %.1f  (%llu images in %s, after warm-up)\n", r.images_per_second,
               static_cast<unsigned long long>(r.images), units::Duration(r.seconds).c_str());
-  std::printf("  storage    %s\n", units::Rate(r.mb_per_second * 1e6).c_str());
+  std::printf("  storage    %s, %s read per image (x a GPU's images/s: its MB/s in this form; aquifer doctor)\n",
+              units::Rate(r.mb_per_second * 1e6).c_str(), units::Bytes(r.bytes_per_image).c_str());
   if (r.batches > 0) {
     std::printf("  batches    %.1f / %.1f / %.1f ms apart (min / median / max)\n", 1e3 * r.batch_min_seconds,
                 1e3 * r.batch_median_seconds, 1e3 * r.batch_max_seconds);
