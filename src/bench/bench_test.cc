@@ -185,90 +185,6 @@ TEST(SizingTest, BadRequestsAreClearErrors) {
   EXPECT_FALSE(Size(r).ok());
 }
 
-// The doctor's arithmetic holds for every form, and its verdict follows
-// the figures: few cores make decode the limit, a slow store the storage,
-// enough of both the GPUs; the pick is the form that feeds the GPUs with
-// the fewest bytes.
-TEST(DoctorTest, EachFormJudgedByItsOwnFigures) {
-  auto fs = io::NewMemFileSystem();
-  dataset::SynthOptions s;
-  s.out = "/raw";
-  s.classes = 2;
-  s.images = 24;
-  s.common.progress = false;
-  ASSERT_TRUE(dataset::Synthesize(*fs, s).ok());
-  dataset::PackOptions p;
-  p.input = "/raw";
-  p.out = "/tf";
-  p.shards = 2;
-  p.common.progress = false;
-  ASSERT_TRUE(dataset::Pack(*fs, p).ok());
-
-  DoctorOptions o;
-  o.data = "/tf";
-  o.sample = 16;
-  o.decoded = 16;
-  o.gpus = 4;
-  o.cores = 1;
-  o.storage_mb_per_second = 1e6;
-  o.progress = false;
-  auto r = RunDoctor(*fs, o);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  ASSERT_EQ(r->forms.size(), 4u);
-  EXPECT_EQ(r->images, 24u);
-  const double rate = FindModel("resnet50", "a100", "fp16")->train_images_per_second;
-  EXPECT_DOUBLE_EQ(r->demand_images_per_second, 4 * rate);
-  for (const auto& f : r->forms) {
-    EXPECT_GT(f.images_per_second_per_core, 0) << f.form;
-    EXPECT_GT(f.bytes_per_image, 0) << f.form;
-    EXPECT_NEAR(f.cores_needed, 4 * rate / f.images_per_second_per_core, 1e-9) << f.form;
-    EXPECT_NEAR(f.mb_per_second_per_gpu, rate * f.bytes_per_image / 1e6, 1e-9) << f.form;
-    EXPECT_EQ(f.limit, "cpu decode") << "one core cannot feed four A100s: " << f.form;
-    EXPECT_GE(f.nodes, 1) << f.form;
-  }
-  EXPECT_GT(r->forms[2].bytes_per_image, r->forms[1].bytes_per_image) << "raw stores more bytes than JPEG";
-  EXPECT_NE(r->verdict.find("CPU decode limits training"), std::string::npos) << r->verdict;
-
-  o.cores = 1e6;  // decode is never short, nor storage: the GPUs are the limit, and the form stays
-  r = RunDoctor(*fs, o);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  for (const auto& f : r->forms) EXPECT_EQ(f.limit, "gpu") << f.form;
-  EXPECT_EQ(r->pick, 0u);
-  EXPECT_NE(r->verdict.find("keep the form as stored"), std::string::npos) << r->verdict;
-
-  // A store that feeds half of what the stored form needs: the pick is the
-  // form with the fewest bytes among those that keep the GPUs fed.
-  o.storage_mb_per_second = r->forms[0].demand_mb_per_second / 2;
-  r = RunDoctor(*fs, o);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->forms[0].limit, "storage");
-  size_t fewest = 0;
-  for (size_t i = 1; i < r->forms.size(); ++i) {
-    if (r->forms[i].gpu_utilisation >= 1 &&
-        (fewest == 0 || r->forms[i].bytes_per_image < r->forms[fewest].bytes_per_image)) {
-      fewest = i;
-    }
-  }
-  ASSERT_NE(fewest, 0u) << "re-encoded at 256 px, some form needs less than half the bytes";
-  EXPECT_EQ(r->pick, fewest);
-  EXPECT_EQ(r->forms[r->pick].limit, "gpu");
-
-  o.storage_mb_per_second = 1;  // a store far slower than any form needs
-  r = RunDoctor(*fs, o);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  for (const auto& f : r->forms) {
-    EXPECT_EQ(f.limit, "storage") << f.form;
-    EXPECT_NEAR(f.gpu_utilisation, 1 / f.demand_mb_per_second, 1e-12);
-  }
-  EXPECT_NE(r->verdict.find("storage limits training"), std::string::npos) << r->verdict;
-
-  o.model = "resnet51";
-  EXPECT_FALSE(RunDoctor(*fs, o).ok());
-  o.model = "resnet50";
-  o.data = "/nothing";
-  EXPECT_FALSE(RunDoctor(*fs, o).ok());
-}
-
 TEST(CacheModelTest, TheDocumentsFigures) {
   // 512 GB client RAM and 2 TB storage cache over 22.2 TB: ~2%, ~9%, ~91% from SSD.
   auto m = ModelCache({22.2e12, 512e9, 2e12});
@@ -525,6 +441,77 @@ class TrainBenchTest : public testing::Test {
   static io::FileSystem* fs_;
 };
 io::FileSystem* TrainBenchTest::fs_ = nullptr;
+
+// The doctor's arithmetic holds for every form, and its verdict follows
+// the figures: few cores make decode the limit, a slow store the storage,
+// enough of both the GPUs; the pick is the form that feeds the GPUs with
+// the fewest bytes.
+TEST_F(TrainBenchTest, DoctorJudgesEachFormByItsOwnFigures) {
+  io::FileSystem* fs = fs_;
+  DoctorOptions o;
+  o.data = "/tf";
+  o.sample = 16;
+  o.decoded = 16;
+  o.gpus = 4;
+  o.cores = 1;
+  o.storage_mb_per_second = 1e6;
+  o.progress = false;
+  auto r = RunDoctor(*fs, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->forms.size(), 4u);
+  EXPECT_EQ(r->images, 48u);
+  const double rate = FindModel("resnet50", "a100", "fp16")->train_images_per_second;
+  EXPECT_DOUBLE_EQ(r->demand_images_per_second, 4 * rate);
+  for (const auto& f : r->forms) {
+    EXPECT_GT(f.images_per_second_per_core, 0) << f.form;
+    EXPECT_GT(f.bytes_per_image, 0) << f.form;
+    EXPECT_NEAR(f.cores_needed, 4 * rate / f.images_per_second_per_core, 1e-9) << f.form;
+    EXPECT_NEAR(f.mb_per_second_per_gpu, rate * f.bytes_per_image / 1e6, 1e-9) << f.form;
+    EXPECT_EQ(f.limit, "cpu decode") << "one core cannot feed four A100s: " << f.form;
+    EXPECT_GE(f.nodes, 1) << f.form;
+  }
+  EXPECT_GT(r->forms[2].bytes_per_image, r->forms[1].bytes_per_image) << "raw stores more bytes than JPEG";
+  EXPECT_NE(r->verdict.find("CPU decode limits training"), std::string::npos) << r->verdict;
+
+  o.cores = 1e6;  // decode is never short, nor storage: the GPUs are the limit, and the form stays
+  r = RunDoctor(*fs, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (const auto& f : r->forms) EXPECT_EQ(f.limit, "gpu") << f.form;
+  EXPECT_EQ(r->pick, 0u);
+  EXPECT_NE(r->verdict.find("keep the form as stored"), std::string::npos) << r->verdict;
+
+  // A store that feeds half of what the stored form needs: the pick is the
+  // form with the fewest bytes among those that keep the GPUs fed.
+  o.storage_mb_per_second = r->forms[0].demand_mb_per_second / 2;
+  r = RunDoctor(*fs, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->forms[0].limit, "storage");
+  size_t fewest = 0;
+  for (size_t i = 1; i < r->forms.size(); ++i) {
+    if (r->forms[i].gpu_utilisation >= 1 &&
+        (fewest == 0 || r->forms[i].bytes_per_image < r->forms[fewest].bytes_per_image)) {
+      fewest = i;
+    }
+  }
+  ASSERT_NE(fewest, 0u) << "re-encoded at 256 px, some form needs less than half the bytes";
+  EXPECT_EQ(r->pick, fewest);
+  EXPECT_EQ(r->forms[r->pick].limit, "gpu");
+
+  o.storage_mb_per_second = 1;  // a store far slower than any form needs
+  r = RunDoctor(*fs, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (const auto& f : r->forms) {
+    EXPECT_EQ(f.limit, "storage") << f.form;
+    EXPECT_NEAR(f.gpu_utilisation, 1 / f.demand_mb_per_second, 1e-12);
+  }
+  EXPECT_NE(r->verdict.find("storage limits training"), std::string::npos) << r->verdict;
+
+  o.model = "resnet51";
+  EXPECT_FALSE(RunDoctor(*fs, o).ok());
+  o.model = "resnet50";
+  o.data = "/nothing";
+  EXPECT_FALSE(RunDoctor(*fs, o).ok());
+}
 
 TEST_F(TrainBenchTest, SlowGpusAreGpuBound) {
   auto o = Options();

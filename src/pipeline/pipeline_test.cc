@@ -57,9 +57,9 @@ class PipelineTest : public testing::Test {
     std::vector<uint32_t> samples;
     PipelineStats stats;
   };
-  static Run RunAll(const PipelineOptions& o) {
+  static Run RunAll(const PipelineOptions& o, io::FileSystem* fs = fs_) {
     Run r;
-    auto p = Pipeline::Create(*fs_, o);
+    auto p = Pipeline::Create(*fs, o);
     EXPECT_TRUE(p.ok()) << p.status().ToString();
     if (!p.ok()) return r;
     while (true) {
@@ -339,18 +339,7 @@ TEST_F(PipelineTest, TheManifestVouchesOnlyForTheBytesItSaw) {
     o.batch_size = 6;
     o.use_manifest = use_manifest;
     o.policy = format::ErrorPolicy::kSkip;
-    auto p = Pipeline::Create(*fs, o);
-    EXPECT_TRUE(p.ok()) << p.status().ToString();
-    Run r;
-    if (!p.ok()) return r;
-    while (true) {
-      auto b = (*p)->Next();
-      EXPECT_TRUE(b.ok()) << b.status().ToString();
-      if (!b.ok() || *b == nullptr) break;
-      r.bytes.append(static_cast<const char*>((*b)->data), (*b)->size * (*b)->sample_bytes);
-    }
-    r.stats = (*p)->Stats();
-    return r;
+    return RunAll(o, fs.get());
   };
 
   write_shard(12, false);
