@@ -302,6 +302,27 @@ TEST_F(PipelineTest, DamageAnywhereInAFileIsReportedEveryEpoch) {
   EXPECT_EQ(records, (std::set<uint64_t>{3, 5}));
 }
 
+// pack's manifest covers every record format: the CRC it records is of the
+// bytes the pipeline decodes (TFRecord's image/encoded, the RecordIO
+// payload after its header, the WebDataset image member).
+TEST_F(PipelineTest, PackVouchesForEveryRecordInEveryFormat) {
+  dataset::PackOptions p;
+  p.input = "/raw";
+  p.out = "/wds-manifest";
+  p.format = dataset::Format::kWebDataset;
+  p.shards = 2;
+  p.common.progress = false;
+  ASSERT_TRUE(dataset::Pack(*fs_, p).ok());
+  for (const char* data : {"/tf", "/rec", "/wds-manifest"}) {
+    PipelineOptions o = Options(data);
+    o.remainder = Remainder::kPad;
+    const Run r = RunAll(o);
+    EXPECT_EQ(r.stats.manifest_trusted, 60u) << data << ": " << r.stats.manifest;
+    EXPECT_EQ(r.stats.manifest_changed, 0u) << data;
+    EXPECT_EQ(r.stats.bad_samples, 0u) << data;
+  }
+}
+
 // The verification manifest vouches for the bytes it saw and nothing else:
 // a verified shard's first epoch skips the end-of-file check and delivers
 // the same batches; records changed since (damaged below any crop, cut
