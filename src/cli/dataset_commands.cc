@@ -214,6 +214,10 @@ void AddExpand(CLI::App* group, Globals& g) {
                 units::Rate(static_cast<double>(r->bytes) / r->seconds).c_str());
     for (const auto& [m, n] : r->methods)
       std::printf("  %-16s %llu files\n", m.c_str(), static_cast<unsigned long long>(n));
+    if (!r->manifest.empty()) {
+      std::printf("  manifest   %s: %llu copies listed as verified, as their originals\n", r->manifest.c_str(),
+                  static_cast<unsigned long long>(r->manifest_entries));
+    }
   });
 }
 

@@ -134,6 +134,8 @@ struct ExpandReport {
   uint64_t bytes = 0;
   double seconds = 0;
   std::map<std::string, uint64_t> methods;  // copy method -> files
+  std::string manifest;                     // the output's manifest, when the input's vouched for the copies
+  uint64_t manifest_entries = 0;            // copies it lists
 };
 Result<ExpandReport> Expand(io::FileSystem& fs, const ExpandOptions& options);
 // "train-00000-of-01024" -> "train-00000-of-01024-copy-007"; "train.rec" -> "train-copy-007.rec".

@@ -499,6 +499,21 @@ TEST(ManifestTest, PackWritesOneEntryPerShard) {
   }
   EXPECT_EQ(records, 12u);
 
+  // expand's copies are listed as their originals are.
+  ExpandOptions e;
+  e.input = "/tf";
+  e.copies = 2;
+  e.common.progress = false;
+  auto x = Expand(*fs, e);
+  ASSERT_TRUE(x.ok()) << x.status().ToString();
+  EXPECT_EQ(x->manifest, "/tf/aquifer-manifest.json");
+  EXPECT_EQ(x->manifest_entries, 4u);
+  m = ReadManifest(*fs, r->manifest);
+  ASSERT_TRUE(m.ok() && m->has_value());
+  ASSERT_EQ((*m)->files.size(), 6u);
+  EXPECT_EQ((*m)->files.at("train-00000-of-00002-copy-001").image_crc32c,
+            (*m)->files.at("train-00000-of-00002").image_crc32c);
+
   p.out = "/unchecked";
   p.decode_check = false;
   r = Pack(*fs, p);

@@ -12,6 +12,7 @@
 #include "common/progress.h"
 #include "common/thread_pool.h"
 #include "dataset/commands.h"
+#include "format/manifest.h"
 
 namespace aq::dataset {
 
@@ -23,6 +24,30 @@ std::string CopyName(std::string_view name, uint32_t copy) {
     }
   }
   return std::string(name) + suffix;
+}
+
+// Copies are byte for byte: the input's verification manifest vouches for
+// them as for their originals (a copy that differs fails its CRCs and is
+// checked, as any changed file is).
+Status VouchForCopies(io::FileSystem& fs, const std::string& input, const std::string& out,
+                      const std::vector<std::string>& files, uint32_t copies, ExpandReport& rep) {
+  const std::string from = format::ManifestPath(input, false), to = format::ManifestPath(out, false);
+  auto m = format::ReadManifest(fs, from);
+  if (!m.ok() || !m->has_value() || (*m)->damage_rules != format::kDamageRules) return Status::Ok();
+  std::map<std::string, format::ManifestFile> entries;
+  for (const auto& f : files) {
+    if (f.find("-copy-") != std::string::npos) continue;
+    auto it = (*m)->files.find(format::ManifestName(from, f));
+    if (it == (*m)->files.end()) continue;
+    for (uint32_t c = 0; c < copies; ++c) {
+      entries[format::ManifestName(to, io::JoinPath(out, CopyName(io::BaseName(f), c)))] = it->second;
+    }
+  }
+  if (entries.empty()) return Status::Ok();
+  rep.manifest_entries = entries.size();
+  AQ_TRY(format::UpdateManifest(fs, to, "dataset expand (byte copies of verified files)", std::move(entries)));
+  rep.manifest = to;
+  return Status::Ok();
 }
 
 Result<ExpandReport> Expand(io::FileSystem& fs, const ExpandOptions& o) {
@@ -79,6 +104,7 @@ Result<ExpandReport> Expand(io::FileSystem& fs, const ExpandOptions& o) {
     return Status::Ok();
   }));
   progress.Finish();
+  AQ_TRY(VouchForCopies(fs, o.input, out, ds.files, o.copies, rep));
   rep.files = jobs.size();
   rep.bytes = bytes;
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

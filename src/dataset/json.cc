@@ -63,7 +63,9 @@ json ToJson(const ExpandReport& r) {
           {"files", r.files},
           {"bytes", r.bytes},
           {"seconds", r.seconds},
-          {"methods", r.methods}};
+          {"methods", r.methods},
+          {"manifest", r.manifest},
+          {"manifest_entries", r.manifest_entries}};
 }
 
 json ToJson(const ResizeReport& r) {
