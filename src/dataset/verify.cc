@@ -204,21 +204,16 @@ Result<VerifyReport> Verify(io::FileSystem& fs, const VerifyOptions& o) {
         clean = false;
         out.Add(i, {file, s.record, s.offset, m});
       };
-      // Recorded after the checks below, whatever they find.
-      struct Record {
-        ManifestFile& mf;
-        bool& numbered;
-        const Sample& s;
-        const bool& clean;
-        ~Record() {
-          numbered = numbered && s.record == mf.image_crc32c.size();
-          if (!clean) mf.unverified.push_back(static_cast<uint32_t>(mf.image_crc32c.size()));
-          mf.image_crc32c.push_back(crc32c::Value(s.image));
-        }
-      } record{mf, numbered, s, clean};
+      // The record's entry in the manifest, once its checks are done.
+      auto record = [&] {
+        numbered = numbered && s.record == mf.image_crc32c.size();
+        if (!clean) mf.unverified.push_back(static_cast<uint32_t>(mf.image_crc32c.size()));
+        mf.image_crc32c.push_back(crc32c::Value(s.image));
+        return Status::Ok();
+      };
       if (!s.parse_error.ok()) {
         problem(s.parse_error.message());
-        if (s.image.empty()) return Status::Ok();
+        if (s.image.empty()) return record();
       }
       int64_t label = folder ? ds.folder.images[i].class_index : s.label;
       if (folder || s.has_label) {
@@ -235,7 +230,7 @@ Result<VerifyReport> Verify(io::FileSystem& fs, const VerifyOptions& o) {
       // other image by decoding it.
       auto checked = image::CheckImage(s.image, o.decode);
       if (!checked.ok()) problem(checked.status().message());
-      return Status::Ok();
+      return record();
     });
     if (!walked.ok()) {
       out.Add(i, {file, 0, 0, walked.status().message()});
