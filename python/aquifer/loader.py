@@ -110,6 +110,9 @@ class Loader:
     threads, readers, prefetch, memory_limit: decode threads (0: one per
         core), reader threads, batches prepared ahead, the most the pipeline
         may hold (bytes or "1GiB"; checked before starting).
+    plan_ahead: over aquifer://, this many reads ahead of the readers are
+        sent to the nodes in the epoch's order, so they stage the files from
+        slow (hdd) pools while earlier ones are decoded (0: off).
     on_error: "skip" replaces a damaged sample by another of its batch and
         reports it in stats(); "fail" raises. It applies to damaged bytes
         only: a store that cannot deliver a sample is never a damaged one.
@@ -152,7 +155,7 @@ class Loader:
                  crop_scale=(0.08, 1.0), crop_ratio=(3 / 4, 4 / 3), jitter=None, bbox_crop=False,
                  dtype="float32", layout="NCHW", mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
                  seed=1, shuffle=True, shuffle_buffer=1024, rank=None, world_size=None, remainder="drop",
-                 threads=0, readers=1, prefetch=2, memory_limit="1GiB", on_error="skip", format="auto",
+                 threads=0, readers=1, plan_ahead=1024, prefetch=2, memory_limit="1GiB", on_error="skip", format="auto",
                  labels_zero_based=True, damage_check=True, use_manifest=True, framework="torch", device="cpu",
                  ids=False, fields=None, extras=False, hooks=None, credentials=None, profile=None, retry_deadline=None):
         dtype = _DTYPES.get(_torch_dtype_name(dtype))
@@ -168,7 +171,7 @@ class Loader:
             crop_ratio=tuple(crop_ratio), jitter=tuple(jitter) if jitter else None, bbox_crop=bbox_crop,
             dtype=dtype, layout=layout.upper(), mean=tuple(mean), std=tuple(std), seed=seed, shuffle=shuffle,
             shuffle_buffer=shuffle_buffer if shuffle else 1, rank=rank, world_size=world_size,
-            remainder=remainder, threads=threads, readers=readers, prefetch=prefetch, memory_limit=memory_limit,
+            remainder=remainder, threads=threads, readers=readers, plan_ahead=plan_ahead, prefetch=prefetch, memory_limit=memory_limit,
             on_error=on_error, format=format, labels_zero_based=labels_zero_based, damage_check=damage_check,
             use_manifest=use_manifest,
             credentials=credentials, profile=profile, retry_deadline=retry_deadline,

@@ -105,6 +105,11 @@ void PrintReport(const bench::PipelineBenchReport& r) {
                 s.manifest.c_str(), static_cast<unsigned long long>(s.manifest_trusted),
                 static_cast<unsigned long long>(s.manifest_changed));
   }
+  if (s.planned > 0 || !s.plan_error.empty()) {
+    std::printf("  read plan  %llu reads sent ahead, %llu taken up for staging%s%s\n",
+                static_cast<unsigned long long>(s.planned), static_cast<unsigned long long>(s.plan_staged),
+                s.plan_error.empty() ? "" : "; stopped: ", s.plan_error.c_str());
+  }
   if (s.bad_samples > 0) {
     std::printf("  bad samples %llu (replaced in their batch):\n", static_cast<unsigned long long>(s.bad_samples));
     for (size_t i = 0; i < s.problems.size() && i < 10; ++i) std::printf("    %s\n", s.problems[i].message.c_str());
@@ -138,6 +143,10 @@ void AddPipelineFlags(CLI::App* cmd, BenchFlags* f) {
   cmd->add_option("--dtype", f->dtype, "uint8 (u8), float16 (fp16) or float32 (fp32); uint8 is not normalised")
       ->capture_default_str();
   cmd->add_option("--readers", p.readers, "Reader threads")->capture_default_str();
+  cmd->add_option("--plan-ahead", p.plan_ahead,
+                  "Reads sent ahead to the store in the epoch's order, so its nodes stage them from slow media "
+                  "(0 = off)")
+      ->capture_default_str();
   cmd->add_option("--prefetch", p.prefetch_batches, "Batches prepared ahead of the consumer")->capture_default_str();
   cmd->add_option("--shuffle-buffer", p.shuffle_buffer, "Samples in the shuffle buffer (1 = no sample shuffle)")
       ->capture_default_str();

@@ -32,7 +32,7 @@ struct ServeFlags {
   node::NodeOptions o;
   std::string listen = "127.0.0.1:9000", metrics, credentials, cache_policy = "tinylfu";
   std::string tls_cert, tls_key, tls_ca;
-  std::string block_size = "4MiB", cache_size = "1GiB", prefetch_memory = "256MiB", l3_size;
+  std::string block_size = "4MiB", cache_size = "1GiB", prefetch_memory = "256MiB", stage_memory = "512MiB", l3_size;
   std::string upload_expiry = "7d", lifecycle_day = "1d", scrub_interval = "1d";
   std::vector<std::string> pools;
   double net_limit_mb = 0, repair_rate_mb = 200, tier_rate_mb = 100, scrub_rate_mb = 50;
@@ -82,7 +82,8 @@ Result<node::NodeOptions> NodeOptionsFrom(const ServeFlags& f) {
   }
   for (const auto& [text, out, name] : {std::tuple{&f.block_size, &o.block_size, "--block-size"},
                                         std::tuple{&f.cache_size, &o.cache_bytes, "--cache-size"},
-                                        std::tuple{&f.prefetch_memory, &o.prefetch_memory, "--prefetch-memory"}}) {
+                                        std::tuple{&f.prefetch_memory, &o.prefetch_memory, "--prefetch-memory"},
+                                        std::tuple{&f.stage_memory, &o.stage_memory, "--stage-memory"}}) {
     auto v = units::ParseBytes(*text);
     if (!v.ok()) return flag(name)(v.status());
     *out = *v;
@@ -449,6 +450,15 @@ void PrintStats(const std::string& node, const nlohmann::json& now, const nlohma
         num(p, "issued"), found, num(p, "late_hits"), num(p, "wasted"), num(p, "continued_streams"),
         num(p, "new_streams"), units::Bytes(num(p, "bytes_held")).c_str());
   }
+  if (now.contains("staging") && now["staging"].is_object()) {
+    const auto& p = now["staging"];
+    std::printf(
+        "  staging %.0f blocks planned, %.0f staged, %.0f found by readers (%.0f in flight), %.0f in RAM already, "
+        "%.0f expired unread, %.0f skipped; %.0f queued, %s held\n",
+        num(p, "planned"), num(p, "staged"), num(p, "hits") + num(p, "late_hits"), num(p, "late_hits"),
+        num(p, "resident"), num(p, "expired"), num(p, "skipped"), num(p, "queued"),
+        units::Bytes(num(p, "bytes_held")).c_str());
+  }
   if (now.contains("cluster") && now["cluster"].is_object()) {
     const auto& c = now["cluster"];
     const auto& b = c.value("blocks", nlohmann::json::object());
@@ -727,6 +737,14 @@ void RegisterServeCommands(CLI::App& app, Globals& g) {
       ->capture_default_str();
   cmd->add_option("--prefetch-memory", f->prefetch_memory, "Stream prefetch: memory for read-ahead blocks, all streams")
       ->capture_default_str();
+  cmd->add_option("--stage-memory", f->stage_memory,
+                  "Plan staging: memory for blocks read ahead of readers' plans (the loader's and the mount's "
+                  "file order), all readers together (0 = off)")
+      ->capture_default_str();
+  cmd->add_option("--stage-threads", f->o.stage_threads,
+                  "Plan staging: blocks read at once (an hdd pool's spindles, or more)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   cmd->add_option("--cache-policy", f->cache_policy,
                   "tinylfu (keeps a stable set under shuffled epochs: hits = cache/dataset) or lru")
       ->capture_default_str();

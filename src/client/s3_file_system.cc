@@ -81,6 +81,9 @@ class StoreFs final : public io::FileSystem {
   // A server-side copy, then the delete of the source: the new name appears
   // whole or not at all; a failure between the two leaves both names.
   Status Rename(const std::string& from, const std::string& to) override;
+  // POST /_aquifer/plan to the node each file is opened at first, in
+  // order, a few thousand reads per request.
+  Result<size_t> Plan(const std::string& stream, const std::vector<PlannedRead>& reads) override;
 
   // One signed request to `address` (HOST:PORT). A 2xx body goes into
   // `into` when given (at most `capacity` bytes).
@@ -869,6 +872,46 @@ Result<std::unique_ptr<io::RandomAccessFile>> StoreFs::OpenRead(const std::strin
       std::make_unique<StoreFile>(*this, p, path, size, res.headers.Get("ETag"), std::move(head), std::move(layout)));
 }
 
+Result<size_t> StoreFs::Plan(const std::string& stream, const std::vector<PlannedRead>& reads) {
+  constexpr size_t kPerRequest = 8192;
+  // Runs of consecutive reads that go to the same node, each sent as one
+  // or more requests, in the order given.
+  size_t taken = 0;
+  std::optional<StorePath> first;
+  nlohmann::json batch = nlohmann::json::array();
+  auto send = [&]() -> Status {
+    if (batch.empty()) return Status::Ok();
+    const std::string body = nlohmann::json{{"reads", std::move(batch)}}.dump();
+    batch = nlohmann::json::array();
+    http::Headers h;
+    h.Add("Content-Type", "application/json");
+    auto res = AQ_TRY(Call(*first, "POST", "/_aquifer/plan", "stream=" + s3::UriEncode(stream, true), std::move(h),
+                           s3::Sha256Hex(body), body));
+    if (res.status == 200) {
+      auto doc = nlohmann::json::parse(res.body, nullptr, false);
+      if (doc.is_object() && doc.contains("queued") && doc["queued"].is_number_unsigned()) {
+        taken += doc["queued"].get<size_t>();
+      }
+      return Status::Ok();
+    }
+    if (res.status == 404 || res.status == 405 || res.status == 501) return Status::Ok();  // a node without staging
+    return Failure(res, fmt::format("send a read plan of {} reads", reads.size()));
+  };
+  for (const auto& r : reads) {
+    StorePath p = AQ_TRY(ParseStorePath(r.path));
+    AQ_TRY(UseScheme(p));
+    if (p.key.empty()) return InvalidArgument(fmt::format("plan: '{}' is a bucket, not an object", r.path));
+    if (first && (first->address() != p.address() || batch.size() >= kPerRequest)) AQ_TRY(send());
+    if (batch.empty()) first = p;
+    nlohmann::json e = {{"bucket", p.bucket}, {"key", p.key}};
+    if (r.offset != 0) e["offset"] = r.offset;
+    if (r.length != UINT64_MAX) e["length"] = r.length;
+    batch.push_back(std::move(e));
+  }
+  AQ_TRY(send());
+  return taken;
+}
+
 Result<std::unique_ptr<io::WritableFile>> StoreFs::OpenWrite(const std::string& path) {
   StorePath p = AQ_TRY(ParseStorePath(path));
   AQ_TRY(UseScheme(p));
@@ -1056,6 +1099,14 @@ class RoutingFs final : public io::FileSystem {
     return local_->Copy(a, b);
   }
   Status DropCache(const std::string& p) override { return For(p).DropCache(p); }
+  Result<size_t> Plan(const std::string& stream, const std::vector<PlannedRead>& reads) override {
+    std::vector<PlannedRead> store, local;
+    for (const auto& r : reads) (s3::IsStoreUrl(r.path) ? store : local).push_back(r);
+    size_t n = 0;
+    if (!store.empty()) n += AQ_TRY(store_->Plan(stream, store));
+    if (!local.empty()) n += AQ_TRY(local_->Plan(stream, local));
+    return n;
+  }
 
  private:
   io::FileSystem& For(const std::string& p) { return s3::IsStoreUrl(p) ? *store_ : *local_; }

@@ -111,6 +111,23 @@ class FileSystem {
     (void)path;
     return Status::Ok();
   }
+  // What the caller will read next, in order: ranges of files (length
+  // UINT64_MAX: to the end). A store stages them ahead of need (a node
+  // reads them from slow media while the caller is still reading earlier
+  // ones); `stream` names the caller's sequence (one per reader, e.g. per
+  // rank), and each call appends to it. Advice only: nothing is read back,
+  // and a file system without such staging does nothing. Returns how many
+  // ranges were taken up (0 where there is nothing to stage).
+  struct PlannedRead {
+    std::string path;
+    uint64_t offset = 0;
+    uint64_t length = UINT64_MAX;
+  };
+  virtual Result<size_t> Plan(const std::string& stream, const std::vector<PlannedRead>& reads) {
+    (void)stream;
+    (void)reads;
+    return size_t{0};
+  }
   // Makes a directory private to its owner (mode 0700): what a storage
   // node keeps there is no other local user's to read. No-op where there
   // are no such modes.

@@ -94,6 +94,16 @@ Result<std::unique_ptr<RandomAccessFile>> MultiRootFileSystem::OpenRead(const st
   return std::unique_ptr<RandomAccessFile>(std::make_unique<CountingFile>(std::move(f), &counters_[root].bytes));
 }
 
+Result<size_t> MultiRootFileSystem::Plan(const std::string& stream, const std::vector<PlannedRead>& reads) {
+  const std::string& r0 = roots_[0];
+  std::vector<PlannedRead> physical = reads;
+  for (auto& r : physical) {
+    const size_t root = RootOf(r.path);
+    if (root != 0 && r.path.compare(0, r0.size(), r0) == 0) r.path = roots_[root] + r.path.substr(r0.size());
+  }
+  return base_.Plan(stream, physical);
+}
+
 Result<std::unique_ptr<WritableFile>> MultiRootFileSystem::OpenWrite(const std::string& path) { return ReadOnly(path); }
 Status MultiRootFileSystem::MakeDirs(const std::string& path) { return ReadOnly(path); }
 Status MultiRootFileSystem::Remove(const std::string& path) { return ReadOnly(path); }

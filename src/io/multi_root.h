@@ -40,6 +40,8 @@ class MultiRootFileSystem final : public FileSystem {
   Status Remove(const std::string& path) override;
   Status Rename(const std::string& from, const std::string& to) override;
   Status DropCache(const std::string& path) override;  // every root's copy
+  // Each read to the root its path's reads go to.
+  Result<size_t> Plan(const std::string& stream, const std::vector<PlannedRead>& reads) override;
 
   // The root a path's reads go to.
   size_t RootOf(const std::string& path) const;

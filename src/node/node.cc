@@ -23,6 +23,7 @@
 #include "server/s3_server.h"
 #include "store/object_store.h"
 #include "store/prefetch.h"
+#include "store/stager.h"
 
 namespace aq::node {
 
@@ -37,6 +38,11 @@ Status NodeOptions::Validate() const {
     return InvalidArgument(fmt::format("prefetch memory {} is less than one block ({})",
                                        units::IecBytes(prefetch_memory), units::IecBytes(block_size)));
   }
+  if (stage_memory > 0 && stage_memory < block_size) {
+    return InvalidArgument(fmt::format("staging memory {} is less than one block ({}); 0 turns staging off",
+                                       units::IecBytes(stage_memory), units::IecBytes(block_size)));
+  }
+  if (stage_threads < 1 || stage_threads > 1024) return InvalidArgument("staging reads 1 to 1024 blocks at once");
   if (port < 0 || port > 65535) return InvalidArgument(fmt::format("port {} is outside 0..65535", port));
   if (threads < 1 || threads > 4096) return InvalidArgument("a node needs 1 to 4096 request threads");
   if (send_bytes_per_second < 0) return InvalidArgument("a link rate must be >= 0 (0 = unlimited)");
@@ -130,6 +136,17 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options, std::unique_ptr<i
 // Long by design: the start order is the contract (metadata, pools, garbage
 // collection, caches, object store, tiering, prefetch, HTTP, cluster, repair,
 // scrub), read top to bottom; Stop undoes it in reverse.
+store::BlockService& Node::Staged(store::BlockService& inner) {
+  if (o_.stage_memory == 0) return inner;
+  store::StagerOptions so;
+  so.memory_bytes = o_.stage_memory;
+  so.threads = o_.stage_threads;
+  std::function<bool(const std::string&)> resident;
+  if (cache_) resident = [c = cache_.get()](const std::string& id) { return c->Contains(id); };
+  stager_ = std::make_unique<store::Stager>(inner, so, std::move(resident));
+  return *stager_;
+}
+
 Status Node::StartImpl() {
   io::FileSystem& fs = *fs_;
   const bool cluster = !o_.etcd.empty();
@@ -196,7 +213,7 @@ Status Node::StartImpl() {
     if (o_.tls) peer_tls = AQ_TRY(http::TlsClient::Create(o_.tls_ca));
     block_client_ = std::make_unique<cluster::BlockClient>(so.s3.node_credential, 10, peer_tls);
     cluster_blocks_ = std::make_unique<cluster::ClusterBlockService>(node_id_, *local_, *block_client_, o_.replicas);
-    objects_ = std::make_unique<store::ObjectStore>(*meta_, *blocks_, *cluster_blocks_, oo, cache_.get());
+    objects_ = std::make_unique<store::ObjectStore>(*meta_, *blocks_, Staged(*cluster_blocks_), oo, cache_.get());
     so.s3.node_blocks = local_.get();
     so.s3.layout_json = [this](const store::ObjectMeta& o) {
       return s3::LayoutToJson(
@@ -214,9 +231,10 @@ Status Node::StartImpl() {
       return j.dump();
     };
   } else {
-    objects_ = std::make_unique<store::ObjectStore>(*meta_, *blocks_, *local_, oo, cache_.get());
+    objects_ = std::make_unique<store::ObjectStore>(*meta_, *blocks_, Staged(*local_), oo, cache_.get());
   }
   objects_->set_l3(l3_.get());
+  objects_->set_stager(stager_.get());
   access_ = std::make_unique<store::AccessClock>(o_.atime_granularity_s);
   objects_->set_access_clock(access_.get());
   // New objects go straight to their tiering policy's pool.
@@ -572,6 +590,12 @@ std::string Node::Describe() const {
   }
   if (o_.send_bytes_per_second > 0) {
     out += fmt::format("  net limit: {:.1f} MB/s sent (an emulated link)\n", o_.send_bytes_per_second / 1e6);
+  }
+  if (stager_) {
+    out += fmt::format("  staging: readers' plans staged {} blocks at once, {} in all\n", o_.stage_threads,
+                       units::IecBytes(o_.stage_memory));
+  } else {
+    out += "  staging: off\n";
   }
   if (prefetch_) {
     out += fmt::format("  prefetch: up to {} blocks ahead per stream, {} in all\n", o_.prefetch_window,

@@ -46,6 +46,7 @@ namespace aq::store {
 class MetaStore;
 class ObjectStore;
 class Prefetcher;
+class Stager;
 class LocalBlockService;
 }  // namespace aq::store
 
@@ -83,6 +84,10 @@ struct NodeOptions {
   double atime_granularity_s = 3600;
   uint32_t prefetch_window = 8;  // blocks ahead per stream; 0 = off
   uint64_t prefetch_memory = 256ull << 20;
+  // Plan-driven staging (store/stager.h): memory for blocks read ahead of
+  // readers' plans (0 = off) and how many are read at once.
+  uint64_t stage_memory = 512ull << 20;
+  size_t stage_threads = 16;
 
   // The S3 endpoint.
   std::string host = "127.0.0.1";
@@ -165,6 +170,9 @@ class Node {
   Node();
   Status StartImpl();
   Status JoinCluster();
+  // The block service reads go through: `inner` behind the stager when
+  // staging is on (the stager is made here).
+  store::BlockService& Staged(store::BlockService& inner);
 
   NodeOptions o_;
   std::unique_ptr<io::FileSystem> fs_;
@@ -182,6 +190,7 @@ class Node {
   std::unique_ptr<store::LocalBlockService> local_;
   std::unique_ptr<cluster::BlockClient> block_client_;
   std::unique_ptr<cluster::ClusterBlockService> cluster_blocks_;
+  std::unique_ptr<store::Stager> stager_;      // before objects_, which reads through it
   std::unique_ptr<store::TierPlacer> placer_;  // before objects_, which calls it
   std::unique_ptr<store::ObjectStore> objects_;
   std::unique_ptr<store::Prefetcher> prefetch_;

@@ -15,6 +15,8 @@
 #include "cluster/membership.h"
 #include "cluster/repair.h"
 #include "cluster/test_etcd.h"
+#include "http/client.h"
+#include "s3/policy.h"
 #include "server/node_stats.h"
 #include "store/object_store.h"
 
@@ -158,6 +160,88 @@ TEST(NodeTest, ClientRoundTripsCostOneRequestPerSmallFile) {
   Counts c6 = Snapshot(n);
   EXPECT_EQ(c6.client_errors, 0u) << "a clean run counts no client error";
   EXPECT_EQ(c6.server_errors, 0u);
+}
+
+// A reader's plan through the aquifer:// client: what it may read is staged
+// and then served from RAM; what it may not read, what does not exist and
+// a malformed plan stage nothing.
+TEST(NodeTest, ReadPlansStageWhatTheKeyMayReadAndNothingElse) {
+  TempDir dir;
+  NodeOptions o = Options(dir, "n");
+  o.anonymous = true;  // the malformed plans below go unsigned
+  auto node = Node::Start(o);
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  Node& n = **node;
+  store::Stager* stager = n.objects().stager();
+  ASSERT_NE(stager, nullptr);
+  auto admin = Client();
+  const std::string root = "aquifer://" + n.address();
+  std::vector<io::FileSystem::PlannedRead> plan;
+  std::vector<std::string> data;
+  for (const std::string bucket : {"data", "other"}) {
+    ASSERT_TRUE(admin->MakeDirs(root + "/" + bucket).ok());
+    for (int i = 0; i < 5; ++i) {
+      const std::string path = root + "/" + bucket + "/dir é/" + std::to_string(i) + ".jpg";
+      data.push_back(Bytes(100'000, 10 + static_cast<uint32_t>(data.size())));
+      ASSERT_TRUE(Write(*admin, path, data.back()).ok());
+      plan.push_back({path});
+    }
+  }
+  plan.push_back({root + "/data/no-such-file"});
+  // A key that may read bucket "data" only.
+  s3::StoredKey user;
+  user.key = {"PLANUSER", "plan-user-secret"};
+  user.grants.push_back(*s3::ParseScope("data", s3::kRead | s3::kList));
+  ASSERT_TRUE(n.meta().PutSetting(s3::kKeysSetting, s3::KeysToJson({user})).ok());
+  auto fs = client::NewStoreFileSystem(client::ClientCredentials{"PLANUSER", "plan-user-secret", "test"});
+  auto idle = [](const store::StagerStats& s) {
+    return s.queued == 0 && s.reading == 0 && s.staged + s.shared + s.resident + s.skipped >= s.planned;
+  };
+
+  auto taken = fs->Plan("rank0", plan);
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  EXPECT_EQ(*taken, 5u);  // "other" is not the key's to read; the missing file has no blocks
+  ASSERT_TRUE(stager->WaitUntil(idle, std::chrono::seconds(10)));
+  EXPECT_EQ(stager->Stats().planned, 5u);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(ReadWhole(*fs, plan[i].path, 1 << 20), data[i]);
+  auto s = stager->Stats();
+  EXPECT_EQ(s.hits + s.late_hits + s.resident, 5u);
+  EXPECT_EQ(s.bytes_held, 0u);
+  EXPECT_FALSE(ReadWhole(*admin, plan[5].path, 1 << 20).empty());  // (the other bucket is there)
+
+  // A range stages only the blocks it covers (blocks of 256 KiB here).
+  const std::string big = Bytes(1'000'000, 99);
+  ASSERT_TRUE(Write(*admin, root + "/data/big.rec", big).ok());
+  taken = fs->Plan("rank0", {{root + "/data/big.rec", 300'000, 100'000}});
+  ASSERT_TRUE(taken.ok());
+  EXPECT_EQ(*taken, 1u);
+
+  // Malformed plans: refused whole, nothing staged.
+  const uint64_t planned = stager->Stats().planned;
+  http::Pool pool;
+  auto post = [&](const std::string& target, const std::string& body) {
+    http::ClientRequest r;
+    r.method = "POST";
+    r.target = target;
+    r.body = body;
+    auto res = pool.Send(n.address(), r);
+    EXPECT_TRUE(res.ok());
+    return res.ok() ? *res : http::ClientResponse{};
+  };
+  for (const std::string body :
+       {"{", "[]", R"({"reads": 3})", R"({"reads": [{"bucket": 1, "key": "x"}]})",
+        R"({"reads": [{"bucket": "data", "key": "dir é/0.jpg"}, {"bucket": "data", "key": "x", "offset": -1}]})",
+        R"({"reads": [{"bucket": "data", "key": "dir é/0.jpg", "length": "all"}]})"}) {
+    auto res = post("/_aquifer/plan?stream=x", body);
+    EXPECT_EQ(res.status, 400) << body;
+    EXPECT_NE(res.body.find("MalformedPlan"), std::string::npos) << res.body;
+  }
+  EXPECT_EQ(post("/_aquifer/plan", R"({"reads": []})").status, 400);  // no stream
+  EXPECT_EQ(stager->Stats().planned, planned);
+  // Unsigned on an anonymous node: allowed, and a stream can be cancelled.
+  auto ok = post("/_aquifer/plan?stream=x", R"({"reads": [{"bucket": "other", "key": "dir é/1.jpg"}]})");
+  EXPECT_EQ(ok.status, 200);
+  EXPECT_NE(ok.body.find(R"("queued":1)"), std::string::npos) << ok.body;
 }
 
 TEST(NodeTest, AFileOverwrittenWhileReadIsAConflictNotAMix) {

@@ -387,6 +387,17 @@ const std::vector<OptionSpec>& Table() {
          return Status::Ok();
        },
        [](const O& o) -> V { return static_cast<int64_t>(o.readers); }},
+      {"plan_ahead",
+       OptionType::kInt,
+       "1024",
+       "reads sent ahead to the store in the epoch's order, so it stages them from slow media (0 = off)",
+       {},
+       0,
+       [](O& o, const V& v) -> Status {
+         o.plan_ahead = static_cast<size_t>(AQ_TRY(AsInt(v, 0, 1 << 20)));
+         return Status::Ok();
+       },
+       [](const O& o) -> V { return static_cast<int64_t>(o.plan_ahead); }},
       {"prefetch",
        OptionType::kInt,
        "2",

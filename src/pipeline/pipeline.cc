@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -173,6 +174,14 @@ struct Pipeline::Impl {
   std::atomic<uint64_t> bytes_read{0}, records_read{0}, decoded{0}, dct_scaled{0};
   std::atomic<uint64_t> manifest_trusted{0}, manifest_changed{0};
 
+  // ---- the read plan (PipelineOptions::plan_ahead) ----
+  std::mutex plan_mu;       // one sender at a time; guards the fields below
+  size_t plan_sent = 0;     // runs [0, plan_sent) were sent
+  std::string plan_stream;  // this pipeline's name for its sequence of reads
+  std::string plan_error;
+  std::atomic<size_t> plan_next{0};  // the run whose reader sends the next window (lock-free check)
+  std::atomic<uint64_t> planned{0}, plan_staged{0};
+
   std::unique_ptr<BatchLease> current;  // what Next() handed out last
   Clock::time_point start;
   Clock::time_point end;
@@ -222,6 +231,7 @@ struct Pipeline::Impl {
       const size_t r = next_run.fetch_add(1);
       if (r >= runs.size()) return;
       const Run run = runs[r];
+      if (o.plan_ahead > 0 && r >= plan_next.load(std::memory_order_relaxed)) SendPlan(r);
       const SampleRef& first = SampleAt(run.epoch, run.first);
       if (open_file != first.file) {
         auto f = fs.OpenRead(cat->files[first.file], io::AccessHint::kSequential);
@@ -244,6 +254,47 @@ struct Pipeline::Impl {
         if (!Deliver(run.epoch, run.first + k, &in, Status::Ok())) return;
       }
     }
+  }
+
+  // Sends the next window of the read plan: the runs from `r` (the one a
+  // reader is about to read) or from where the last window ended, up to
+  // plan_ahead runs past `r`; the next is sent when readers are half way
+  // through this one. Consecutive runs of one file's contiguous records are
+  // one read. A failure is reported once (stats) and ends the plan: it is
+  // advice, and reads go on without it.
+  void SendPlan(size_t r) {
+    std::unique_lock<std::mutex> lock(plan_mu, std::try_to_lock);
+    if (!lock.owns_lock() || r < plan_next.load()) return;  // another reader is sending it
+    const size_t from = std::max(plan_sent, r);
+    const size_t to = std::min(runs.size(), r + o.plan_ahead);
+    if (plan_stream.empty()) {
+      static std::atomic<uint64_t> pipelines{0};
+      plan_stream = fmt::format("pipeline-{}-{}-rank{}", ::getpid(), pipelines.fetch_add(1), o.rank);
+    }
+    std::vector<io::FileSystem::PlannedRead> reads;
+    for (size_t k = from; k < to; ++k) {
+      const Run& run = runs[k];
+      const SampleRef& first = SampleAt(run.epoch, run.first);
+      uint64_t bytes = 0;
+      for (uint64_t i = 0; i < run.count; ++i) bytes += SampleAt(run.epoch, run.first + i).size;
+      const std::string& path = cat->files[first.file];
+      if (!reads.empty() && reads.back().path == path && reads.back().offset + reads.back().length == first.offset) {
+        reads.back().length += bytes;
+      } else {
+        reads.push_back({path, first.offset, bytes});
+      }
+    }
+    plan_sent = to;
+    plan_next = to >= runs.size() ? SIZE_MAX : std::max(r + 1, to - std::min<size_t>(to - r, o.plan_ahead / 2));
+    if (reads.empty()) return;
+    auto n = fs.Plan(plan_stream, reads);
+    if (!n.ok()) {
+      plan_error = n.status().ToString();
+      plan_next = SIZE_MAX;
+      return;
+    }
+    planned += reads.size();
+    plan_staged += *n;
   }
 
   // Waits for room, reads one record into a slot and publishes it. False
@@ -944,6 +995,12 @@ PipelineStats Pipeline::Stats() const {
   s.manifest = m.o.use_manifest && m.o.damage_check ? m.checked_clean->manifest : "";
   s.manifest_trusted = m.manifest_trusted.load();
   s.manifest_changed = m.manifest_changed.load();
+  s.planned = m.planned.load();
+  s.plan_staged = m.plan_staged.load();
+  {
+    std::lock_guard<std::mutex> lock(m.plan_mu);
+    s.plan_error = m.plan_error;
+  }
   const double el = std::max(1e-9, s.elapsed_seconds);
   StageStats read{"read", m.o.readers, m.read_ns.load() / 1e9, 0, m.records_read.load(), s.bytes_read};
   read.utilisation = read.busy_seconds / (el * static_cast<double>(read.threads));

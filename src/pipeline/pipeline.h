@@ -126,6 +126,12 @@ struct PipelineOptions {
   // Concurrency and memory.
   size_t workers = 0;  // decode threads; 0 = one per core
   size_t readers = 1;
+  // The read plan: this many reads (runs of records, or files) ahead of
+  // the readers are sent to the file system in the order they will be
+  // read (io::FileSystem::Plan), so a store stages them from slow media
+  // while earlier ones are decoded. 0 = off; a file system without
+  // staging ignores it.
+  size_t plan_ahead = 1024;
   size_t prefetch_batches = 2;  // batch buffers beyond the one being consumed
   uint64_t memory_limit = 1ull << 30;
   format::ErrorPolicy policy = format::ErrorPolicy::kSkip;
@@ -198,6 +204,9 @@ struct PipelineStats {
   uint64_t dct_scaled = 0;                 // samples decoded at reduced scale
   std::string manifest;                    // DamageChecked::manifest
   uint64_t manifest_trusted = 0;           // samples not read to their end: the manifest vouched for them
+  uint64_t planned = 0;                    // reads sent ahead in the read plan
+  uint64_t plan_staged = 0;                // ... that the store took up for staging
+  std::string plan_error;                  // why the plan stopped being sent ("" when it was not)
   uint64_t manifest_changed = 0;           // samples whose bytes differ from the manifest's: checked
   std::string limiting_stage;
   uint32_t rank = 0, world = 1;

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <set>
 
 #include "dataset/commands.h"
@@ -596,6 +597,91 @@ TEST_F(PipelineTest, ShardTruncatedAfterIndexingIsReportedNotFatal) {
 
 namespace aq::pipeline {
 namespace {
+
+// Records the read plan a pipeline sends and the order it opens files in;
+// `fail_plans` makes every plan fail (a store that cannot take it).
+class PlanRecordingFileSystem final : public io::FileSystem {
+ public:
+  explicit PlanRecordingFileSystem(io::FileSystem& base, bool fail_plans = false) : base_(base), fail_(fail_plans) {}
+  Result<std::unique_ptr<io::RandomAccessFile>> OpenRead(const std::string& path, io::AccessHint hint) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      opens.push_back(path);
+      planned_at_open.push_back(planned.size());
+    }
+    return base_.OpenRead(path, hint);
+  }
+  Result<size_t> Plan(const std::string& stream, const std::vector<PlannedRead>& reads) override {
+    if (fail_) return Unavailable("plan: no node answered");
+    std::lock_guard<std::mutex> lock(mu_);
+    streams.insert(stream);
+    planned.insert(planned.end(), reads.begin(), reads.end());
+    return reads.size();
+  }
+  Result<std::unique_ptr<io::WritableFile>> OpenWrite(const std::string& p) override { return base_.OpenWrite(p); }
+  Result<io::FileInfo> Stat(const std::string& p) override { return base_.Stat(p); }
+  Result<std::vector<io::FileInfo>> List(const std::string& d) override { return base_.List(d); }
+  Status MakeDirs(const std::string& p) override { return base_.MakeDirs(p); }
+  Status Remove(const std::string& p) override { return base_.Remove(p); }
+  Status Rename(const std::string& a, const std::string& b) override { return base_.Rename(a, b); }
+
+  std::mutex mu_;
+  std::vector<std::string> opens;
+  std::vector<size_t> planned_at_open;
+  std::vector<PlannedRead> planned;
+  std::set<std::string> streams;
+
+ private:
+  io::FileSystem& base_;
+  bool fail_;
+};
+
+// The read plan names every file before it is opened, in the order the
+// readers open them, never more than plan_ahead ahead; it changes no batch.
+TEST_F(PipelineTest, TheReadPlanNamesEachFileBeforeItIsReadInReadOrder) {
+  PipelineOptions o = Options("/raw");
+  o.epochs = 2;
+  o.plan_ahead = 8;
+  const Run plain = [&] {
+    PipelineOptions off = o;
+    off.plan_ahead = 0;
+    PlanRecordingFileSystem rec(*fs_);
+    Run r = RunAll(off, &rec);
+    EXPECT_TRUE(rec.planned.empty());
+    EXPECT_EQ(r.stats.planned, 0u);
+    return r;
+  }();
+  PlanRecordingFileSystem rec(*fs_);
+  const Run planned = RunAll(o, &rec);
+  EXPECT_EQ(planned.bytes, plain.bytes);
+  ASSERT_EQ(rec.planned.size(), rec.opens.size());  // a folder: one read per file, every file planned once
+  EXPECT_EQ(planned.stats.planned, rec.planned.size());
+  EXPECT_EQ(rec.streams.size(), 1u);
+  for (size_t k = 0; k < rec.opens.size(); ++k) {
+    EXPECT_EQ(rec.planned[k].path, rec.opens[k]) << k;
+    EXPECT_EQ(rec.planned[k].offset, 0u);
+    EXPECT_GT(rec.planned_at_open[k], k) << "file " << k << " opened before it was planned";
+    EXPECT_LE(rec.planned_at_open[k], k + o.plan_ahead);
+  }
+  // Records of shards: ranges inside each file, in order.
+  PlanRecordingFileSystem shards(*fs_);
+  PipelineOptions tf = Options("/tf");
+  tf.plan_ahead = 4;
+  const Run t = RunAll(tf, &shards);
+  ASSERT_FALSE(shards.planned.empty());
+  EXPECT_EQ(t.stats.planned, shards.planned.size());
+  for (const auto& r : shards.planned) {
+    auto info = fs_->Stat(r.path);
+    ASSERT_TRUE(info.ok()) << r.path;
+    EXPECT_LE(r.offset + r.length, info->size) << r.path;
+    EXPECT_GT(r.length, 0u);
+  }
+  // A store that cannot take the plan: reported once, the run unchanged.
+  PlanRecordingFileSystem failing(*fs_, /*fail_plans=*/true);
+  const Run f = RunAll(o, &failing);
+  EXPECT_EQ(f.bytes, plain.bytes);
+  EXPECT_NE(f.stats.plan_error.find("no node answered"), std::string::npos) << f.stats.plan_error;
+}
 
 // Reads past `fail_after` bytes of any file fail with EIO, as a dying disk
 // or a dropped NFS mount does.

@@ -332,6 +332,9 @@ class Source {
     d["manifest"] = s.manifest;
     d["manifest_trusted"] = s.manifest_trusted;
     d["manifest_changed"] = s.manifest_changed;
+    d["planned"] = s.planned;
+    d["plan_staged"] = s.plan_staged;
+    d["plan_error"] = s.plan_error;
     py::list problems;
     for (const auto& p : s.problems) {
       py::dict x;

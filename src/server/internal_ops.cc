@@ -6,8 +6,12 @@
 //   PUT    /_aquifer/blocks/<id>?crc=&pool=&size=                      store a replica
 //   DELETE /_aquifer/blocks/<id>?crc=&pool=&size=                      drop a replica
 //   GET    /_aquifer/inventory                 the ids of every block this node holds
+//   POST   /_aquifer/plan?stream=ID            what a reader will read next, in order (JSON): staged ahead
+//   DELETE /_aquifer/plan?stream=ID            the reader changed its mind: forget what waits
 // Reads take any valid key; PUT and DELETE of blocks only the cluster's node
-// key, so a user's key can never remove or plant a replica.
+// key, so a user's key can never remove or plant a replica. A plan stages
+// only objects the key may read (the others are counted as denied), and a
+// stream is the key's own: another key cannot cancel it.
 #include <fmt/format.h>
 
 #include <charconv>
@@ -25,7 +29,93 @@ bool Number(const S3Request& r, const char* name, T* out) {
   return !v.empty() && ec == std::errc() && end == v.data() + v.size();
 }
 
+constexpr size_t kMaxPlanBytes = 8 << 20;
+constexpr size_t kMaxPlanReads = 65536;
+
 }  // namespace
+
+void S3Handler::Plan(S3Request& r) {
+  store::Stager* stager = objects_.stager();
+  const std::string stream = r.Param("stream");
+  if (stream.empty() || stream.size() > 256) {
+    return SendError(r, {400, "InvalidArgument", "a plan needs ?stream=ID (1 to 256 characters)"});
+  }
+  const std::string id = r.auth.access_key + "/" + stream;
+  if (r.req.method == "DELETE") {
+    if (stager != nullptr) stager->Cancel(id);
+    return SendEmpty(r, 204);
+  }
+  if (r.req.method != "POST") return SendError(r, {405, "MethodNotAllowed", "POST or DELETE a plan"});
+  std::string body;
+  if (!ReadSmallBody(r, &body, kMaxPlanBytes)) return;
+  nlohmann::json doc = nlohmann::json::parse(body, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains("reads") || !doc["reads"].is_array()) {
+    return SendError(r, {400, "MalformedPlan", R"(a plan is {"reads": [{"bucket", "key", "offset", "length"}, ...]})"});
+  }
+  const auto& reads = doc["reads"];
+  if (reads.size() > kMaxPlanReads) {
+    return SendError(r, {400, "MalformedPlan", fmt::format("a plan names at most {} reads", kMaxPlanReads)});
+  }
+  struct Want {
+    std::string bucket, key;
+    uint64_t offset = 0, length = UINT64_MAX;
+  };
+  std::vector<Want> wants;
+  wants.reserve(reads.size());
+  for (size_t i = 0; i < reads.size(); ++i) {
+    const auto& e = reads[i];
+    Want w;
+    bool ok =
+        e.is_object() && e.contains("bucket") && e["bucket"].is_string() && e.contains("key") && e["key"].is_string();
+    if (ok) {
+      w.bucket = e["bucket"].get<std::string>();
+      w.key = e["key"].get<std::string>();
+      for (auto [name, out] : {std::pair{"offset", &w.offset}, std::pair{"length", &w.length}}) {
+        if (!e.contains(name)) continue;
+        if (!e[name].is_number_unsigned()) {
+          ok = false;
+        } else {
+          *out = e[name].get<uint64_t>();
+        }
+      }
+    }
+    if (!ok || w.bucket.empty() || w.key.empty()) {
+      return SendError(r, {400, "MalformedPlan",
+                           fmt::format("read {} of the plan: expected bucket and key (strings) and optional offset "
+                                       "and length (unsigned integers)",
+                                       i)});
+    }
+    wants.push_back(std::move(w));
+  }
+  // Checked whole before anything is staged: a malformed plan stages nothing.
+  uint64_t objects = 0, missing = 0, denied = 0;
+  std::vector<store::BlockRef> blocks;
+  for (const auto& w : wants) {
+    if (!May(r, s3::kRead, w.bucket, w.key)) {
+      ++denied;
+      continue;
+    }
+    auto meta = objects_.Head(w.bucket, w.key);
+    if (!meta.ok()) {
+      ++missing;
+      continue;
+    }
+    ++objects;
+    // The blocks holding [offset, offset + length).
+    const uint64_t end = w.length > meta->size - std::min(w.offset, meta->size) ? meta->size : w.offset + w.length;
+    uint64_t at = 0;
+    for (const auto& b : meta->blocks) {
+      if (at + b.size > w.offset && at < end) blocks.push_back(b);
+      at += b.size;
+    }
+  }
+  const size_t queued = stager != nullptr ? stager->Plan(id, blocks) : 0;
+  nlohmann::json out = {{"objects", objects},      {"missing", missing}, {"denied", denied},
+                        {"blocks", blocks.size()}, {"queued", queued},   {"staging", stager != nullptr}};
+  http::Headers h;
+  h.Add("Content-Type", "application/json");
+  (void)r.ex.Respond(200, std::move(h), out.dump());
+}
 
 // Long by design: the dispatcher of the node-to-node operations, one short
 // branch each.
@@ -38,6 +128,7 @@ void S3Handler::Internal(S3Request& r) {
     (void)r.ex.Respond(200, std::move(h), o_.cluster_json ? o_.cluster_json() : std::string(R"({"nodes":[]})"));
     return;
   }
+  if (r.key == "plan") return Plan(r);
   if (r.key.rfind("layout/", 0) == 0 && m == "GET") {
     if (!o_.layout_json) return SendError(r, {404, "NoSuchKey", "this node is not in a cluster"});
     const std::string path = r.key.substr(7);

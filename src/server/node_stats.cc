@@ -113,6 +113,14 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
     sampler.AddCounter("node.prefetch.issued", "blocks/s", [pf] { return static_cast<double>(pf->Stats().issued); });
     sampler.AddGauge("node.prefetch.held", "bytes", [pf] { return static_cast<double>(pf->Stats().bytes_held); });
   }
+  if (store::Stager* st = objects.stager()) {
+    sampler.AddCounter("node.staging.hits", "blocks/s", [st] {
+      auto p = st->Stats();
+      return static_cast<double>(p.hits + p.late_hits);
+    });
+    sampler.AddCounter("node.staging.staged", "blocks/s", [st] { return static_cast<double>(st->Stats().staged); });
+    sampler.AddGauge("node.staging.held", "bytes", [st] { return static_cast<double>(st->Stats().bytes_held); });
+  }
   for (auto& one : series) {
     if (one.counter) {
       sampler.AddCounter(one.name, one.unit, std::move(one.value));
@@ -169,6 +177,24 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
                        {"bytes_held", p.bytes_held},
                        {"window_blocks", pf->options().max_window_blocks},
                        {"memory_bytes", pf->options().memory_bytes}};
+    }
+    if (store::Stager* st = objects.stager()) {
+      auto p = st->Stats();
+      j["staging"] = {{"planned", p.planned},
+                      {"staged", p.staged},
+                      {"shared", p.shared},
+                      {"resident", p.resident},
+                      {"hits", p.hits},
+                      {"late_hits", p.late_hits},
+                      {"expired", p.expired},
+                      {"skipped", p.skipped},
+                      {"failed", p.failed},
+                      {"bytes_held", p.bytes_held},
+                      {"queued", p.queued},
+                      {"reading", p.reading},
+                      {"streams", p.streams},
+                      {"memory_bytes", st->options().memory_bytes},
+                      {"threads", st->options().threads}};
     }
     auto rs = objects.reclaimer().Stats();
     j["reclaim"] = {{"freed", rs.freed}, {"removed", rs.removed}, {"deferred", rs.deferred}, {"forced", rs.forced},

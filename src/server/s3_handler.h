@@ -146,6 +146,8 @@ class S3Handler {
 
   // ---- internal_ops.cc ----
   void Internal(S3Request& r);
+  // POST /_aquifer/plan: a reader's next reads, staged ahead (store/stager.h).
+  void Plan(S3Request& r);
 
   store::ObjectStore& objects_;
   S3HandlerOptions o_;

@@ -30,6 +30,7 @@
 #include "store/meta_store.h"
 #include "store/prefetch.h"
 #include "store/reclaimer.h"
+#include "store/stager.h"
 
 namespace aq::store {
 
@@ -107,6 +108,10 @@ class ObjectStore {
   using PoolChooser = std::function<std::string(const std::string&, const std::string&, uint64_t)>;
   void set_pool_chooser(PoolChooser chooser) { choose_pool_ = std::move(chooser); }
   L3Cache* l3() const { return l3_; }
+  // The plan stager reads go through (the service given), for readers'
+  // plans and statistics; null when staging is off.
+  void set_stager(Stager* stager) { stager_ = stager; }
+  Stager* stager() const { return stager_; }
   ~ObjectStore();
 
   // Starts a put. The bucket must exist and the key be valid (checked now,
@@ -175,6 +180,7 @@ class ObjectStore {
   ObjectStoreOptions options_;
   BlockCache* cache_;
   L3Cache* l3_ = nullptr;
+  Stager* stager_ = nullptr;
   AccessClock* access_ = nullptr;
   PoolChooser choose_pool_;
   std::string PoolFor(const std::string& bucket, const std::string& key, uint64_t size) const;
