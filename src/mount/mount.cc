@@ -104,6 +104,9 @@ class Kernel {
   }
 
   void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
+    // A read-only mount is enforced here, not by the kernel's "ro" (which
+    // would also close the plan file, mount_fs.h).
+    if (o_.read_only && ino != kPlanIno) return (void)fuse_reply_err(req, EROFS);
     if (to_set & FUSE_SET_ATTR_SIZE) {
       const int err = fs_.Truncate(ino, fi != nullptr ? fi->fh : 0, static_cast<uint64_t>(attr->st_size));
       if (err != 0) return (void)fuse_reply_err(req, err);
@@ -339,6 +342,8 @@ std::string StatsJson(const MountStats& s, const MountOptions& o) {
   j["upload_errors"] = s.upload_errors.load();
   j["refused"] = s.refused.load();
   j["unnameable"] = s.unnameable.load();
+  j["planned"] = s.planned.load();
+  j["plan_staged"] = s.plan_staged.load();
   return j.dump(1);
 }
 
@@ -373,7 +378,8 @@ Status Prepare(io::FileSystem& store, MountOptions* options) {
 std::string FuseOptions(const MountOptions& o) {
   std::string opts = "fsname=" + o.root + ",subtype=aquifer,default_permissions";
   if (o.allow_other) opts += ",allow_other";
-  if (o.read_only) opts += ",ro";
+  // --read-only is enforced by MountFs (EROFS for every change), so that
+  // the plan file stays writable on a read-only mount.
   opts += fmt::format(",max_read={}", o.max_read);
   for (const auto& extra : o.fuse_options) opts += "," + extra;
   return opts;

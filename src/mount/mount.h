@@ -69,8 +69,10 @@ struct MountStats {
   std::atomic<uint64_t> reads{0}, read_bytes{0}, read_errors{0};
   std::atomic<uint64_t> read_ahead_bytes{0}, read_ahead_used_bytes{0};  // fetched ahead; of those, read
   std::atomic<uint64_t> writes{0}, written_bytes{0}, uploads{0}, upload_errors{0};
-  std::atomic<uint64_t> refused{0};     // operations a write-once store cannot do
-  std::atomic<uint64_t> unnameable{0};  // keys listed that no file name can stand for ("a//x"), not shown
+  std::atomic<uint64_t> refused{0};      // operations a write-once store cannot do
+  std::atomic<uint64_t> unnameable{0};   // keys listed that no file name can stand for ("a//x"), not shown
+  std::atomic<uint64_t> planned{0};      // reads named in the plan file (mount_fs.h), sent to the store
+  std::atomic<uint64_t> plan_staged{0};  // ... that the store took up for staging
 };
 
 // Mounts and serves until unmounted (umount, fusermount3 -u) or signalled

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <condition_variable>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -40,6 +41,7 @@ std::string_view HandleStateName(HandleState s) {
     case HandleState::kWriting: return "writing";
     case HandleState::kSent: return "sent";
     case HandleState::kBroken: return "broken";
+    case HandleState::kPlan: return "plan";
   }
   return "?";
 }
@@ -85,6 +87,13 @@ void MountFs::StartFetchers(unsigned threads) { fetchers_ = std::make_unique<Thr
 
 int MountFs::Lookup(Ino parent, const std::string& name, EntryReply* out) {
   stats_.lookups++;
+  if (parent == kRootIno && name == kPlanName) {
+    *out = EntryReply{};
+    out->ino = kPlanIno;
+    out->attr = PlanAttr();
+    out->attr_timeout = out->entry_timeout = o_.attr_ttl_s;
+    return 0;
+  }
   auto p = PathOf(parent);
   if (!p) return ENOENT;
   const std::string path = Join(*p, name);
@@ -114,6 +123,10 @@ void MountFs::Forget(Ino ino, uint64_t n) {
 }
 
 int MountFs::GetAttr(Ino ino, uint64_t fh, struct stat* out) {
+  if (ino == kPlanIno) {
+    *out = PlanAttr();
+    return 0;
+  }
   Node n;
   {
     MutexLock lock(mu_);
@@ -146,6 +159,7 @@ int MountFs::GetAttr(Ino ino, uint64_t fh, struct stat* out) {
 }
 
 int MountFs::Truncate(Ino ino, uint64_t fh, uint64_t want) {
+  if (ino == kPlanIno) return 0;  // (open with O_TRUNC: the plan file is always empty)
   if (o_.read_only) return EROFS;
   Handle* h = fh != 0 ? reinterpret_cast<Handle*>(fh) : nullptr;
   const HandleState state = h != nullptr ? h->state.load() : HandleState::kReading;
@@ -240,6 +254,20 @@ void MountFs::ReleaseDir(uint64_t dh) { delete reinterpret_cast<DirHandle*>(dh);
 
 int MountFs::Open(Ino ino, int flags, pid_t process, OpenReply* out) {
   stats_.opens++;
+  if (ino == kPlanIno) {
+    if ((flags & O_ACCMODE) == O_RDONLY) return EACCES;  // written, never read
+    auto h = std::make_unique<Handle>();
+    h->ino = ino;
+    h->url = root_ + "/" + kPlanName;
+    h->opener = process;
+    h->state = HandleState::kPlan;
+    static std::atomic<uint64_t> opened{0};
+    h->plan_stream = fmt::format("mount-{}-{}", process, opened.fetch_add(1));
+    *out = OpenReply{};
+    out->direct_io = true;  // every write reaches the mount as it is made
+    out->fh = reinterpret_cast<uint64_t>(h.release());
+    return 0;
+  }
   auto got = GetNode(ino);
   if (!got.ok()) return ENOENT;
   const Node& n = *got;
@@ -378,6 +406,10 @@ int MountFs::Read(uint64_t fh, uint64_t off, size_t size, char* out, size_t* got
 int MountFs::Write(uint64_t fh, const char* data, size_t size, uint64_t off) {
   auto* h = reinterpret_cast<Handle*>(fh);
   MutexLock lock(h->mu);
+  if (h->state == HandleState::kPlan) {  // any offset: lines are taken in the order written
+    h->plan_partial.append(data, size);
+    return SendPlan(*h, false);
+  }
   switch (h->state.load()) {
     case HandleState::kBroken: return h->broken;
     case HandleState::kExisting:
@@ -386,7 +418,8 @@ int MountFs::Write(uint64_t fh, const char* data, size_t size, uint64_t off) {
                                 "open with O_TRUNC to replace it)",
                                 off),
                     EOPNOTSUPP);
-    case HandleState::kReading: return EBADF;
+    case HandleState::kReading:
+    case HandleState::kPlan: return EBADF;
     case HandleState::kWriting:
     case HandleState::kSent: break;
   }
@@ -424,6 +457,10 @@ int MountFs::Flush(uint64_t fh, pid_t process) {
   auto* h = reinterpret_cast<Handle*>(fh);
   const HandleState state = h->state;
   if (state == HandleState::kBroken) return h->broken;
+  if (state == HandleState::kPlan) {  // a last line without its newline
+    MutexLock lock(h->mu);
+    return SendPlan(*h, true);
+  }
   if (state != HandleState::kWriting && state != HandleState::kSent) return 0;
   if (process != h->opener) {
     log::debug("mount: {} closed by process {}, opened by {}: sent at the opener's close", h->url, process, h->opener);
@@ -436,6 +473,11 @@ int MountFs::Flush(uint64_t fh, pid_t process) {
 void MountFs::Release(uint64_t fh) {
   std::unique_ptr<Handle> h(reinterpret_cast<Handle*>(fh));
   const HandleState state = h->state;
+  if (state == HandleState::kPlan) {
+    MutexLock lock(h->mu);
+    (void)SendPlan(*h, true);  // (a process that ended without close)
+    return;
+  }
   if (state == HandleState::kReading) DropReader(h->ino);
   if (state == HandleState::kWriting || state == HandleState::kSent) {
     Finish(*h);  // sent now if its opener closed before the others (a failure is logged)
@@ -602,6 +644,84 @@ EntryReply MountFs::Enter(const std::string& path, const io::FileInfo& info, boo
   e.attr_timeout = o_.attr_ttl_s;
   e.entry_timeout = o_.attr_ttl_s;
   return e;
+}
+
+struct stat MountFs::PlanAttr() const {
+  struct stat st {};
+  st.st_ino = kPlanIno;
+  st.st_mode = S_IFREG | 0222;
+  st.st_nlink = 1;
+  st.st_uid = uid_;
+  st.st_gid = gid_;
+  st.st_blksize = 1 << 20;
+  return st;
+}
+
+int MountFs::SendPlan(Handle& h, bool last) {
+  std::string mountpoint = o_.mountpoint;
+  while (mountpoint.size() > 1 && mountpoint.back() == '/') mountpoint.pop_back();
+  std::vector<io::FileSystem::PlannedRead> reads;
+  size_t at = 0;
+  int err = 0;
+  std::string& text = h.plan_partial;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) {
+      if (!last) break;
+      end = text.size();
+    }
+    std::string line = text.substr(at, end - at);
+    at = std::min(text.size(), end + 1);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    io::FileSystem::PlannedRead r;
+    std::string path = line;
+    if (const size_t tab = line.find('\t'); tab != std::string::npos) {
+      path = line.substr(0, tab);
+      const std::string rest = line.substr(tab + 1);
+      const size_t tab2 = rest.find('\t');
+      auto number = [](const std::string& t, uint64_t* v) {
+        auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), *v);
+        return !t.empty() && ec == std::errc() && p == t.data() + t.size();
+      };
+      if (tab2 == std::string::npos || !number(rest.substr(0, tab2), &r.offset) ||
+          !number(rest.substr(tab2 + 1), &r.length)) {
+        log::warn("mount: plan line '{}': expected PATH or PATH<tab>OFFSET<tab>LENGTH", line);
+        err = EINVAL;
+        continue;
+      }
+    }
+    if (!path.empty() && path[0] == '/') {
+      if (mountpoint.empty() || path.compare(0, mountpoint.size() + 1, mountpoint + "/") != 0) {
+        log::warn("mount: plan line '{}': not a file under {}", line, mountpoint.empty() ? "the mount" : mountpoint);
+        err = EINVAL;
+        continue;
+      }
+      path = path.substr(mountpoint.size() + 1);
+    }
+    bool named = !path.empty();
+    for (size_t s = 0; named && s <= path.size();) {
+      const size_t e = std::min(path.find('/', s), path.size());
+      const std::string_view seg(path.data() + s, e - s);
+      named = !seg.empty() && seg != "." && seg != "..";
+      s = e + 1;
+    }
+    if (!named) {
+      log::warn("mount: plan line '{}': not a file below the mount's root", line);
+      err = EINVAL;
+      continue;
+    }
+    r.path = Url(path);
+    reads.push_back(std::move(r));
+  }
+  text.erase(0, at);
+  if (!reads.empty()) {
+    auto taken = store_.Plan(h.plan_stream, reads);
+    if (!taken.ok()) return Fail(taken.status(), "send the read plan in");
+    stats_.planned += reads.size();
+    stats_.plan_staged += *taken;
+  }
+  return err;
 }
 
 struct stat MountFs::Attr(Ino ino, const Node& n) const {

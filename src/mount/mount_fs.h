@@ -41,6 +41,18 @@ namespace aq::mount {
 using Ino = uint64_t;
 inline constexpr Ino kRootIno = 1;  // FUSE_ROOT_ID
 
+// The plan file: `.aquifer-plan` in the mount's root, not listed, writable
+// by anyone who can reach the mount (also on a read-only mount: it changes
+// no data). Each line written is a file below the mount, relative to its
+// root or as an absolute path under the mountpoint, optionally followed by
+// a tab, an offset, a tab and a length (a range of a record file); the
+// lines of one open descriptor are a read plan, sent to the store as they
+// arrive (io::FileSystem::Plan), so its nodes stage those files from slow
+// pools in that order before the reader opens them. A line naming nothing
+// below the mount fails the write (EINVAL) and is logged.
+inline constexpr const char* kPlanName = ".aquifer-plan";
+inline constexpr Ino kPlanIno = UINT64_MAX - 1;
+
 // The errno for a store's Status (ENOENT, EEXIST, EACCES, ENOSPC, ...; EIO
 // when nothing closer fits; ESTALE for an object that changed while open).
 int Errno(const Status& s);
@@ -65,6 +77,7 @@ enum class HandleState {
   kWriting,   // spooling a new version front to back
   kSent,      // what was written is stored, or failed (every close says so); a further write continues it
   kBroken,    // a write failed: nothing is ever sent, every later call fails with its errno
+  kPlan,      // the plan file: lines written are sent as a read plan
 };
 std::string_view HandleStateName(HandleState s);
 
@@ -178,6 +191,9 @@ class MountFs {
     // kBroken: the failed write's errno, set under `mu` before the state
     // says kBroken, read once it does.
     int broken = 0;
+    // kPlan: the stream its lines go to, and a line not yet ended.
+    std::string plan_stream;
+    std::string plan_partial AQ_GUARDED_BY(mu);
   };
   struct DirHandle;
 
@@ -191,6 +207,7 @@ class MountFs {
   void Learn(Node& n, const io::FileInfo& info) AQ_REQUIRES(mu_);
   EntryReply Enter(const std::string& path, const io::FileInfo& info, bool counted);
   struct stat Attr(Ino ino, const Node& n) const;
+  struct stat PlanAttr() const;
   Result<io::FileInfo> Find(const std::string& dir, const std::string& path, const std::string& name);
   Result<std::shared_ptr<const Listing>> List(const std::string& dir);
   void DropListing(const std::string& dir);
@@ -208,6 +225,9 @@ class MountFs {
   int Break(Handle& h, const Status& s) AQ_REQUIRES(h.mu);
   int Finish(Handle& h);
   int Fail(const Status& s, const std::string& what);
+  // The plan file's complete lines in `text` (all of it when `last`) sent
+  // as a read plan. REQUIRES: h.mu held.
+  int SendPlan(Handle& h, bool last) AQ_REQUIRES(h.mu);
 
   io::FileSystem& store_;
   const MountOptions o_;

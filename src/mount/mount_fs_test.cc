@@ -42,6 +42,15 @@ class ObjectStoreFs : public io::FileSystem {
     return it->second.data;
   }
   bool fail_writes = false;  // Close of every writer fails (a full store)
+  // Read plans received, by stream.
+  std::map<std::string, std::vector<PlannedRead>> plans;
+  Result<size_t> Plan(const std::string& stream, const std::vector<PlannedRead>& reads) override {
+    std::lock_guard<std::mutex> l(mu_);
+    calls["plan"]++;
+    auto& p = plans[stream];
+    p.insert(p.end(), reads.begin(), reads.end());
+    return reads.size();
+  }
 
   Result<std::unique_ptr<io::RandomAccessFile>> OpenRead(const std::string& url, io::AccessHint) override {
     std::lock_guard<std::mutex> l(mu_);
@@ -371,6 +380,53 @@ TEST_F(MountFsTest, ReadOnlyRefusesEveryChange) {
   EXPECT_EQ(Fs().Unlink(kRootIno, "readme"), EROFS);
   EXPECT_EQ(Fs().Open(Look(kRootIno, "readme"), O_RDWR, 1, &r), EROFS);
   EXPECT_EQ(store.Calls("put") + store.Calls("delete") + store.Calls("rename"), 0);
+}
+
+// The plan file: lines become the store's read plan as they are written,
+// by relative or absolute path, with or without a range, also on a
+// read-only mount; it is never listed or read, and bad lines are EINVAL.
+TEST_F(MountFsTest, ThePlanFileSendsEachLineToTheStoreAsItIsWritten) {
+  o.read_only = true;
+  o.mountpoint = "/mnt/data/";
+  EntryReply e;
+  ASSERT_EQ(Fs().Lookup(kRootIno, kPlanName, &e), 0);
+  ASSERT_EQ(e.ino, kPlanIno);
+  EXPECT_TRUE(S_ISREG(e.attr.st_mode));
+  uint64_t dh = 0;
+  ASSERT_EQ(Fs().OpenDir(kRootIno, &dh), 0);
+  for (size_t i = 0; i < Fs().DirSize(dh); ++i) EXPECT_NE(Fs().DirAt(dh, i).name, kPlanName);
+  Fs().ReleaseDir(dh);
+  OpenReply r;
+  EXPECT_EQ(Fs().Open(kPlanIno, O_RDONLY, 7, &r), EACCES);
+  ASSERT_EQ(Fs().Open(kPlanIno, O_WRONLY | O_TRUNC, 7, &r), 0);
+  EXPECT_EQ(Fs().Truncate(kPlanIno, r.fh, 0), 0);
+  // A line split across writes is sent once it ends.
+  const std::string part1 = "train/b.jpg\n/mnt/data/train/a.jpg\ntrain/s", part2 = "ub/c.jpg\ttrain/x\n";
+  ASSERT_EQ(Fs().Write(r.fh, part1.data(), part1.size(), 0), 0);
+  ASSERT_EQ(store.plans.size(), 1u);
+  const auto& plan = store.plans.begin()->second;
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(plan[0].path, "mem://bucket/train/b.jpg");
+  EXPECT_EQ(plan[1].path, "mem://bucket/train/a.jpg");
+  EXPECT_EQ(Fs().Write(r.fh, part2.data(), part2.size(), part1.size()), EINVAL);  // not PATH<tab>OFF<tab>LEN
+  const std::string ranged = "train/sub/c.jpg\t0\t1\n../etc/passwd\n/elsewhere/x\nreadme";
+  EXPECT_EQ(Fs().Write(r.fh, ranged.data(), ranged.size(), 0), EINVAL);  // two bad lines; the good one sent
+  ASSERT_EQ(plan.size(), 3u);
+  EXPECT_EQ(plan[2].path, "mem://bucket/train/sub/c.jpg");
+  EXPECT_EQ(plan[2].offset, 0u);
+  EXPECT_EQ(plan[2].length, 1u);
+  EXPECT_EQ(Fs().Flush(r.fh, 7), 0);  // the last line, without its newline
+  ASSERT_EQ(plan.size(), 4u);
+  EXPECT_EQ(plan[3].path, "mem://bucket/readme");
+  EXPECT_EQ(plan[3].length, UINT64_MAX);
+  Fs().Release(r.fh);
+  EXPECT_EQ(Fs().stats().planned.load(), 4u);
+  EXPECT_EQ(store.Calls("put") + store.Calls("create"), 0);  // nothing written
+  // Another open is another stream.
+  ASSERT_EQ(Fs().Open(kPlanIno, O_WRONLY, 8, &r), 0);
+  ASSERT_EQ(Fs().Write(r.fh, "readme\n", 7, 0), 0);
+  Fs().Release(r.fh);
+  EXPECT_EQ(store.plans.size(), 2u);
 }
 
 TEST_F(MountFsTest, ForgottenInodesGoAndTheRootStays) {

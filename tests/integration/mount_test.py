@@ -152,6 +152,32 @@ try:
     st = os.stat(os.path.join(mnt, "copy", "big.bin"))
     check(st.st_size == 21 << 20 and abs(st.st_mtime - time.time()) < 600, f"stat size and mtime: {st}")
 
+    # ---- a read plan through the mount's plan file, as aquifer.hint writes it ----
+    images = os.path.join(mnt, "copy", "images")
+    files = sorted(os.path.join(d, n) for d, _, ns in os.walk(images) for n in ns)
+    before = node.stats().get("staging", {})
+    with open(os.path.join(mnt, ".aquifer-plan"), "w") as plan:
+        plan.write("".join(os.path.relpath(f, mnt) + "\n" for f in reversed(files)))
+    staged = wait_for(lambda: node.stats()["staging"]["staged"] + node.stats()["staging"]["resident"] -
+                      before.get("staged", 0) - before.get("resident", 0) >= len(files), 10)
+    check(staged, f"the node staged the {len(files)} planned files: {node.stats().get('staging')}")
+    same = all(open(f, "rb").read() == open(os.path.join(src, os.path.relpath(f, os.path.join(mnt, "copy"))),
+                                             "rb").read() for f in reversed(files))
+    after = node.stats()["staging"]
+    check(same, "the planned files read back whole")
+    check(after["hits"] + after["late_hits"] + after["resident"] - before.get("hits", 0) - before.get("late_hits", 0) -
+          before.get("resident", 0) >= len(files), f"every planned file was served from its staged copy: {after}")
+    check(".aquifer-plan" not in os.listdir(mnt), "the plan file is not listed")
+    check(errno_of(lambda: open(os.path.join(mnt, ".aquifer-plan")).read()) == errno.EACCES,
+          "the plan file is not for reading")
+
+    def plan_line(line):
+        with open(os.path.join(mnt, ".aquifer-plan"), "w") as f:
+            f.write(line)
+
+    check(errno_of(lambda: plan_line("../outside\n")) == errno.EINVAL, "a plan line outside the mount: EINVAL")
+    check(m.counters()["planned"] >= len(files), "the mount counts the planned reads")
+
     # ---- benches and fio through the mount ----
     r = run(AQ, "bench", "storage", os.path.join(mnt, "copy", "tf"), "--readers", "2", "--duration", "2", "--ramp",
             "0", "--json", "--no-progress")
@@ -395,6 +421,8 @@ try:
     r = run(AQ, "--credentials", creds, "mount", url + "/data", mnt, "--read-only")
     check(r.returncode == 0 and wait_for(lambda: os.path.ismount(mnt), 10), "a detached read-only mount")
     check(errno_of(lambda: open(f"{mnt}/ro.txt", "w")) == errno.EROFS, "read-only: EROFS")
+    check(errno_of(lambda: os.utime(f"{mnt}/copy/big.bin")) == errno.EROFS, "read-only: utime is EROFS too")
+    check(errno_of(lambda: plan_line("copy/big.bin\n")) == 0, "a read-only mount takes read plans")
     check(run(AQ, "umount", mnt).returncode == 0 and wait_for(lambda: not os.path.ismount(mnt), 10),
           "the detached mount unmounts")
 finally:
