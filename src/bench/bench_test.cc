@@ -206,6 +206,31 @@ TEST(CacheModelTest, TheDocumentsFigures) {
   EXPECT_FALSE(ModelCache({0, 1, 1}).ok());
 }
 
+TEST(CacheModelTest, PlanStagingReadsAheadWhatItsMediaRateAllows) {
+  // Dataset 4x the storage RAM: 75% of storage reads come from media.
+  CacheModelInput in{100e9, 0, 25e9};
+  auto m = ModelCache(in);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->storage_staged, 0);  // no plans: every media read is waited for
+  EXPECT_NEAR(m->storage_waited, 0.75, 1e-9);
+  // 16 staging threads at 8 ms: 2,000 blocks/s of media; readers asking
+  // 1,000 blocks/s need 750 from media: all staged ahead.
+  in.staging_reads_per_second = 2000;
+  in.demand_reads_per_second = 1000;
+  m = ModelCache(in);
+  EXPECT_NEAR(m->storage_staged, 0.75, 1e-9);
+  EXPECT_NEAR(m->storage_waited, 0, 1e-9);
+  // Asking 4,000 blocks/s (3,000 from media): two thirds staged, a third waited for.
+  in.demand_reads_per_second = 4000;
+  m = ModelCache(in);
+  EXPECT_NEAR(m->storage_staged, 0.5, 1e-9);
+  EXPECT_NEAR(m->storage_waited, 0.25, 1e-9);
+  in.demand_reads_per_second = 0;  // unknown: staging keeps up
+  EXPECT_NEAR(ModelCache(in)->storage_staged, 0.75, 1e-9);
+  in.staging_reads_per_second = -1;
+  EXPECT_FALSE(ModelCache(in).ok());
+}
+
 TEST(CacheModelTest, MeasuredFromResultSeries) {
   nlohmann::json r = {{"summary", {{"total_bytes", 4e9}, {"page_cache_before", 0.0}, {"page_cache_after", 1.0}}},
                       {"series",

@@ -11,12 +11,20 @@ Result<CacheModel> ModelCache(const CacheModelInput& in) {
   if (in.client_cache_bytes < 0 || in.storage_cache_bytes < 0 || in.storage_l3_bytes < 0) {
     return InvalidArgument("cache sizes must be >= 0");
   }
+  if (in.staging_reads_per_second < 0 || in.demand_reads_per_second < 0) {
+    return InvalidArgument("staging and demand rates must be >= 0");
+  }
   CacheModel m;
   m.client_hit = std::min(1.0, in.client_cache_bytes / in.dataset_bytes);
   m.storage_hit = std::min(1.0, in.storage_cache_bytes / in.dataset_bytes);
   m.storage_l3 = std::min(1.0 - m.storage_hit, in.storage_l3_bytes / in.dataset_bytes);
   m.storage_media = 1 - m.storage_hit - m.storage_l3;
   m.media_of_all = (1 - m.client_hit) * m.storage_media;
+  if (in.staging_reads_per_second > 0) {
+    const double need = in.demand_reads_per_second * m.storage_media;  // media reads per second
+    m.storage_staged = need > 0 ? m.storage_media * std::min(1.0, in.staging_reads_per_second / need) : m.storage_media;
+  }
+  m.storage_waited = m.storage_media - m.storage_staged;
   return m;
 }
 
@@ -76,7 +84,11 @@ nlohmann::json ToJson(const CacheModelInput& in, const CacheModel& m) {
           {"storage_hit", m.storage_hit},
           {"storage_l3", m.storage_l3},
           {"storage_media", m.storage_media},
-          {"media_of_all", m.media_of_all}};
+          {"media_of_all", m.media_of_all},
+          {"staging_reads_per_second", in.staging_reads_per_second},
+          {"demand_reads_per_second", in.demand_reads_per_second},
+          {"storage_staged", m.storage_staged},
+          {"storage_waited", m.storage_waited}};
 }
 
 }  // namespace aq::bench

@@ -5,6 +5,11 @@
 //   storage cache hits   = min(1, storage cache / D)     of the reads reaching storage
 //   storage L3 hits      = min(1 - storage cache hits, storage L3 / D)  (SSD in front of HDD pools)
 //   from storage media   = 1 - storage cache hits - L3 hits  of the reads reaching storage
+//   staged ahead         = media × min(1, staging / (demand × media))  with readers' plans
+//                          (docs/architecture.md, plan staging): the media reads the nodes
+//                          read ahead of need, when they can read `staging` blocks/s from
+//                          media (stage threads × nodes / media latency) and the readers
+//                          ask `demand` blocks/s of storage (unknown: staging keeps up)
 // (512 GB of client RAM over 22.2 TB: ~2%; 2 TB of storage cache: ~9%, so
 // ~91% of storage reads come from SSD.) Beside the model, measurements:
 // the page cache's residency of the dataset (mincore) and the fraction of a
@@ -25,17 +30,21 @@ namespace aq::bench {
 
 struct CacheModelInput {
   double dataset_bytes = 0;
-  double client_cache_bytes = 0;   // page cache available on one client
-  double storage_cache_bytes = 0;  // all storage nodes' RAM cache together
-  double storage_l3_bytes = 0;     // all storage nodes' L3 (SSD) caches together
+  double client_cache_bytes = 0;        // page cache available on one client
+  double storage_cache_bytes = 0;       // all storage nodes' RAM cache together
+  double storage_l3_bytes = 0;          // all storage nodes' L3 (SSD) caches together
+  double staging_reads_per_second = 0;  // blocks/s the nodes' plan staging reads from media (0: no plans)
+  double demand_reads_per_second = 0;   // blocks/s the readers ask of storage (0: unknown)
 };
 
 struct CacheModel {
-  double client_hit = 0;     // fraction of application reads
-  double storage_hit = 0;    // fraction of reads reaching storage (RAM)
-  double storage_l3 = 0;     // fraction of reads reaching storage (L3)
-  double storage_media = 0;  // fraction of reads reaching storage
-  double media_of_all = 0;   // fraction of application reads that reach storage media
+  double client_hit = 0;      // fraction of application reads
+  double storage_hit = 0;     // fraction of reads reaching storage (RAM)
+  double storage_l3 = 0;      // fraction of reads reaching storage (L3)
+  double storage_media = 0;   // fraction of reads reaching storage
+  double media_of_all = 0;    // fraction of application reads that reach storage media
+  double storage_staged = 0;  // fraction of reads reaching storage: from media, read ahead by plan staging
+  double storage_waited = 0;  // fraction of reads reaching storage: from media while the reader waits
 };
 
 Result<CacheModel> ModelCache(const CacheModelInput& in);

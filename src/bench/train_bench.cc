@@ -209,6 +209,9 @@ void Summarize(const TrainBenchOptions& o, const Fleet& fleet, TrainBenchReport&
     auto st = fleet.pipes[g]->Stats();
     s.limiting_stage = st.limiting_stage;
     rep.bytes_read += st.bytes_read;
+    rep.planned += st.planned;
+    rep.plan_staged += st.plan_staged;
+    if (rep.plan_error.empty()) rep.plan_error = st.plan_error;
     for (const auto& stage : st.stages) {
       auto it = std::find_if(rep.stages.begin(), rep.stages.end(), [&](const auto& x) { return x.name == stage.name; });
       if (it == rep.stages.end()) {
@@ -385,6 +388,9 @@ nlohmann::json SummaryJson(const TrainBenchReport& r) {
           {"bytes_read", r.bytes_read},
           {"page_cache_before", r.page_cache_before},
           {"page_cache_after", r.page_cache_after},
+          {"planned", r.planned},
+          {"plan_staged", r.plan_staged},
+          {"plan_error", r.plan_error},
           {"gpus", gpus},
           {"stages", stages}};
 }

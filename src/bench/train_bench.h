@@ -74,6 +74,10 @@ struct TrainBenchReport {
   double seconds = 0;
   uint64_t bytes_read = 0, images = 0;
   double page_cache_before = 0, page_cache_after = 0;  // fraction of the dataset resident
+  // The read plan (PipelineOptions::plan_ahead): reads sent ahead to the
+  // store, those it took up for staging, and why it stopped ("" if not).
+  uint64_t planned = 0, plan_staged = 0;
+  std::string plan_error;
   std::vector<GpuStats> gpus;
   std::vector<pipeline::StageStats> stages;  // summed over the pipelines
   monitor::Series series;

@@ -234,6 +234,11 @@ void PrintTrain(const bench::TrainBenchReport& r, const bench::TrainBenchOptions
   }
   std::printf("  page cache %.0f%% of the dataset resident before, %.0f%% after\n", 100 * r.page_cache_before,
               100 * r.page_cache_after);
+  if (r.planned > 0 || !r.plan_error.empty()) {
+    std::printf("  read plan  %llu reads sent ahead, %llu taken up for staging%s%s\n",
+                static_cast<unsigned long long>(r.planned), static_cast<unsigned long long>(r.plan_staged),
+                r.plan_error.empty() ? "" : "; stopped: ", r.plan_error.c_str());
+  }
   std::printf("  verdict    %s\n", r.verdict.c_str());
 }
 

@@ -715,6 +715,7 @@ void RegisterDoctor(CLI::App& app, Globals& g) {
 
 struct CacheFlags {
   std::string dataset, client = "0", storage = "0", l3 = "0", data, result;
+  double staging = 0, demand = 0;
   ResultFlags out;
 };
 
@@ -733,6 +734,12 @@ void RegisterModel(CLI::App& app, Globals& g) {
       ->capture_default_str();
   cmd->add_option("--storage-l3", f->l3, "L3 (SSD) cache of all storage nodes together, in front of HDD pools")
       ->capture_default_str();
+  cmd->add_option("--staging", f->staging,
+                  "Blocks/s the nodes' plan staging reads from media (stage threads x nodes / media latency, e.g. "
+                  "2000 for 16 threads at 8 ms): the media reads read ahead of need")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--demand", f->demand, "Blocks/s the readers ask of storage (with --staging; default: it keeps up)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--data", f->data, "A dataset directory: measure how much of it the page cache holds now");
   cmd->add_option("--result", f->result, "A bench storage/train result JSON: measured client cache hits");
   AddResultFlags(cmd, f->out, false);
@@ -751,6 +758,8 @@ void RegisterModel(CLI::App& app, Globals& g) {
       in.client_cache_bytes = static_cast<double>(AQ_TRY(units::ParseBytes(f->client)));
       in.storage_cache_bytes = static_cast<double>(AQ_TRY(units::ParseBytes(f->storage)));
       in.storage_l3_bytes = static_cast<double>(AQ_TRY(units::ParseBytes(f->l3)));
+      in.staging_reads_per_second = f->staging;
+      in.demand_reads_per_second = f->demand;
       return Status::Ok();
     };
     if (Status s = parse(); !s.ok()) return (void)UsageError(g, s);
@@ -795,6 +804,12 @@ void RegisterModel(CLI::App& app, Globals& g) {
           }
           std::printf("  storage media serve        %5.1f%% of the reads reaching storage (%.1f%% of all reads)\n",
                       100 * m->storage_media, 100 * m->media_of_all);
+          if (in.staging_reads_per_second > 0) {
+            std::printf(
+                "  plan staging reads ahead   %5.1f%% of the reads reaching storage; readers wait for media "
+                "on %.1f%%\n",
+                100 * m->storage_staged, 100 * m->storage_waited);
+          }
           if (residency) {
             std::printf("  measured: the page cache holds %.1f%% of %s now\n", 100 * residency->fraction(),
                         f->data.c_str());

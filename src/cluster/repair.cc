@@ -12,6 +12,7 @@
 #include "cluster/repair_plan.h"
 #include "common/log.h"
 #include "common/mutex.h"
+#include "store/stager.h"
 #include "store/tiering.h"
 
 namespace aq::cluster {
@@ -116,7 +117,8 @@ Status Repairer::RunPass() {
 }
 
 void Repairer::Throttle(uint64_t bytes, RateLimiter& budget) {
-  const double wait = budget.Reserve(bytes);
+  const double factor = options_.busy && options_.busy() ? store::kYieldFactor : 1;
+  const double wait = budget.Reserve(static_cast<uint64_t>(static_cast<double>(bytes) * factor));
   if (wait <= 0) return;
   MutexLock lock(mu_);
   cv_.WaitFor(std::chrono::duration<double>(wait), [&]() AQ_REQUIRES(mu_) { return stop_; });

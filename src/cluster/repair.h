@@ -49,6 +49,9 @@ struct RepairOptions {
   // on other nodes, finish meanwhile (the node's freed-block delay).
   double drop_delay_seconds = 60;
   double tier_bytes_per_second = 100e6;  // copy budget of moves between pools (tiering)
+  // True while foreground reads need the disks (readers' plans being
+  // staged): copies then charge store::kYieldFactor times their bytes.
+  std::function<bool()> busy;
 };
 
 struct RepairStats {

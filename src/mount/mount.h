@@ -24,7 +24,10 @@
 //     close, and nothing is sent;
 //   - unlink, mkdir (a "dir/" marker), rmdir (of an empty prefix), rename of
 //     a file (a server-side copy, then a delete); a directory's rename is
-//     EXDEV, so mv copies it.
+//     EXDEV, so mv copies it;
+//   - the plan file, .aquifer-plan in the root (mount_fs.h): lines written
+//     to it are the files about to be read, sent to the store as a read
+//     plan (io::FileSystem::Plan) so its nodes stage them.
 // What a write-once object store cannot do is refused with an errno and a
 // log line, never done halfway: writing into an existing object or anywhere
 // but its end (EOPNOTSUPP), appending to one (EOPNOTSUPP), truncating to a

@@ -136,6 +136,11 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options, std::unique_ptr<i
 // Long by design: the start order is the contract (metadata, pools, garbage
 // collection, caches, object store, tiering, prefetch, HTTP, cluster, repair,
 // scrub), read top to bottom; Stop undoes it in reverse.
+std::function<bool()> Node::Busy() const {
+  if (!stager_) return nullptr;
+  return [s = stager_.get()] { return s->Busy(); };
+}
+
 store::BlockService& Node::Staged(store::BlockService& inner) {
   if (o_.stage_memory == 0) return inner;
   store::StagerOptions so;
@@ -433,6 +438,7 @@ Status Node::JoinCluster() {
   ro.interval_seconds = o_.repair_interval_s;
   ro.drop_delay_seconds = o_.reclaim_delay_s >= 0 ? o_.reclaim_delay_s : 60;
   ro.tier_bytes_per_second = o_.tier_bytes_per_second;
+  ro.busy = Busy();
   repairer_ = std::make_unique<cluster::Repairer>(*membership_, *meta_, *cluster_blocks_, ro);
   return Status::Ok();
 }
@@ -472,6 +478,7 @@ void Node::TierLoop() {
     store::TierOptions to;
     to.bytes_per_second = o_.tier_bytes_per_second;
     to.dry_run = asked && store::TierRunRequest::Parse(*request).dry_run;
+    to.busy = Busy();
     Result<store::TierReport> report =
         policies.ok() ? mover_->Run(*policies, to, &tier_stop_) : Result<store::TierReport>(policies.status());
     nlohmann::json j = report.ok() ? nlohmann::json::parse(store::TierReportToJson(*report))
@@ -545,6 +552,7 @@ Status Node::StartScrubber() {
     };
   }
   store::ScrubOptions so;
+  so.busy = Busy();
   so.bytes_per_second = o_.scrub_bytes_per_second;
   so.interval_s = o_.scrub_interval_s;
   scrubber_ = std::make_unique<store::Scrubber>(*blocks_, std::move(expected), std::move(repair), so);

@@ -173,6 +173,9 @@ class Node {
   // The block service reads go through: `inner` behind the stager when
   // staging is on (the stager is made here).
   store::BlockService& Staged(store::BlockService& inner);
+  // Whether readers' plans are being staged: background work yields (null
+  // without staging).
+  std::function<bool()> Busy() const;
 
   NodeOptions o_;
   std::unique_ptr<io::FileSystem> fs_;

@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "store/stager.h"
 
 namespace aq::store {
 namespace {
@@ -86,7 +87,8 @@ Result<std::vector<ScrubFinding>> Scrubber::RunPass(const std::atomic<bool>* sto
   for (const auto& e : expected) {
     if (stop != nullptr && stop->load()) break;
     Status s = store_.Read(e.piece, 0, 0).status();  // reads and checks the whole piece
-    const double wait = pace.Reserve(e.piece.size);
+    const double factor = o_.busy && o_.busy() ? kYieldFactor : 1;
+    const double wait = pace.Reserve(static_cast<uint64_t>(static_cast<double>(e.piece.size) * factor));
     {
       MutexLock lock(mu_);
       ++stats_.pieces_done_in_pass;

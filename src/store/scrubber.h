@@ -35,6 +35,9 @@ namespace aq::store {
 struct ScrubOptions {
   double bytes_per_second = 50e6;  // read budget; 0 = the scrubber is off
   double interval_s = 86400;       // from the start of one pass to the next
+  // True while foreground reads need the disks (readers' plans being
+  // staged): the pass then charges kYieldFactor times its bytes.
+  std::function<bool()> busy;
 };
 
 // A piece this node should hold, with what it belongs to.

@@ -26,6 +26,7 @@ Stager::~Stager() {
     stopping_ = true;
   }
   work_cv_.SignalAll();
+  done_cv_.SignalAll();
   for (auto& t : threads_) t.join();
 }
 
@@ -76,7 +77,7 @@ void Stager::Unwant(const std::string& id) {
   if (s == slots_.end() || !s->second->done) return;  // one being read is released when it ends
   held_ -= std::min(held_, s->second->bytes);
   slots_.erase(s);
-  work_cv_.SignalAll();  // room for the next entry
+  work_cv_.Signal();  // room for the next entry: one worker takes it
 }
 
 void Stager::Sweep(double now) {
@@ -150,7 +151,7 @@ void Stager::Worker() {
       // Entries settled without a read wake those waiting on the stats.
       if (const uint64_t n = stats_.skipped + stats_.resident + stats_.expired + stats_.shared; n != settled) {
         settled = n;
-        work_cv_.SignalAll();
+        if (waiters_ > 0) done_cv_.SignalAll();
       }
       work_cv_.WaitFor(std::chrono::milliseconds(500));
       continue;
@@ -189,7 +190,10 @@ void Stager::Worker() {
     } else if (!mine) {
       held_ -= std::min(held_, slot->bytes);  // removed meanwhile
     }
-    work_cv_.SignalAll();  // readers waiting on this slot, and workers on room
+    if (!mine || !r.ok() || wanted_.count(id) == 0) work_cv_.Signal();  // room freed
+    // Readers waiting on this slot (late hits) and stats waiters; most
+    // blocks are staged before anyone asks, so usually nobody is woken.
+    if (waiters_ > 0) done_cv_.SignalAll();
   }
   mu_.Unlock();
 }
@@ -201,7 +205,9 @@ Result<std::shared_ptr<const std::string>> Stager::Read(const BlockRef& ref) {
     if (it != slots_.end()) {
       std::shared_ptr<Slot> slot = it->second;
       const bool waited = !slot->done;
-      work_cv_.Wait([&]() AQ_REQUIRES(mu_) { return slot->done || stopping_; });
+      ++waiters_;
+      done_cv_.Wait([&]() AQ_REQUIRES(mu_) { return slot->done || stopping_; });
+      --waiters_;
       if (slot->done && slot->data) {
         ++(waited ? stats_.late_hits : stats_.hits);
         auto data = slot->data;
@@ -236,6 +242,11 @@ bool Stager::Available(const BlockRef& ref) {
   return inner_.Available(ref);
 }
 
+bool Stager::Busy() const {
+  MutexLock lock(mu_);
+  return queued_ > 0 || reading_ > 0;
+}
+
 StagerStats Stager::Stats() const {
   MutexLock lock(mu_);
   return StatsLocked();
@@ -243,7 +254,10 @@ StagerStats Stager::Stats() const {
 
 bool Stager::WaitUntil(const std::function<bool(const StagerStats&)>& done, std::chrono::milliseconds timeout) const {
   MutexLock lock(mu_);
-  return work_cv_.WaitFor(timeout, [&]() AQ_REQUIRES(mu_) { return done(StatsLocked()); });
+  ++waiters_;
+  const bool met = done_cv_.WaitFor(timeout, [&]() AQ_REQUIRES(mu_) { return done(StatsLocked()); });
+  --waiters_;
+  return met;
 }
 
 StagerStats Stager::StatsLocked() const {

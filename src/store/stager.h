@@ -44,6 +44,10 @@
 
 namespace aq::store {
 
+// How much more of its budget background work charges per byte while
+// staging is busy (Stager::Busy): it runs at a tenth of its rate.
+inline constexpr double kYieldFactor = 10;
+
 struct StagerOptions {
   uint64_t memory_bytes = 512ull << 20;  // staged blocks held, all plans together
   size_t threads = 16;                   // blocks read at once (an hdd pool's spindles)
@@ -82,6 +86,9 @@ class Stager final : public BlockService {
   // Forgets the stream's waiting entries (its staged blocks stay until read or expired).
   void Cancel(const std::string& stream);
   StagerStats Stats() const;
+  // Whether readers' plans are being staged now (entries waiting or reads
+  // under way): background work (scrubbing, tiering, repair) yields to it.
+  bool Busy() const;
   // Waits until `done(Stats())` holds (checked whenever staging's state
   // changes) or `timeout` passes; false on timeout. For tests and benches.
   bool WaitUntil(const std::function<bool(const StagerStats&)>& done, std::chrono::milliseconds timeout) const;
@@ -118,7 +125,9 @@ class Stager final : public BlockService {
   const std::function<bool(const std::string&)> resident_;
 
   mutable Mutex mu_;
-  mutable CondVar work_cv_{mu_};  // an entry was queued, room was freed, or stopping
+  CondVar work_cv_{mu_};                           // workers: an entry was queued, room was freed, or stopping
+  mutable CondVar done_cv_{mu_};                   // readers and stats waiters: a staging read ended, entries settled
+  mutable size_t waiters_ AQ_GUARDED_BY(mu_) = 0;  // threads waiting on done_cv_
   bool stopping_ AQ_GUARDED_BY(mu_) = false;
   std::map<std::string, std::deque<Entry>> streams_ AQ_GUARDED_BY(mu_);
   std::string cursor_ AQ_GUARDED_BY(mu_);  // the stream served last

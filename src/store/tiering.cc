@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "store/stager.h"
+
 namespace aq::store {
 
 std::string TierPoliciesToJson(const std::vector<TierPolicy>& policies) {
@@ -253,7 +255,9 @@ Result<TierReport> Mover::Run(const std::vector<TierPolicy>& named, const TierOp
   const double t0 = clock_.Now();
   RateLimiter pace(options.bytes_per_second, 1.0, clock_);
   auto throttle = [&](uint64_t bytes) {
-    for (double wait = pace.Reserve(bytes); wait > 0 && (stop == nullptr || !stop->load()); wait -= 1) {
+    const double factor = options.busy && options.busy() ? kYieldFactor : 1;
+    for (double wait = pace.Reserve(static_cast<uint64_t>(static_cast<double>(bytes) * factor));
+         wait > 0 && (stop == nullptr || !stop->load()); wait -= 1) {
       clock_.SleepFor(std::min(wait, 1.0));  // a second at a time: a stop ends the pass promptly
     }
   };

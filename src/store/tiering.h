@@ -115,6 +115,9 @@ Result<TierPlacement> MeasureTierPlacement(MetaStore& meta, const std::vector<Ti
 struct TierOptions {
   double bytes_per_second = 100e6;  // copy budget
   bool dry_run = false;             // count what would move, move nothing
+  // True while foreground reads need the disks (readers' plans being
+  // staged): moves then charge kYieldFactor times their bytes to the budget.
+  std::function<bool()> busy;
 };
 
 struct TierReport {
