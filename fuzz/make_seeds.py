@@ -76,6 +76,9 @@ put("fuzz_index", "rec", b"0\t0\n1\t64\n")
 # Result files as the benches write them (shapes of every command the report draws).
 import json  # noqa: E402
 
+put("fuzz_plan", "two", json.dumps({"reads": [{"bucket": "train", "key": "n01440764/x.JPEG"},
+                                                 {"bucket": "train", "key": "shard-0", "offset": 4096, "length": 1048576}]}).encode())
+put("fuzz_plan", "empty", json.dumps({"reads": []}).encode())
 put("fuzz_manifest", "one", json.dumps({"aquifer_manifest": 1, "damage_rules": 1, "verified_by": "dataset pack",
                                         "created": "2026-11-26T10:55:48Z",
                                         "files": [{"name": "train-00000-of-00001", "bytes": 100, "records": 3,

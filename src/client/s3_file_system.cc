@@ -29,6 +29,7 @@
 #include "io/read_ahead.h"
 #include "s3/checksum.h"
 #include "s3/layout.h"
+#include "s3/plan.h"
 #include "s3/sigv4.h"
 #include "s3/xml.h"
 
@@ -878,11 +879,11 @@ Result<size_t> StoreFs::Plan(const std::string& stream, const std::vector<Planne
   // or more requests, in the order given.
   size_t taken = 0;
   std::optional<StorePath> first;
-  nlohmann::json batch = nlohmann::json::array();
+  std::vector<s3::PlanRead> batch;
   auto send = [&]() -> Status {
     if (batch.empty()) return Status::Ok();
-    const std::string body = nlohmann::json{{"reads", std::move(batch)}}.dump();
-    batch = nlohmann::json::array();
+    const std::string body = s3::PlanToJson(batch);
+    batch.clear();
     http::Headers h;
     h.Add("Content-Type", "application/json");
     auto res = AQ_TRY(Call(*first, "POST", "/_aquifer/plan", "stream=" + s3::UriEncode(stream, true), std::move(h),
@@ -903,10 +904,7 @@ Result<size_t> StoreFs::Plan(const std::string& stream, const std::vector<Planne
     if (p.key.empty()) return InvalidArgument(fmt::format("plan: '{}' is a bucket, not an object", r.path));
     if (first && (first->address() != p.address() || batch.size() >= kPerRequest)) AQ_TRY(send());
     if (batch.empty()) first = p;
-    nlohmann::json e = {{"bucket", p.bucket}, {"key", p.key}};
-    if (r.offset != 0) e["offset"] = r.offset;
-    if (r.length != UINT64_MAX) e["length"] = r.length;
-    batch.push_back(std::move(e));
+    batch.push_back({p.bucket, p.key, r.offset, r.length});
   }
   AQ_TRY(send());
   return taken;

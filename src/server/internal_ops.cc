@@ -17,6 +17,7 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
+#include "s3/plan.h"
 #include "server/s3_handler.h"
 
 namespace aq::server {
@@ -28,9 +29,6 @@ bool Number(const S3Request& r, const char* name, T* out) {
   auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), *out);
   return !v.empty() && ec == std::errc() && end == v.data() + v.size();
 }
-
-constexpr size_t kMaxPlanBytes = 8 << 20;
-constexpr size_t kMaxPlanReads = 65536;
 
 }  // namespace
 
@@ -47,50 +45,13 @@ void S3Handler::Plan(S3Request& r) {
   }
   if (r.req.method != "POST") return SendError(r, {405, "MethodNotAllowed", "POST or DELETE a plan"});
   std::string body;
-  if (!ReadSmallBody(r, &body, kMaxPlanBytes)) return;
-  nlohmann::json doc = nlohmann::json::parse(body, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object() || !doc.contains("reads") || !doc["reads"].is_array()) {
-    return SendError(r, {400, "MalformedPlan", R"(a plan is {"reads": [{"bucket", "key", "offset", "length"}, ...]})"});
-  }
-  const auto& reads = doc["reads"];
-  if (reads.size() > kMaxPlanReads) {
-    return SendError(r, {400, "MalformedPlan", fmt::format("a plan names at most {} reads", kMaxPlanReads)});
-  }
-  struct Want {
-    std::string bucket, key;
-    uint64_t offset = 0, length = UINT64_MAX;
-  };
-  std::vector<Want> wants;
-  wants.reserve(reads.size());
-  for (size_t i = 0; i < reads.size(); ++i) {
-    const auto& e = reads[i];
-    Want w;
-    bool ok =
-        e.is_object() && e.contains("bucket") && e["bucket"].is_string() && e.contains("key") && e["key"].is_string();
-    if (ok) {
-      w.bucket = e["bucket"].get<std::string>();
-      w.key = e["key"].get<std::string>();
-      for (auto [name, out] : {std::pair{"offset", &w.offset}, std::pair{"length", &w.length}}) {
-        if (!e.contains(name)) continue;
-        if (!e[name].is_number_unsigned()) {
-          ok = false;
-        } else {
-          *out = e[name].get<uint64_t>();
-        }
-      }
-    }
-    if (!ok || w.bucket.empty() || w.key.empty()) {
-      return SendError(r, {400, "MalformedPlan",
-                           fmt::format("read {} of the plan: expected bucket and key (strings) and optional offset "
-                                       "and length (unsigned integers)",
-                                       i)});
-    }
-    wants.push_back(std::move(w));
-  }
+  if (!ReadSmallBody(r, &body, s3::kMaxPlanBytes)) return;
   // Checked whole before anything is staged: a malformed plan stages nothing.
+  auto wants = s3::PlanFromJson(body);
+  if (!wants.ok()) return SendError(r, {400, "MalformedPlan", std::string(wants.status().message())});
   uint64_t objects = 0, missing = 0, denied = 0;
   std::vector<store::BlockRef> blocks;
-  for (const auto& w : wants) {
+  for (const auto& w : *wants) {
     if (!May(r, s3::kRead, w.bucket, w.key)) {
       ++denied;
       continue;
