@@ -7,11 +7,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "common/crc32c.h"
 #include "common/units.h"
@@ -21,6 +23,60 @@ namespace {
 
 constexpr char kMagic[8] = {'A', 'Q', 'B', 'L', 'K', '0', '0', '1'};
 constexpr size_t kHeader = 24;
+
+// Aligned buffers for O_DIRECT reads, kept for the next read (a few, of
+// the largest size asked for) instead of freed: a fresh multi-MiB buffer
+// costs a page fault per 4 KiB on every block read.
+class AlignedBuffers {
+ public:
+  struct Give {
+    size_t capacity = 0;
+    void operator()(char* p) const { Return(p, capacity); }
+  };
+  using Buffer = std::unique_ptr<char, Give>;
+  static Buffer Take(size_t len) {
+    {
+      std::lock_guard<std::mutex> lock(mu());
+      auto& f = kept();
+      for (size_t i = 0; i < f.size(); ++i) {
+        if (f[i].second >= len) {
+          auto [p, cap] = f[i];
+          f.erase(f.begin() + static_cast<std::ptrdiff_t>(i));
+          return Buffer(p, Give{cap});
+        }
+      }
+    }
+    return Buffer(static_cast<char*>(std::aligned_alloc(4096, len)), Give{len});
+  }
+
+ private:
+  static constexpr size_t kKept = 8;
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::vector<std::pair<char*, size_t>>& kept() {
+    static auto* f = new std::vector<std::pair<char*, size_t>>();  // never destroyed: used until exit
+    return *f;
+  }
+  static void Return(char* p, size_t capacity) {
+    if (p == nullptr) return;
+    std::lock_guard<std::mutex> lock(mu());
+    auto& f = kept();
+    if (f.size() < kKept) {
+      f.emplace_back(p, capacity);
+      return;
+    }
+    // Full: keep the larger of this one and the smallest kept.
+    auto smallest = std::min_element(f.begin(), f.end(), [](auto& a, auto& b) { return a.second < b.second; });
+    if (smallest->second < capacity) {
+      std::free(smallest->first);
+      *smallest = {p, capacity};
+    } else {
+      std::free(p);
+    }
+  }
+};
 
 void Put64(char* p, uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<char>(v >> (8 * i));
@@ -232,36 +288,46 @@ Result<std::string> BlockStore::Read(const BlockRef& ref, uint64_t offset, uint6
   auto corrupt = [&](const std::string& why) {
     return Status(StatusCode::kCorruption, fmt::format("block {} in pool '{}' ({}): {}", ref.id, ref.pool, path, why));
   };
-  if (f->size() < kHeader) return corrupt(fmt::format("{} bytes, shorter than the header", f->size()));
-  std::string buf;
+  const uint64_t file_size = f->size();
+  if (file_size < kHeader) return corrupt(fmt::format("{} bytes, shorter than the header", file_size));
+  // The header and the data, each read once into where it is checked; a
+  // whole-block read returns `whole` without another copy.
+  char header[kHeader];
+  std::string whole;
+  std::string_view data;
+  AlignedBuffers::Buffer aligned;
   if (pool->direct) {
-    // O_DIRECT wants an aligned buffer and length: read the file rounded up
-    // to 4 KiB into an aligned bounce buffer (the kernel stops at its end).
-    const size_t len = (f->size() + 4095) & ~size_t{4095};
-    std::unique_ptr<char, decltype(&std::free)> aligned(static_cast<char*>(std::aligned_alloc(4096, len)), &std::free);
+    // O_DIRECT wants an aligned buffer and length: the file rounded up to
+    // 4 KiB into a reused aligned buffer (the kernel stops at its end), so
+    // that the page faults of a fresh buffer are not paid on every block.
+    const size_t len = (file_size + 4095) & ~uint64_t{4095};
+    aligned = AlignedBuffers::Take(len);
     if (!aligned) return Status(StatusCode::kIoError, fmt::format("no memory for a {} byte read of {}", len, path));
-    size_t got = AQ_TRY(f->ReadAt(0, len, aligned.get()));
-    if (got != f->size()) return corrupt("shorter than when opened");
-    buf.assign(aligned.get(), got);
+    const size_t got = AQ_TRY(f->ReadAt(0, len, aligned.get()));
+    if (got != file_size) return corrupt("shorter than when opened");
+    std::memcpy(header, aligned.get(), kHeader);
+    data = std::string_view(aligned.get() + kHeader, file_size - kHeader);
   } else {
-    buf.assign(f->size(), '\0');
-    size_t got = AQ_TRY(f->ReadAt(0, buf.size(), buf.data()));
-    if (got != buf.size()) return corrupt("shorter than when opened");
+    if (AQ_TRY(f->ReadAt(0, kHeader, header)) != kHeader) return corrupt("shorter than when opened");
+    whole.resize(file_size - kHeader);
+    if (AQ_TRY(f->ReadAt(kHeader, whole.size(), whole.data())) != whole.size()) {
+      return corrupt("shorter than when opened");
+    }
+    data = whole;
   }
-  if (std::memcmp(buf.data(), kMagic, 8) != 0) return corrupt("bad magic");
-  if (Get32(buf.data() + 20) != crc32c::Value(std::string_view(buf.data(), 20)))
-    return corrupt("header checksum mismatch");
-  const uint64_t size = Get64(buf.data() + 8);
-  if (size != buf.size() - kHeader) {
-    return corrupt(fmt::format("header says {} bytes, the file holds {}", size, buf.size() - kHeader));
+  if (std::memcmp(header, kMagic, 8) != 0) return corrupt("bad magic");
+  if (Get32(header + 20) != crc32c::Value(std::string_view(header, 20))) return corrupt("header checksum mismatch");
+  const uint64_t size = Get64(header + 8);
+  if (size != data.size()) {
+    return corrupt(fmt::format("header says {} bytes, the file holds {}", size, data.size()));
   }
   if (size != ref.size) return corrupt(fmt::format("{} bytes, the layout says {}", size, ref.size));
-  std::string_view data(buf.data() + kHeader, size);
   const uint32_t crc = crc32c::Value(data);
-  if (crc != Get32(buf.data() + 16) || crc != ref.crc32c) {
+  if (crc != Get32(header + 16) || crc != ref.crc32c) {
     return corrupt(fmt::format("data checksum {:08x}, expected {:08x}", crc, ref.crc32c));
   }
   if (offset > size) return InvalidArgument(fmt::format("offset {} past the block's {} bytes", offset, size));
+  if (!pool->direct && offset == 0 && n >= size) return whole;
   return std::string(data.substr(offset, std::min<uint64_t>(n, size - offset)));
 }
 
