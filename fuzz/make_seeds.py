@@ -79,6 +79,10 @@ import json  # noqa: E402
 put("fuzz_plan", "two", json.dumps({"reads": [{"bucket": "train", "key": "n01440764/x.JPEG"},
                                                  {"bucket": "train", "key": "shard-0", "offset": 4096, "length": 1048576}]}).encode())
 put("fuzz_plan", "empty", json.dumps({"reads": []}).encode())
+# Same-host grants: 8 bytes of object size (big-endian), then the header's JSON.
+put("fuzz_same_host", "two", (12 << 20).to_bytes(8, "big") + json.dumps(
+    {"socket": "aquifer-42-0123456789abcdef", "token": "0123456789abcdef0123456789abcdef",
+     "blocks": [[4194304, 4194304], [8388608, 4194304]]}).encode())
 put("fuzz_manifest", "one", json.dumps({"aquifer_manifest": 1, "damage_rules": 1, "verified_by": "dataset pack",
                                         "created": "2026-11-26T10:55:48Z",
                                         "files": [{"name": "train-00000-of-00001", "bytes": 100, "records": 3,

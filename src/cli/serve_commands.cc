@@ -32,7 +32,8 @@ struct ServeFlags {
   node::NodeOptions o;
   std::string listen = "127.0.0.1:9000", metrics, credentials, cache_policy = "tinylfu";
   std::string tls_cert, tls_key, tls_ca;
-  std::string block_size = "4MiB", cache_size = "1GiB", prefetch_memory = "256MiB", stage_memory = "512MiB", l3_size;
+  std::string block_size = "4MiB", cache_size = "1GiB", prefetch_memory = "256MiB", stage_memory = "512MiB",
+              same_host_memory = "1GiB", l3_size;
   std::string upload_expiry = "7d", lifecycle_day = "1d", scrub_interval = "1d";
   std::vector<std::string> pools;
   double net_limit_mb = 0, repair_rate_mb = 200, tier_rate_mb = 100, scrub_rate_mb = 50;
@@ -83,7 +84,8 @@ Result<node::NodeOptions> NodeOptionsFrom(const ServeFlags& f) {
   for (const auto& [text, out, name] : {std::tuple{&f.block_size, &o.block_size, "--block-size"},
                                         std::tuple{&f.cache_size, &o.cache_bytes, "--cache-size"},
                                         std::tuple{&f.prefetch_memory, &o.prefetch_memory, "--prefetch-memory"},
-                                        std::tuple{&f.stage_memory, &o.stage_memory, "--stage-memory"}}) {
+                                        std::tuple{&f.stage_memory, &o.stage_memory, "--stage-memory"},
+                                        std::tuple{&f.same_host_memory, &o.same_host_memory, "--same-host-memory"}}) {
     auto v = units::ParseBytes(*text);
     if (!v.ok()) return flag(name)(v.status());
     *out = *v;
@@ -459,6 +461,14 @@ void PrintStats(const std::string& node, const nlohmann::json& now, const nlohma
         num(p, "resident"), num(p, "expired"), num(p, "skipped"), num(p, "queued"),
         units::Bytes(num(p, "bytes_held")).c_str());
   }
+  if (now.contains("same_host") && now["same_host"].is_object()) {
+    const auto& p = now["same_host"];
+    std::printf(
+        "  same-host %.0f opens granted %.0f blocks, %.0f passed as shared memory (%.0f gone from RAM by then), "
+        "%.0f refused; %.0f shared (%s)\n",
+        num(p, "grants"), num(p, "granted_blocks"), num(p, "blocks_sent"), num(p, "blocks_gone"), num(p, "refused"),
+        num(p, "shared"), units::Bytes(num(p, "shared_bytes")).c_str());
+  }
   if (now.contains("cluster") && now["cluster"].is_object()) {
     const auto& c = now["cluster"];
     const auto& b = c.value("blocks", nlohmann::json::object());
@@ -745,6 +755,10 @@ void RegisterServeCommands(CLI::App& app, Globals& g) {
                   "Plan staging: blocks read at once (an hdd pool's spindles, or more)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
+  cmd->add_option("--same-host-memory", f->same_host_memory,
+                  "Same-host reads: memory for sealed copies of RAM-cached blocks that aquifer:// clients on this "
+                  "machine read without a socket copy (0 = off)")
+      ->capture_default_str();
   cmd->add_option("--cache-policy", f->cache_policy,
                   "tinylfu (keeps a stable set under shuffled epochs: hits = cache/dataset) or lru")
       ->capture_default_str();

@@ -1,6 +1,9 @@
 #include "client/s3_file_system.h"
 
 #include <fmt/format.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,6 +33,7 @@
 #include "s3/checksum.h"
 #include "s3/layout.h"
 #include "s3/plan.h"
+#include "s3/same_host.h"
 #include "s3/sigv4.h"
 #include "s3/xml.h"
 
@@ -405,14 +409,15 @@ void StoreFs::Started(const std::string& address, int delta) {
 class StoreFile final : public io::RandomAccessFile {
  public:
   StoreFile(StoreFs& fs, StorePath p, std::string path, uint64_t size, std::string etag, std::string head,
-            std::optional<s3::Layout> layout)
+            std::optional<s3::Layout> layout, std::optional<s3::SameHostGrant> grant)
       : fs_(fs),
         p_(std::move(p)),
         path_(std::move(path)),
         size_(size),
         etag_(std::move(etag)),
         head_(std::move(head)),
-        layout_(std::move(layout)) {
+        layout_(std::move(layout)),
+        grant_(std::move(grant)) {
     if (layout_) {
       uint64_t at = 0;
       for (const auto& b : layout_->blocks) {
@@ -424,6 +429,9 @@ class StoreFile final : public io::RandomAccessFile {
   ~StoreFile() override {
     std::lock_guard<std::mutex> lock(mu_);
     if (ahead_.valid()) ahead_.wait();  // it writes into ahead_buf_
+    for (int fd : shared_fds_) {
+      if (fd >= 0) ::close(fd);
+    }
   }
 
   Result<size_t> ReadAt(uint64_t offset, size_t n, void* buf) const override {
@@ -439,15 +447,7 @@ class StoreFile final : public io::RandomAccessFile {
     offset += done;
     out += done;
     const size_t rest = n - done;
-    if (layout_) {
-      AQ_TRY(ReadBlocks(offset, rest, out));
-      return n;
-    }
-    if (!fs_.options().read_ahead) {
-      AQ_TRY(Fetch(offset, rest, out));
-      return n;
-    }
-    AQ_TRY(ReadAhead(offset, rest, out));
+    AQ_TRY(grant_ ? ReadSameHost(offset, rest, out) : ReadRemote(offset, rest, out));
     return n;
   }
   uint64_t size() const override { return size_; }
@@ -455,6 +455,117 @@ class StoreFile final : public io::RandomAccessFile {
   std::string version() const override { return etag_; }
 
  private:
+  // Through the node (or, on a cluster, the blocks' holders).
+  Status ReadRemote(uint64_t offset, size_t n, char* out) const {
+    if (layout_) return ReadBlocks(offset, n, out);
+    if (!fs_.options().read_ahead) return Fetch(offset, n, out);
+    return ReadAhead(offset, n, out);
+  }
+
+  // The granted blocks from their memfds, the rest through the node.
+  Status ReadSameHost(uint64_t offset, size_t n, char* out) const {
+    std::call_once(shared_once_, [this] { TakeSharedBlocks(); });
+    const auto& blocks = grant_->blocks;
+    size_t done = 0;
+    while (done < n) {
+      const uint64_t at = offset + done;
+      auto it = std::upper_bound(blocks.begin(), blocks.end(), at,
+                                 [](uint64_t a, const s3::SameHostBlock& b) { return a < b.offset; });
+      const size_t next = static_cast<size_t>(it - blocks.begin());  // first block starting past `at`
+      if (next > 0 && at < blocks[next - 1].offset + blocks[next - 1].size && shared_fds_[next - 1] >= 0) {
+        const auto& b = blocks[next - 1];
+        const size_t take = static_cast<size_t>(std::min<uint64_t>(n - done, b.offset + b.size - at));
+        for (size_t got = 0; got < take;) {
+          const ssize_t r =
+              ::pread(shared_fds_[next - 1], out + done + got, take - got, static_cast<off_t>(at - b.offset + got));
+          if (r < 0 && errno == EINTR) continue;
+          if (r <= 0) {
+            return IoError(fmt::format("read {} at offset {} from the node's shared block: {}", path_, at + got,
+                                       r < 0 ? std::strerror(errno) : "it ended early"));
+          }
+          got += static_cast<size_t>(r);
+        }
+        done += take;
+        continue;
+      }
+      // Up to the next block held here (or the end), through the node.
+      uint64_t until = offset + n;
+      for (size_t i = next; i < blocks.size(); ++i) {
+        if (shared_fds_[i] >= 0) {
+          until = std::min(until, blocks[i].offset);
+          break;
+        }
+      }
+      const size_t take = static_cast<size_t>(until - at);
+      AQ_TRY(ReadRemote(at, take, out + done));
+      done += take;
+    }
+    return Status::Ok();
+  }
+
+  // Presents the grant's token on the node's socket and keeps the memfds it
+  // passes back (s3/same_host.h). Any failure leaves the blocks to the node.
+  void TakeSharedBlocks() const {
+    const auto& blocks = grant_->blocks;
+    shared_fds_.assign(blocks.size(), -1);
+    const int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (s < 0) return;
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path + 1, grant_->socket.data(), grant_->socket.size());
+    const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + grant_->socket.size());
+    timeval tv{5, 0};
+    ::setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    const std::string request = grant_->token + "\n";
+    char text[s3::kMaxSameHostBlocks + 16];
+    std::vector<char> control(CMSG_SPACE(sizeof(int) * s3::kMaxSameHostBlocks));
+    iovec iov{text, sizeof text};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = control.data();
+    m.msg_controllen = control.size();
+    ssize_t got = -1;
+    if (::connect(s, reinterpret_cast<sockaddr*>(&a), len) == 0 &&
+        ::send(s, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size())) {
+      got = ::recvmsg(s, &m, MSG_CMSG_CLOEXEC);
+    }
+    const int connect_errno = errno;
+    ::close(s);
+    std::vector<int> fds;
+    if (got > 0) {
+      for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        const size_t at = fds.size();
+        fds.resize(at + count);
+        std::memcpy(fds.data() + at, CMSG_DATA(c), count * sizeof(int));
+      }
+    }
+    const std::string answer = got > 0 ? std::string(text, static_cast<size_t>(got)) : "";
+    const size_t ones = static_cast<size_t>(std::count(answer.begin(), answer.end(), '1'));
+    const bool ok = (m.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) == 0 && answer.size() == 3 + blocks.size() &&
+                    answer.rfind("OK ", 0) == 0 && ones == fds.size() &&
+                    answer.find_first_not_of("01", 3) == std::string::npos;
+    if (!ok) {
+      for (int fd : fds) ::close(fd);
+      log::debug("open {}: same-host blocks not taken ({}); reading through the node", path_,
+                 got < 0 ? std::strerror(connect_errno) : answer.substr(0, 80));
+      return;
+    }
+    for (size_t i = 0, f = 0; i < blocks.size(); ++i) {
+      if (answer[3 + i] != '1') continue;
+      const int fd = fds[f++];
+      struct stat st {};
+      if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != blocks[i].size) {
+        ::close(fd);  // not the block promised: read through the node
+        continue;
+      }
+      shared_fds_[i] = fd;
+    }
+  }
+
   // Sequential readers: the next range is fetched while the caller works.
   Status ReadAhead(uint64_t offset, size_t n, char* out) const {
     const ClientOptions& o = fs_.options();
@@ -709,6 +820,11 @@ class StoreFile final : public io::RandomAccessFile {
   std::string etag_, head_;
   std::optional<s3::Layout> layout_;
   std::vector<uint64_t> starts_;  // each block's first byte in the object
+  // Same-host reads: what the node granted, and the memfd of each granted
+  // block (-1: read through the node), taken at the first read past head_.
+  std::optional<s3::SameHostGrant> grant_;
+  mutable std::once_flag shared_once_;
+  mutable std::vector<int> shared_fds_;
   mutable std::mutex mu_;
   mutable uint64_t next_ = 0;  // where the last read ended
   mutable io::SequentialDetector sequential_{0, 1};
@@ -843,6 +959,8 @@ Result<std::unique_ptr<io::RandomAccessFile>> StoreFs::OpenRead(const std::strin
   http::Headers h;
   h.Add("Range", fmt::format("bytes=0-{}", options_.open_bytes - 1));
   h.Add("x-aquifer-open", "1");
+  const bool same_host = options_.same_host && s3::IsLoopbackHost(p.host);
+  if (same_host) h.Add(s3::kSameHostHeader, "1");
   auto res = AQ_TRY(Call(p, "GET", Resource(p), "", std::move(h), kEmptySha, {}, head.data(), head.size()));
   if (res.status != 200 && res.status != 206) return Failure(res, fmt::format("open {}", path));
   uint64_t size = res.received;
@@ -869,8 +987,17 @@ Result<std::unique_ptr<io::RandomAccessFile>> StoreFs::OpenRead(const std::strin
     // Only a layout of this very version is used (else: reads through the node).
     if (l.ok() && l->size == size && l->etag == res.headers.Get("ETag")) layout = std::move(*l);
   }
-  return std::unique_ptr<io::RandomAccessFile>(
-      std::make_unique<StoreFile>(*this, p, path, size, res.headers.Get("ETag"), std::move(head), std::move(layout)));
+  std::optional<s3::SameHostGrant> grant;
+  if (const std::string gh = res.headers.Get(s3::kSameHostHeader); same_host && !gh.empty()) {
+    auto g = s3::SameHostGrantFromJson(gh, size);
+    if (g.ok()) {
+      grant = std::move(*g);
+    } else {
+      log::debug("open {}: {}; reading through the node", path, g.status().message());
+    }
+  }
+  return std::unique_ptr<io::RandomAccessFile>(std::make_unique<StoreFile>(
+      *this, p, path, size, res.headers.Get("ETag"), std::move(head), std::move(layout), std::move(grant)));
 }
 
 Result<size_t> StoreFs::Plan(const std::string& stream, const std::vector<PlannedRead>& reads) {
@@ -1116,6 +1243,7 @@ class RoutingFs final : public io::FileSystem {
 ClientOptions ClientOptionsFromEnvironment() {
   ClientOptions o;
   if (const char* v = std::getenv("AQUIFER_READAHEAD"); v != nullptr) o.read_ahead = std::string(v) == "1";
+  if (const char* v = std::getenv("AQUIFER_SAME_HOST"); v != nullptr) o.same_host = std::string(v) != "0";
   if (const char* b = std::getenv("AQUIFER_BALANCE"); b != nullptr && *b != '\0') o.balance = b;
   if (const char* d = std::getenv("AQUIFER_RETRY_DEADLINE"); d != nullptr && *d != '\0') {
     char* end = nullptr;

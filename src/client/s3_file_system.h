@@ -14,6 +14,11 @@
 //   - on a cluster, reads go to the nodes holding each block (the least
 //     busy holder first, failing over to the others, then to the node the
 //     path names);
+//   - a node on this machine (a loopback address) lets the open read the
+//     rest of what it holds in RAM from sealed shared memory (pread of a
+//     memfd it passes over a Unix socket, s3/same_host.h) instead of
+//     copying it through the socket; what it does not hold is read as
+//     below;
 //   - listings are ListObjectsV2 pages; the sizes they carry answer Stat
 //     for a few seconds, so walking a folder costs no HEAD per file;
 //   - no node is a single point of failure: the client learns the cluster's
@@ -68,10 +73,15 @@ struct ClientOptions {
   // Empty: AQUIFER_CA (what --ca sets), else AWS_CA_BUNDLE, else the
   // system's CAs; read at the first TLS request.
   std::string ca_file;
+  // Same-host reads (s3/same_host.h): on a node at a loopback address, the
+  // blocks it holds in RAM are read from memory it shares, not through the
+  // socket. AQUIFER_SAME_HOST=0 turns it off.
+  bool same_host = true;
 };
 // Defaults, with AQUIFER_READAHEAD=1 turning read-ahead on,
 // AQUIFER_BALANCE choosing the cluster read policy and
-// AQUIFER_RETRY_DEADLINE (seconds) bounding failover.
+// AQUIFER_RETRY_DEADLINE (seconds) bounding failover and AQUIFER_SAME_HOST=0
+// turning same-host reads off.
 ClientOptions ClientOptionsFromEnvironment();
 
 // `credentials` is called once, at the first request (so command-line flags

@@ -203,6 +203,13 @@ Status Node::StartImpl() {
     l3_->Retain(keep);                  // copies of blocks freed while the node was down
   }
   local_ = std::make_unique<store::LocalBlockService>(*blocks_, cache_.get(), l3_.get());
+  // An emulated link (--net-limit) stands for a network between node and
+  // clients: nothing goes around it.
+  if (cache_ && o_.same_host_memory > 0 && o_.send_bytes_per_second == 0) {
+    server::SameHostOptions sh;
+    sh.memory_bytes = o_.same_host_memory;
+    same_host_ = AQ_TRY(server::SameHostReads::Start(*cache_, sh));
+  }
 
   store::ObjectStoreOptions oo;
   oo.block_size = o_.block_size;
@@ -293,14 +300,31 @@ Status Node::StartImpl() {
   so.s3.anonymous = o_.anonymous;
   so.s3.stats = stats_.get();
   so.s3.send_bytes_per_second = o_.send_bytes_per_second;
+  so.s3.same_host = same_host_.get();
   s3_ = AQ_TRY(server::S3Server::Start(*objects_, std::move(so)));
   if (cluster) AQ_TRY(JoinCluster());
   AQ_TRY(StartScrubber());
 
   if (o_.metrics_port >= 0) {
     std::function<nlohmann::json()> extra = [this]() -> nlohmann::json {
+      nlohmann::json same_host = nullptr;
+      if (same_host_) {
+        const auto s = same_host_->Stats();
+        same_host = {{"grants", s.grants},
+                     {"granted_blocks", s.granted_blocks},
+                     {"fetches", s.fetches},
+                     {"blocks_sent", s.blocks_sent},
+                     {"blocks_gone", s.blocks_gone},
+                     {"refused", s.refused},
+                     {"created", s.created},
+                     {"evicted", s.evicted},
+                     {"shared", s.shared},
+                     {"shared_bytes", s.shared_bytes},
+                     {"memory_bytes", same_host_->options().memory_bytes}};
+      }
       MutexLock lock(uploads_mu_);
       return {{"scrub", ScrubJson(*scrubber_)},
+              {"same_host", std::move(same_host)},
               {"uploads",
                {{"in_progress", uploads_.in_progress},
                 {"parts", uploads_.parts},
@@ -376,6 +400,12 @@ Status Node::StartImpl() {
         {"node.scrub.unrepaired", "pieces", scrub(&store::ScrubStats::unrepaired), false},
         {"node.scrub.objects_at_risk", "objects",
          [sc] { return static_cast<double>(sc->Stats().objects_at_risk.size()); }, false}};
+    if (server::SameHostReads* sh = same_host_.get()) {
+      series.push_back({"node.same_host.blocks_sent", "blocks/s",
+                        [sh] { return static_cast<double>(sh->Stats().blocks_sent); }, true});
+      series.push_back(
+          {"node.same_host.shared", "bytes", [sh] { return static_cast<double>(sh->Stats().shared_bytes); }, false});
+    }
     metrics_ = AQ_TRY(server::MetricsServer::Start(*stats_, *objects_, o_.metrics_host, o_.metrics_port, extra,
                                                    std::move(series), o_.tls));
   }
@@ -598,6 +628,14 @@ std::string Node::Describe() const {
   }
   if (o_.send_bytes_per_second > 0) {
     out += fmt::format("  net limit: {:.1f} MB/s sent (an emulated link)\n", o_.send_bytes_per_second / 1e6);
+  }
+  if (same_host_) {
+    out +=
+        fmt::format("  same-host reads: clients on this machine read RAM-cached blocks from shared memory, up to {}\n",
+                    units::IecBytes(o_.same_host_memory));
+  } else {
+    out += o_.send_bytes_per_second > 0 ? "  same-host reads: off (an emulated link stands between clients and node)\n"
+                                        : "  same-host reads: off\n";
   }
   if (stager_) {
     out += fmt::format("  staging: readers' plans staged {} blocks at once, {} in all\n", o_.stage_threads,

@@ -27,6 +27,7 @@
 #include "http/tls.h"
 #include "io/file_system.h"
 #include "s3/auth.h"
+#include "server/same_host.h"
 #include "store/access_clock.h"
 #include "store/block_cache.h"
 #include "store/block_store.h"
@@ -88,6 +89,10 @@ struct NodeOptions {
   // readers' plans (0 = off) and how many are read at once.
   uint64_t stage_memory = 512ull << 20;
   size_t stage_threads = 16;
+  // Same-host reads (server/same_host.h): memory for the sealed copies of
+  // RAM-cached blocks that clients on this machine read directly (0 = off;
+  // needs the RAM cache).
+  uint64_t same_host_memory = 1ull << 30;
 
   // The S3 endpoint.
   std::string host = "127.0.0.1";
@@ -154,6 +159,7 @@ class Node {
   store::BlockStore& blocks() { return *blocks_; }
   store::MetaStore& meta() { return *meta_; }
   store::BlockCache* cache() { return cache_.get(); }
+  server::SameHostReads* same_host() { return same_host_.get(); }  // null: off
   store::L3Cache* l3() { return l3_.get(); }
   store::Prefetcher* prefetcher() { return prefetch_.get(); }
   server::NodeStats& stats() { return *stats_; }
@@ -189,6 +195,7 @@ class Node {
   std::unique_ptr<store::MetaStore> meta_;
   std::unique_ptr<store::BlockStore> blocks_;
   std::unique_ptr<store::BlockCache> cache_;
+  std::unique_ptr<server::SameHostReads> same_host_;  // before s3_, which grants through it
   std::unique_ptr<store::L3Cache> l3_;
   std::unique_ptr<store::LocalBlockService> local_;
   std::unique_ptr<cluster::BlockClient> block_client_;

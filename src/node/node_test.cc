@@ -6,8 +6,11 @@
 #include "node/node.h"
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <random>
 
@@ -17,6 +20,7 @@
 #include "cluster/test_etcd.h"
 #include "http/client.h"
 #include "s3/policy.h"
+#include "s3/same_host.h"
 #include "server/node_stats.h"
 #include "store/object_store.h"
 
@@ -242,6 +246,144 @@ TEST(NodeTest, ReadPlansStageWhatTheKeyMayReadAndNothingElse) {
   auto ok = post("/_aquifer/plan?stream=x", R"({"reads": [{"bucket": "other", "key": "dir é/1.jpg"}]})");
   EXPECT_EQ(ok.status, 200);
   EXPECT_NE(ok.body.find(R"("queued":1)"), std::string::npos) << ok.body;
+}
+
+// Presents `token` on the node's same-host socket; the answer's text and
+// the descriptors that came with it.
+std::pair<std::string, std::vector<int>> Present(const std::string& socket, const std::string& message) {
+  const int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path + 1, socket.data(), socket.size());
+  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + socket.size());
+  EXPECT_EQ(::connect(s, reinterpret_cast<sockaddr*>(&a), len), 0) << std::strerror(errno);
+  EXPECT_EQ(::send(s, message.data(), message.size(), MSG_NOSIGNAL), static_cast<ssize_t>(message.size()));
+  char text[512];
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * 256));
+  iovec iov{text, sizeof text};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = control.data();
+  m.msg_controllen = control.size();
+  const ssize_t got = ::recvmsg(s, &m, MSG_CMSG_CLOEXEC);
+  ::close(s);
+  std::vector<int> fds;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&m); got > 0 && c != nullptr; c = CMSG_NXTHDR(&m, c)) {
+    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    const size_t at = fds.size();
+    fds.resize(at + count);
+    std::memcpy(fds.data() + at, CMSG_DATA(c), count * sizeof(int));
+  }
+  return {got > 0 ? std::string(text, static_cast<size_t>(got)) : "", fds};
+}
+
+TEST(NodeTest, SameHostReadsShareSealedBlocksAndNeverMixVersions) {
+  TempDir dir;
+  NodeOptions o = Options(dir, "n");
+  o.anonymous = true;              // the raw requests below go unsigned
+  o.same_host_memory = 1'000'000;  // under four blocks of 256 KiB: the table must evict
+  o.prefetch_window = 0;           // only what is read is in RAM
+  auto node = Node::Start(o);
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  Node& n = **node;
+  server::SameHostReads* sh = n.same_host();
+  ASSERT_NE(sh, nullptr);
+  auto admin = Client();
+  const std::string root = "aquifer://" + n.address();
+  ASSERT_TRUE(admin->MakeDirs(root + "/data").ok());
+  const std::string path = root + "/data/shard é 0.tfrecord";
+  const std::string v1 = Bytes(2'000'000, 1);  // 8 blocks, the last one short
+  ASSERT_TRUE(Write(*admin, path, v1).ok());
+
+  client::ClientOptions co;
+  co.open_bytes = 100'000;
+  auto fs = client::NewStoreFileSystem(client::ClientCredentials{kKey.access_key, kKey.secret, "test"}, co);
+  co.same_host = false;
+  auto off = client::NewStoreFileSystem(client::ClientCredentials{kKey.access_key, kKey.secret, "test"}, co);
+  // Cold: the blocks come through the node (and stay in its RAM).
+  EXPECT_EQ(ReadWhole(*fs, path, 300'000), v1);
+  const uint64_t sent0 = sh->Stats().blocks_sent;
+  // Warm: the 8 blocks past the open's bytes (the first in part) come from
+  // shared memory, in pieces that straddle blocks.
+  EXPECT_EQ(ReadWhole(*fs, path, 300'000), v1);
+  EXPECT_EQ(ReadWhole(*fs, path, 77'777), v1);
+  auto s = sh->Stats();
+  EXPECT_EQ(s.blocks_sent - sent0, 16u);
+  EXPECT_EQ(s.blocks_gone, 0u);
+  EXPECT_LE(s.shared_bytes, o.same_host_memory);  // made for each read, evicted beyond the bound
+  EXPECT_GT(s.evicted, 0u);
+  // A client that does not ask gets no grant and reads the same bytes.
+  const uint64_t grants = s.grants;
+  EXPECT_EQ(ReadWhole(*off, path, 300'000), v1);
+  EXPECT_EQ(sh->Stats().grants, grants);
+
+  // Overwritten while open: the blocks already shared are the old version's;
+  // those read through the node are pinned to the old ETag. Either way the
+  // reader gets the old bytes whole or an error, never a mix. Here only the
+  // first half of the file is in RAM when it is opened.
+  const std::string path2 = root + "/data/half.rec";
+  ASSERT_TRUE(Write(*admin, path2, v1).ok());
+  ASSERT_NE(n.cache(), nullptr);
+  auto half = n.objects().Head("data", "half.rec");
+  ASSERT_TRUE(half.ok());
+  for (const auto& b : half->blocks) n.cache()->Erase(b.id);
+  {
+    auto f = fs->OpenRead(path2, io::AccessHint::kSequential);
+    ASSERT_TRUE(f.ok());
+    std::string part(1'000'000, '\0');
+    ASSERT_TRUE((*f)->ReadAt(0, part.size(), part.data()).ok());  // first half cached now
+  }
+  auto f = fs->OpenRead(path2, io::AccessHint::kSequential);
+  ASSERT_TRUE(f.ok());
+  char byte = 0;
+  ASSERT_TRUE((*f)->ReadAt(200'000, 1, &byte).ok());  // takes the shared blocks
+  ASSERT_TRUE(Write(*admin, path2, Bytes(2'000'000, 2)).ok());
+  std::string got(v1.size(), '\0');
+  auto r = (*f)->ReadAt(0, got.size(), got.data());
+  ASSERT_FALSE(r.ok());  // the second half, through the node, is of a version that is gone
+  EXPECT_EQ(r.status().code(), StatusCode::kConflict) << r.status().ToString();
+  EXPECT_EQ(got.substr(0, 1 << 20), v1.substr(0, 1 << 20));  // the shared half: the old version, whole
+
+  // The socket: a token is good once; anything else is refused.
+  http::Pool pool;
+  http::ClientRequest req;
+  req.method = "GET";
+  req.target = "/data/shard%20%C3%A9%200.tfrecord";
+  req.headers.Add("Range", "bytes=0-99");
+  req.headers.Add(s3::kSameHostHeader, "1");
+  auto res = pool.Send(n.address(), req);
+  ASSERT_TRUE(res.ok());
+  ASSERT_EQ(res->status, 206);
+  auto grant = s3::SameHostGrantFromJson(res->headers.Get(s3::kSameHostHeader), v1.size());
+  ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+  EXPECT_EQ(grant->blocks.size(), 8u);  // every block past byte 100, all in RAM
+  const uint64_t refused = sh->Stats().refused;
+  for (const std::string bad : {std::string("hello\n"), std::string(32, 'f') + "\n", grant->token,
+                                grant->token + "\n\n", std::string(500, 'x')}) {
+    auto [text, fds] = Present(grant->socket, bad);
+    EXPECT_EQ(text.rfind("ERR ", 0), 0u) << text;
+    EXPECT_TRUE(fds.empty());
+  }
+  EXPECT_EQ(sh->Stats().refused, refused + 5);
+  auto [text, fds] = Present(grant->socket, grant->token + "\n");
+  EXPECT_EQ(text, "OK 11111111");
+  ASSERT_EQ(fds.size(), 8u);
+  // Sealed: no client can change what the node and other clients read.
+  EXPECT_LT(::pwrite(fds[0], "x", 1, 0), 0);
+  EXPECT_LT(::ftruncate(fds[0], 0), 0);
+  std::string first(grant->blocks[0].size, '\0');
+  EXPECT_EQ(::pread(fds[0], first.data(), first.size(), 0), static_cast<ssize_t>(first.size()));
+  EXPECT_EQ(first, v1.substr(grant->blocks[0].offset, first.size()));
+  for (int fd : fds) ::close(fd);
+  EXPECT_EQ(Present(grant->socket, grant->token + "\n").first.rfind("ERR ", 0), 0u);  // used
+  // A request for the whole object, or without the header, is not granted.
+  req.headers = {};
+  req.headers.Add(s3::kSameHostHeader, "1");
+  EXPECT_EQ(pool.Send(n.address(), req)->headers.Get(s3::kSameHostHeader), "");
+  req.headers = {};
+  req.headers.Add("Range", "bytes=0-99");
+  EXPECT_EQ(pool.Send(n.address(), req)->headers.Get(s3::kSameHostHeader), "");
 }
 
 TEST(NodeTest, AFileOverwrittenWhileReadIsAConflictNotAMix) {

@@ -14,6 +14,7 @@
 #include "s3/checksum.h"
 #include "s3/chunked.h"
 #include "s3/metadata.h"
+#include "s3/same_host.h"
 #include "s3/sigv4.h"
 #include "s3/xml.h"
 #include "server/s3_handler.h"
@@ -286,6 +287,13 @@ void S3Handler::GetObject(S3Request& r) {
   if (rh.Has("x-aquifer-open") && o_.layout_json && length < o.size) {
     std::string layout = o_.layout_json(o);
     h.Add("x-aquifer-layout", layout.size() <= 8192 ? std::move(layout) : std::string("fetch"));
+  }
+  // A client on this machine reads the rest of what is in RAM from shared
+  // memory (s3/same_host.h) instead of through this socket.
+  if (o_.same_host != nullptr && !head && length < o.size && rh.Has(s3::kSameHostHeader) &&
+      s3::IsLoopbackHost(std::string_view(r.ex.peer()).substr(0, r.ex.peer().rfind(':')))) {
+    std::string grant = o_.same_host->Grant(o, start + length);
+    if (!grant.empty()) h.Add(s3::kSameHostHeader, std::move(grant));
   }
   // response-content-type=... and the like replace what is stored.
   for (const auto& [param, value] : r.query) {

@@ -29,6 +29,7 @@
 #include "s3/errors.h"
 #include "server/key_table.h"
 #include "server/node_stats.h"
+#include "server/same_host.h"
 #include "store/object_store.h"
 
 namespace aq::server {
@@ -61,6 +62,9 @@ struct S3HandlerOptions {
   // Outgoing bytes per second (object and block bodies), 0 = unlimited:
   // emulates the node's link.
   double send_bytes_per_second = 0;
+  // Same-host reads (server/same_host.h): an open from a loopback client
+  // that asks is granted the blocks this node holds in RAM (null: off).
+  SameHostReads* same_host = nullptr;
 };
 
 // One request as the operations see it.
