@@ -541,10 +541,17 @@ TEST_F(TrainBenchTest, DoctorJudgesEachFormByItsOwnFigures) {
 TEST_F(TrainBenchTest, SlowGpusAreGpuBound) {
   auto o = Options();
   o.gpus = 2;
-  o.step_seconds = 0.02;  // 200 images/s per GPU: easily fed
+  o.step_seconds = 0.02;         // 200 images/s per GPU: easily fed
+  std::vector<uint64_t> epochs;  // as the pipelines finish reading each
+  o.on_epoch = [&](uint64_t e) { epochs.push_back(e); };
+  o.add_series = [](monitor::Sampler& s) { s.AddGauge("outside.reading", "x", [] { return 7.0; }); };
   auto r = RunTrainBench(*fs_, o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(r->gpus.size(), 2u);
+  EXPECT_EQ(epochs, (std::vector<uint64_t>{0, 1, 2, 3, 4}));
+  bool outside = false;
+  for (const auto& c : r->series.columns) outside = outside || c.name == "outside.reading";
+  EXPECT_TRUE(outside);
   // 48 images over 2 ranks, batches of 4: 6 steps a pass; a verdict needs
   // 20 measured steps, so 4 passes: 24 steps each, the first excluded.
   EXPECT_EQ(r->epochs, 4u);

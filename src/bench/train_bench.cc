@@ -105,8 +105,13 @@ class Run {
   // Runs every GPU to the end; the first error a pipeline returned.
   Status RunAll() {
     std::vector<std::thread> threads;
+    std::atomic<bool> done{false};
+    std::thread epochs;
+    if (o_.on_epoch) epochs = std::thread([this, &done] { WatchEpochs(done); });
     for (uint32_t g = 0; g < o_.gpus; ++g) threads.emplace_back([this, g] { Gpu(g); });
     for (auto& t : threads) t.join();
+    done = true;
+    if (epochs.joinable()) epochs.join();
     progress_.Finish();
     MutexLock lock(mu_);
     return error_;
@@ -119,6 +124,29 @@ class Run {
       if (run->OutOfTime()) run->stop_ = true;
     }
   };
+
+  // Epochs as the pipelines read them (their read stages run ahead of the
+  // GPUs, by as much as their read-ahead memory holds): on_epoch(k) once
+  // the samples read reach k epochs' worth, and for the last, partial one.
+  void WatchEpochs(const std::atomic<bool>& done) {
+    uint64_t per_epoch = 0;
+    for (const auto& p : fleet_.pipes) per_epoch += p->samples_per_epoch();
+    per_epoch = std::max<uint64_t>(1, per_epoch);
+    o_.on_epoch(0);
+    uint64_t told = 0, read = 0;
+    for (bool last = false; !last;) {
+      last = done.load();
+      read = 0;
+      for (const auto& p : fleet_.pipes) {
+        for (const auto& st : p->Stats().stages) {
+          if (st.name == "read") read += st.items;
+        }
+      }
+      for (; told < read / per_epoch; ++told) o_.on_epoch(told + 1);
+      if (!last) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (read % per_epoch != 0) o_.on_epoch(told + 1);
+  }
 
   int64_t NsSinceStart(Clock::time_point t) const {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t - start_).count();
@@ -312,6 +340,7 @@ Result<TrainBenchReport> RunTrainBench(io::FileSystem& base, const TrainBenchOpt
   Run run(o, fleet, rep);
   monitor::Sampler sampler(o.sampler);
   run.AddSeries(sampler);
+  if (o.add_series) o.add_series(sampler);
   sampler.Start();
   auto exporter = AQ_TRY(monitor::ExportIfAsked(sampler, o.sampler));
   Status ran = run.RunAll();

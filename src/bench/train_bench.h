@@ -18,6 +18,7 @@
 // Thread safety: one call at a time.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -45,6 +46,13 @@ struct TrainBenchOptions {
   bool drop_caches = false;  // evict the dataset's files from the page cache first
   bool progress = true;
   monitor::SamplerOptions sampler;
+  // Readings from outside this process (a storage node's /stats): called
+  // with 0 before the first read, then as the pipelines finish reading each
+  // epoch (and for the last, partial one), from a thread of the bench's, so
+  // a caller can split what it reads by epoch. Also series of its own for
+  // the sampler.
+  std::function<void(uint64_t epoch)> on_epoch;
+  std::function<void(monitor::Sampler&)> add_series;
 };
 
 struct GpuStats {

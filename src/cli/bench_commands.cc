@@ -2,8 +2,11 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <mutex>
 
 #include "bench/infer_bench.h"
 #include "bench/pipeline_bench.h"
@@ -184,7 +187,111 @@ struct TrainFlags {
   ResultFlags out;
   bool inference = false;
   bool list_models = false;
+  std::string node_stats;
 };
+
+// Where a node's block reads came from, from its /stats counters: staged
+// ahead of a reader's plan, its RAM cache, or media (a cache miss that was
+// not a staged block; a staged read counted its miss when it was staged).
+struct NodeReads {
+  double staged = 0, cache = 0, media = 0;
+  static NodeReads From(const nlohmann::json& j) {
+    auto num = [&](const char* section, const char* k) {
+      if (!j.contains(section) || !j[section].is_object()) return 0.0;
+      const auto& s = j[section];
+      return s.contains(k) && s[k].is_number() ? s[k].get<double>() : 0.0;
+    };
+    NodeReads r;
+    r.staged = num("staging", "hits") + num("staging", "late_hits");
+    r.cache = num("cache", "hits");
+    r.media = std::max(0.0, num("cache", "misses") - r.staged);
+    return r;
+  }
+  NodeReads operator-(const NodeReads& b) const {
+    return {staged - b.staged, cache - b.cache, std::max(0.0, media - b.media)};
+  }
+  nlohmann::json Json() const {
+    const double total = staged + cache + media;
+    auto share = [&](double v) { return total > 0 ? v / total : 0.0; };
+    return {{"staged", staged},
+            {"cache", cache},
+            {"media", media},
+            {"staged_fraction", share(staged)},
+            {"cache_fraction", share(cache)},
+            {"media_fraction", share(media)}};
+  }
+};
+
+// bench train --node-stats: the node's block reads by source, read at each
+// epoch's end and sampled each second for the series.
+class NodeReadWatch {
+ public:
+  explicit NodeReadWatch(std::string node) : node_(std::move(node)) {}
+  Status Check() { return FetchStats(node_).status(); }
+  void Hook(bench::TrainBenchOptions& t) {
+    t.on_epoch = [this](uint64_t epoch) {
+      auto j = FetchStats(node_);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (j.ok()) {
+        at_.emplace_back(epoch, NodeReads::From(*j));
+      } else if (error_.empty()) {
+        error_ = j.status().message();
+      }
+    };
+    t.add_series = [this](monitor::Sampler& s) {
+      s.AddCounter("node.reads.staged", "blocks/s", [this] { return Latest().staged; });
+      s.AddCounter("node.reads.cache", "blocks/s", [this] { return Latest().cache; });
+      s.AddCounter("node.reads.media", "blocks/s", [this] { return Latest().media; });
+    };
+  }
+  // {"staged", "cache", "media" and their fractions, "epochs": [...]}
+  nlohmann::json Json() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    nlohmann::json epochs = nlohmann::json::array();
+    for (size_t i = 1; i < at_.size(); ++i) {
+      nlohmann::json e = (at_[i].second - at_[i - 1].second).Json();
+      e["epoch"] = at_[i].first;
+      epochs.push_back(std::move(e));
+    }
+    nlohmann::json out = at_.size() >= 2 ? (at_.back().second - at_.front().second).Json() : NodeReads{}.Json();
+    out["node"] = node_;
+    out["epochs"] = std::move(epochs);
+    if (!error_.empty()) out["error"] = error_;
+    return out;
+  }
+
+ private:
+  // One /stats per sampler tick: the three series read the same answer.
+  NodeReads Latest() {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (now - fetched_ > std::chrono::milliseconds(500)) {
+      fetched_ = now;
+      if (auto j = FetchStats(node_); j.ok()) latest_ = NodeReads::From(*j);
+    }
+    return latest_;
+  }
+  const std::string node_;
+  mutable std::mutex mu_;
+  std::vector<std::pair<uint64_t, NodeReads>> at_;
+  std::string error_;
+  NodeReads latest_;
+  std::chrono::steady_clock::time_point fetched_{};
+};
+
+void PrintNodeReads(const nlohmann::json& j) {
+  auto pct = [](const nlohmann::json& e, const char* k) { return 100 * e.value(k, 0.0); };
+  std::printf("  node reads %.0f%% staged, %.0f%% RAM cache, %.0f%% media (%.0f blocks; node %s)\n",
+              pct(j, "staged_fraction"), pct(j, "cache_fraction"), pct(j, "media_fraction"),
+              j.value("staged", 0.0) + j.value("cache", 0.0) + j.value("media", 0.0),
+              j.value("node", std::string()).c_str());
+  for (const auto& e : j["epochs"]) {
+    std::printf("    epoch %llu: %.0f%% staged, %.0f%% RAM cache, %.0f%% media\n",
+                static_cast<unsigned long long>(e.value("epoch", uint64_t{0})), pct(e, "staged_fraction"),
+                pct(e, "cache_fraction"), pct(e, "media_fraction"));
+  }
+  if (j.contains("error")) std::printf("    (a reading failed: %s)\n", j["error"].get<std::string>().c_str());
+}
 
 void PrintModels(bool json) {
   nlohmann::json rows = nlohmann::json::array();
@@ -287,6 +394,9 @@ void RegisterTrainCommand(CLI::App& group, Globals& g) {
       ->capture_default_str();
   cmd->add_option("--max-seconds", t.max_seconds, "Stop after this long (0 = no limit)")->capture_default_str();
   cmd->add_flag("--drop-caches", t.drop_caches, "Evict the dataset from the page cache first (a cold start)");
+  cmd->add_option("--node-stats", f->node_stats,
+                  "A storage node's metrics address (HOST:PORT, serve --metrics): its block reads by source (staged, "
+                  "RAM cache, media) per epoch, in the summary, the series and the report");
   AddResultFlags(cmd, f->out, true);
   AddOutputFlags(cmd, g);
   cmd->callback([f, &g] {
@@ -305,11 +415,29 @@ void RegisterTrainCommand(CLI::App& group, Globals& g) {
     auto& t = f->t;
     ApplyPipelineFlags(f->pipe, f->out, g, t);
     t.inference = f->inference;
+    std::unique_ptr<NodeReadWatch> watch;
+    if (!f->node_stats.empty()) {
+      watch = std::make_unique<NodeReadWatch>(f->node_stats);
+      if (Status c = watch->Check(); !c.ok()) {
+        Fail(g, c.WithContext("--node-stats"));
+        g.exit_code = 2;
+        return;
+      }
+      watch->Hook(t);
+    }
     auto r = bench::RunTrainBench(*g.fs, t);
+    t.on_epoch = nullptr;
+    t.add_series = nullptr;
     if (!r.ok()) return Fail(g, r.status());
     auto roots = io::SplitRoots(t.pipeline.data);
+    nlohmann::json summary = bench::SummaryJson(*r);
+    const nlohmann::json node_reads = watch ? watch->Json() : nlohmann::json();
+    if (watch) summary["node_reads"] = node_reads;
     EmitResult(g, f->out, "bench train", roots.ok() ? *roots : std::vector<std::string>{}, bench::ConfigJson(t, *r),
-               bench::SummaryJson(*r), &r->series, [&](const nlohmann::json&) { PrintTrain(*r, t); });
+               summary, &r->series, [&](const nlohmann::json&) {
+                 PrintTrain(*r, t);
+                 if (watch) PrintNodeReads(node_reads);
+               });
   });
 }
 

@@ -72,6 +72,9 @@ Result<Child> Spawn(std::vector<std::string> argv, const std::vector<std::string
                     std::string shown = "");
 Result<std::string> Collect(Child child);
 
+// A node's /stats (JSON) from its metrics address (HOST:PORT or a URL).
+Result<nlohmann::json> FetchStats(const std::string& node);
+
 // Prints a failed Status to stderr as "aquifer: <message>" and sets exit 1.
 void Fail(Globals& g, const Status& s);
 

@@ -966,6 +966,7 @@ std::shared_ptr<DamageChecked> Pipeline::damage_checked() const { return impl_->
 std::shared_ptr<BatchBuffers> Pipeline::buffers() const { return impl_->pool; }
 
 uint64_t Pipeline::steps_per_epoch() const { return impl_->per_epoch / impl_->o.batch_size; }
+uint64_t Pipeline::samples_per_epoch() const { return impl_->per_epoch; }
 size_t Pipeline::sample_bytes() const { return impl_->sample_bytes; }
 const std::vector<std::string>& Pipeline::files() const { return impl_->cat->files; }
 

@@ -259,6 +259,7 @@ class Pipeline {
 
   PipelineStats Stats() const;
   uint64_t steps_per_epoch() const;
+  uint64_t samples_per_epoch() const;  // this rank's
   size_t sample_bytes() const;
   const std::vector<std::string>& files() const;
   // Where catalog sample `id` (Batch::samples) is stored: its file (index

@@ -307,6 +307,31 @@ std::string StorageCard(const json& r, const SeriesView& s, const DataPath& d) {
          "<div class=\"figs\">" + figs + "</div><div class=\"charts\">" + charts + "</div>";
 }
 
+// bench train --node-stats: where the node's block reads came from, per
+// epoch and over time.
+std::string NodeReadCharts(const json& reads, const SeriesView& s) {
+  std::string out;
+  const json& epochs = Arr(reads, "epochs");
+  if (!epochs.empty()) {
+    BarChart b{"Node block reads by source, per epoch", "%", {}, 100};
+    for (const auto& e : epochs) {
+      const std::string epoch = Int(Num(e, "epoch"));
+      for (auto [k, label] : {std::pair{"staged_fraction", "staged"}, std::pair{"cache_fraction", "RAM cache"},
+                              std::pair{"media_fraction", "media"}}) {
+        b.bars.push_back({fmt::format("epoch {}: {}", epoch, label), 100 * Num(e, k), ""});
+      }
+    }
+    out += RenderSvg(b);
+  }
+  LineChart c{"Node block reads by source", "seconds", "blocks/s", {}, true};
+  for (auto [name, label] : {std::pair{"node.reads.staged", "staged"}, std::pair{"node.reads.cache", "RAM cache"},
+                             std::pair{"node.reads.media", "media"}}) {
+    if (auto* v = s.Get(name)) c.lines.push_back(MakeLine(label, s.t, *v));
+  }
+  if (!c.lines.empty()) out += RenderSvg(c);
+  return out;
+}
+
 std::string TrainCard(const json& r, const SeriesView& s) {
   const json& sum = Obj(r, "summary");
   const json& cfg = Obj(r, "config");
@@ -348,6 +373,7 @@ std::string TrainCard(const json& r, const SeriesView& s) {
   if (auto* v = s.Get("bench.read")) {
     charts += RenderSvg(LineChart{"Storage read", "seconds", "MB/s", {MakeLine("read", s.t, *v)}, true});
   }
+  charts += NodeReadCharts(Obj(sum, "node_reads"), s);
   charts += StageBars(Arr(sum, "stages"));
   return verdict + "<div class=\"figs\">" + figs + "</div><div class=\"charts\">" + charts + "</div>";
 }
