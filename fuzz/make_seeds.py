@@ -79,6 +79,8 @@ import json  # noqa: E402
 put("fuzz_plan", "two", json.dumps({"reads": [{"bucket": "train", "key": "n01440764/x.JPEG"},
                                                  {"bucket": "train", "key": "shard-0", "offset": 4096, "length": 1048576}]}).encode())
 put("fuzz_plan", "empty", json.dumps({"reads": []}).encode())
+put("fuzz_plan", "pieces", json.dumps({"pieces": [{"id": "0123456789abcdef0123456789abcdef", "pool": "default",
+                                                   "size": 262144, "crc": 3735928559}]}).encode())
 # Same-host grants: 8 bytes of object size (big-endian), then the header's JSON.
 put("fuzz_same_host", "two", (12 << 20).to_bytes(8, "big") + json.dumps(
     {"socket": "aquifer-42-0123456789abcdef", "token": "0123456789abcdef0123456789abcdef",

@@ -23,6 +23,7 @@
 #include <optional>
 #include <random>
 #include <thread>
+#include <unordered_map>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -115,6 +116,10 @@ class StoreFs final : public io::FileSystem {
   // round-robin), for one block.
   std::vector<std::string> RankHolders(const std::vector<std::string>& addresses);
   void Started(const std::string& address, int delta);
+  // Whether this client sent a plan naming `path` lately (kPlannedTtlS): a
+  // cluster stages a planned block on its owner, so its reads ask the
+  // owner (the layout's first holder) first instead of balancing.
+  bool Planned(const std::string& path);
 
  private:
   Result<ClientCredentials> Credentials();
@@ -149,6 +154,10 @@ class StoreFs final : public io::FileSystem {
   Mutex balance_mu_;
   std::map<std::string, int> in_flight_ AQ_GUARDED_BY(balance_mu_);  // by node address
   uint64_t rr_ AQ_GUARDED_BY(balance_mu_) = 0;
+  // Paths named by plans the nodes took up, and when (at most kMaxPlanned).
+  std::unordered_map<std::string, double> planned_ AQ_GUARDED_BY(balance_mu_);
+  static constexpr double kPlannedTtlS = 120;
+  static constexpr size_t kMaxPlanned = 1 << 18;
   Mutex members_mu_;
   struct Members {
     std::vector<std::string> addresses;  // every live member, as the node says
@@ -404,6 +413,12 @@ void StoreFs::Started(const std::string& address, int delta) {
   in_flight_[address] += delta;
 }
 
+bool StoreFs::Planned(const std::string& path) {
+  MutexLock lock(balance_mu_);
+  auto it = planned_.find(path);
+  return it != planned_.end() && Now() - it->second < kPlannedTtlS;
+}
+
 // A file opened for reading: its first bytes (from the open), the ETag the
 // rest is read at, and on a cluster its layout.
 class StoreFile final : public io::RandomAccessFile {
@@ -417,6 +432,7 @@ class StoreFile final : public io::RandomAccessFile {
         etag_(std::move(etag)),
         head_(std::move(head)),
         layout_(std::move(layout)),
+        planned_(layout_ && fs_.Planned(path_)),
         grant_(std::move(grant)) {
     if (layout_) {
       uint64_t at = 0;
@@ -659,7 +675,7 @@ class StoreFile final : public io::RandomAccessFile {
     const std::string resource = "/_aquifer/blocks/" + b.id;
     const std::string query = fmt::format("crc={}&length={}&offset={}&pool={}&size={}", b.crc32c, take, in,
                                           s3::UriEncode(b.pool, true), b.size);
-    for (const auto& address : fs_.RankHolders(b.addresses)) {
+    for (const auto& address : planned_ ? b.addresses : fs_.RankHolders(b.addresses)) {
       fs_.Started(address, +1);
       auto got = fs_.CallAt(address, "GET", resource, query, {}, kEmptySha, {}, out, take);
       fs_.Started(address, -1);
@@ -819,6 +835,7 @@ class StoreFile final : public io::RandomAccessFile {
   uint64_t size_;
   std::string etag_, head_;
   std::optional<s3::Layout> layout_;
+  const bool planned_;            // read planned blocks from their owner, where they are staged
   std::vector<uint64_t> starts_;  // each block's first byte in the object
   // Same-host reads: what the node granted, and the memfd of each granted
   // block (-1: read through the node), taken at the first read past head_.
@@ -1007,10 +1024,13 @@ Result<size_t> StoreFs::Plan(const std::string& stream, const std::vector<Planne
   size_t taken = 0;
   std::optional<StorePath> first;
   std::vector<s3::PlanRead> batch;
+  std::vector<const std::string*> paths;  // the batch's
   auto send = [&]() -> Status {
     if (batch.empty()) return Status::Ok();
     const std::string body = s3::PlanToJson(batch);
     batch.clear();
+    std::vector<const std::string*> sent;
+    sent.swap(paths);
     http::Headers h;
     h.Add("Content-Type", "application/json");
     auto res = AQ_TRY(Call(*first, "POST", "/_aquifer/plan", "stream=" + s3::UriEncode(stream, true), std::move(h),
@@ -1018,7 +1038,17 @@ Result<size_t> StoreFs::Plan(const std::string& stream, const std::vector<Planne
     if (res.status == 200) {
       auto doc = nlohmann::json::parse(res.body, nullptr, false);
       if (doc.is_object() && doc.contains("queued") && doc["queued"].is_number_unsigned()) {
-        taken += doc["queued"].get<size_t>();
+        const size_t queued = doc["queued"].get<size_t>();
+        taken += queued;
+        if (queued > 0) {
+          const double now = Now();
+          MutexLock lock(balance_mu_);
+          if (planned_.size() + sent.size() > kMaxPlanned) {
+            std::erase_if(planned_, [&](const auto& e) { return now - e.second >= kPlannedTtlS; });
+            if (planned_.size() + sent.size() > kMaxPlanned) planned_.clear();
+          }
+          for (const std::string* path : sent) planned_[*path] = now;
+        }
       }
       return Status::Ok();
     }
@@ -1032,6 +1062,7 @@ Result<size_t> StoreFs::Plan(const std::string& stream, const std::vector<Planne
     if (first && (first->address() != p.address() || batch.size() >= kPerRequest)) AQ_TRY(send());
     if (batch.empty()) first = p;
     batch.push_back({p.bucket, p.key, r.offset, r.length});
+    paths.push_back(&r.path);
   }
   AQ_TRY(send());
   return taken;

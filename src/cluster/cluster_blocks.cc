@@ -12,6 +12,7 @@
 #include "common/crc32c.h"
 #include "common/mutex.h"
 #include "ec/erasure.h"
+#include "s3/plan.h"
 #include "s3/sigv4.h"
 #include "s3/xml.h"
 
@@ -96,16 +97,25 @@ Status BlockClient::Delete(const std::string& address, const store::BlockRef& re
   return Status::Ok();
 }
 
-Result<std::vector<std::string>> BlockClient::Inventory(const std::string& address) {
+Result<http::ClientResponse> BlockClient::Signed(const std::string& address, const std::string& method,
+                                                 const std::string& path, const std::string& query,
+                                                 std::string_view body, uint64_t max_body) {
   http::ClientRequest r;
-  r.target = "/_aquifer/inventory";
+  r.method = method;
+  r.target = query.empty() ? path : path + "?" + query;
+  r.body = body;
+  if (!body.empty()) r.headers.Add("Content-Type", "application/json");
   if (!key_.access_key.empty()) {
     for (auto& [k, v] :
-         s3::SignRequest(key_.access_key, key_.secret, address, "GET", r.target, "", "UNSIGNED-PAYLOAD")) {
+         s3::SignRequest(key_.access_key, key_.secret, address, method, path, query, "UNSIGNED-PAYLOAD")) {
       r.headers.Add(k, v);
     }
   }
-  auto res = pool_->Send(address, r, 1ull << 30);
+  return pool_->Send(address, r, max_body);
+}
+
+Result<std::vector<std::string>> BlockClient::Inventory(const std::string& address) {
+  auto res = Signed(address, "GET", "/_aquifer/inventory", "", {}, 1ull << 30);
   if (!res.ok()) return res.status().WithContext(fmt::format("block inventory of {}", address));
   if (res->status != 200) return HttpFailure(fmt::format("block inventory of {}", address), *res);
   auto j = nlohmann::json::parse(res->body, nullptr, false);
@@ -115,6 +125,31 @@ Result<std::vector<std::string>> BlockClient::Inventory(const std::string& addre
     if (e.is_string()) ids.push_back(e.get<std::string>());
   }
   return ids;
+}
+
+Result<size_t> BlockClient::Plan(const std::string& address, const std::string& stream,
+                                 const std::vector<store::BlockRef>& pieces) {
+  std::vector<s3::PlanPiece> doc;
+  doc.reserve(pieces.size());
+  for (const auto& p : pieces) doc.push_back({p.id, p.pool, p.size, p.crc32c});
+  const std::string what = fmt::format("pass {} planned pieces to {}", pieces.size(), address);
+  auto res = Signed(address, "POST", "/_aquifer/plan", "pieces=1&stream=" + s3::UriEncode(stream, true),
+                    s3::PiecesToJson(doc), 1 << 16);
+  if (!res.ok()) return res.status().WithContext(what);
+  if (res->status != 200) return HttpFailure(what, *res);
+  auto j = nlohmann::json::parse(res->body, nullptr, false);
+  if (!j.is_object() || !j.contains("queued") || !j["queued"].is_number_unsigned()) {
+    return Corruption(fmt::format("{}: the answer names no count queued", what));
+  }
+  return j["queued"].get<size_t>();
+}
+
+Status BlockClient::CancelPlan(const std::string& address, const std::string& stream) {
+  const std::string what = fmt::format("cancel plan {} on {}", stream, address);
+  auto res = Signed(address, "DELETE", "/_aquifer/plan", "pieces=1&stream=" + s3::UriEncode(stream, true), {}, 1 << 16);
+  if (!res.ok()) return res.status().WithContext(what);
+  if (res->status != 204 && res->status != 200) return HttpFailure(what, *res);
+  return Status::Ok();
 }
 
 // ---- ClusterBlockService ----
@@ -195,7 +230,7 @@ Status ClusterBlockService::PutPiece(const std::string& node, const store::Block
 Result<std::string> ClusterBlockService::GetPiece(const std::string& node, const store::BlockRef& piece,
                                                   const std::map<std::string, NodeInfo>& map) {
   if (node == self()) {
-    auto r = local_.Read(piece);  // a fragment held here is cached here
+    auto r = reads().Read(piece);  // a fragment held here is cached (and staged) here
     if (!r.ok()) return r.status();
     local_reads_++;
     return std::string(**r);
@@ -367,6 +402,47 @@ std::string ClusterBlockService::Owner(const store::BlockRef& ref, const std::ma
   return best;
 }
 
+std::vector<ClusterBlockService::PlanShare> ClusterBlockService::RoutePlan(
+    const std::vector<store::BlockRef>& blocks, const std::vector<store::BlockSpan>& spans) const {
+  const auto map = Map();
+  std::vector<PlanShare> shares;
+  std::map<std::string, size_t> index;  // node -> its share
+  auto add = [&](const std::string& node, const store::BlockRef& piece) {
+    auto [it, fresh] = index.try_emplace(node, shares.size());
+    if (fresh) {
+      PlanShare s;
+      s.node = node;
+      if (node != self_) s.address = map.at(node).address;
+      shares.push_back(std::move(s));
+    }
+    shares[it->second].pieces.push_back(piece);
+  };
+  auto up = [&](const std::string& node) {
+    if (node == self_) return true;
+    auto it = map.find(node);
+    return it != map.end() && it->second.up && !it->second.address.empty();
+  };
+  for (size_t j = 0; j < blocks.size(); ++j) {
+    const auto& b = blocks[j];
+    if (b.nodes.empty()) {
+      add(self_, b);
+    } else if (b.erasure_coded()) {
+      // Fragment i holds bytes [i * size, (i + 1) * size) of the block.
+      int first = 0, last = b.ec_k - 1;
+      if (const uint64_t fs = b.FragmentSize(); j < spans.size() && fs > 0 && spans[j].length > 0) {
+        first = static_cast<int>(std::min<uint64_t>(spans[j].offset / fs, last));
+        last = static_cast<int>(std::min<uint64_t>((spans[j].offset + spans[j].length - 1) / fs, last));
+      }
+      for (int i = first; i <= last && static_cast<size_t>(i) < b.nodes.size(); ++i) {
+        if (up(b.nodes[i])) add(b.nodes[i], store::FragmentRef(b, i));
+      }
+    } else if (const std::string owner = Owner(b, map); !owner.empty() && up(owner)) {
+      add(owner, b);
+    }
+  }
+  return shares;
+}
+
 int ClusterBlockService::Fragments::present(int from, int to) const {
   return static_cast<int>(std::count(have.begin() + from, have.begin() + to, true));
 }
@@ -467,7 +543,7 @@ Result<std::shared_ptr<const std::string>> ClusterBlockService::ReadStripe(const
 Result<std::shared_ptr<const std::string>> ClusterBlockService::Read(const store::BlockRef& ref) {
   if (ref.nodes.empty()) {  // written before the node joined a cluster: it is local
     local_reads_++;
-    return local_.Read(ref);
+    return reads().Read(ref);
   }
   if (ref.erasure_coded()) return ReadStripe(ref);
   const auto map = Map();
@@ -502,7 +578,7 @@ Result<std::shared_ptr<const std::string>> ClusterBlockService::Read(const store
       // This node's replica: through the cache when it owns the block,
       // straight from the pool when it is a stand-in.
       auto r = [&]() -> Result<std::shared_ptr<const std::string>> {
-        if (node == owner) return local_.Read(ref);
+        if (node == owner) return reads().Read(ref);
         auto bytes = AQ_TRY(local_.store().Read(ref));
         return std::make_shared<const std::string>(std::move(bytes));
       }();

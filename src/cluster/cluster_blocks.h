@@ -53,8 +53,16 @@ class BlockClient {
   Result<std::string> Get(const std::string& address, const store::BlockRef& ref);
   Status Delete(const std::string& address, const store::BlockRef& ref);
   Result<std::vector<std::string>> Inventory(const std::string& address);
+  // Asks `address` to stage `pieces` it holds, in this order, as plan
+  // `stream` (POST /_aquifer/plan?pieces=1); returns how many it queued.
+  Result<size_t> Plan(const std::string& address, const std::string& stream,
+                      const std::vector<store::BlockRef>& pieces);
+  // Forgets what waits of plan `stream` on `address`.
+  Status CancelPlan(const std::string& address, const std::string& stream);
 
  private:
+  Result<http::ClientResponse> Signed(const std::string& address, const std::string& method, const std::string& path,
+                                      const std::string& query, std::string_view body, uint64_t max_body);
   Result<http::ClientResponse> Send(const std::string& address, const std::string& method, const store::BlockRef& ref,
                                     std::string_view body, char* into);
   const s3::Credential key_;
@@ -87,6 +95,25 @@ class ClusterBlockService final : public store::BlockService {
   // A replica is here, or a holder is up.
   bool Available(const store::BlockRef& ref) override;
 
+  // This node's cached reads of the pieces it holds (as owner, for itself
+  // and for the block API) go through `reads` (the node's plan stager over
+  // its LocalBlockService) instead of straight to the local service.
+  void set_local_reads(store::BlockService* reads) { reads_ = reads; }
+  // Where a plan's blocks are staged: each piece on the node that will be
+  // asked for it, so a staged copy is found by every read path (this node
+  // reading for its clients, aquifer:// clients reading from holders, the
+  // ranks of one job opening files at different nodes). A replicated block
+  // on its owner (the holder reads ask first); an erasure-coded one as the
+  // data fragments that hold its span (spans[i] of blocks[i]; without
+  // spans, all K) on their holders, which is what a healthy read fetches; a
+  // block written before the node joined on this node. Pieces whose holder
+  // is down are left out. Plan order is kept within each node.
+  struct PlanShare {
+    std::string node, address;  // address empty: this node
+    std::vector<store::BlockRef> pieces;
+  };
+  std::vector<PlanShare> RoutePlan(const std::vector<store::BlockRef>& blocks,
+                                   const std::vector<store::BlockSpan>& spans = {}) const;
   // Copies a block to `node` from one of its holders (repair, rebalance).
   Status Replicate(const store::BlockRef& ref, const std::string& node);
   // Stores fragment `i` of an erasure-coded block on `node`: copied from its
@@ -143,6 +170,8 @@ class ClusterBlockService final : public store::BlockService {
   double buckets_read_at_ = -1;  // GUARDED_BY(refresh_mu_, written under mu_ too)
   std::atomic<Membership*> membership_{nullptr};
   store::LocalBlockService& local_;
+  store::BlockService* reads_ = nullptr;  // set before reads start
+  store::BlockService& reads() { return reads_ != nullptr ? *reads_ : local_; }
   BlockClient& client_;
   const size_t replicas_;
   mutable Mutex mu_;

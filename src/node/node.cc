@@ -152,6 +152,34 @@ store::BlockService& Node::Staged(store::BlockService& inner) {
   return *stager_;
 }
 
+size_t Node::RoutePlan(const std::string& stream, const std::vector<store::BlockRef>& blocks,
+                       const std::vector<store::BlockSpan>& spans) {
+  size_t queued = 0;
+  for (const auto& share : cluster_blocks_->RoutePlan(blocks, spans)) {
+    if (share.address.empty()) {
+      queued += stager_->Plan(stream, share.pieces);
+      continue;
+    }
+    // Advice: a node that does not take its share is read as without a plan.
+    auto n = block_client_->Plan(share.address, stream, share.pieces);
+    if (n.ok()) {
+      queued += *n;
+    } else {
+      log::warn("plan {}: {} (those reads go unstaged)", stream, n.status().message());
+    }
+  }
+  return queued;
+}
+
+void Node::CancelPlan(const std::string& stream) {
+  stager_->Cancel(stream);
+  for (const auto& n : cluster_blocks_->Nodes()) {
+    if (n.id == node_id_ || !n.up || n.address.empty()) continue;
+    if (Status s = block_client_->CancelPlan(n.address, stream); !s.ok())
+      log::debug("plan {}: {}", stream, s.message());
+  }
+}
+
 Status Node::StartImpl() {
   io::FileSystem& fs = *fs_;
   const bool cluster = !o_.etcd.empty();
@@ -225,7 +253,21 @@ Status Node::StartImpl() {
     if (o_.tls) peer_tls = AQ_TRY(http::TlsClient::Create(o_.tls_ca));
     block_client_ = std::make_unique<cluster::BlockClient>(so.s3.node_credential, 10, peer_tls);
     cluster_blocks_ = std::make_unique<cluster::ClusterBlockService>(node_id_, *local_, *block_client_, o_.replicas);
-    objects_ = std::make_unique<store::ObjectStore>(*meta_, *blocks_, Staged(*cluster_blocks_), oo, cache_.get());
+    // Plans are staged where the blocks are stored: the stager sits over
+    // this node's own pools, and every read of a piece held here (this
+    // node's for its clients, other nodes', aquifer:// clients' from the
+    // layout) passes through it.
+    Staged(*local_);
+    if (stager_) {
+      cluster_blocks_->set_local_reads(stager_.get());
+      so.s3.block_reads = stager_.get();
+      so.s3.route_plan = [this](const std::string& stream, const std::vector<store::BlockRef>& blocks,
+                                const std::vector<store::BlockSpan>& spans) {
+        return RoutePlan(stream, blocks, spans);
+      };
+      so.s3.cancel_plan = [this](const std::string& stream) { CancelPlan(stream); };
+    }
+    objects_ = std::make_unique<store::ObjectStore>(*meta_, *blocks_, *cluster_blocks_, oo, cache_.get());
     so.s3.node_blocks = local_.get();
     so.s3.layout_json = [this](const store::ObjectMeta& o) {
       return s3::LayoutToJson(

@@ -179,6 +179,12 @@ class Node {
   // The block service reads go through: `inner` behind the stager when
   // staging is on (the stager is made here).
   store::BlockService& Staged(store::BlockService& inner);
+  // In a cluster: a plan's blocks staged on the nodes that store them
+  // (ClusterBlockService::RoutePlan), this node's share here; how many
+  // were queued in all. CancelPlan forgets the stream everywhere.
+  size_t RoutePlan(const std::string& stream, const std::vector<store::BlockRef>& blocks,
+                   const std::vector<store::BlockSpan>& spans);
+  void CancelPlan(const std::string& stream);
   // Whether readers' plans are being staged: background work yields (null
   // without staging).
   std::function<bool()> Busy() const;

@@ -5,7 +5,13 @@
 //
 // offset (default 0) and length (default: to the end) are optional
 // unsigned integers. Written by the aquifer:// client, read by the node,
-// so the one definition lives here; the parser is fuzzed (fuzz_plan).
+// so the one definition lives here; the parsers are fuzzed (fuzz_plan).
+//
+// In a cluster the node a plan reaches passes each node its share, as the
+// stored pieces it holds (a replica, or one fragment of an erasure-coded
+// block), on the cluster's node key (POST /_aquifer/plan?pieces=1&stream=ID):
+//
+//   {"pieces": [{"id": "...", "pool": "...", "size": N, "crc": N}, ...]}
 //
 // Thread safety: values and pure functions.
 #pragma once
@@ -34,5 +40,19 @@ std::string PlanToJson(const std::vector<PlanRead>& reads);
 // not empty) or with an offset or length that is not an unsigned integer
 // is an error.
 Result<std::vector<PlanRead>> PlanFromJson(std::string_view json);
+
+// A stored piece a node is asked to stage: what a block read names.
+struct PlanPiece {
+  std::string id, pool;
+  uint64_t size = 0;
+  uint32_t crc32c = 0;
+};
+
+std::string PiecesToJson(const std::vector<PlanPiece>& pieces);
+// All pieces or an error naming the first bad one: more than
+// kMaxPlanReads, an id that is empty, longer than 128 bytes or not made of
+// [0-9A-Za-z._-], a pool that is not a string, a size or crc that is not an
+// unsigned integer (crc below 2^32).
+Result<std::vector<PlanPiece>> PiecesFromJson(std::string_view json);
 
 }  // namespace aq::s3

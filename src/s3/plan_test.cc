@@ -32,5 +32,32 @@ TEST(PlanTest, RoundTripsAndRefusesAnythingElseWhole) {
   EXPECT_FALSE(PlanFromJson(many + "]}").ok());
 }
 
+TEST(PlanTest, PiecesRoundTripAndRefuseBadIdsWhole) {
+  const std::vector<PlanPiece> pieces = {{"0123456789abcdef0123456789abcdef", "default", 262144, 0xffffffffu},
+                                         {"fedcba9876543210fedcba9876543210", "hdd pool", 0, 7}};
+  auto back = PiecesFromJson(PiecesToJson(pieces));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->size(), 2u);
+  EXPECT_EQ((*back)[0].crc32c, 0xffffffffu);
+  EXPECT_EQ((*back)[0].size, 262144u);
+  EXPECT_EQ((*back)[1].pool, "hdd pool");
+  EXPECT_TRUE(PiecesFromJson(R"({"pieces": []})").ok());
+  for (const char* bad :
+       {"", "{}", R"({"reads": []})", R"({"pieces": [{}]})", R"({"pieces": [{"id": "a", "pool": "p", "size": 1}]})",
+        R"({"pieces": [{"id": "a", "pool": "p", "size": 1, "crc": 4294967296}]})",
+        R"({"pieces": [{"id": "a", "pool": "p", "size": -1, "crc": 1}]})",
+        R"({"pieces": [{"id": "", "pool": "p", "size": 1, "crc": 1}]})",
+        R"({"pieces": [{"id": "../etc/passwd", "pool": "p", "size": 1, "crc": 1}]})",
+        R"({"pieces": [{"id": "a", "pool": 3, "size": 1, "crc": 1}]})"}) {
+    EXPECT_FALSE(PiecesFromJson(bad).ok()) << bad;
+  }
+  const auto second = PiecesFromJson(R"({"pieces": [{"id": "a", "pool": "", "size": 1, "crc": 1}, {"id": "a/b"}]})");
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("piece 1"), std::string::npos);
+  EXPECT_FALSE(
+      PiecesFromJson(R"({"pieces": [{"id": ")" + std::string(129, 'a') + R"(", "pool": "", "size": 1, "crc": 1}]})")
+          .ok());
+}
+
 }  // namespace
 }  // namespace aq::s3

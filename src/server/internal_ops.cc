@@ -8,10 +8,13 @@
 //   GET    /_aquifer/inventory                 the ids of every block this node holds
 //   POST   /_aquifer/plan?stream=ID            what a reader will read next, in order (JSON): staged ahead
 //   DELETE /_aquifer/plan?stream=ID            the reader changed its mind: forget what waits
+//   POST|DELETE /_aquifer/plan?pieces=1&stream=ID   a node's share of a plan (s3/plan.h), node key only
 // Reads take any valid key; PUT and DELETE of blocks only the cluster's node
 // key, so a user's key can never remove or plant a replica. A plan stages
 // only objects the key may read (the others are counted as denied), and a
-// stream is the key's own: another key cannot cancel it.
+// stream is the key's own: another key cannot cancel it. In a cluster the
+// node a plan reaches stages each block on the node its reads ask first
+// (S3HandlerOptions::route_plan), passing the others their share as pieces.
 #include <fmt/format.h>
 
 #include <charconv>
@@ -35,12 +38,18 @@ bool Number(const S3Request& r, const char* name, T* out) {
 void S3Handler::Plan(S3Request& r) {
   store::Stager* stager = objects_.stager();
   const std::string stream = r.Param("stream");
-  if (stream.empty() || stream.size() > 256) {
+  const bool pieces = r.Has("pieces");  // a node's share: the stream names its key too
+  if (stream.empty() || stream.size() > (pieces ? 512 : 256)) {
     return SendError(r, {400, "InvalidArgument", "a plan needs ?stream=ID (1 to 256 characters)"});
   }
+  if (pieces) return PlanPieces(r, stream);
   const std::string id = r.auth.access_key + "/" + stream;
   if (r.req.method == "DELETE") {
-    if (stager != nullptr) stager->Cancel(id);
+    if (o_.cancel_plan) {
+      o_.cancel_plan(id);
+    } else if (stager != nullptr) {
+      stager->Cancel(id);
+    }
     return SendEmpty(r, 204);
   }
   if (r.req.method != "POST") return SendError(r, {405, "MethodNotAllowed", "POST or DELETE a plan"});
@@ -49,9 +58,30 @@ void S3Handler::Plan(S3Request& r) {
   // Checked whole before anything is staged: a malformed plan stages nothing.
   auto wants = s3::PlanFromJson(body);
   if (!wants.ok()) return SendError(r, {400, "MalformedPlan", std::string(wants.status().message())});
-  uint64_t objects = 0, missing = 0, denied = 0;
+  uint64_t objects = 0, missing = 0, denied = 0, planned = 0;
+  size_t queued = 0;
+  const bool staging = stager != nullptr;
   std::vector<store::BlockRef> blocks;
+  std::vector<store::BlockSpan> spans;  // of each block, the bytes to be read
+  // Staged in growing runs (16, 32, ... 1024 reads): the first reads are
+  // staging while the rest are looked up (each a metadata read, etcd's
+  // round trip in a cluster), so readers starting at once do not overtake
+  // their own plan.
+  auto flush = [&] {
+    planned += blocks.size();
+    if (staging && !blocks.empty())
+      queued += o_.route_plan ? o_.route_plan(id, blocks, spans) : stager->Plan(id, blocks);
+    blocks.clear();
+    spans.clear();
+  };
+  size_t run = 16, in_run = 0;
   for (const auto& w : *wants) {
+    if (in_run == run) {
+      flush();
+      run = std::min<size_t>(run * 2, 1024);
+      in_run = 0;
+    }
+    ++in_run;
     if (!May(r, s3::kRead, w.bucket, w.key)) {
       ++denied;
       continue;
@@ -66,16 +96,55 @@ void S3Handler::Plan(S3Request& r) {
     const uint64_t end = w.length > meta->size - std::min(w.offset, meta->size) ? meta->size : w.offset + w.length;
     uint64_t at = 0;
     for (const auto& b : meta->blocks) {
-      if (at + b.size > w.offset && at < end) blocks.push_back(b);
+      if (at + b.size > w.offset && at < end) {
+        const uint64_t from = std::max(at, w.offset), to = std::min(at + b.size, end);
+        blocks.push_back(b);
+        spans.push_back({from - at, to - from});
+      }
       at += b.size;
     }
   }
-  const size_t queued = stager != nullptr ? stager->Plan(id, blocks) : 0;
-  nlohmann::json out = {{"objects", objects},      {"missing", missing}, {"denied", denied},
-                        {"blocks", blocks.size()}, {"queued", queued},   {"staging", stager != nullptr}};
+  flush();
+  nlohmann::json out = {{"objects", objects}, {"missing", missing}, {"denied", denied},
+                        {"blocks", planned},  {"queued", queued},   {"staging", staging}};
   http::Headers h;
   h.Add("Content-Type", "application/json");
   (void)r.ex.Respond(200, std::move(h), out.dump());
+}
+
+// Another node's share of a plan it was sent: pieces this node holds, in
+// order. Only the cluster's nodes pass shares (a user's key could name any
+// block id; the node key has already checked each object's grant).
+void S3Handler::PlanPieces(S3Request& r, const std::string& stream) {
+  if (o_.node_credential.access_key.empty() || r.auth.access_key != o_.node_credential.access_key) {
+    return SendError(r, {403, "AccessDenied", "only the cluster's nodes may pass a plan's pieces"});
+  }
+  store::Stager* stager = objects_.stager();
+  if (r.req.method == "DELETE") {
+    if (stager != nullptr) stager->Cancel(stream);
+    return SendEmpty(r, 204);
+  }
+  if (r.req.method != "POST") return SendError(r, {405, "MethodNotAllowed", "POST or DELETE a plan"});
+  std::string body;
+  if (!ReadSmallBody(r, &body, s3::kMaxPlanBytes)) return;
+  auto pieces = s3::PiecesFromJson(body);
+  if (!pieces.ok()) return SendError(r, {400, "MalformedPlan", std::string(pieces.status().message())});
+  std::vector<store::BlockRef> refs;
+  refs.reserve(pieces->size());
+  for (auto& p : *pieces) {
+    store::BlockRef ref;
+    ref.id = std::move(p.id);
+    ref.pool = std::move(p.pool);
+    ref.size = p.size;
+    ref.crc32c = p.crc32c;
+    refs.push_back(std::move(ref));
+  }
+  const size_t queued = stager != nullptr ? stager->Plan(stream, refs) : 0;
+  http::Headers h;
+  h.Add("Content-Type", "application/json");
+  (void)r.ex.Respond(
+      200, std::move(h),
+      nlohmann::json{{"pieces", refs.size()}, {"queued", queued}, {"staging", stager != nullptr}}.dump());
 }
 
 // Long by design: the dispatcher of the node-to-node operations, one short
@@ -128,7 +197,7 @@ void S3Handler::Internal(S3Request& r) {
     SendStatus(r, s, Subject::kBlock);
   };
   if (m == "GET") {
-    auto block = o_.node_blocks->Read(ref);
+    auto block = o_.block_reads != nullptr ? o_.block_reads->Read(ref) : o_.node_blocks->Read(ref);
     if (!block.ok()) return fail(block.status());
     std::shared_ptr<const std::string> bytes = *block;
     // A slice of the block (offset, length) for clients reading ranges.

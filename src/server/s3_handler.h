@@ -48,7 +48,20 @@ struct S3HandlerOptions {
   // /_aquifer/blocks/<id>. Reads need any valid key; writes and deletes only
   // the cluster's node key (never a user's).
   store::LocalBlockService* node_blocks = nullptr;
+  // Block API reads go through this (the plan stager over node_blocks, so
+  // a piece staged here is served staged); null: node_blocks.
+  store::BlockService* block_reads = nullptr;
   s3::Credential node_credential;
+  // In a cluster: a plan's blocks are staged where they are stored. Given
+  // the plan's stream, blocks and the span of each that will be read
+  // (offset in the block, length), stages this node's share and passes
+  // each other node its own (on the node key); returns how many were queued
+  // in all. Null: this node's stager takes the whole plan.
+  std::function<size_t(const std::string& stream, const std::vector<store::BlockRef>& blocks,
+                       const std::vector<store::BlockSpan>& spans)>
+      route_plan;
+  // ... and forgets a stream's waiting entries on every node.
+  std::function<void(const std::string& stream)> cancel_plan;
   // /_aquifer/cluster: the cluster map as JSON.
   std::function<std::string()> cluster_json;
   // /_aquifer/layout/<bucket>/<key>: an object's blocks with their holders'
@@ -152,6 +165,8 @@ class S3Handler {
   void Internal(S3Request& r);
   // POST /_aquifer/plan: a reader's next reads, staged ahead (store/stager.h).
   void Plan(S3Request& r);
+  // POST|DELETE /_aquifer/plan?pieces=1: another node's share of a plan.
+  void PlanPieces(S3Request& r, const std::string& stream);
 
   store::ObjectStore& objects_;
   S3HandlerOptions o_;

@@ -17,6 +17,11 @@
 
 namespace aq::store {
 
+// The bytes of a block a read will take: offset in the block, length.
+struct BlockSpan {
+  uint64_t offset = 0, length = 0;
+};
+
 class BlockService {
  public:
   virtual ~BlockService() = default;
