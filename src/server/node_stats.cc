@@ -164,6 +164,8 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
                  {"dropped", c.dropped},
                  {"damaged", c.damaged},
                  {"restored", c.restored},
+                 {"queued_writes", c.queued},
+                 {"queued_bytes", c.queued_bytes},
                  {"write_errors", c.write_errors}};
     }
     if (store::Prefetcher* pf = objects.prefetcher()) {

@@ -208,6 +208,8 @@ L3Stats L3Cache::Stats() const {
   MutexLock lock(mu_);
   L3Stats s = stats_;
   s.entries = index_.size();
+  s.queued = queue_.size() + (writing_ ? 1 : 0);
+  s.queued_bytes = queued_bytes_;
   return s;
 }
 

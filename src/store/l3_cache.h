@@ -47,6 +47,9 @@ struct L3Options {
 struct L3Stats {
   uint64_t hits = 0, misses = 0, admitted = 0, rejected = 0, evicted = 0, dropped = 0, damaged = 0, write_errors = 0;
   uint64_t bytes = 0, capacity = 0, entries = 0, restored = 0;  // restored: entries found at start
+  // Copies offered but not yet on the SSD (waiting or being written); a
+  // steady backlog means the SSD is slower than the misses it absorbs.
+  uint64_t queued = 0, queued_bytes = 0;
   double hit_ratio() const {
     return hits + misses ? static_cast<double>(hits) / static_cast<double>(hits + misses) : 0;
   }
