@@ -172,7 +172,7 @@ struct Pipeline::Impl {
   std::atomic<uint64_t> next_output{0};
   std::atomic<int64_t> read_ns{0}, decode_ns{0}, wait_in_ns{0}, wait_out_ns{0}, consumer_ns{0};
   std::atomic<uint64_t> bytes_read{0}, records_read{0}, decoded{0}, dct_scaled{0};
-  std::atomic<uint64_t> manifest_trusted{0}, manifest_changed{0};
+  std::atomic<uint64_t> manifest_changed{0};
 
   // ---- the read plan (PipelineOptions::plan_ahead) ----
   std::mutex plan_mu;       // one sender at a time; guards the fields below
@@ -523,14 +523,13 @@ struct Pipeline::Impl {
   // Whether the manifest vouches for the sample's bytes (then they count as
   // read clean for the rest of the run).
   bool Verified(uint32_t sample_id, std::string_view jpeg) {
-    const DamageChecked& dc = *checked_clean;
+    DamageChecked& dc = *checked_clean;
     if (!o.use_manifest || dc.verified.empty() || !dc.verified[sample_id]) return false;
     if (crc32c::Value(jpeg) != dc.verified_crc[sample_id]) {
       manifest_changed += 1;
       return false;
     }
-    manifest_trusted += 1;
-    checked_clean->clean[sample_id].store(true, std::memory_order_relaxed);
+    if (!dc.clean[sample_id].exchange(true, std::memory_order_relaxed)) dc.trusted += 1;
     return true;
   }
 
@@ -994,7 +993,7 @@ PipelineStats Pipeline::Stats() const {
   s.memory_bound_bytes = m.memory_bound;
   s.dct_scaled = m.dct_scaled.load();
   s.manifest = m.o.use_manifest && m.o.damage_check ? m.checked_clean->manifest : "";
-  s.manifest_trusted = m.manifest_trusted.load();
+  s.manifest_trusted = m.checked_clean->trusted.load();
   s.manifest_changed = m.manifest_changed.load();
   s.planned = m.planned.load();
   s.plan_staged = m.plan_staged.load();

@@ -63,6 +63,10 @@ struct DamageChecked {
   std::vector<uint8_t> verified;
   std::vector<uint32_t> verified_crc;
   std::string manifest;  // "PATH: N of M samples verified", why it is not used, or "" (none)
+  // Samples the manifest vouched for, each counted once however many
+  // pipelines share these flags (a loader's next epoch starts before the
+  // last one ends, and may reach a sample first).
+  std::atomic<uint64_t> trusted{0};
 };
 
 struct PipelineOptions {
@@ -203,7 +207,7 @@ struct PipelineStats {
   std::vector<dataset::Problem> problems;  // first 100
   uint64_t dct_scaled = 0;                 // samples decoded at reduced scale
   std::string manifest;                    // DamageChecked::manifest
-  uint64_t manifest_trusted = 0;           // samples not read to their end: the manifest vouched for them
+  uint64_t manifest_trusted = 0;           // samples not read to their end: the manifest vouched for them (once each)
   uint64_t planned = 0;                    // reads sent ahead in the read plan
   uint64_t plan_staged = 0;                // ... that the store took up for staging
   std::string plan_error;                  // why the plan stopped being sent ("" when it was not)

@@ -373,6 +373,24 @@ TEST_F(PipelineTest, TheManifestVouchesOnlyForTheBytesItSaw) {
   EXPECT_EQ(trusted.stats.manifest, "/d/aquifer-manifest.json: 12 of 12 samples verified");
   EXPECT_EQ(checked.stats.manifest_trusted, 0u);
   EXPECT_EQ(trusted.bytes, checked.bytes) << "skipping the check must not change a pixel";
+  {
+    // Pipelines sharing the flags (a loader's epochs: the next starts before
+    // the last ends) count each vouched-for sample once, whichever reaches
+    // it first; each reports the shared count. The later one runs to its
+    // end first here, then the earlier one finds every sample counted.
+    PipelineOptions o = Options("/d");
+    o.batch_size = 6;
+    o.use_manifest = true;
+    o.policy = format::ErrorPolicy::kSkip;
+    auto earlier = Pipeline::Create(*fs, o);
+    ASSERT_TRUE(earlier.ok()) << earlier.status().ToString();
+    o.damage_checked = (*earlier)->damage_checked();
+    const Run later = RunAll(o, fs.get());
+    EXPECT_EQ(later.stats.manifest_trusted, 12u);
+    for (auto b = (*earlier)->Next(); b.ok() && *b != nullptr; b = (*earlier)->Next()) {
+    }
+    EXPECT_EQ((*earlier)->Stats().manifest_trusted, 12u);
+  }
 
   // Rewritten behind the manifest's back, same record count, valid CRCs.
   write_shard(12, true);
