@@ -30,8 +30,9 @@ namespace aq::format {
 inline constexpr int kManifestVersion = 1;
 // What counts as damage (libjpeg-turbo's warnings, see image/jpeg.h): bumped
 // when that changes, so records verified under other rules are read to
-// their end again.
-inline constexpr int kDamageRules = 1;
+// their end again. 2: every Huffman code checked (the slow path), coded
+// data left over before a marker is damage.
+inline constexpr int kDamageRules = 2;
 inline constexpr const char* kManifestName = "aquifer-manifest.json";
 
 struct ManifestFile {

@@ -16,6 +16,78 @@
 
 namespace aq::image {
 
+// A memory source that hands libjpeg the file in slices shorter than the
+// smallest span its fast Huffman path needs (BUFSIZE = 512 bytes per block
+// of an MCU, jdhuff.c), so every MCU is decoded by the path that warns of
+// a bad Huffman code. With the whole file in one buffer (jpeg_mem_src)
+// libjpeg-turbo takes the fast path almost everywhere, and that path reads
+// a bad code as a zero without a word: damaged data decodes to garbage
+// rows and the only sign left is where the scan ends. Used wherever the
+// file is checked for damage; the slices cost a call per 480 bytes.
+struct SliceSource {
+  static constexpr size_t kSlice = 480;
+  jpeg_source_mgr pub;  // first: libjpeg holds a pointer to it
+  const JOCTET* data = nullptr;
+  size_t size = 0;
+  size_t handed = 0;      // bytes given to libjpeg so far
+  bool past_end = false;  // the fake end-of-image marker was handed out
+  static const JOCTET kEoi[2];
+
+  void Attach(j_decompress_ptr c, std::string_view bytes) {
+    data = reinterpret_cast<const JOCTET*>(bytes.data());
+    size = bytes.size();
+    handed = 0;
+    past_end = false;
+    pub.next_input_byte = data;
+    pub.bytes_in_buffer = 0;
+    pub.init_source = [](j_decompress_ptr) {};
+    pub.term_source = [](j_decompress_ptr) {};
+    pub.resync_to_restart = jpeg_resync_to_restart;
+    pub.fill_input_buffer = [](j_decompress_ptr c) -> boolean {
+      auto* s = reinterpret_cast<SliceSource*>(c->src);
+      if (s->handed >= s->size) {
+        // As jpeg_mem_src: warn and insert a fake end-of-image marker.
+        WARNMS(c, JWRN_JPEG_EOF);
+        s->past_end = true;
+        s->pub.next_input_byte = kEoi;
+        s->pub.bytes_in_buffer = 2;
+        return TRUE;
+      }
+      const size_t n = std::min(kSlice, s->size - s->handed);
+      s->pub.next_input_byte = s->data + s->handed;
+      s->pub.bytes_in_buffer = n;
+      s->handed += n;
+      return TRUE;
+    };
+    pub.skip_input_data = [](j_decompress_ptr c, long n) {
+      if (n <= 0) return;
+      auto* s = reinterpret_cast<SliceSource*>(c->src);
+      const size_t skip = static_cast<size_t>(n);
+      if (skip <= s->pub.bytes_in_buffer) {
+        s->pub.next_input_byte += skip;
+        s->pub.bytes_in_buffer -= skip;
+        return;
+      }
+      // Past this slice: move the read position and let the next read fill.
+      const size_t at = std::min(s->size, s->Consumed() + skip);
+      s->handed = at;
+      s->pub.next_input_byte = s->data + at;
+      s->pub.bytes_in_buffer = 0;
+    };
+    c->src = &pub;
+  }
+  // Bytes of the file libjpeg has read.
+  size_t Consumed() const { return past_end ? size : handed - pub.bytes_in_buffer; }
+  // Hands libjpeg the rest of the file at once: the fast Huffman path from
+  // here on, for decodes that do not check the file.
+  void Unslice() {
+    if (past_end) return;
+    pub.bytes_in_buffer = size - Consumed();
+    handed = size;
+  }
+};
+const JOCTET SliceSource::kEoi[2] = {0xFF, JPEG_EOI};
+
 struct RegionDecoder::State {
   struct ErrorManager {
     jpeg_error_mgr pub;
@@ -25,13 +97,18 @@ struct RegionDecoder::State {
     int damage;
     int damage_code;
     char warning[JMSG_LENGTH_MAX];
-    // Bytes between segments that are not a marker (libjpeg skips them):
-    // harmless alone, when every row decoded without a damage warning.
+    // Bytes between header segments that are not a marker (libjpeg skips
+    // them): outside the coded data, so harmless alone.
     int extraneous;
     char notice[JMSG_LENGTH_MAX];
+    // Set once the headers are read: from then on every marker follows
+    // entropy-coded data, and bytes skipped before one are coded data the
+    // decoder did not consume.
+    bool in_scans;
   };
   jpeg_decompress_struct cinfo{};
   ErrorManager err{};
+  SliceSource slices;
   bool created = false;
   Image out;                  // reused across images
   Image cmyk;                 // scratch for CMYK/YCCK conversion
@@ -55,7 +132,7 @@ struct RegionDecoder::State {
       if (level >= 0) return;  // trace messages
       auto* e = reinterpret_cast<ErrorManager*>(c->err);
       ++c->err->num_warnings;
-      if (c->err->msg_code == JWRN_EXTRANEOUS_DATA) {
+      if (c->err->msg_code == JWRN_EXTRANEOUS_DATA && !e->in_scans) {
         if (e->extraneous++ == 0) (*c->err->format_message)(c, e->notice);
         return;
       }
@@ -68,6 +145,7 @@ struct RegionDecoder::State {
     err.damage = 0;
     err.damage_code = 0;
     err.extraneous = 0;
+    err.in_scans = false;
     jpeg_create_decompress(&cinfo);
     created = true;
   }
@@ -76,11 +154,15 @@ struct RegionDecoder::State {
   // data is damaged; those warnings are errors here. The others are about
   // metadata (an unknown JFIF revision or Adobe transform code, a bad ICC
   // marker) and leave the pixels as the encoder meant them. Extraneous
-  // bytes before a marker are damage only beside another damage warning
-  // (corrupt entropy data that stopped a scan early leaves its rest
-  // before the next marker); alone, every row was decoded: see notice().
+  // bytes before a marker that follows coded data (a restart marker, the
+  // next scan, the end of the image) are damage: a decoder knocked out of
+  // step by damaged data finishes its blocks early and leaves the rest of
+  // the scan unread, and djpeg says "Corrupt JPEG data" for it. Before the
+  // first scan they lie between header segments, outside the coded data:
+  // a notice (see notice()), as long as nothing else is wrong.
   static bool IsDamage(int code) {
     switch (code) {
+      case JWRN_EXTRANEOUS_DATA:
       case JWRN_JPEG_EOF:
       case JWRN_HIT_MARKER:
       case JWRN_HUFF_BAD_CODE:
@@ -94,6 +176,10 @@ struct RegionDecoder::State {
 
   Status DamageStatus() const {
     if (err.damage_code == JWRN_JPEG_EOF) return Truncated(fmt::format("JPEG data ends early ({})", err.warning));
+    if (err.damage_code == JWRN_EXTRANEOUS_DATA) {
+      return Corruption(
+          fmt::format("damaged JPEG data: coded data left over when every block was decoded ({})", err.warning));
+    }
     const int all = err.damage + err.extraneous;
     return Corruption(
         fmt::format("damaged JPEG data ({}{})", err.warning, all > 1 ? fmt::format("; {} warnings in all", all) : ""));
@@ -113,6 +199,17 @@ struct RegionDecoder::State {
       return Truncated(fmt::format("{}: the file ends inside the JPEG headers ({})", what, m));
     }
     return Corruption(fmt::format("{}: {}", what, m));
+  }
+
+  // Points libjpeg at the file, in slices (see SliceSource).
+  void Source(std::string_view jpeg) { slices.Attach(&cinfo, jpeg); }
+  // Bytes of the file libjpeg has read so far.
+  size_t Consumed() const { return slices.Consumed(); }
+  // Reads the headers up to the first scan; from here on, skipped bytes are
+  // coded data (ErrorManager::in_scans).
+  void ReadHeader() {
+    jpeg_read_header(&cinfo, TRUE);
+    err.in_scans = true;
   }
 
   ~State() {
@@ -208,10 +305,10 @@ Result<JpegInfo> RegionDecoder::ReadInfo(std::string_view jpeg) {
   s_->Reset();
   auto& c = s_->cinfo;
   if (setjmp(s_->err.jump)) return s_->ErrorStatus("bad JPEG header");
-  jpeg_mem_src(&c, reinterpret_cast<const unsigned char*>(jpeg.data()), jpeg.size());
-  jpeg_read_header(&c, TRUE);
+  s_->Source(jpeg);
+  s_->ReadHeader();
   if (s_->err.damage > 0) return s_->DamageStatus();
-  if (!HasEndMarker(jpeg, jpeg.size() - c.src->bytes_in_buffer)) {
+  if (!HasEndMarker(jpeg, s_->Consumed())) {
     return Truncated(
         fmt::format("JPEG is cut short: no end-of-image marker after the scan data ({} bytes)", jpeg.size()));
   }
@@ -240,9 +337,9 @@ Result<DecodedRegion> RegionDecoder::Decode(std::string_view jpeg, RegionChooser
   Image& out = s_->out;
   DecodedRegion r;
   if (setjmp(s_->err.jump)) return s_->ErrorStatus("JPEG decode failed");
-  jpeg_mem_src(&c, reinterpret_cast<const unsigned char*>(jpeg.data()), jpeg.size());
-  jpeg_read_header(&c, TRUE);
-  if (!HasEndMarker(jpeg, jpeg.size() - c.src->bytes_in_buffer)) {
+  s_->Source(jpeg);
+  s_->ReadHeader();
+  if (!HasEndMarker(jpeg, s_->Consumed())) {
     return Truncated(
         fmt::format("JPEG is cut short: no end-of-image marker after the scan data ({} bytes)", jpeg.size()));
   }
@@ -265,6 +362,9 @@ Result<DecodedRegion> RegionDecoder::Decode(std::string_view jpeg, RegionChooser
   c.dct_method = req.fast_idct ? JDCT_IFAST : JDCT_ISLOW;
   const bool cmyk = c.jpeg_color_space == JCS_CMYK || c.jpeg_color_space == JCS_YCCK;
   c.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+  // A decode that reads to the end checks the file and keeps the slices:
+  // every bad Huffman code is warned of. Others take the fast path.
+  if (!req.read_to_end) s_->slices.Unslice();
   jpeg_start_decompress(&c);  // reads every scan of a progressive JPEG
   if (s_->err.damage > 0) return s_->DamageStatus();
   const int ow = static_cast<int>(c.output_width), oh = static_cast<int>(c.output_height);
@@ -323,9 +423,9 @@ Status RegionDecoder::DecodeEntropy(std::string_view jpeg) {
   s_->Reset();
   auto& c = s_->cinfo;
   if (setjmp(s_->err.jump)) return s_->ErrorStatus("JPEG decode failed");
-  jpeg_mem_src(&c, reinterpret_cast<const unsigned char*>(jpeg.data()), jpeg.size());
-  jpeg_read_header(&c, TRUE);
-  if (!HasEndMarker(jpeg, jpeg.size() - c.src->bytes_in_buffer)) {
+  s_->Source(jpeg);  // kept in slices: this pass checks every code
+  s_->ReadHeader();
+  if (!HasEndMarker(jpeg, s_->Consumed())) {
     return Truncated(
         fmt::format("JPEG is cut short: no end-of-image marker after the scan data ({} bytes)", jpeg.size()));
   }
@@ -355,6 +455,7 @@ Result<const Image*> RegionDecoder::DecodeFull(std::string_view jpeg, bool fast_
   req.h = 1e9;
   req.allow_dct_scaling = false;
   req.fast_idct = fast_idct;
+  req.read_to_end = true;  // every row is read anyway: check every code too
   auto r = AQ_TRY(Decode(jpeg, req));
   return r.pixels;
 }

@@ -9,9 +9,12 @@
 // produces fewer pixels directly).
 //
 // Damage is an error, never grey pixels: libjpeg's warnings about the data
-// (premature end, bad Huffman codes, lost restart markers, extraneous bytes)
-// fail the decode, and so does a file with no end-of-image marker after its
-// scan data (cut short), even where the rows that were decoded are intact.
+// (premature end, bad Huffman codes, lost restart markers, coded data left
+// over before a marker) fail the decode, and so does a file with no
+// end-of-image marker after its scan data (cut short), even where the rows
+// that were decoded are intact. A decode that reads to the end checks every
+// Huffman code: libjpeg-turbo's fast path, which reads a bad code as a zero
+// without a warning, is kept out by handing libjpeg the file in slices.
 // Each image starts from a fresh libjpeg object, so nothing one image left
 // behind (an error state, Huffman tables) can touch the next.
 //
@@ -83,9 +86,10 @@ class RegionDecoder {
   Status DecodeEntropy(std::string_view jpeg);
 
   // What the last successful decode passed over that a strict reader
-  // warns about but that left every pixel decoded ("Corrupt JPEG data: 3
-  // extraneous bytes before marker 0xd9", as djpeg says), or "". PIL and
-  // torchvision decode such files without a word.
+  // warns about but that left every pixel decoded: bytes between header
+  // segments ("Corrupt JPEG data: 3 extraneous bytes before marker 0xdb",
+  // as djpeg says), or "". PIL and torchvision decode such files without a
+  // word.
   std::string notice() const;
 
  private:

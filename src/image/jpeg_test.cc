@@ -301,10 +301,11 @@ TEST(Jpeg, DamagedDataIsAnErrorNotAWarning) {
   EXPECT_EQ(d.DecodeEntropy(broken).code(), StatusCode::kCorruption);
 }
 
-// Bytes between segments that are not a marker: libjpeg skips them with a
-// warning and decodes every row (PIL says nothing). Kept, with a notice;
-// beside real damage they are damage.
-TEST(Jpeg, ExtraneousBytesAloneAreANoticeBesideDamageAnError) {
+// Bytes between header segments that are not a marker: libjpeg skips them
+// with a warning and decodes every row (PIL says nothing). They lie outside
+// the coded data, so the file is kept, with a notice; beside real damage
+// they are damage.
+TEST(Jpeg, ExtraneousBytesBetweenHeaderSegmentsAreANoticeBesideDamageAnError) {
   const std::string clean = *EncodeJpeg(TestPhoto(), {90});
   const size_t dqt = clean.find("\xff\xdb");
   ASSERT_NE(dqt, std::string::npos);
@@ -318,8 +319,82 @@ TEST(Jpeg, ExtraneousBytesAloneAreANoticeBesideDamageAnError) {
   LibjpegOptions o;
   o.restart_rows = 1;
   const std::string broken = BreakRestartMarker(EncodeWithLibjpeg(TestPhoto(), o), 3);
-  const std::string both = broken.substr(0, broken.size() - 2) + "\x12\x34" + broken.substr(broken.size() - 2);
+  const size_t broken_dqt = broken.find("\xff\xdb");
+  const std::string both = broken.substr(0, broken_dqt) + "\x12\x34" + broken.substr(broken_dqt);
   EXPECT_EQ(CheckJpeg(both).code(), StatusCode::kCorruption);
+}
+
+// Coded data left over when the decoder has every block: a decoder knocked
+// out of step by damaged data finishes early and leaves the rest of the
+// scan unread, and nothing else may show it. djpeg calls it "Corrupt JPEG
+// data"; so does every checking path here, whatever the marker after it.
+// (The bit reader looks up to 8 bytes ahead and drops what it holds at the
+// end of a scan unseen, by djpeg too: 10 bytes are always seen.)
+TEST(Jpeg, CodedDataLeftOverAfterTheLastBlockIsDamage) {
+  const std::string clean = *EncodeJpeg(TestPhoto(), {90});
+  const std::string left_over("\x12\x34\x56\x78\x9a\xbc\xde\xf0\x11\x22", 10);
+  const std::string before_eoi = clean.substr(0, clean.size() - 2) + left_over + clean.substr(clean.size() - 2);
+  auto full = CheckJpeg(before_eoi);
+  ASSERT_EQ(full.code(), StatusCode::kCorruption) << full.ToString();
+  EXPECT_NE(full.message().find("extraneous bytes before marker 0xd9"), std::string::npos) << full.message();
+  RegionDecoder d;
+  EXPECT_EQ(d.DecodeEntropy(before_eoi).code(), StatusCode::kCorruption);
+  RegionRequest top;
+  top.w = 40;
+  top.h = 8;
+  top.read_to_end = true;
+  EXPECT_EQ(d.Decode(before_eoi, top).status().code(), StatusCode::kCorruption);
+  top.read_to_end = false;  // a crop that stops above it never sees it
+  EXPECT_TRUE(d.Decode(before_eoi, top).ok());
+  // Before a restart marker, inside the scan.
+  LibjpegOptions o;
+  o.restart_rows = 1;
+  const std::string rst = EncodeWithLibjpeg(TestPhoto(), o);
+  const size_t r3 = rst.find("\xff\xd2");
+  ASSERT_NE(r3, std::string::npos);
+  const std::string before_rst = rst.substr(0, r3) + left_over + rst.substr(r3);
+  EXPECT_EQ(CheckJpeg(before_rst).code(), StatusCode::kCorruption);
+  // Between the scans of a progressive JPEG.
+  LibjpegOptions p;
+  p.progressive = true;
+  const std::string prog = EncodeWithLibjpeg(TestPhoto(), p);
+  const size_t second_scan = prog.find("\xff\xda", prog.find("\xff\xda") + 2);
+  ASSERT_NE(second_scan, std::string::npos);
+  const std::string between = prog.substr(0, second_scan) + left_over + prog.substr(second_scan);
+  EXPECT_EQ(CheckJpeg(between).code(), StatusCode::kCorruption);
+  EXPECT_EQ(d.Decode(between, top).status().code(), StatusCode::kCorruption);  // every scan is read up front
+}
+
+// libjpeg-turbo's fast Huffman path, taken where a whole file sits in one
+// buffer, reads a bad code as a zero without a word; a checking decode
+// hands the file over in slices too short for it, so the bad code is
+// named where it is. Sixteen 1-bits in a row are never a valid code.
+TEST(Jpeg, ABadHuffmanCodeIsNamedWhereverItIs) {
+  const std::string clean = *EncodeJpeg(TestPhoto(640, 480), {90});
+  const size_t sos = clean.find("\xff\xda");
+  ASSERT_NE(sos, std::string::npos);
+  const size_t mid = sos + (clean.size() - sos) / 2;
+  std::string bad = clean;
+  bad.replace(mid, 8, std::string("\xff\x00\xff\x00\xff\x00\xff\x00", 8));
+  auto full = CheckJpeg(bad);
+  ASSERT_EQ(full.code(), StatusCode::kCorruption) << full.ToString();
+  EXPECT_NE(full.message().find("bad Huffman code"), std::string::npos) << full.message();
+  RegionDecoder d;
+  auto entropy = d.DecodeEntropy(bad);
+  EXPECT_NE(entropy.message().find("bad Huffman code"), std::string::npos) << entropy.ToString();
+  RegionRequest crop;
+  crop.x = 100;
+  crop.y = 100;
+  crop.w = 200;
+  crop.h = 150;
+  crop.out_w = 50;
+  crop.out_h = 50;
+  crop.read_to_end = true;
+  auto region = d.Decode(bad, crop);
+  ASSERT_FALSE(region.ok());
+  EXPECT_NE(region.status().message().find("bad Huffman code"), std::string::npos) << region.status().ToString();
+  // The same decoder, straight after, decodes the clean file whole.
+  EXPECT_TRUE(d.DecodeFull(clean).ok());
 }
 
 TEST(Jpeg, EverySamplingLibjpegDecodesIsAccepted) {

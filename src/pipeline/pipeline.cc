@@ -149,6 +149,20 @@ struct Pipeline::Impl {
   std::shared_ptr<BatchBuffers> pool;
   uint64_t window = 1;  // batches workers fill ahead of the next one delivered
 
+  // A good sample kept from the batches delivered (consumer thread only):
+  // a batch whose every sample is bad is filled with it under
+  // on_error=skip, as bad samples are with a good one of their own batch.
+  struct Spare {
+    bool valid = false;
+    std::vector<uint8_t> data;
+    int32_t label = -1;
+    uint32_t sample = 0;
+    float crop[4] = {0, 0, 0, 0};
+    uint8_t flip = 0;
+    std::vector<std::string> fields;
+    std::vector<uint8_t> present;
+  } spare;
+
   // ---- shared state, guarded by mu ----
   std::mutex mu;
   std::condition_variable cv_read, cv_payload, cv_buffer, cv_batch;
@@ -658,6 +672,84 @@ struct Pipeline::Impl {
   }
 
   // ---------------------------------------------------------------- consumer
+  int64_t FirstGood(const BatchBuffer& buf) const {
+    for (uint32_t i = 0; i < o.batch_size; ++i) {
+      if (!buf.bad[i]) return i;
+    }
+    return -1;
+  }
+
+  // Sample `from` of a batch copied over its sample `to` (a bad one).
+  void CopySample(BatchBuffer& buf, uint32_t from, uint32_t to) const {
+    std::memcpy(buf.data.get() + to * sample_bytes, buf.data.get() + from * sample_bytes, sample_bytes);
+    buf.labels[to] = buf.labels[from];
+    buf.samples[to] = buf.samples[from];
+    std::copy_n(buf.crops.begin() + 4 * from, 4, buf.crops.begin() + 4 * to);
+    buf.flips[to] = buf.flips[from];
+    const size_t nf = o.fields.size();
+    for (size_t k = 0; k < nf; ++k) {
+      buf.fields[to * nf + k] = buf.fields[from * nf + k];
+      buf.present[to * nf + k] = buf.present[from * nf + k];
+    }
+  }
+
+  // Keeps a batch's good sample `i` as the spare: the first one seen, so
+  // a run pays for one sample's copy.
+  void KeepSpare(const BatchBuffer& buf, uint32_t i) {
+    if (spare.valid) return;
+    const uint8_t* px = buf.data.get() + i * sample_bytes;
+    spare.data.assign(px, px + sample_bytes);
+    spare.label = buf.labels[i];
+    spare.sample = buf.samples[i];
+    std::copy_n(buf.crops.begin() + 4 * i, 4, spare.crop);
+    spare.flip = buf.flips[i];
+    const size_t nf = o.fields.size();
+    spare.fields.assign(buf.fields.begin() + i * nf, buf.fields.begin() + (i + 1) * nf);
+    spare.present.assign(buf.present.begin() + i * nf, buf.present.begin() + (i + 1) * nf);
+    spare.valid = true;
+  }
+
+  void FillFromSpare(BatchBuffer& buf, uint32_t i) const {
+    std::memcpy(buf.data.get() + i * sample_bytes, spare.data.data(), sample_bytes);
+    buf.labels[i] = spare.label;
+    buf.samples[i] = spare.sample;
+    std::copy_n(spare.crop, 4, buf.crops.begin() + 4 * i);
+    buf.flips[i] = spare.flip;
+    const size_t nf = o.fields.size();
+    std::copy(spare.fields.begin(), spare.fields.end(), buf.fields.begin() + i * nf);
+    std::copy(spare.present.begin(), spare.present.end(), buf.present.begin() + i * nf);
+  }
+
+  // Batch b had no good sample. The spare from an earlier batch fills it;
+  // before any, the batches being filled after it are waited for and the
+  // first good sample among them is taken. Only a run with no good sample
+  // in reach fails.
+  Status FindSpare(uint64_t b) {
+    if (spare.valid) return Status::Ok();
+    std::unique_lock<std::mutex> lock(mu);
+    const uint64_t last = std::min(total_batches, next_batch + window);
+    for (uint64_t nb = next_batch; nb < last; ++nb) {
+      cv_batch.wait(lock, [&] {
+        if (!fatal.ok()) return true;
+        auto it = producing.find(nb);
+        return it != producing.end() && it->second->filled == o.batch_size;
+      });
+      if (!fatal.ok()) return fatal;
+      const BatchBuffer& ahead = *producing[nb];
+      const int64_t g = FirstGood(ahead);
+      if (g >= 0) {
+        lock.unlock();
+        KeepSpare(ahead, static_cast<uint32_t>(g));
+        return Status::Ok();
+      }
+    }
+    const std::string last_problem = st.problems.empty() ? "" : st.problems.back().message;
+    return Corruption(
+        fmt::format("every sample of batches {} to {} is bad, and no good sample came before them; last "
+                    "problem: {}",
+                    b, last - 1, last_problem));
+  }
+
   Result<std::unique_ptr<BatchLease>> NextLease(double timeout_s) {
     if (next_batch >= total_batches) {
       end = Clock::now();
@@ -687,33 +779,19 @@ struct Pipeline::Impl {
     cv_buffer.notify_all();  // the production window moved
     const uint64_t b = next_batch - 1;
     auto lease = std::unique_ptr<BatchLease>(new BatchLease(pool, buf));
+    const int64_t good = FirstGood(*buf);
+    if (good >= 0) {
+      KeepSpare(*buf, static_cast<uint32_t>(good));
+    } else {
+      AQ_TRY(FindSpare(b));
+    }
     uint32_t replaced = 0;
-    int64_t good = -1;
-    for (uint32_t i = 0; i < o.batch_size; ++i) {
-      if (!buf->bad[i]) {
-        good = i;
-        break;
-      }
-    }
-    if (good < 0) {
-      std::string last;
-      {
-        std::lock_guard<std::mutex> lock(mu);  // workers append problems concurrently
-        if (!st.problems.empty()) last = st.problems.back().message;
-      }
-      return Corruption(fmt::format("every sample of batch {} is bad; last problem: {}", b, last));
-    }
     for (uint32_t i = 0; i < o.batch_size; ++i) {
       if (!buf->bad[i]) continue;
-      std::memcpy(buf->data.get() + i * sample_bytes, buf->data.get() + good * sample_bytes, sample_bytes);
-      buf->labels[i] = buf->labels[good];
-      buf->samples[i] = buf->samples[good];
-      std::copy_n(buf->crops.begin() + 4 * good, 4, buf->crops.begin() + 4 * i);
-      buf->flips[i] = buf->flips[good];
-      const size_t nf = o.fields.size();
-      for (size_t k = 0; k < nf; ++k) {
-        buf->fields[i * nf + k] = buf->fields[good * nf + k];
-        buf->present[i * nf + k] = buf->present[good * nf + k];
+      if (good >= 0) {
+        CopySample(*buf, static_cast<uint32_t>(good), i);
+      } else {
+        FillFromSpare(*buf, i);
       }
       ++replaced;
     }

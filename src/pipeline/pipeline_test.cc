@@ -256,6 +256,44 @@ TEST_F(PipelineTest, BadSampleIsReportedAndReplacedWithinItsBatch) {
   EXPECT_FALSE(s.ok()) << "fail policy must surface the bad sample";
 }
 
+// A batch made only of bad samples does not end the run under skip: it is
+// filled with a good sample from another batch (before the first good one
+// is seen, from the batches after it), and every bad sample is named.
+TEST_F(PipelineTest, ABatchOfOnlyBadSamplesIsFilledNotFatal) {
+  const std::string jpeg = *io::ReadFileToString(*fs_, "/raw/n01000000/n01000000_0.JPEG");
+  for (const std::vector<int>& bad_batches : std::vector<std::vector<int>>{{0}, {1}, {0, 1}}) {
+    auto fs = io::NewMemFileSystem();
+    std::string shard;
+    for (int i = 0; i < 18; ++i) {
+      const bool bad = std::find(bad_batches.begin(), bad_batches.end(), i / 6) != bad_batches.end();
+      format::ImageRecord r;
+      r.encoded = bad ? "this is not a JPEG" : jpeg;
+      r.label = bad ? 0 : 2;
+      format::AppendTFRecord(format::SerializeExample(format::ToExample(r)), &shard);
+    }
+    ASSERT_TRUE(io::WriteFileAtomic(*fs, "/bad/train-00000-of-00001", shard).ok());
+    PipelineOptions o = Options("/bad");
+    o.batch_size = 6;
+    o.shuffle_buffer = 1;  // in file order: the bad ones make whole batches
+    o.shuffle_files = false;
+    auto p = Pipeline::Create(*fs, o);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    uint32_t replaced = 0, batches = 0;
+    while (true) {
+      auto b = (*p)->Next();
+      ASSERT_TRUE(b.ok()) << b.status().ToString();
+      if (*b == nullptr) break;
+      // Stored 1-based: class 1 is every good sample.
+      for (uint32_t i = 0; i < (*b)->size; ++i) EXPECT_EQ((*b)->labels[i], 1) << "a bad sample's label went out";
+      replaced += (*b)->replaced;
+      ++batches;
+    }
+    EXPECT_EQ(batches, 3u);
+    EXPECT_EQ(replaced, 6u * bad_batches.size());
+    EXPECT_EQ((*p)->Stats().bad_samples, 6u * bad_batches.size());
+  }
+}
+
 // Damage does not depend on the random crop: a file damaged below every
 // crop, and one cut short, are reported in every epoch; a PNG among the
 // JPEGs is decoded.
@@ -420,7 +458,7 @@ TEST_F(PipelineTest, TheManifestVouchesOnlyForTheBytesItSaw) {
   // Other damage rules, or not a manifest at all: not used, nothing else changes.
   write_shard(12, true);
   std::string text = *io::ReadFileToString(*fs, "/d/aquifer-manifest.json");
-  text.replace(text.find("\"damage_rules\":1"), 16, "\"damage_rules\":9");
+  text.replace(text.find("\"damage_rules\":2"), 16, "\"damage_rules\":9");
   ASSERT_TRUE(io::WriteFileAtomic(*fs, "/d/aquifer-manifest.json", text).ok());
   changed = run(true);
   EXPECT_EQ(changed.stats.manifest_trusted, 0u);
