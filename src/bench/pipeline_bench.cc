@@ -9,6 +9,7 @@
 
 #include "common/progress.h"
 #include "dataset/commands.h"
+#include "format/json_text.h"
 
 namespace aq::bench {
 namespace {
@@ -43,7 +44,7 @@ Status Dump(const std::string& path, const pipeline::Batch& b, const pipeline::P
   }
   j["where"] = std::move(where);
   std::ofstream meta(path + ".json");
-  meta << j.dump(1);
+  meta << format::DumpJson(j, 1);
   if (!meta) return IoError(fmt::format("cannot write '{}.json'", path));
   return Status::Ok();
 }

@@ -9,6 +9,7 @@
 #include <ctime>
 #include <fstream>
 
+#include "format/json_text.h"
 #include "monitor/machine.h"
 
 #ifndef AQ_VERSION
@@ -144,7 +145,7 @@ Result<std::string> WriteResult(const std::string& dir, const nlohmann::json& re
   std::string base = dir + "/" + stem;
   struct stat st {};
   for (int n = 2; ::stat((base + ".json").c_str(), &st) == 0; ++n) base = dir + "/" + stem + "-" + std::to_string(n);
-  AQ_TRY(WriteText(base + ".json", result.dump(1) + "\n"));
+  AQ_TRY(WriteText(base + ".json", format::DumpJson(result, 1) + "\n"));
   nlohmann::json flat = {{"command", result.value("command", "")},
                          {"config", result.value("config", nlohmann::json())},
                          {"summary", result.value("summary", nlohmann::json())}};

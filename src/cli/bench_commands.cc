@@ -14,6 +14,7 @@
 #include "bench/train_bench.h"
 #include "cli/cli.h"
 #include "common/units.h"
+#include "format/json_text.h"
 #include "io/multi_root.h"
 #include "pipeline/options_schema.h"
 
@@ -312,7 +313,7 @@ void PrintModels(bool json) {
                   e.train_images_per_second, e.image_size, e.measured ? "measured" : "derived", e.source.c_str());
     }
   }
-  if (json) std::cout << rows.dump(1) << std::endl;
+  if (json) std::cout << format::DumpJson(rows, 1) << std::endl;
 }
 
 void PrintTrain(const bench::TrainBenchReport& r, const bench::TrainBenchOptions& o) {
@@ -621,7 +622,7 @@ void RegisterBenchCommands(CLI::App& app, Globals& g) {
       written = *path;
     }
     if (g.json) {
-      std::cout << bench::ToJson(*r, f->b).dump(2) << std::endl;
+      std::cout << format::DumpJson(bench::ToJson(*r, f->b), 2) << std::endl;
       return;
     }
     PrintReport(*r);

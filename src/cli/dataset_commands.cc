@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 #include "common/units.h"
 #include "dataset/commands.h"
+#include "format/json_text.h"
 
 namespace aq::cli {
 namespace {
@@ -19,7 +20,7 @@ Status OverwriteHint(const Status& s) {
 
 using dataset::Format;
 
-void PrintJson(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
+void PrintJson(const nlohmann::json& j) { std::cout << format::DumpJson(j, 2) << std::endl; }
 
 // Records or images left out, the first 20 of them, and how many more.
 void PrintSkipped(const std::vector<format::SkippedRecord>& skipped, bool images, std::string_view label = "skipped") {

@@ -20,6 +20,7 @@
 #include "cli/cli.h"
 #include "common/units.h"
 #include "dataset/dataset.h"
+#include "format/json_text.h"
 #include "monitor/page_cache.h"
 #include "monitor/prometheus.h"
 #include "pipeline/plan.h"
@@ -45,7 +46,7 @@ void EmitResult(Globals& g, const ResultFlags& f, const std::string& command, co
   bench::ResultInfo info{command, g.argv, roots};
   auto result = bench::MakeResult(info, std::move(config), std::move(summary), series);
   if (g.json) {
-    std::cout << result.dump(1) << std::endl;
+    std::cout << format::DumpJson(result, 1) << std::endl;
   } else {
     print(result);
   }
@@ -578,7 +579,7 @@ void RegisterSize(CLI::App& app, Globals& g) {
                 row.mb_per_second_per_gpu ? nlohmann::json(*row.mb_per_second_per_gpu) : nlohmann::json(nullptr)},
                {"gpus_per_node", row.gpus_per_node}});
         }
-        std::cout << rows.dump(1) << std::endl;
+        std::cout << format::DumpJson(rows, 1) << std::endl;
       } else {
         PrintTable();
       }

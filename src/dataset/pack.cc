@@ -24,6 +24,7 @@
 #include "common/thread_pool.h"
 #include "dataset/commands.h"
 #include "format/example.h"
+#include "format/json_text.h"
 #include "format/manifest.h"
 #include "format/recordio.h"
 #include "format/tar.h"
@@ -219,12 +220,14 @@ class TFRecordShard final : public ShardWriter {
 
 // A path as a .lst line can carry it: its fields are tab-separated, one
 // image a line, with no escape of their own; control characters (tab,
-// newline, ...) are written as %XX.
+// newline, ...) and '%' itself are written as %XX, so a name that holds
+// "%09" stays apart from one that holds a tab. Other bytes, UTF-8 or not,
+// are written as they are.
 std::string LstPath(std::string_view path) {
   std::string out;
   for (char ch : path) {
     const auto u = static_cast<unsigned char>(ch);
-    if (u < 0x20 || u == 0x7f) {
+    if (u < 0x20 || u == 0x7f || u == '%') {
       out += fmt::format("%{:02X}", u);
     } else {
       out += ch;
@@ -284,7 +287,7 @@ class WdsShard final : public ShardWriter {
       read += data.size();
       AQ_TRY(tar_.Add(key + "." + ext, data).WithContext(tmp_));
     }
-    AQ_TRY(tar_.Add(key + ".meta.json", meta.dump()).WithContext(tmp_));
+    AQ_TRY(tar_.Add(key + ".meta.json", format::DumpJson(meta)).WithContext(tmp_));
     index_.push_back({start, tar_.offset() - start});
     return read;
   }

@@ -59,6 +59,10 @@ class ClassWalk {
         continue;
       }
       if (!IsImageFileName(f.name)) continue;
+      if (f.special) {  // named as an image, but a FIFO or device: never opened
+        out_.ignored.push_back({path, f.unreadable});
+        continue;
+      }
       by_stem.emplace(StemOf(f.name), here.images.size());
       here.images.push_back({path, c_, f.size, {}, f.unreadable});
     }

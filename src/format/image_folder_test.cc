@@ -1,9 +1,13 @@
 #include "format/image_folder.h"
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 namespace aq::format {
@@ -150,6 +154,37 @@ TEST(ImageFolder, LinksDanglingLinksAndLoops) {
   EXPECT_EQ(ignored.at((root / "cat/dangling.txt").string()), "a dangling symbolic link");
   EXPECT_NE(ignored.at((root / "cat/loop").string()).find("loop"), std::string::npos);
   EXPECT_NE(ignored.at((root / "cat/up").string()).find("loop"), std::string::npos);
+  sfs::remove_all(tmpl);
+}
+
+// A FIFO or a socket named like an image is listed as ignored and never
+// opened: opening a FIFO with no writer waits forever. Opened by name, it
+// is refused at once.
+TEST(ImageFolder, FifosAndSocketsAreIgnoredNeverOpened) {
+  namespace sfs = std::filesystem;
+  char tmpl[] = "/tmp/aq_folder_XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const sfs::path root = sfs::path(tmpl);
+  auto fs = io::NewPosixFileSystem();
+  Put(*fs, (root / "cat/a.jpg").string());
+  ASSERT_EQ(::mkfifo((root / "cat/fifo.jpg").c_str(), 0644), 0);
+  const int sock = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string sock_path = (root / "cat/sock.JPEG").string();
+  ASSERT_LT(sock_path.size(), sizeof(addr.sun_path));
+  std::memcpy(addr.sun_path, sock_path.c_str(), sock_path.size() + 1);
+  ASSERT_EQ(::bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  auto f = ScanImageFolder(*fs, root.string());
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_EQ(f->images.size(), 1u);
+  const auto ignored = Ignored(*f);
+  EXPECT_EQ(ignored.at((root / "cat/fifo.jpg").string()), "a FIFO (named pipe), not a regular file");
+  EXPECT_EQ(ignored.at(sock_path), "a socket, not a regular file");
+  auto opened = fs->OpenRead((root / "cat/fifo.jpg").string(), io::AccessHint::kSequential);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_NE(opened.status().message().find("not a regular file"), std::string::npos) << opened.status().ToString();
+  ::close(sock);
   sfs::remove_all(tmpl);
 }
 

@@ -29,6 +29,9 @@ struct FileInfo {
   // symbolic link", "a symbolic link loop", an errno's text); "" when it
   // could. Such entries are listed (size 0, not a directory), never dropped.
   std::string unreadable = {};
+  // List on local files: a FIFO, socket or device (unreadable says which).
+  // Never opened by the dataset tools: a FIFO without a writer blocks.
+  bool special = false;
   // List on local files: the device and inode it names, mixed (0 where
   // unknown): the same directory reached twice by links has the same one.
   uint64_t node = 0;

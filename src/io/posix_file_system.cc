@@ -25,6 +25,15 @@ uint64_t NodeOf(const struct stat& st) {
   return static_cast<uint64_t>(st.st_ino) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(st.st_dev);
 }
 
+// What a file that is neither a directory nor a regular file is.
+const char* NonRegularKind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
+}
+
 class PosixRandomAccessFile final : public RandomAccessFile {
  public:
   PosixRandomAccessFile(int fd, std::string path, uint64_t size) : fd_(fd), path_(std::move(path)), size_(size) {}
@@ -160,7 +169,9 @@ class PosixFileSystem final : public FileSystem {
   }
 
   Result<std::unique_ptr<RandomAccessFile>> OpenRead(const std::string& path, AccessHint hint) override {
-    const int flags = O_RDONLY | O_CLOEXEC | (hint == AccessHint::kDirect ? O_DIRECT : 0);
+    // O_NONBLOCK: opening a FIFO for reading would wait for a writer
+    // forever; it changes nothing for a regular file.
+    const int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | (hint == AccessHint::kDirect ? O_DIRECT : 0);
     int fd = ::open(path.c_str(), flags);
     if (fd < 0 && hint == AccessHint::kDirect && errno == EINVAL) {
       return Status(StatusCode::kInvalidArgument, fmt::format("'{}': the file system does not support O_DIRECT", path));
@@ -175,6 +186,11 @@ class PosixFileSystem final : public FileSystem {
     if (S_ISDIR(st.st_mode)) {
       ::close(fd);
       return Status(StatusCode::kInvalidArgument, fmt::format("'{}' is a directory, not a file", path));
+    }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("'{}' is {}, not a regular file: not read", path, NonRegularKind(st.st_mode)));
     }
     if (hint == AccessHint::kSequential) ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     if (hint == AccessHint::kRandom) ::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
@@ -241,6 +257,13 @@ class PosixFileSystem final : public FileSystem {
       }
       FileInfo info{name, static_cast<uint64_t>(st.st_size), S_ISDIR(st.st_mode), st.st_mtim.tv_sec};
       info.node = NodeOf(st);
+      // A FIFO, socket or device is listed as unreadable: opening one can
+      // wait forever (a FIFO without a writer) or read without end.
+      if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+        info.size = 0;
+        info.unreadable = fmt::format("{}, not a regular file", NonRegularKind(st.st_mode));
+        info.special = true;
+      }
       out.push_back(std::move(info));
     }
     ::closedir(d);

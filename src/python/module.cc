@@ -8,6 +8,7 @@
 //
 // Thread safety: a Source is used from one Python thread at a time (the GIL
 // serialises calls); arrays may be dropped from any thread.
+#include <fmt/format.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -22,6 +23,7 @@
 #include "client/credentials.h"
 #include "client/s3_file_system.h"
 #include "common/units.h"
+#include "common/utf8.h"
 #include "format/example.h"
 #include "io/file_system.h"
 #include "pipeline/options_schema.h"
@@ -33,27 +35,54 @@ namespace py = pybind11;
 namespace aq::python {
 namespace {
 
+// A file name (or a message that holds one) as Python's str, the way
+// os.fsdecode makes it: bytes that are not UTF-8 become lone surrogates
+// (surrogateescape), and os.fsencode gives the raw bytes back.
+py::str FsStr(const std::string& s) {
+  PyObject* o = PyUnicode_DecodeFSDefaultAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
+  if (o == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(o);
+}
+
+// A message for an exception's text, which must be UTF-8: bytes that are
+// not are written as \xNN.
+std::string Printable(const std::string& s) {
+  if (IsUtf8(s)) return s;
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = Utf8Sequence(s, i);
+    if (n == 0) {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(s[i]));
+      ++i;
+    } else {
+      out.append(s, i, n);
+      i += n;
+    }
+  }
+  return out;
+}
+
 // A Status as the Python exception a caller would expect.
 [[noreturn]] void Raise(const Status& s) {
   switch (s.code()) {
-    case StatusCode::kInvalidArgument: throw py::value_error(s.ToString());
+    case StatusCode::kInvalidArgument: throw py::value_error(Printable(s.ToString()));
     case StatusCode::kNotFound: {
-      PyErr_SetString(PyExc_FileNotFoundError, s.ToString().c_str());
+      PyErr_SetString(PyExc_FileNotFoundError, Printable(s.ToString()).c_str());
       throw py::error_already_set();
     }
     case StatusCode::kPermissionDenied: {
-      PyErr_SetString(PyExc_PermissionError, s.ToString().c_str());
+      PyErr_SetString(PyExc_PermissionError, Printable(s.ToString()).c_str());
       throw py::error_already_set();
     }
     case StatusCode::kTimedOut: {
-      PyErr_SetString(PyExc_TimeoutError, s.ToString().c_str());
+      PyErr_SetString(PyExc_TimeoutError, Printable(s.ToString()).c_str());
       throw py::error_already_set();
     }
     case StatusCode::kUnavailable: {  // the store (the nodes it names) could not answer within the deadline
-      PyErr_SetString(PyExc_ConnectionError, s.ToString().c_str());
+      PyErr_SetString(PyExc_ConnectionError, Printable(s.ToString()).c_str());
       throw py::error_already_set();
     }
-    default: throw std::runtime_error(s.ToString());
+    default: throw std::runtime_error(Printable(s.ToString()));
   }
 }
 
@@ -329,19 +358,19 @@ class Source {
     d["worker_wait_output_seconds"] = s.worker_wait_output_seconds;
     d["memory_bound_bytes"] = s.memory_bound_bytes;
     d["bad_samples"] = s.bad_samples;
-    d["manifest"] = s.manifest;
+    d["manifest"] = FsStr(s.manifest);
     d["manifest_trusted"] = s.manifest_trusted;
     d["manifest_changed"] = s.manifest_changed;
     d["planned"] = s.planned;
     d["plan_staged"] = s.plan_staged;
-    d["plan_error"] = s.plan_error;
+    d["plan_error"] = FsStr(s.plan_error);
     py::list problems;
     for (const auto& p : s.problems) {
       py::dict x;
-      x["file"] = p.file;
+      x["file"] = FsStr(p.file);
       x["record"] = p.record;
       x["offset"] = p.offset;
-      x["message"] = p.message;
+      x["message"] = FsStr(p.message);
       problems.append(x);
     }
     d["problems"] = problems;

@@ -518,6 +518,28 @@ def test_bad_samples_follow_the_policy(datasets, tmp_path):
             pass
 
 
+def test_file_names_that_are_not_utf8_come_back_as_os_fsdecode_makes_them(datasets, tmp_path):
+    """A Latin-1 name (caf\\xe9.jpg) damaged: named in stats() as os.fsdecode
+    names it, os.fsencode gives its bytes back, and the error of a run that
+    fails on it is readable."""
+    import shutil
+    bad = tmp_path / "latin1"
+    shutil.copytree(datasets["folder"], bad)
+    first = sorted((bad / "n01000000").iterdir())[0]
+    victim = os.path.join(os.fsencode(bad / "n01000000"), b"caf\xe9.jpg")
+    with open(victim, "wb") as fh:
+        fh.write(first.read_bytes()[:200])  # cut short
+    loader = small(str(bad), on_error="skip")
+    for _ in loader:
+        pass
+    problems = loader.stats()["problems"]
+    assert [os.fsencode(p["file"]) for p in problems] == [victim]
+    assert "caf\udce9.jpg" in problems[0]["message"]
+    with pytest.raises(RuntimeError, match=r"caf\\xe9\.jpg"):
+        for _ in small(str(bad), on_error="fail"):
+            pass
+
+
 def test_loader_defaults_are_the_pipelines_own():
     """Loader's signature names the schema's defaults (one declaration in C++
     for the CLI, the C++ API and Python): a drift between them fails here."""
