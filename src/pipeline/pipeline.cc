@@ -187,6 +187,10 @@ struct Pipeline::Impl {
   std::atomic<int64_t> read_ns{0}, decode_ns{0}, wait_in_ns{0}, wait_out_ns{0}, consumer_ns{0};
   std::atomic<uint64_t> bytes_read{0}, records_read{0}, decoded{0}, dct_scaled{0};
   std::atomic<uint64_t> manifest_changed{0};
+  // A TFRecord label below 1 was read as 1-based: the dataset's labels are
+  // 0-based, every label read so far is shifted, and no sample is to be
+  // trusted: the run stops whatever the error policy.
+  std::atomic<bool> label_base_wrong{false};
 
   // ---- the read plan (PipelineOptions::plan_ahead) ----
   std::mutex plan_mu;       // one sender at a time; guards the fields below
@@ -224,7 +228,8 @@ struct Pipeline::Impl {
   // under either policy (a sample the store could not deliver is not a
   // damaged one).
   bool StopsTheRun(const Status& status) const {
-    return o.policy == format::ErrorPolicy::kFail || format::IsOutage(status);
+    return o.policy == format::ErrorPolicy::kFail || format::IsOutage(status) ||
+           label_base_wrong.load(std::memory_order_relaxed);
   }
 
   // Steps of Create, in order.
@@ -436,6 +441,13 @@ struct Pipeline::Impl {
         if (!f.ok()) return f.status().WithContext(where);
         if (!f->has_label) return Corruption(where + ": no image/class/label");
         jpeg = f->encoded;
+        if (o.labels_zero_based && f->label < 1) {
+          label_base_wrong.store(true, std::memory_order_relaxed);
+          return InvalidArgument(fmt::format(
+              "{}: label {} in a TFRecord read as 1-based (TensorFlow's ImageNet convention, 0 = background): this "
+              "dataset's labels look 0-based; read it with labels_zero_based=False (bench: --raw-labels)",
+              where, f->label));
+        }
         *label = static_cast<int32_t>(f->label - (o.labels_zero_based ? 1 : 0));
         if (o.bbox_crop && o.training) AQ_TRY(ParseBoxes(data, &w.boxes));
         if (!o.fields.empty()) {

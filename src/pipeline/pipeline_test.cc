@@ -268,7 +268,7 @@ TEST_F(PipelineTest, ABatchOfOnlyBadSamplesIsFilledNotFatal) {
       const bool bad = std::find(bad_batches.begin(), bad_batches.end(), i / 6) != bad_batches.end();
       format::ImageRecord r;
       r.encoded = bad ? "this is not a JPEG" : jpeg;
-      r.label = bad ? 0 : 2;
+      r.label = bad ? 1 : 2;
       format::AppendTFRecord(format::SerializeExample(format::ToExample(r)), &shard);
     }
     ASSERT_TRUE(io::WriteFileAtomic(*fs, "/bad/train-00000-of-00001", shard).ok());
@@ -292,6 +292,44 @@ TEST_F(PipelineTest, ABatchOfOnlyBadSamplesIsFilledNotFatal) {
     EXPECT_EQ(replaced, 6u * bad_batches.size());
     EXPECT_EQ((*p)->Stats().bad_samples, 6u * bad_batches.size());
   }
+}
+
+// A TFRecord written with 0-based labels, read as TensorFlow's 1-based
+// ImageNet records: class 0 would become -1 and every other class shift by
+// one, silently. The first label 0 stops the run, whatever the error
+// policy, and says how to read it; read as it is, every label is kept.
+TEST_F(PipelineTest, ZeroBasedTFRecordLabelsAreNotShiftedSilently) {
+  const std::string jpeg = *io::ReadFileToString(*fs_, "/raw/n01000000/n01000000_0.JPEG");
+  auto fs = io::NewMemFileSystem();
+  std::string shard;
+  for (int i = 0; i < 12; ++i) {
+    format::ImageRecord r;
+    r.encoded = jpeg;
+    r.label = i % 3;  // 0, 1, 2
+    format::AppendTFRecord(format::SerializeExample(format::ToExample(r)), &shard);
+  }
+  ASSERT_TRUE(io::WriteFileAtomic(*fs, "/zero/train-00000-of-00001", shard).ok());
+  PipelineOptions o = Options("/zero");
+  o.batch_size = 4;
+  for (auto policy : {format::ErrorPolicy::kSkip, format::ErrorPolicy::kFail}) {
+    o.policy = policy;
+    auto p = Pipeline::Create(*fs, o);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    Status failed;
+    while (true) {
+      auto b = (*p)->Next();
+      if (!b.ok()) {
+        failed = b.status();
+        break;
+      }
+      ASSERT_NE(*b, nullptr) << "the run ended without a word about label 0";
+    }
+    EXPECT_NE(failed.message().find("labels_zero_based=False"), std::string::npos) << failed.ToString();
+  }
+  o.labels_zero_based = false;
+  Run r = RunAll(o, fs.get());
+  ASSERT_EQ(r.labels.size(), 12u);
+  EXPECT_EQ(std::set<int32_t>(r.labels.begin(), r.labels.end()), (std::set<int32_t>{0, 1, 2}));
 }
 
 // Damage does not depend on the random crop: a file damaged below every
