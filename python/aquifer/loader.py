@@ -116,6 +116,15 @@ class Loader:
     on_error: "skip" replaces a damaged sample by another of its batch and
         reports it in stats(); "fail" raises. It applies to damaged bytes
         only: a store that cannot deliver a sample is never a damaged one.
+    labels_zero_based: TFRecord's 1-based ImageNet labels become 0-based; a
+        TFRecord whose labels start at 0 stops the loader with a message
+        (pass False for it).
+    wds_image, wds_label: a WebDataset sample's image and label members, by
+        their whole extension after the key as the webdataset library names
+        them: the first of wds_image's extensions the sample has is its
+        image ("jpg;png", "v2.jpg"); wds_label is "cls", "v2.cls",
+        "json:PATH" (a field of KEY.json) or "none". A sample without its
+        label is a bad sample, not label -1.
     retry_deadline: aquifer:// only: seconds a read keeps failing over to
         the cluster's other nodes (and waiting for one to come back) before
         the loader raises ConnectionError naming the nodes tried (default
@@ -156,7 +165,8 @@ class Loader:
                  dtype="float32", layout="NCHW", mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
                  seed=1, shuffle=True, shuffle_buffer=1024, rank=None, world_size=None, remainder="drop",
                  threads=0, readers=1, plan_ahead=1024, prefetch=2, memory_limit="1GiB", on_error="skip", format="auto",
-                 labels_zero_based=True, damage_check=True, use_manifest=True, framework="torch", device="cpu",
+                 labels_zero_based=True, wds_image="jpg;jpeg;png;ppm;pgm;pnm;bmp;gif;webp",
+                 wds_label="cls;cls2;class;label", damage_check=True, use_manifest=True, framework="torch", device="cpu",
                  ids=False, fields=None, extras=False, hooks=None, credentials=None, profile=None, retry_deadline=None):
         dtype = _DTYPES.get(_torch_dtype_name(dtype))
         if dtype is None:
@@ -172,7 +182,8 @@ class Loader:
             dtype=dtype, layout=layout.upper(), mean=tuple(mean), std=tuple(std), seed=seed, shuffle=shuffle,
             shuffle_buffer=shuffle_buffer if shuffle else 1, rank=rank, world_size=world_size,
             remainder=remainder, threads=threads, readers=readers, plan_ahead=plan_ahead, prefetch=prefetch, memory_limit=memory_limit,
-            on_error=on_error, format=format, labels_zero_based=labels_zero_based, damage_check=damage_check,
+            on_error=on_error, format=format, labels_zero_based=labels_zero_based, wds_image=wds_image,
+            wds_label=wds_label, damage_check=damage_check,
             use_manifest=use_manifest,
             credentials=credentials, profile=profile, retry_deadline=retry_deadline,
             fields=list(fields) if fields else None)

@@ -30,6 +30,7 @@ struct BenchFlags {
               memory = Default("memory_limit"), on_error = Default("on_error"), format = Default("format");
   std::string jitter;
   std::string root_policy = Default("root_policy");
+  std::string wds_image = Default("wds_image"), wds_label = Default("wds_label");
   int64_t rank = -1, world = -1;
   bool eval = false, no_dct = false, eval_dct = false, no_file_shuffle = false, raw_labels = false;
 };
@@ -48,7 +49,8 @@ Status Resolve(BenchFlags& f, const Globals& g) {
        {std::tuple{"--layout", "layout", &f.layout}, std::tuple{"--dtype", "dtype", &f.dtype},
         std::tuple{"--remainder", "remainder", &f.remainder}, std::tuple{"--memory-limit", "memory_limit", &f.memory},
         std::tuple{"--on-error", "on_error", &f.on_error}, std::tuple{"-f,--format", "format", &f.format},
-        std::tuple{"--root-policy", "root_policy", &f.root_policy}}) {
+        std::tuple{"--root-policy", "root_policy", &f.root_policy},
+        std::tuple{"--wds-image", "wds_image", &f.wds_image}, std::tuple{"--wds-label", "wds_label", &f.wds_label}}) {
     if (Status s = pipeline::SetOption(p, name, *text); !s.ok()) {
       return InvalidArgument(fmt::format("{} {}: {}", flag, *text, s.message()));
     }
@@ -136,6 +138,10 @@ void AddPipelineFlags(CLI::App* cmd, BenchFlags* f) {
                   "With several roots: spread (files over all roots) or pinned (rank r reads root r % roots)")
       ->capture_default_str();
   cmd->add_option("-f,--format", f->format, "auto, tfrecord, recordio, wds (WebDataset .tar) or folder")
+      ->capture_default_str();
+  cmd->add_option("--wds-image", f->wds_image, std::string(pipeline::FindOption("wds_image")->doc))
+      ->capture_default_str();
+  cmd->add_option("--wds-label", f->wds_label, std::string(pipeline::FindOption("wds_label")->doc))
       ->capture_default_str();
   cmd->add_option("-b,--batch", p.batch_size, "Batch size")->capture_default_str();
   cmd->add_option("--size", p.image_size, "Output image size (224; 299 for Inception)")->capture_default_str();

@@ -254,6 +254,18 @@ void AddResize(CLI::App* group, Globals& g) {
   });
 }
 
+// WebDataset's image and label members, named as the webdataset library
+// names them.
+void AddWdsOptions(CLI::App* cmd, std::string* image, std::string* label) {
+  cmd->add_option("--wds-image", *image,
+                  "WebDataset: the image member's extensions, in order of preference (whole extensions after the "
+                  "key: jpg, v2.jpg, seg.png)")
+      ->capture_default_str();
+  cmd->add_option("--wds-label", *label,
+                  "WebDataset: the label member (cls, v2.cls, json:PATH for a field of KEY.json, or none)")
+      ->capture_default_str();
+}
+
 void AddVerify(CLI::App* group, Globals& g) {
   auto* o = g.Own<dataset::VerifyOptions>();
   auto* cmd = group->add_subcommand(
@@ -265,6 +277,7 @@ void AddVerify(CLI::App* group, Globals& g) {
   cmd->add_flag("--fail-fast", o->fail_fast, "Stop at the first damaged file");
   cmd->add_option("--num-classes", o->num_classes, "Check labels are within this many classes");
   cmd->add_option("--max-problems", o->max_problems, "Problems to list (all are counted)")->capture_default_str();
+  AddWdsOptions(cmd, &o->wds_image, &o->wds_label);
   cmd->add_flag(
       "--no-manifest", [o](int64_t) { o->write_manifest = false; },
       "With --decode: do not record the clean records in the dataset's aquifer-manifest.json (which lets the "
@@ -294,6 +307,7 @@ void AddVerify(CLI::App* group, Globals& g) {
       std::printf("  labels     %zu classes (%lld..%lld), %llu..%llu records per class\n", r->labels.size(),
                   static_cast<long long>(r->labels.begin()->first), static_cast<long long>(r->labels.rbegin()->first),
                   static_cast<unsigned long long>(lo), static_cast<unsigned long long>(hi));
+      if (!r->label_note.empty()) std::printf("             note: %s\n", r->label_note.c_str());
     }
     std::printf("  problems   %llu\n", static_cast<unsigned long long>(r->problem_count));
     for (const auto& p : r->problems) {
@@ -322,6 +336,7 @@ void AddInspect(CLI::App* group, Globals& g) {
           "auto, tfrecord, recordio, wds (WebDataset .tar) or folder");
   cmd->add_option("--start", o->start, "First record (of each file)")->capture_default_str();
   cmd->add_option("-n,--limit", o->limit, "Records to print (0 = all)")->capture_default_str();
+  AddWdsOptions(cmd, &o->wds_image, &o->wds_label);
   AddOutputFlags(cmd, g, false);
   cmd->callback([o, &g] {
     auto r = dataset::Inspect(*g.fs, *o);

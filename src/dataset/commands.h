@@ -170,6 +170,9 @@ struct VerifyOptions {
   bool fail_fast = false;     // stop at the first problem
   int64_t num_classes = 0;    // > 0: labels must be in range
   size_t max_problems = 100;  // listed in the report (all are counted)
+  // WebDataset: the image and label members (format::ParseWdsSchema).
+  std::string wds_image = format::kWdsImageDefault;
+  std::string wds_label = format::kWdsLabelDefault;
   // With decode: record the records found clean in the dataset's
   // verification manifest (dataset/manifest.h), so the pipeline need not
   // read them to their end again.
@@ -186,6 +189,7 @@ struct VerifyReport {
   uint64_t problem_count = 0;
   std::vector<Problem> problems;
   std::map<int64_t, uint64_t> labels;  // label -> count
+  std::string label_note;              // the label base where a reader would get it wrong, or ""
   double seconds = 0;
   std::string manifest;           // written (decode, write_manifest)
   uint64_t manifest_records = 0;  // records it lists as verified clean
@@ -201,6 +205,8 @@ struct InspectOptions {
   uint64_t start = 0;   // first record (per file)
   uint64_t limit = 10;  // records in all (0 = all)
   bool decode_header = true;
+  std::string wds_image = format::kWdsImageDefault;  // as VerifyOptions
+  std::string wds_label = format::kWdsLabelDefault;
 };
 struct InspectRow {
   std::string file;

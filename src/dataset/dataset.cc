@@ -280,7 +280,8 @@ Result<WalkResult> WalkFile(io::FileSystem& fs, Format format, const std::string
       s.framed_size = ws.size;
       s.payload = stored;
       s.key = ws.key;
-      auto fields = format::ParseWdsSample(stored, fmt::format("{}: sample {} at offset {}", file, record, ws.offset));
+      auto fields =
+          format::ParseWdsSample(stored, fmt::format("{}: sample {} at offset {}", file, record, ws.offset), opt.wds);
       if (fields.ok()) {
         s.image = fields->image;
         s.label = fields->label;

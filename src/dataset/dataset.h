@@ -14,6 +14,7 @@
 
 #include "format/error_policy.h"
 #include "format/image_folder.h"
+#include "format/tar.h"
 #include "io/file_system.h"
 
 namespace aq::dataset {
@@ -72,6 +73,7 @@ struct WalkOptions {
   bool verify_crc = true;
   uint64_t start_record = 0;  // skip this many records first
   uint64_t limit = 0;         // stop after this many samples (0 = all)
+  format::WdsSchema wds;      // a WebDataset sample's image and label members
 };
 
 struct WalkResult {

@@ -11,11 +11,13 @@ namespace aq::dataset {
 
 Result<std::vector<InspectRow>> Inspect(io::FileSystem& fs, const InspectOptions& o) {
   DatasetFiles ds = AQ_TRY(FindDataset(fs, o.path, o.format));
+  const format::WdsSchema wds = AQ_TRY(format::ParseWdsSchema(o.wds_image, o.wds_label));
   std::vector<InspectRow> rows;
   const bool folder = ds.format == Format::kFolder;
   for (size_t i = 0; i < ds.files.size(); ++i) {
     if (o.limit != 0 && rows.size() >= o.limit) break;
     WalkOptions wo;
+    wo.wds = wds;
     wo.start_record = folder ? 0 : o.start;
     wo.limit = o.limit == 0 ? 0 : o.limit - rows.size();
     if (folder && i < o.start) continue;

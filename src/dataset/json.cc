@@ -88,6 +88,7 @@ json ToJson(const VerifyReport& r) {
           {"avg_image_bytes", r.records ? r.image_bytes / r.records : 0},
           {"classes", r.labels.size()},
           {"labels", labels},
+          {"label_note", r.label_note},
           {"problem_count", r.problem_count},
           {"problems", ToJson(r.problems)},
           {"seconds", r.seconds},

@@ -163,6 +163,7 @@ void WriteVerified(io::FileSystem& fs, const DatasetFiles& ds, std::vector<std::
 Result<VerifyReport> Verify(io::FileSystem& fs, const VerifyOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   DatasetFiles ds = AQ_TRY(FindDataset(fs, o.path, o.format));
+  const format::WdsSchema wds = AQ_TRY(format::ParseWdsSchema(o.wds_image, o.wds_label));
   VerifyReport rep;
   rep.path = o.path;
   rep.format = ds.format;
@@ -192,6 +193,7 @@ Result<VerifyReport> Verify(io::FileSystem& fs, const VerifyOptions& o) {
     ManifestFile mf;
     bool numbered = true;  // records arrived as 0, 1, 2, ...
     WalkOptions wo;
+    wo.wds = wds;
     wo.policy = format::ErrorPolicy::kSkip;  // verify reports all damage, then fails
     auto walked = WalkFile(fs, ds.format, file, wo, [&](const Sample& s) -> Status {
       offsets.push_back(s.offset);
@@ -254,6 +256,17 @@ Result<VerifyReport> Verify(io::FileSystem& fs, const VerifyOptions& o) {
   AQ_TRY(std::move(st));
   if (manifest) WriteVerified(fs, ds, verified, rep);
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // The label base, where the readers would get it wrong: a TFRecord is
+  // read as 1-based (TensorFlow's ImageNet convention), and a label 0 in
+  // one stops the pipeline.
+  if (!rep.labels.empty() && rep.format == Format::kTFRecord && rep.labels.begin()->first == 0) {
+    rep.label_note =
+        "labels start at 0: a TFRecord is read as 1-based (TensorFlow's ImageNet convention, 0 = background), so read "
+        "this one with labels_zero_based=False (bench: --raw-labels)";
+  } else if (!rep.labels.empty() && rep.labels.begin()->first < 0) {
+    rep.label_note =
+        fmt::format("negative labels (down to {}): no reader takes them as classes", rep.labels.begin()->first);
+  }
   return rep;
 }
 

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <functional>
+#include <nlohmann/json.hpp>
 
 namespace aq::format {
 namespace {
@@ -278,9 +280,60 @@ bool IsWdsLabelExtension(std::string_view ext) {
   return e == "cls" || e == "cls2" || e == "class" || e == "label";
 }
 
+Result<WdsSchema> ParseWdsSchema(std::string_view image, std::string_view label) {
+  WdsSchema schema;
+  auto split = [](std::string_view text) {
+    std::vector<std::string> out;
+    size_t start = 0;
+    while (start <= text.size()) {
+      size_t end = text.find_first_of(";,", start);
+      if (end == std::string_view::npos) end = text.size();
+      std::string part = Lower(text.substr(start, end - start));
+      while (!part.empty() && part.front() == ' ') part.erase(part.begin());
+      while (!part.empty() && part.back() == ' ') part.pop_back();
+      if (!part.empty()) out.push_back(part);
+      start = end + 1;
+    }
+    return out;
+  };
+  auto check = [](const std::vector<std::string>& exts, std::string_view what) -> Status {
+    for (const auto& e : exts) {
+      if (e.front() == '.' || e.find('/') != std::string::npos) {
+        return InvalidArgument(
+            fmt::format("{} '{}': expected an extension after the key, such as jpg or v2.cls", what, e));
+      }
+    }
+    return Status::Ok();
+  };
+  schema.image = split(image);
+  if (schema.image.empty()) return InvalidArgument("WebDataset image: expected extensions such as jpg;png");
+  AQ_TRY(check(schema.image, "WebDataset image"));
+  const std::string l = Lower(label);
+  if (l == "none" || l.empty()) {
+    schema.label.clear();
+    return schema;
+  }
+  if (const size_t colon = l.find(':'); colon != std::string::npos) {
+    schema.label = {l.substr(0, colon)};
+    schema.label_json_path = std::string(label.substr(colon + 1));
+    if (schema.label[0].empty() || schema.label_json_path.empty()) {
+      return InvalidArgument(fmt::format("WebDataset label '{}': expected EXT:PATH, such as json:label", label));
+    }
+  } else {
+    schema.label = split(l);
+  }
+  AQ_TRY(check(schema.label, "WebDataset label"));
+  return schema;
+}
+
 Result<bool> WdsReader::Next(WdsSample* s) {
   s->members.clear();
   s->key.clear();
+  if (!deferred_.ok()) {
+    Status e = std::move(deferred_);
+    deferred_ = Status::Ok();
+    return e;
+  }
   if (!has_pending_) {
     if (!AQ_TRY(tar_.Next(&pending_))) return false;
     has_pending_ = true;
@@ -290,7 +343,15 @@ Result<bool> WdsReader::Next(WdsSample* s) {
   s->members.push_back(pending_);
   has_pending_ = false;
   TarMember m;
-  while (AQ_TRY(tar_.Next(&m))) {
+  while (true) {
+    auto more = tar_.Next(&m);
+    if (!more.ok()) {
+      // Every member of this sample so far is whole: return it, and the
+      // archive's error with the next call.
+      deferred_ = more.status().WithContext(fmt::format("after sample '{}'", s->key));
+      break;
+    }
+    if (!*more) break;
     if (SplitWdsName(m.name).first != s->key) {
       pending_ = std::move(m);
       has_pending_ = true;
@@ -302,11 +363,64 @@ Result<bool> WdsReader::Next(WdsSample* s) {
   return true;
 }
 
-Result<WdsFields> ParseWdsSample(std::string_view stored, std::string_view where) {
+namespace {
+
+Result<int64_t> IntegerText(std::string_view t) {
+  while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ' || t.back() == '\0')) {
+    t.remove_suffix(1);
+  }
+  while (!t.empty() && t.front() == ' ') t.remove_prefix(1);
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (t.empty() || ec != std::errc() || p != t.data() + t.size()) {
+    return Corruption(fmt::format("holds '{}', not an integer class", std::string(t.substr(0, 40))));
+  }
+  return v;
+}
+
+Result<int64_t> JsonLabel(std::string_view text, const std::string& path) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) return Corruption("is not valid JSON");
+  const nlohmann::json* at = &j;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('.', start);
+    if (end == std::string::npos) end = path.size();
+    const std::string part = path.substr(start, end - start);
+    if (at->is_object() && at->contains(part)) {
+      at = &(*at)[part];
+    } else if (at->is_array() && !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit) &&
+               std::stoul(part) < at->size()) {
+      at = &(*at)[std::stoul(part)];
+    } else {
+      return Corruption(fmt::format("has no field '{}'", path));
+    }
+    start = end + 1;
+  }
+  if (at->is_number_integer()) return at->get<int64_t>();
+  if (at->is_number_float() && at->get<double>() == std::floor(at->get<double>())) {
+    return static_cast<int64_t>(at->get<double>());
+  }
+  if (at->is_string()) return IntegerText(at->get<std::string>());
+  return Corruption(fmt::format("holds {} at '{}', not an integer class", at->dump().substr(0, 40), path));
+}
+
+std::string Joined(const std::vector<std::string>& v, std::string_view key) {
+  std::string out;
+  for (const auto& e : v) out += fmt::format("{}{}.{}", out.empty() ? "" : ", ", key, e);
+  return out;
+}
+
+}  // namespace
+
+Result<WdsFields> ParseWdsSample(std::string_view stored, std::string_view where, const WdsSchema& schema) {
   WdsFields f;
   auto members = AQ_TRY(ParseTarMembers(stored, where));
   if (members.empty()) return Corruption(fmt::format("{}: no file in the sample's tar bytes", where));
   f.key = std::string(SplitWdsName(members[0].name).first);
+  size_t image_rank = schema.image.size(), label_rank = schema.label.size();
+  std::string_view label_data;
+  std::string label_name;
   for (const auto& m : members) {
     auto [key, ext] = SplitWdsName(m.name);
     if (key != f.key) {
@@ -314,30 +428,45 @@ Result<WdsFields> ParseWdsSample(std::string_view stored, std::string_view where
     }
     std::string_view data = stored.substr(m.data_offset, m.size);
     f.members.emplace_back(std::string(ext), data);
-    if (f.image.empty() && IsWdsImageExtension(ext)) {
-      f.image = data;
-      f.image_extension = std::string(ext);
-    } else if (!f.has_label && IsWdsLabelExtension(ext)) {
-      std::string_view t = data;
-      while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ' || t.back() == '\0')) {
-        t.remove_suffix(1);
+    const std::string e = Lower(ext);
+    for (size_t i = 0; i < image_rank; ++i) {
+      if (schema.image[i] == e) {
+        image_rank = i;
+        f.image = data;
+        f.image_extension = std::string(ext);
+        break;
       }
-      while (!t.empty() && t.front() == ' ') t.remove_prefix(1);
-      int64_t v = 0;
-      auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-      if (t.empty() || ec != std::errc() || p != t.data() + t.size()) {
-        return Corruption(fmt::format("{}: sample '{}': {} holds '{}', not an integer class", where, f.key, m.name,
-                                      std::string(t.substr(0, 40))));
+    }
+    for (size_t i = 0; i < label_rank; ++i) {
+      if (schema.label[i] == e) {
+        label_rank = i;
+        label_data = data;
+        label_name = m.name;
+        break;
       }
-      f.label = v;
-      f.has_label = true;
     }
   }
-  if (f.image.empty()) {
+  auto files = [&] {
     std::string exts;
     for (const auto& [e, d] : f.members) exts += (exts.empty() ? "" : ", ") + e;
-    return Corruption(
-        fmt::format("{}: sample '{}' has no image (its files: {}; expected jpg, jpeg, png, ...)", where, f.key, exts));
+    return exts;
+  };
+  if (image_rank == schema.image.size()) {
+    return Corruption(fmt::format("{}: sample '{}' has no image: none of its files is {} (its files: {})", where, f.key,
+                                  Joined(schema.image, f.key), files()));
+  }
+  if (!schema.label.empty()) {
+    if (label_rank == schema.label.size()) {
+      return Corruption(fmt::format(
+          "{}: sample '{}' has no label: none of its files is {} (its files: {}); name the label member, or 'none' "
+          "for a dataset without labels",
+          where, f.key, Joined(schema.label, f.key), files()));
+    }
+    auto v = schema.label_json_path.empty() ? IntegerText(label_data) : JsonLabel(label_data, schema.label_json_path);
+    if (!v.ok())
+      return Corruption(fmt::format("{}: sample '{}': {} {}", where, f.key, label_name, v.status().message()));
+    f.label = *v;
+    f.has_label = true;
   }
   return f;
 }

@@ -10,11 +10,15 @@
 // WebDataset: a sample is a run of consecutive members sharing a key; a
 // member's key is its path up to the first '.' of its last component and
 // the rest is the extension ("train/n01440764_10026.seg.png" is key
-// "train/n01440764_10026", extension "seg.png"). The image is the first
-// member whose extension ends in jpg, jpeg, png, ppm, pgm, pnm, bmp, gif or
-// webp; the class label the text integer of a cls, cls2, class or label
-// member. A sample is stored as one byte range (its first header to the end
-// of its last member's padded data), so a reader fetches it in one read.
+// "train/n01440764_10026", extension "seg.png"). As in the webdataset
+// library, members are chosen by their whole extension (WdsSchema): the
+// image is the first of jpg, jpeg, png, ppm, pgm, pnm, bmp, gif, webp the
+// sample has, in that order (never "depth.png" beside "jpg"); the class
+// label the text integer of its cls (or cls2, class, label) member, or a
+// member and field the user names ("v2.cls", "json:annotation.label"). A
+// sample without its label is an error, not label -1. A sample is stored
+// as one byte range (its first header to the end of its last member's
+// padded data), so a reader fetches it in one read.
 //
 // Thread safety: readers and writers are used by one thread at a time.
 #pragma once
@@ -76,6 +80,25 @@ std::pair<std::string_view, std::string_view> SplitWdsName(std::string_view name
 bool IsWdsImageExtension(std::string_view ext);
 bool IsWdsLabelExtension(std::string_view ext);
 
+// Which members of a sample are its image and its label.
+struct WdsSchema {
+  // Whole extensions, lower case, in order of preference: the first one a
+  // sample has is its image.
+  std::vector<std::string> image = {"jpg", "jpeg", "png", "ppm", "pgm", "pnm", "bmp", "gif", "webp"};
+  // Whole extensions of the label member, in order of preference; empty:
+  // the dataset has no labels (every label -1, no error).
+  std::vector<std::string> label = {"cls", "cls2", "class", "label"};
+  // When set, the label member is JSON and this dotted path in it holds
+  // the integer label ("annotation.label").
+  std::string label_json_path;
+};
+inline constexpr const char* kWdsImageDefault = "jpg;jpeg;png;ppm;pgm;pnm;bmp;gif;webp";
+inline constexpr const char* kWdsLabelDefault = "cls;cls2;class;label";
+// Parses the user's words: image "jpg;png" or "v2.jpg"; label "cls",
+// "v2.cls;cls", "json:PATH" (the json member's field), "EXT:PATH" (another
+// JSON member's) or "none".
+Result<WdsSchema> ParseWdsSchema(std::string_view image, std::string_view label);
+
 struct WdsSample {
   std::string key;
   uint64_t offset = 0;  // the first member's header
@@ -93,6 +116,10 @@ class WdsReader {
   TarReader& tar_;
   TarMember pending_;
   bool has_pending_ = false;
+  // The archive's error found while reading ahead for the end of the
+  // sample just returned: given at the next call, so a cut archive still
+  // yields every sample before the cut.
+  Status deferred_;
 };
 
 // The fields of one sample from its stored bytes.
@@ -104,7 +131,8 @@ struct WdsFields {
   bool has_label = false;
   std::vector<std::pair<std::string, std::string_view>> members;  // extension -> data, in order
 };
-Result<WdsFields> ParseWdsSample(std::string_view stored, std::string_view where);
+Result<WdsFields> ParseWdsSample(std::string_view stored, std::string_view where,
+                                 const WdsSchema& schema = WdsSchema());
 
 // Writes a tar (POSIX pax format: ustar headers, a pax header before a
 // member whose name does not fit). Members get mode 0644, owner 0/0 and

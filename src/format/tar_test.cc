@@ -154,15 +154,84 @@ TEST(WdsTest, KeysSamplesAndFields) {
   EXPECT_EQ(f1->label, 7);
   EXPECT_EQ(f1->members[2].first, "txt");
   EXPECT_EQ(f1->members[2].second, "a caption");
+  // No label member: an error naming what was looked for, unless the
+  // dataset is declared to have no labels.
   auto f2 = ParseWdsSample(std::string_view(bytes).substr(samples[1].offset, samples[1].size), "s.tar");
-  ASSERT_TRUE(f2.ok());
-  EXPECT_EQ(f2->image, "J2");
-  EXPECT_FALSE(f2->has_label);
+  ASSERT_FALSE(f2.ok());
+  EXPECT_NE(f2.status().message().find("has no label: none of its files is k2.cls"), std::string::npos)
+      << f2.status().message();
+  auto unlabelled = ParseWdsSample(std::string_view(bytes).substr(samples[1].offset, samples[1].size), "s.tar",
+                                   *ParseWdsSchema(kWdsImageDefault, "none"));
+  ASSERT_TRUE(unlabelled.ok()) << unlabelled.status().message();
+  EXPECT_EQ(unlabelled->image, "J2");
+  EXPECT_FALSE(unlabelled->has_label);
   auto f3 = ParseWdsSample(std::string_view(bytes).substr(samples[2].offset, samples[2].size), "s.tar");
   EXPECT_EQ(f3.status().code(), StatusCode::kCorruption);
   EXPECT_NE(f3.status().message().find("no image"), std::string::npos);
   auto f4 = ParseWdsSample(std::string_view(bytes).substr(samples[3].offset, samples[3].size), "s.tar");
   EXPECT_NE(f4.status().message().find("'seven'"), std::string::npos) << f4.status().message();
+}
+
+// Members are chosen by their whole extension, as the webdataset library
+// chooses them: in a name-sorted tar KEY.depth.png comes before KEY.jpg,
+// and the jpg is still the image; the user names other members.
+TEST(WdsTest, MembersAreChosenByTheirWholeExtension) {
+  const std::string bytes = Write({{"k.depth.png", "DEPTH"},
+                                   {"k.jpg", "RGB"},
+                                   {"k.json", R"({"annotation": {"label": 4}, "tags": [1, "9"]})"},
+                                   {"k.seg.png", "SEG"},
+                                   {"k.v2.cls", "5"},
+                                   {"k.v2.jpg", "RGB2"}});
+  auto parse = [&](std::string_view image, std::string_view label) {
+    auto schema = ParseWdsSchema(image, label);
+    EXPECT_TRUE(schema.ok()) << schema.status().message();
+    return ParseWdsSample(bytes, "s.tar", *schema);
+  };
+  auto plain = parse(kWdsImageDefault, "v2.cls");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(plain->image, "RGB");
+  EXPECT_EQ(plain->label, 5);
+  auto v2 = parse("v2.jpg", "v2.cls");
+  ASSERT_TRUE(v2.ok());
+  EXPECT_EQ(v2->image, "RGB2");
+  auto seg = parse("seg.png;jpg", "json:annotation.label");
+  ASSERT_TRUE(seg.ok()) << seg.status().message();
+  EXPECT_EQ(seg->image, "SEG");
+  EXPECT_EQ(seg->label, 4);
+  EXPECT_EQ(parse("jpg", "json:tags.1")->label, 9);
+  EXPECT_NE(parse("jpg", "json:annotation.missing").status().message().find("has no field 'annotation.missing'"),
+            std::string::npos);
+  EXPECT_NE(parse("webp", "none").status().message().find("has no image: none of its files is k.webp"),
+            std::string::npos);
+  EXPECT_FALSE(ParseWdsSchema("", "cls").ok());
+  EXPECT_FALSE(ParseWdsSchema("jpg", "json:").ok());
+  EXPECT_FALSE(ParseWdsSchema(".jpg", "cls").ok());
+}
+
+// An archive cut inside a sample: every sample before the cut is given,
+// the one with its members whole too, then the error.
+TEST(WdsTest, ACutArchiveGivesEverySampleBeforeTheCut) {
+  const std::string bytes = Write({{"a.jpg", "A"}, {"a.cls", "1"}, {"b.jpg", "B"}, {"b.cls", "2"}, {"c.jpg", "C"}});
+  const size_t cut = bytes.find("C") - 10;  // inside c.jpg's header... or data
+  const std::string cut_bytes = bytes.substr(0, cut);
+  auto file = io::NewSpanFile(cut_bytes, "s.tar");
+  TarReader tar(*file, "s.tar");
+  WdsReader r(tar);
+  WdsSample s;
+  std::vector<std::string> keys;
+  Status error;
+  while (true) {
+    auto more = r.Next(&s);
+    if (!more.ok()) {
+      error = more.status();
+      break;
+    }
+    if (!*more) break;
+    keys.push_back(s.key);
+  }
+  EXPECT_EQ(keys, (std::vector<std::string>{"a", "b"}));
+  EXPECT_FALSE(error.ok()) << "the cut went unreported";
+  EXPECT_NE(error.message().find("after sample 'b'"), std::string::npos) << error.message();
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "common/units.h"
 #include "dataset/dataset.h"
 #include "format/error_policy.h"
+#include "format/tar.h"
 #include "io/multi_root.h"
 
 namespace aq::pipeline {
@@ -446,6 +447,30 @@ const std::vector<OptionSpec>& Table() {
          return Status::Ok();
        },
        [](const O& o) -> V { return o.labels_zero_based; }},
+      {"wds_image",
+       OptionType::kText,
+       format::kWdsImageDefault,
+       "WebDataset: the image member's extensions, in order of preference (whole extensions: jpg, v2.jpg)",
+       {},
+       0,
+       [](O& o, const V& v) -> Status {
+         o.wds_image = AQ_TRY(AsText(v));
+         AQ_TRY(Spelled(format::ParseWdsSchema(o.wds_image, format::kWdsLabelDefault)));
+         return Status::Ok();
+       },
+       [](const O& o) -> V { return o.wds_image; }},
+      {"wds_label",
+       OptionType::kText,
+       format::kWdsLabelDefault,
+       "WebDataset: the label member (cls, v2.cls, json:PATH for a field of KEY.json, or none)",
+       {},
+       0,
+       [](O& o, const V& v) -> Status {
+         o.wds_label = AQ_TRY(AsText(v));
+         AQ_TRY(Spelled(format::ParseWdsSchema(format::kWdsImageDefault, o.wds_label)));
+         return Status::Ok();
+       },
+       [](const O& o) -> V { return o.wds_label; }},
       {"dct_scaling",
        OptionType::kBool,
        "True",

@@ -191,6 +191,7 @@ struct Pipeline::Impl {
   // 0-based, every label read so far is shifted, and no sample is to be
   // trusted: the run stops whatever the error policy.
   std::atomic<bool> label_base_wrong{false};
+  format::WdsSchema wds;  // from o.wds_image, o.wds_label (checked at Create)
 
   // ---- the read plan (PipelineOptions::plan_ahead) ----
   std::mutex plan_mu;       // one sender at a time; guards the fields below
@@ -476,7 +477,7 @@ struct Pipeline::Impl {
       }
       case dataset::Format::kWebDataset: {
         std::string where = fmt::format("{}: sample {} at offset {}", file, ref.record, ref.offset);
-        auto f = format::ParseWdsSample(framed, where);
+        auto f = format::ParseWdsSample(framed, where, wds);
         if (!f.ok()) return f.status();
         jpeg = f->image;
         *label = f->has_label ? static_cast<int32_t>(f->label) : -1;
@@ -1037,6 +1038,7 @@ Result<std::unique_ptr<Pipeline>> Pipeline::Create(io::FileSystem& fs, const Pip
   if (o.image_size < 8 || o.image_size > 4096) return InvalidArgument("pipeline: image size must be in 8..4096");
   if (o.epochs == 0) return InvalidArgument("pipeline: at least one epoch");
   if (o.readers == 0) return InvalidArgument("pipeline: at least one reader thread");
+  impl->wds = AQ_TRY(format::ParseWdsSchema(o.wds_image, o.wds_label));
   if (o.workers == 0) o.workers = HardwareThreads();
   impl->cat = o.catalog ? o.catalog : std::make_shared<const Catalog>(AQ_TRY(BuildCatalog(fs, o.data, o.format)));
   o.catalog.reset();

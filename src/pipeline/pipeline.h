@@ -87,6 +87,9 @@ struct PipelineOptions {
   image::ColorJitter jitter;
   image::StoreOptions store;
   bool labels_zero_based = true;  // TFRecord's 1-based ImageNet labels become 0-based
+  // WebDataset: the image and label members (format::ParseWdsSchema).
+  std::string wds_image = format::kWdsImageDefault;
+  std::string wds_label = format::kWdsLabelDefault;
 
   // Decode.
   bool dct_scaling = true;  // decode at 1/2, 1/4, 1/8 when the crop allows (training)

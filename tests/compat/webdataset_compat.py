@@ -154,7 +154,9 @@ def their_samples(fmt):
         ("val/with space ünï", [("jpg", image_bytes(4)), ("cls", b" 3 ")], 3),
         ("val/seg", [("jpg", image_bytes(5)), ("seg.png", image_bytes(6, "PNG")), ("cls", b"4")], 4),
         ("val/png_only", [("png", image_bytes(7, "PNG")), ("cls", b"5"), ("json", b'{"caption": "x"}')], 5),
-        ("val/nolabel", [("jpeg", image_bytes(8))], -1),
+        # Name-sorted, as tar -c --sort=name and most writers leave it: the
+        # depth map comes first and is not the image.
+        ("val/depth", [("cls", b"6"), ("depth.png", image_bytes(9, "PNG", 64, 48)), ("jpg", image_bytes(10))], 6),
     ]
     if fmt == tarfile.USTAR_FORMAT:  # ustar cannot hold the long name or non-ASCII
         rows = [r for r in rows if len(r[0]) < 90 and r[0].isascii()]
@@ -171,8 +173,15 @@ class TarfileWritesAquiferReads(unittest.TestCase):
         self.assertEqual(report["records"], len(rows), v.stdout)
         self.assertEqual(report.get("problem_count", 0), 0, v.stdout)
         ins = json.loads(run(*extra, "dataset", "inspect", data, "--json", "--limit", 0).stdout)
-        got = {r["key"]: r["label"] for r in (ins["records"] if isinstance(ins, dict) else ins)}
+        records = ins["records"] if isinstance(ins, dict) else ins
+        got = {r["key"]: r["label"] for r in records}
         self.assertEqual(got, {k: label for k, _, label in rows})
+        # The image is the member webdataset's decoders would take ("jpg"
+        # before "png"; never "depth.png").
+        for r in records:
+            members = dict(next(m for k, m, _ in rows if k == r["key"]))
+            want = next(members[e] for e in ("jpg", "JPG", "jpeg", "png") if e in members)
+            self.assertEqual(r["image_bytes"], len(want), r["key"])
         dump = os.path.join(tmp, "batch")
         run(*extra, "bench", "pipeline", data, "--batch", len(rows), "--size", 32, "--no-file-shuffle",
             "--shuffle-buffer", 1, "--dump", dump, "--no-progress")
@@ -211,6 +220,54 @@ class TarfileWritesAquiferReads(unittest.TestCase):
         finally:
             if node:
                 node.stop()
+            shutil.rmtree(tmp)
+
+    def test_labels_are_named_not_guessed(self):
+        """A sample without its label is named, not given -1; members other
+        than the defaults are named by the user, as with webdataset."""
+        tmp = tempfile.mkdtemp(prefix="aq_wds_labels_")
+        try:
+            write_shard(f"{tmp}/nolabel.tar", tarfile.GNU_FORMAT,
+                        [("a", [("jpg", image_bytes(1)), ("cls", b"0")]), ("b", [("jpg", image_bytes(2))])])
+            v = run("dataset", "verify", f"{tmp}/nolabel.tar", "--json", check=False)
+            self.assertEqual(v.returncode, 1, v.stdout)
+            problems = json.loads(v.stdout)["problems"]
+            self.assertEqual(len(problems), 1, problems)
+            self.assertIn("sample 'b' has no label: none of its files is b.cls", problems[0]["message"])
+            v = run("dataset", "verify", f"{tmp}/nolabel.tar", "--wds-label", "none", "--json")
+            self.assertEqual(json.loads(v.stdout)["problem_count"], 0)
+            write_shard(f"{tmp}/v2.tar", tarfile.GNU_FORMAT,
+                        [("c", [("v2.cls", b"7"), ("v2.jpg", image_bytes(3)), ("json", b'{"meta": {"y": 4}}')])])
+            v = run("dataset", "verify", f"{tmp}/v2.tar", "--json", check=False)
+            self.assertIn("sample 'c' has no image: none of its files is c.jpg", v.stdout)
+            for label, want in (("v2.cls", 7), ("json:meta.y", 4)):
+                ins = json.loads(run("dataset", "inspect", f"{tmp}/v2.tar", "--wds-image", "v2.jpg", "--wds-label",
+                                     label, "--json").stdout)
+                records = ins["records"] if isinstance(ins, dict) else ins
+                self.assertEqual([r["label"] for r in records], [want])
+            # --num-classes flags a label out of range.
+            v = run("dataset", "verify", f"{tmp}/v2.tar", "--wds-image", "v2.jpg", "--wds-label", "v2.cls",
+                    "--num-classes", "5", check=False)
+            self.assertEqual(v.returncode, 1)
+            self.assertIn("label 7 outside 0..4", v.stdout)
+        finally:
+            shutil.rmtree(tmp)
+
+    def test_a_cut_shard_keeps_every_whole_sample_and_names_the_cut(self):
+        tmp = tempfile.mkdtemp(prefix="aq_wds_cut_")
+        try:
+            write_shard(f"{tmp}/s.tar", tarfile.GNU_FORMAT,
+                        [(f"k{i}", [("jpg", image_bytes(i)), ("cls", str(i).encode())]) for i in range(4)])
+            data = open(f"{tmp}/s.tar", "rb").read()
+            with tarfile.open(f"{tmp}/s.tar") as t:
+                last = [m for m in t.getmembers() if m.name == "k3.jpg"][0]
+            open(f"{tmp}/s.tar", "wb").write(data[:last.offset_data + 100])  # inside k3.jpg
+            v = run("dataset", "verify", f"{tmp}/s.tar", "--json", check=False)
+            self.assertEqual(v.returncode, 1)
+            report = json.loads(v.stdout)
+            self.assertEqual(report["records"], 3, v.stdout)  # k0, k1, k2 whole
+            self.assertIn("after sample 'k2'", v.stdout)
+        finally:
             shutil.rmtree(tmp)
 
     def test_damage_is_named(self):
