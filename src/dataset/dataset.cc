@@ -86,6 +86,7 @@ struct RecordFiles {
   };
   Group tf, rec, tar;
   size_t subdirs = 0;
+  std::vector<std::string> subdir_names;  // the first few, for messages
 
   Group& Of(Format f) { return f == Format::kRecordIO ? rec : f == Format::kWebDataset ? tar : tf; }
 };
@@ -94,7 +95,10 @@ RecordFiles ClassifyEntries(const std::string& path, const std::vector<io::FileI
   RecordFiles r;
   for (const auto& e : list) {
     if (e.is_dir) {
-      if (e.name != "idx" && !e.name.empty() && e.name[0] != '.') ++r.subdirs;
+      if (e.name != "idx" && !e.name.empty() && e.name[0] != '.') {
+        ++r.subdirs;
+        if (r.subdir_names.size() < 3) r.subdir_names.push_back(e.name);
+      }
     } else if (EndsWith(e.name, ".rec")) {
       r.rec.Add(io::JoinPath(path, e.name), e.size);
     } else if (EndsWith(e.name, ".tar")) {
@@ -106,12 +110,36 @@ RecordFiles ClassifyEntries(const std::string& path, const std::vector<io::FileI
   return r;
 }
 
-// The format a directory's contents say, in order of preference.
+// The format a directory's contents say. A directory that reads two ways
+// (a stray backup.tar or *.rec beside class folders, shards of two
+// formats) is refused with both readings named: taking one silently drops
+// the other's data.
 Result<Format> DetectFormat(const std::string& path, const RecordFiles& r) {
-  if (!r.rec.files.empty()) return Format::kRecordIO;
-  if (!r.tf.files.empty()) return Format::kTFRecord;
-  if (!r.tar.files.empty()) return Format::kWebDataset;
-  if (r.subdirs > 0) return Format::kFolder;
+  std::vector<std::pair<Format, std::string>> readings;
+  auto files = [](const RecordFiles::Group& g) {
+    return fmt::format("{}{}", io::BaseName(g.files.front()),
+                       g.files.size() > 1 ? fmt::format(" and {} more", g.files.size() - 1) : "");
+  };
+  if (!r.rec.files.empty()) readings.emplace_back(Format::kRecordIO, "RecordIO (" + files(r.rec) + ")");
+  if (!r.tf.files.empty()) readings.emplace_back(Format::kTFRecord, "TFRecord (" + files(r.tf) + ")");
+  if (!r.tar.files.empty()) readings.emplace_back(Format::kWebDataset, "WebDataset (" + files(r.tar) + ")");
+  if (r.subdirs > 0) {
+    std::string names;
+    for (const auto& n : r.subdir_names) names += (names.empty() ? "" : ", ") + n;
+    if (r.subdirs > r.subdir_names.size()) names += fmt::format(" and {} more", r.subdirs - r.subdir_names.size());
+    readings.emplace_back(Format::kFolder, fmt::format("an image folder ({} class folder{}: {})", r.subdirs,
+                                                       r.subdirs == 1 ? "" : "s", names));
+  }
+  if (readings.size() == 1) return readings[0].first;
+  if (readings.size() > 1) {
+    std::string ways, flags;
+    for (size_t i = 0; i < readings.size(); ++i) {
+      ways += fmt::format("{}{}", i == 0 ? "" : i + 1 == readings.size() ? " and as " : ", as ", readings[i].second);
+      flags += fmt::format("{}--format {}", i == 0 ? "" : " or ", FormatName(readings[i].first));
+    }
+    return InvalidArgument(
+        fmt::format("'{}' reads two ways: as {}; say which with {} (format= in the Loader)", path, ways, flags));
+  }
   return InvalidArgument(
       fmt::format("no dataset found in '{}': expected TFRecord shards (name-00000-of-00008 or *.tfrecord), .rec files, "
                   "WebDataset .tar shards, or class subdirectories with JPEGs",

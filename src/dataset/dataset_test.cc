@@ -417,6 +417,35 @@ TEST_F(DatasetTest, FindDatasetExplainsWhatItExpected) {
   EXPECT_TRUE(MustVerify("/raw").ok());
 }
 
+// A stray backup.tar or train.rec beside class folders used to turn the
+// folder into that format, every class folder ignored in silence. A
+// directory that reads two ways is refused with both readings named, and
+// read as the user says.
+TEST_F(DatasetTest, AFolderThatReadsTwoWaysIsRefusedWithBoth) {
+  auto mem = io::NewMemFileSystem();
+  ASSERT_TRUE(io::WriteFileAtomic(*mem, "/d/cat/a.jpg", "x").ok());
+  ASSERT_TRUE(io::WriteFileAtomic(*mem, "/d/dog/b.jpg", "x").ok());
+  ASSERT_TRUE(io::WriteFileAtomic(*mem, "/d/backup.tar", "").ok());
+  auto r = FindDataset(*mem, "/d");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  const std::string m = r.status().message();
+  for (const char* want : {"reads two ways", "WebDataset (backup.tar)", "image folder (2 class folders: cat, dog)",
+                           "--format wds or --format folder"}) {
+    EXPECT_NE(m.find(want), std::string::npos) << want << " not in: " << m;
+  }
+  auto as_folder = FindDataset(*mem, "/d", Format::kFolder);
+  ASSERT_TRUE(as_folder.ok()) << as_folder.status().ToString();
+  EXPECT_EQ(as_folder->files.size(), 2u);
+  ASSERT_TRUE(io::WriteFileAtomic(*mem, "/d/train.rec", "").ok());
+  EXPECT_NE(FindDataset(*mem, "/d").status().message().find("RecordIO (train.rec), as WebDataset"), std::string::npos);
+  // Shards beside their idx/ folder read one way only.
+  ASSERT_TRUE(Pack(*fs_, PackTo("/two_ways_tf", Format::kTFRecord, 2)).ok());
+  auto only = FindDataset(*fs_, "/two_ways_tf");
+  ASSERT_TRUE(only.ok()) << only.status().ToString();
+  EXPECT_EQ(only->format, Format::kTFRecord);
+}
+
 TEST_F(DatasetTest, OutputDirectoryIsNotClobbered) {
   SynthOptions s;
   s.out = "/raw";
