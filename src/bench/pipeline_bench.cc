@@ -143,6 +143,7 @@ nlohmann::json ToJson(const PipelineBenchReport& r, const PipelineBenchOptions& 
           {"max_rss_bytes", r.max_rss_bytes},
           {"dct_scaled_samples", r.stats.dct_scaled},
           {"bad_samples", r.stats.bad_samples},
+          {"lost_parts", r.stats.lost_parts},
           {"manifest", r.stats.manifest},
           {"manifest_trusted", r.stats.manifest_trusted},
           {"manifest_changed", r.stats.manifest_changed},

@@ -116,6 +116,13 @@ void PrintReport(const bench::PipelineBenchReport& r) {
                 static_cast<unsigned long long>(s.planned), static_cast<unsigned long long>(s.plan_staged),
                 s.plan_error.empty() ? "" : "; stopped: ", s.plan_error.c_str());
   }
+  if (s.lost_parts > 0) {
+    std::printf("  lost       %llu damaged part%s of record files not read (every record before each was):\n",
+                static_cast<unsigned long long>(s.lost_parts), s.lost_parts == 1 ? "" : "s");
+    for (size_t i = 0; i < s.problems.size() && i < s.lost_parts && i < 10; ++i) {
+      std::printf("    %s\n", s.problems[i].message.c_str());
+    }
+  }
   if (s.bad_samples > 0) {
     std::printf("  bad samples %llu (replaced in their batch):\n", static_cast<unsigned long long>(s.bad_samples));
     for (size_t i = 0; i < s.problems.size() && i < 10; ++i) std::printf("    %s\n", s.problems[i].message.c_str());

@@ -226,6 +226,13 @@ Result<std::vector<IndexEntry>> ParseTFRecordIndex(std::string_view text, std::s
 
 Result<std::vector<IndexEntry>> BuildTFRecordIndex(const io::RandomAccessFile& file) {
   std::vector<IndexEntry> out;
+  AQ_TRY(BuildTFRecordIndex(file, &out));
+  return out;
+}
+
+Status BuildTFRecordIndex(const io::RandomAccessFile& file, std::vector<IndexEntry>* entries) {
+  std::vector<IndexEntry>& out = *entries;
+  out.clear();
   io::SequentialReader in(file, 256 << 10);
   const uint64_t size = file.size();
   uint64_t off = 0;
@@ -248,7 +255,7 @@ Result<std::vector<IndexEntry>> BuildTFRecordIndex(const io::RandomAccessFile& f
     out.push_back({off, len + kTFRecordOverhead});
     off += len + kTFRecordOverhead;
   }
-  return out;
+  return Status::Ok();
 }
 
 }  // namespace aq::format

@@ -108,6 +108,8 @@ std::string FormatTFRecordIndex(const std::vector<IndexEntry>& entries);
 // `name` is used in error messages.
 Result<std::vector<IndexEntry>> ParseTFRecordIndex(std::string_view text, std::string_view name);
 // Walks the framing (length CRCs checked, data skipped) to build the index.
+// The same, the entries found before any error left in *out.
+Status BuildTFRecordIndex(const io::RandomAccessFile& file, std::vector<IndexEntry>* out);
 Result<std::vector<IndexEntry>> BuildTFRecordIndex(const io::RandomAccessFile& file);
 
 }  // namespace aq::format

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dataset/dataset.h"
+#include "format/error_policy.h"
 #include "io/file_system.h"
 
 namespace aq::pipeline {
@@ -30,9 +31,15 @@ struct Catalog {
   std::vector<SampleRef> samples;  // in file order, then record order
   uint64_t total_bytes = 0;
   uint32_t indexes_built = 0;  // files whose index had to be built by scanning
+  // Parts of record files a scan could not read (a file cut short or
+  // damaged, with no index to go by), each named: under ErrorPolicy::kSkip
+  // every record before the damage is in `samples` and the loss is here;
+  // under kFail the first one fails BuildCatalog.
+  std::vector<dataset::Problem> losses;
 };
 
 Result<Catalog> BuildCatalog(io::FileSystem& fs, const std::string& path,
-                             dataset::Format format = dataset::Format::kAuto);
+                             dataset::Format format = dataset::Format::kAuto,
+                             format::ErrorPolicy policy = format::ErrorPolicy::kFail);
 
 }  // namespace aq::pipeline

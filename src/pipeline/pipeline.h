@@ -207,6 +207,7 @@ struct PipelineStats {
   uint64_t payload_capacity = 0;
   uint64_t memory_bound_bytes = 0;  // what the pipeline may hold at most
   uint64_t bad_samples = 0;
+  uint64_t lost_parts = 0;  // damaged tails of record files the catalog could not read (named in problems)
   std::vector<dataset::Problem> problems;  // first 100
   uint64_t dct_scaled = 0;                 // samples decoded at reduced scale
   std::string manifest;                    // DamageChecked::manifest

@@ -686,6 +686,52 @@ TEST_F(PipelineTest, ShardTruncatedAfterIndexingIsReportedNotFatal) {
   EXPECT_NE(st.problems[0].message.find("train-00000-of-00001"), std::string::npos) << st.problems[0].message;
 }
 
+// A record file cut short with no index to go by: under skip every record
+// before the cut is delivered and the loss is named (the intact shards
+// beside it too); under fail the pipeline refuses to start, naming it.
+TEST_F(PipelineTest, ACutFileWithoutAnIndexKeepsEveryRecordBeforeTheCut) {
+  for (const char* dir : {"/tf", "/rec"}) {
+    SCOPED_TRACE(dir);
+    auto fs = io::NewMemFileSystem();
+    auto list = fs_->List(dir);
+    ASSERT_TRUE(list.ok());
+    std::string cut_name;
+    size_t intact_records = 0;
+    for (const auto& f : *list) {
+      if (f.is_dir || f.name.find(".idx") != std::string::npos || f.name.find(".lst") != std::string::npos ||
+          f.name.find("manifest") != std::string::npos) {
+        continue;  // no index, no manifest
+      }
+      std::string bytes = *io::ReadFileToString(*fs_, io::JoinPath(dir, f.name));
+      if (cut_name.empty()) {
+        cut_name = f.name;
+        bytes.resize(bytes.size() * 2 / 3);
+      }
+      ASSERT_TRUE(io::WriteFileAtomic(*fs, io::JoinPath("/cut", f.name), bytes).ok());
+    }
+    auto whole = BuildCatalog(*fs_, dir);
+    ASSERT_TRUE(whole.ok());
+    intact_records = whole->samples.size();
+    auto cat = BuildCatalog(*fs, "/cut", dataset::Format::kAuto, format::ErrorPolicy::kSkip);
+    ASSERT_TRUE(cat.ok()) << cat.status().ToString();
+    ASSERT_EQ(cat->losses.size(), 1u);
+    EXPECT_NE(cat->losses[0].message.find(cut_name), std::string::npos) << cat->losses[0].message;
+    EXPECT_LT(cat->samples.size(), intact_records);
+    EXPECT_GT(cat->samples.size(), intact_records / 2);  // the other shard whole, two thirds of the cut one
+    PipelineOptions o = Options("/cut");
+    o.batch_size = 4;
+    Run r = RunAll(o, fs.get());
+    EXPECT_EQ(r.stats.lost_parts, 1u);
+    EXPECT_EQ(r.stats.bad_samples, 0u);
+    ASSERT_FALSE(r.stats.problems.empty());
+    EXPECT_NE(r.stats.problems[0].message.find(cut_name), std::string::npos) << r.stats.problems[0].message;
+    o.policy = format::ErrorPolicy::kFail;
+    auto failed = Pipeline::Create(*fs, o);
+    ASSERT_FALSE(failed.ok());
+    EXPECT_NE(failed.status().message().find(cut_name), std::string::npos) << failed.status().ToString();
+  }
+}
+
 }  // namespace
 }  // namespace aq::pipeline
 

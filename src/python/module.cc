@@ -358,6 +358,7 @@ class Source {
     d["worker_wait_output_seconds"] = s.worker_wait_output_seconds;
     d["memory_bound_bytes"] = s.memory_bound_bytes;
     d["bad_samples"] = s.bad_samples;
+    d["lost_parts"] = s.lost_parts;
     d["manifest"] = FsStr(s.manifest);
     d["manifest_trusted"] = s.manifest_trusted;
     d["manifest_changed"] = s.manifest_changed;
