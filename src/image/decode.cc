@@ -17,11 +17,10 @@
 
 #include "image/jpeg.h"
 
-// stb_image for BMP and PNM only: its other decoders are not used.
+// stb_image for BMP only: its other decoders are not used.
 #define STB_IMAGE_IMPLEMENTATION
 #define STB_IMAGE_STATIC
 #define STBI_ONLY_BMP
-#define STBI_ONLY_PNM
 #define STBI_NO_STDIO
 #define STBI_NO_LINEAR
 #define STBI_NO_HDR
@@ -353,6 +352,9 @@ Result<Image> DecodeBmp(std::string_view data, uint64_t max_pixels) {
   if (stbi_info_from_memory(bytes, len, &w, &h, &n) == 0) {
     return Corruption(fmt::format("damaged BMP: {}", stbi_failure_reason()));
   }
+  // stb_image's info gives a top-down BMP's height as stored (negative);
+  // its loader reads such a file the right way up.
+  h = h < 0 ? -h : h;
   if (static_cast<uint64_t>(w) * static_cast<uint64_t>(h) > max_pixels) return TooLarge("BMP", w, h, max_pixels);
   std::unique_ptr<stbi_uc, void (*)(void*)> px(stbi_load_from_memory(bytes, len, &w, &h, &n, 0), stbi_image_free);
   if (px == nullptr) return Corruption(fmt::format("damaged BMP: {}", stbi_failure_reason()));
@@ -366,8 +368,8 @@ Result<Image> DecodeBmp(std::string_view data, uint64_t max_pixels) {
 }
 
 // ---------------------------------------------------------------- PNM
-// Binary PPM (P6) and PGM (P5) through stb_image; the plain-text forms are
-// refused by name.
+// Binary PPM (P6) and PGM (P5), any maximum value; the plain-text forms
+// are refused by name.
 Result<Image> DecodePnm(std::string_view data, uint64_t max_pixels) {
   if (data[1] != '5' && data[1] != '6') {
     return Unsupported(
@@ -403,17 +405,30 @@ Result<Image> DecodePnm(std::string_view data, uint64_t max_pixels) {
   if (need > data.size()) {
     return Truncated(fmt::format("PNM data ends early: {} bytes, its samples need {}", data.size(), need));
   }
-  const auto* bytes = reinterpret_cast<const stbi_uc*>(data.data());
-  const int len = static_cast<int>(std::min<size_t>(data.size(), INT32_MAX));
-  int n = 0;
-  int iw = 0, ih = 0;
-  std::unique_ptr<stbi_uc, void (*)(void*)> px(stbi_load_from_memory(bytes, len, &iw, &ih, &n, 0), stbi_image_free);
-  if (px == nullptr) return Corruption(fmt::format("damaged PNM: {}", stbi_failure_reason()));
-  if (static_cast<uint64_t>(iw) != w || static_cast<uint64_t>(ih) != h || (n != 1 && n != 3)) {
-    return Corruption(fmt::format("damaged PNM: its header says {}x{}, its decoder read {}x{}x{}", w, h, iw, ih, n));
+  // The samples, as PIL's convert("RGB") gives them: a maximum value other
+  // than 255 is scaled to 0..255 (rounded), except a 16-bit PGM, which PIL
+  // opens as 32-bit integers scaled to 0..65535 and clamps to 255 on
+  // conversion (so most of such an image comes out white, as in PIL).
+  const bool color = data[1] == '6';
+  const bool wide = maxval > 255;
+  const int channels = color ? 3 : 1;
+  Image out(static_cast<int>(w), static_cast<int>(h), channels);
+  const auto* in = reinterpret_cast<const uint8_t*>(data.data()) + p + 1;
+  const size_t count = out.pixels.size();
+  for (size_t i = 0; i < count; ++i) {
+    const uint32_t v = wide ? (static_cast<uint32_t>(in[2 * i]) << 8 | in[2 * i + 1]) : in[i];
+    const uint32_t bounded = std::min<uint32_t>(v, static_cast<uint32_t>(maxval));
+    uint32_t px;
+    if (maxval == 255) {
+      px = v;
+    } else if (wide && !color) {
+      const uint64_t scaled = (static_cast<uint64_t>(bounded) * 65535 + maxval / 2) / maxval;
+      px = static_cast<uint32_t>(std::min<uint64_t>(scaled, 255));
+    } else {
+      px = (bounded * 255 + static_cast<uint32_t>(maxval) / 2) / static_cast<uint32_t>(maxval);
+    }
+    out.pixels[i] = static_cast<uint8_t>(px);
   }
-  Image out(iw, ih, n);
-  std::memcpy(out.pixels.data(), px.get(), out.pixels.size());
   return out;
 }
 

@@ -47,6 +47,12 @@ TEST(DecodeImage, MatchesPilOnEveryFormatItConverts) {
       {"TIFF gray", Bytes(kTiffGray), Pixels(kTiffGrayRgb), ImageFormat::kTiff},
       {"PPM", Bytes(kPpm), Pixels(kPpmRgb), ImageFormat::kPnm},
       {"PGM", Bytes(kPgm), Pixels(kPgmRgb), ImageFormat::kPnm},
+      {"PPM maxval 15 (scaled)", Bytes(kPpmMax15), Pixels(kPpmMax15Rgb), ImageFormat::kPnm},
+      {"PPM maxval 1023 (16-bit, scaled)", Bytes(kPpmMax1023), Pixels(kPpmMax1023Rgb), ImageFormat::kPnm},
+      {"PPM maxval 65535", Bytes(kPpmMax65535), Pixels(kPpmMax65535Rgb), ImageFormat::kPnm},
+      {"PGM maxval 100 (scaled)", Bytes(kPgmMax100), Pixels(kPgmMax100Rgb), ImageFormat::kPnm},
+      {"PGM maxval 1023 (clamped, as PIL)", Bytes(kPgmMax1023), Pixels(kPgmMax1023Rgb), ImageFormat::kPnm},
+      {"BMP top-down", Bytes(kBmpTopDown), Pixels(kBmpTopDownRgb), ImageFormat::kBmp},
   };
   for (const auto& c : cases) {
     EXPECT_EQ(SniffImageFormat(c.data), c.format) << c.name;
