@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <map>
 #include <regex>
+#include <set>
+#include <tuple>
 
 #include "format/example.h"
 #include "format/recordio.h"
@@ -51,6 +55,42 @@ std::string RecordIOIndexPath(const std::string& rec) {
 
 std::string ShardName(std::string_view prefix, size_t index, size_t count) {
   return fmt::format("{}-{:05d}-of-{:05d}", prefix, index, count);
+}
+
+std::vector<std::string> ShardSetGaps(const std::vector<std::string>& files) {
+  // (directory, prefix, count, extension) -> the numbers present
+  std::map<std::tuple<std::string, std::string, uint64_t, std::string>, std::set<uint64_t>> sets;
+  std::vector<std::string> out;
+  for (const auto& f : files) {
+    const std::string base(io::BaseName(f));
+    const size_t of = base.rfind("-of-");
+    if (of == std::string::npos || of < 6 || base[of - 6] != '-') continue;
+    const std::string index = base.substr(of - 5, 5), count = base.substr(of + 4, 5);
+    if (base.size() < of + 9 || !std::all_of(index.begin(), index.end(), ::isdigit) ||
+        !std::all_of(count.begin(), count.end(), ::isdigit)) {
+      continue;
+    }
+    const std::string ext = base.substr(of + 9);
+    if (!ext.empty() && ext[0] != '.') continue;
+    const uint64_t n = std::stoull(count), i = std::stoull(index);
+    if (i >= n) {
+      out.push_back(fmt::format("{}: shard {} of a set of {}: numbered past its count", f, i, n));
+      continue;
+    }
+    sets[{std::string(io::DirName(f)), base.substr(0, of - 6), n, ext}].insert(i);
+  }
+  for (const auto& [k, have] : sets) {
+    const auto& [dir, prefix, n, ext] = k;
+    if (have.size() == n) continue;
+    size_t listed = 0;
+    for (uint64_t i = 0; i < n && listed < 20; ++i) {
+      if (have.count(i) != 0) continue;
+      out.push_back(fmt::format("{}: missing: shard {} of {} is not there ({} of the set are)",
+                                io::JoinPath(dir, ShardName(prefix, i, n) + ext), i, n, have.size()));
+      ++listed;
+    }
+  }
+  return out;
 }
 
 Status PrepareOutputDir(io::FileSystem& fs, const std::string& out, bool overwrite) {

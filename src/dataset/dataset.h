@@ -94,4 +94,10 @@ Status PrepareOutputDir(io::FileSystem& fs, const std::string& out, bool overwri
 // Shard name in TensorFlow's style: <prefix>-00003-of-01024.
 std::string ShardName(std::string_view prefix, size_t index, size_t count);
 
+// The shards a set of files named <prefix>-NNNNN-of-MMMMM[.ext] lacks (the
+// paths they would have), and those numbered past their count: a shard set
+// is whole only when every number below its count is there. Files named
+// otherwise are not judged.
+std::vector<std::string> ShardSetGaps(const std::vector<std::string>& files);
+
 }  // namespace aq::dataset

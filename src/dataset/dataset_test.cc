@@ -156,7 +156,13 @@ TEST_F(DatasetTest, PackRejectsNonJpegOrSkipsIt) {
   ASSERT_FALSE(fail.ok());
   EXPECT_NE(fail.status().message().find("bad.jpg"), std::string::npos);
   EXPECT_NE(fail.status().message().find("not a JPEG"), std::string::npos);
-  EXPECT_FALSE(fs_->Exists("/tf/train-00000-of-00002.partial"));
+  // A failed pack leaves nothing that looks like a dataset: not the shard
+  // that failed, nor the one finished before it.
+  for (const char* left : {"/tf/train-00000-of-00002.partial", "/tf/train-00000-of-00002", "/tf/train-00001-of-00002",
+                           "/tf/idx/train-00000-of-00002.idx"}) {
+    EXPECT_FALSE(fs_->Exists(left)) << left;
+  }
+  EXPECT_NE(fail.status().message().find("no shard of it was kept"), std::string::npos) << fail.status().ToString();
   PackOptions p = PackTo("/tf2", Format::kTFRecord, 2);
   p.policy = format::ErrorPolicy::kSkip;
   auto skip = Pack(*fs_, p);
@@ -444,6 +450,17 @@ TEST_F(DatasetTest, AFolderThatReadsTwoWaysIsRefusedWithBoth) {
   auto only = FindDataset(*fs_, "/two_ways_tf");
   ASSERT_TRUE(only.ok()) << only.status().ToString();
   EXPECT_EQ(only->format, Format::kTFRecord);
+}
+
+// A shard set with a number missing (a pack stopped half way, a copy cut
+// short) is named by verify, though every file in it is whole.
+TEST(ShardSet, GapsAreNamed) {
+  EXPECT_TRUE(ShardSetGaps({"/d/train-00000-of-00002", "/d/train-00001-of-00002", "/d/other.tfrecord"}).empty());
+  auto gaps = ShardSetGaps({"/d/train-00000-of-00003.tar", "/d/train-00002-of-00003.tar", "/d/val-00000-of-00001.tar",
+                            "/d/x-00005-of-00002", "/d/train-00000-of-00002-copy-000"});
+  ASSERT_EQ(gaps.size(), 2u);
+  EXPECT_NE(gaps[0].find("x-00005-of-00002: shard 5 of a set of 2"), std::string::npos) << gaps[0];
+  EXPECT_EQ(gaps[1], "/d/train-00001-of-00003.tar: missing: shard 1 of 3 is not there (2 of the set are)");
 }
 
 TEST_F(DatasetTest, OutputDirectoryIsNotClobbered) {

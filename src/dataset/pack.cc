@@ -373,8 +373,14 @@ class Packer {
     Status st = ParallelFor(plan.size(), o_.common.threads, [&](size_t s) { return WriteShard(plan[s]); });
     progress_.Finish();
     if (!st.ok()) {
-      for (const auto& sp : plan) (void)fs_.Remove(sp.final_path + ".partial");
-      return st;
+      // A failed pack leaves nothing that looks like a dataset: the shards
+      // finished before the failure go too, with their side files.
+      for (const auto& sp : plan) {
+        (void)fs_.Remove(sp.final_path + ".partial");
+        (void)fs_.Remove(sp.final_path);
+        for (const auto& side : SideFiles(o_.format, o_.write_index, sp.final_path)) (void)fs_.Remove(side);
+      }
+      return st.WithContext(fmt::format("pack stopped; no shard of it was kept in '{}'", o_.out));
     }
     for (const auto& sp : plan) rep_.files.push_back(sp.final_path);
     // Reports in file order, whatever order the threads finished in.

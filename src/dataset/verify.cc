@@ -170,6 +170,12 @@ Result<VerifyReport> Verify(io::FileSystem& fs, const VerifyOptions& o) {
   rep.files = ds.files.size();
   Collector out(&rep, o.max_problems);
   for (const auto& sk : ds.folder.skipped) out.Add(0, {sk.file, sk.record, sk.offset, sk.reason});
+  // A set of -NNNNN-of-MMMMM shards with some missing (a pack stopped
+  // half way, a copy cut short) is not whole, whatever each file holds.
+  for (const auto& gap : ShardSetGaps(ds.files)) {
+    const size_t colon = gap.find(": ");
+    out.Add(0, {gap.substr(0, colon), 0, 0, gap.substr(colon + 2)});
+  }
   Progress progress({"verify", ds.files.size(), ds.total_bytes, ds.format == Format::kFolder ? "images" : "files",
                      o.common.progress});
   const bool folder = ds.format == Format::kFolder;
