@@ -373,6 +373,53 @@ TEST_F(DatasetTest, ExpandMakesNamedCopies) {
   EXPECT_EQ(again->files, 12u);
 }
 
+// A disk with `free` bytes left: expand refuses copies that would not fit
+// before writing any (README's 150 copies of a 2 GB dataset need 334 GB).
+class SmallDisk final : public io::FileSystem {
+ public:
+  SmallDisk(io::FileSystem& base, uint64_t free) : base_(base), free_(free) {}
+  Result<std::unique_ptr<io::RandomAccessFile>> OpenRead(const std::string& p, io::AccessHint h) override {
+    return base_.OpenRead(p, h);
+  }
+  Result<std::unique_ptr<io::WritableFile>> OpenWrite(const std::string& p) override { return base_.OpenWrite(p); }
+  Result<io::FileInfo> Stat(const std::string& p) override { return base_.Stat(p); }
+  Result<std::vector<io::FileInfo>> List(const std::string& d) override { return base_.List(d); }
+  Status MakeDirs(const std::string& p) override { return base_.MakeDirs(p); }
+  Status Remove(const std::string& p) override { return base_.Remove(p); }
+  Status Rename(const std::string& a, const std::string& b) override { return base_.Rename(a, b); }
+  Result<uint64_t> FreeBytes(const std::string&) override { return free_; }
+
+ private:
+  io::FileSystem& base_;
+  uint64_t free_;
+};
+
+TEST_F(DatasetTest, ExpandChecksFreeSpaceFirst) {
+  ASSERT_TRUE(Pack(*fs_, PackTo("/tf_space", Format::kTFRecord, 2)).ok());
+  const uint64_t shards =
+      fs_->Stat("/tf_space/train-00000-of-00002")->size + fs_->Stat("/tf_space/train-00001-of-00002")->size;
+  SmallDisk disk(*fs_, shards * 3);  // room for about 3 copies of the shards, not 5 with their indexes
+  ExpandOptions e;
+  e.input = "/tf_space";
+  e.copies = 5;
+  e.common.progress = false;
+  auto r = Expand(disk, e);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNoSpace);
+  EXPECT_NE(r.status().message().find("5 copies of '/tf_space' need"), std::string::npos) << r.status().ToString();
+  const auto listed = fs_->List("/tf_space");
+  ASSERT_TRUE(listed.ok());
+  for (const auto& f : *listed) EXPECT_EQ(f.name.find("-copy-"), std::string::npos) << f.name;
+  e.copies = 2;
+  EXPECT_TRUE(Expand(disk, e).ok());
+  // Where it is told: --out elsewhere leaves the input as it was.
+  e.out = "/tf_space_big";
+  e.copies = 1;
+  auto moved = Expand(*fs_, e);
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_TRUE(fs_->Exists("/tf_space_big/train-00000-of-00002-copy-000"));
+}
+
 TEST(CopyName, KeepsExtensionsLast) {
   EXPECT_EQ(CopyName("train-00000-of-01024", 0), "train-00000-of-01024-copy-000");
   EXPECT_EQ(CopyName("train.rec", 149), "train-copy-149.rec");

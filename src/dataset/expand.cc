@@ -5,12 +5,14 @@
 // system allows, else use copy_file_range, else read/write.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
 
 #include "common/progress.h"
 #include "common/thread_pool.h"
+#include "common/units.h"
 #include "dataset/commands.h"
 #include "format/manifest.h"
 
@@ -88,6 +90,24 @@ Result<ExpandReport> Expand(io::FileSystem& fs, const ExpandOptions& o) {
   }
   if (ds.format == Format::kTFRecord || ds.format == Format::kWebDataset) {
     AQ_TRY(fs.MakeDirs(io::JoinPath(out, "idx")));
+  }
+
+  // Room for the copies, unless they share extents (reflink): one copy,
+  // the smallest, shows which way they go.
+  auto free_bytes = fs.FreeBytes(out);
+  if (free_bytes.ok() && total > *free_bytes && !jobs.empty()) {
+    const auto smallest = std::min_element(jobs.begin(), jobs.end(), [](auto& a, auto& b) { return a.size < b.size; });
+    auto probe = fs.Copy(smallest->from, smallest->to);
+    const bool shares = probe.ok() && *probe == io::CopyMethod::kReflink;
+    if (!shares) {
+      (void)fs.Remove(smallest->to);
+      return Status(StatusCode::kNoSpace,
+                    fmt::format("expand: {} copies of '{}' need {} and '{}' has {} free{}; copy to another place "
+                                "(--out) or make fewer copies (--copies)",
+                                o.copies, o.input, units::Bytes(static_cast<double>(total)), out,
+                                units::Bytes(static_cast<double>(*free_bytes)),
+                                probe.ok() ? " (its file system cannot share extents between copies)" : ""));
+    }
   }
 
   ExpandReport rep;

@@ -15,6 +15,10 @@ std::string_view CopyMethodName(CopyMethod m) {
   return "?";
 }
 
+Result<uint64_t> FileSystem::FreeBytes(const std::string& dir) {
+  return Unsupported(fmt::format("'{}': free space is not known here", dir));
+}
+
 Result<CopyMethod> FileSystem::Copy(const std::string& from, const std::string& to) {
   auto in = AQ_TRY(OpenRead(from, AccessHint::kSequential));
   auto out = AQ_TRY(OpenWrite(to));

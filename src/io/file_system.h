@@ -107,6 +107,9 @@ class FileSystem {
   virtual Status Rename(const std::string& from, const std::string& to) = 0;
   // Copies a whole file, the cheapest way the implementation knows.
   virtual Result<CopyMethod> Copy(const std::string& from, const std::string& to);
+  // Bytes an unprivileged writer may still put in `dir`'s file system, or
+  // Unsupported where the implementation cannot tell.
+  virtual Result<uint64_t> FreeBytes(const std::string& dir);
   // Evicts the file's pages from this machine's page cache, so the next
   // read comes from storage (posix_fadvise DONTNEED, allowed for any user).
   // No-op where there is no such cache.

@@ -9,6 +9,7 @@
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -309,6 +310,12 @@ class PosixFileSystem final : public FileSystem {
       if (rc != 0 && e != EINVAL) return ErrnoStatus(e, "fsync the directory of", to);
     }
     return Status::Ok();
+  }
+
+  Result<uint64_t> FreeBytes(const std::string& dir) override {
+    struct statvfs v {};
+    if (::statvfs(dir.c_str(), &v) != 0) return ErrnoStatus(errno, "statvfs", dir);
+    return static_cast<uint64_t>(v.f_bavail) * static_cast<uint64_t>(v.f_frsize);
   }
 
   Result<CopyMethod> Copy(const std::string& from, const std::string& to) override {
