@@ -165,7 +165,7 @@ class Loader:
                  dtype="float32", layout="NCHW", mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
                  seed=1, shuffle=True, shuffle_buffer=1024, rank=None, world_size=None, remainder="drop",
                  threads=0, readers=1, plan_ahead=1024, prefetch=2, memory_limit="1GiB", on_error="skip", format="auto",
-                 labels_zero_based=True, wds_image="jpg;jpeg;png;ppm;pgm;pnm;bmp;gif;webp",
+                 labels_zero_based=True, allow_empty_classes=False, wds_image="jpg;jpeg;png;ppm;pgm;pnm;bmp;gif;webp",
                  wds_label="cls;cls2;class;label", damage_check=True, use_manifest=True, framework="torch", device="cpu",
                  ids=False, fields=None, extras=False, hooks=None, credentials=None, profile=None, retry_deadline=None):
         dtype = _DTYPES.get(_torch_dtype_name(dtype))
@@ -182,7 +182,8 @@ class Loader:
             dtype=dtype, layout=layout.upper(), mean=tuple(mean), std=tuple(std), seed=seed, shuffle=shuffle,
             shuffle_buffer=shuffle_buffer if shuffle else 1, rank=rank, world_size=world_size,
             remainder=remainder, threads=threads, readers=readers, plan_ahead=plan_ahead, prefetch=prefetch, memory_limit=memory_limit,
-            on_error=on_error, format=format, labels_zero_based=labels_zero_based, wds_image=wds_image,
+            on_error=on_error, format=format, labels_zero_based=labels_zero_based,
+            allow_empty_classes=allow_empty_classes, wds_image=wds_image,
             wds_label=wds_label, damage_check=damage_check,
             use_manifest=use_manifest,
             credentials=credentials, profile=profile, retry_deadline=retry_deadline,

@@ -32,7 +32,8 @@ struct BenchFlags {
   std::string root_policy = Default("root_policy");
   std::string wds_image = Default("wds_image"), wds_label = Default("wds_label");
   int64_t rank = -1, world = -1;
-  bool eval = false, no_dct = false, eval_dct = false, no_file_shuffle = false, raw_labels = false;
+  bool eval = false, no_dct = false, eval_dct = false, no_file_shuffle = false, raw_labels = false,
+       allow_empty_classes = false;
 };
 
 Status Resolve(BenchFlags& f, const Globals& g) {
@@ -44,6 +45,7 @@ Status Resolve(BenchFlags& f, const Globals& g) {
   p.eval_dct_scaling = f.eval_dct;
   p.shuffle_files = !f.no_file_shuffle;
   p.labels_zero_based = !f.raw_labels;
+  p.allow_empty_classes = f.allow_empty_classes;
   // Spelled values and the memory size parse as the Python binding parses them.
   for (const auto& [flag, name, text] :
        {std::tuple{"--layout", "layout", &f.layout}, std::tuple{"--dtype", "dtype", &f.dtype},
@@ -146,6 +148,8 @@ void AddPipelineFlags(CLI::App* cmd, BenchFlags* f) {
       ->capture_default_str();
   cmd->add_option("-f,--format", f->format, "auto, tfrecord, recordio, wds (WebDataset .tar) or folder")
       ->capture_default_str();
+  cmd->add_flag("--allow-empty-classes", f->allow_empty_classes,
+                std::string(pipeline::FindOption("allow_empty_classes")->doc));
   cmd->add_option("--wds-image", f->wds_image, std::string(pipeline::FindOption("wds_image")->doc))
       ->capture_default_str();
   cmd->add_option("--wds-label", f->wds_label, std::string(pipeline::FindOption("wds_label")->doc))

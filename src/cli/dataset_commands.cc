@@ -266,6 +266,12 @@ void AddWdsOptions(CLI::App* cmd, std::string* image, std::string* label) {
       ->capture_default_str();
 }
 
+void AddAllowEmptyClasses(CLI::App* cmd, bool* allow) {
+  cmd->add_flag("--allow-empty-classes", *allow,
+                "An image folder's class folder with no image keeps its label (torchvision's allow_empty=True) "
+                "instead of stopping");
+}
+
 void AddVerify(CLI::App* group, Globals& g) {
   auto* o = g.Own<dataset::VerifyOptions>();
   auto* cmd = group->add_subcommand(
@@ -278,6 +284,7 @@ void AddVerify(CLI::App* group, Globals& g) {
   cmd->add_option("--num-classes", o->num_classes, "Check labels are within this many classes");
   cmd->add_option("--max-problems", o->max_problems, "Problems to list (all are counted)")->capture_default_str();
   AddWdsOptions(cmd, &o->wds_image, &o->wds_label);
+  AddAllowEmptyClasses(cmd, &o->allow_empty_classes);
   cmd->add_flag(
       "--no-manifest", [o](int64_t) { o->write_manifest = false; },
       "With --decode: do not record the clean records in the dataset's aquifer-manifest.json (which lets the "
@@ -337,6 +344,7 @@ void AddInspect(CLI::App* group, Globals& g) {
   cmd->add_option("--start", o->start, "First record (of each file)")->capture_default_str();
   cmd->add_option("-n,--limit", o->limit, "Records to print (0 = all)")->capture_default_str();
   AddWdsOptions(cmd, &o->wds_image, &o->wds_label);
+  AddAllowEmptyClasses(cmd, &o->allow_empty_classes);
   AddOutputFlags(cmd, g, false);
   cmd->callback([o, &g] {
     auto r = dataset::Inspect(*g.fs, *o);

@@ -173,6 +173,7 @@ struct VerifyOptions {
   // WebDataset: the image and label members (format::ParseWdsSchema).
   std::string wds_image = format::kWdsImageDefault;
   std::string wds_label = format::kWdsLabelDefault;
+  bool allow_empty_classes = false;  // an image folder's class with no image is no error
   // With decode: record the records found clean in the dataset's
   // verification manifest (dataset/manifest.h), so the pipeline need not
   // read them to their end again.
@@ -207,6 +208,7 @@ struct InspectOptions {
   bool decode_header = true;
   std::string wds_image = format::kWdsImageDefault;  // as VerifyOptions
   std::string wds_label = format::kWdsLabelDefault;
+  bool allow_empty_classes = false;
 };
 struct InspectRow {
   std::string file;

@@ -204,7 +204,8 @@ Result<DatasetFiles> SingleFile(const std::string& path, uint64_t size, Format f
 
 }  // namespace
 
-Result<DatasetFiles> FindDataset(io::FileSystem& fs, const std::string& path, Format format) {
+Result<DatasetFiles> FindDataset(io::FileSystem& fs, const std::string& path, Format format,
+                                 const format::FolderScanOptions& folder) {
   auto st = fs.Stat(path);
   if (!st.ok()) return st.status().WithContext("dataset");
   if (!st->is_dir) return SingleFile(path, st->size, format);
@@ -216,7 +217,7 @@ Result<DatasetFiles> FindDataset(io::FileSystem& fs, const std::string& path, Fo
   ds.root = path;
   ds.format = format;
   if (format == Format::kFolder) {
-    ds.folder = AQ_TRY(format::ScanImageFolder(fs, path));
+    ds.folder = AQ_TRY(format::ScanImageFolder(fs, path, folder));
     for (const auto& img : ds.folder.images) ds.files.push_back(img.path);
     ds.total_bytes = ds.folder.total_bytes;
     if (ds.files.empty()) return InvalidArgument(fmt::format("image folder '{}' holds no JPEG files", path));

@@ -43,8 +43,10 @@ struct DatasetFiles {
 // Finds the dataset at `path`: a record file, a directory of TFRecord shards
 // (names like train-00000-of-01024, or *.tfrecord), a directory with .rec
 // files, or an image folder (root/<class>/<image>.jpg). With kAuto the format
-// is detected; the error says what was found when nothing fits.
-Result<DatasetFiles> FindDataset(io::FileSystem& fs, const std::string& path, Format format = Format::kAuto);
+// is detected; the error says what was found when nothing fits. `folder`
+// applies to an image folder's scan (allow_empty_classes, sidecars).
+Result<DatasetFiles> FindDataset(io::FileSystem& fs, const std::string& path, Format format = Format::kAuto,
+                                 const format::FolderScanOptions& folder = {});
 
 // True for names TensorFlow's converters give shards, or *.tfrecord(s).
 bool IsTFRecordName(std::string_view name);

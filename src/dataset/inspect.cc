@@ -10,7 +10,9 @@
 namespace aq::dataset {
 
 Result<std::vector<InspectRow>> Inspect(io::FileSystem& fs, const InspectOptions& o) {
-  DatasetFiles ds = AQ_TRY(FindDataset(fs, o.path, o.format));
+  format::FolderScanOptions scan;
+  scan.allow_empty_classes = o.allow_empty_classes;
+  DatasetFiles ds = AQ_TRY(FindDataset(fs, o.path, o.format, scan));
   const format::WdsSchema wds = AQ_TRY(format::ParseWdsSchema(o.wds_image, o.wds_label));
   std::vector<InspectRow> rows;
   const bool folder = ds.format == Format::kFolder;

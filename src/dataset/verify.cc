@@ -162,7 +162,9 @@ void WriteVerified(io::FileSystem& fs, const DatasetFiles& ds, std::vector<std::
 
 Result<VerifyReport> Verify(io::FileSystem& fs, const VerifyOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
-  DatasetFiles ds = AQ_TRY(FindDataset(fs, o.path, o.format));
+  format::FolderScanOptions scan;
+  scan.allow_empty_classes = o.allow_empty_classes;
+  DatasetFiles ds = AQ_TRY(FindDataset(fs, o.path, o.format, scan));
   const format::WdsSchema wds = AQ_TRY(format::ParseWdsSchema(o.wds_image, o.wds_label));
   VerifyReport rep;
   rep.path = o.path;

@@ -161,7 +161,7 @@ Result<ImageFolder> ScanImageFolder(io::FileSystem& fs, const std::string& root,
     return InvalidArgument(fmt::format(
         "'{}': no image in the class folder(s) {}; each folder in the root is a class, as torchvision's "
         "ImageFolder counts them (it refuses these too). Remove them, or allow empty classes to keep their labels "
-        "(torchvision's allow_empty=True)",
+        "(--allow-empty-classes; allow_empty_classes=True in aquifer.Loader; torchvision's allow_empty=True)",
         root, names));
   }
   out.empty_classes = std::move(empty);

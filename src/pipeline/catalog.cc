@@ -119,9 +119,11 @@ Status AddTar(io::FileSystem& fs, Catalog& cat, uint32_t fi, format::ErrorPolicy
 
 }  // namespace
 
-Result<Catalog> BuildCatalog(io::FileSystem& fs, const std::string& path, dataset::Format format,
-                             format::ErrorPolicy policy) {
-  dataset::DatasetFiles ds = AQ_TRY(dataset::FindDataset(fs, path, format));
+Result<Catalog> BuildCatalog(io::FileSystem& fs, const std::string& path, const CatalogOptions& options) {
+  const format::ErrorPolicy policy = options.policy;
+  format::FolderScanOptions folder;
+  folder.allow_empty_classes = options.allow_empty_classes;
+  dataset::DatasetFiles ds = AQ_TRY(dataset::FindDataset(fs, path, options.format, folder));
   Catalog cat;
   cat.format = ds.format;
   cat.files = ds.files;

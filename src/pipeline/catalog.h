@@ -38,8 +38,15 @@ struct Catalog {
   std::vector<dataset::Problem> losses;
 };
 
-Result<Catalog> BuildCatalog(io::FileSystem& fs, const std::string& path,
-                             dataset::Format format = dataset::Format::kAuto,
-                             format::ErrorPolicy policy = format::ErrorPolicy::kFail);
+struct CatalogOptions {
+  dataset::Format format = dataset::Format::kAuto;
+  format::ErrorPolicy policy = format::ErrorPolicy::kFail;  // a record file a scan cannot read to its end
+  bool allow_empty_classes = false;                         // an image folder's class folder with no image
+};
+Result<Catalog> BuildCatalog(io::FileSystem& fs, const std::string& path, const CatalogOptions& options);
+inline Result<Catalog> BuildCatalog(io::FileSystem& fs, const std::string& path,
+                                    dataset::Format format = dataset::Format::kAuto) {
+  return BuildCatalog(fs, path, CatalogOptions{format});
+}
 
 }  // namespace aq::pipeline

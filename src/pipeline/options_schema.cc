@@ -447,6 +447,17 @@ const std::vector<OptionSpec>& Table() {
          return Status::Ok();
        },
        [](const O& o) -> V { return o.labels_zero_based; }},
+      {"allow_empty_classes",
+       OptionType::kBool,
+       "False",
+       "an image folder's class folder with no image keeps its label instead of stopping (torchvision's allow_empty)",
+       {},
+       0,
+       [](O& o, const V& v) -> Status {
+         o.allow_empty_classes = AQ_TRY(AsBool(v));
+         return Status::Ok();
+       },
+       [](const O& o) -> V { return o.allow_empty_classes; }},
       {"wds_image",
        OptionType::kText,
        format::kWdsImageDefault,

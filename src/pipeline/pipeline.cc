@@ -1040,8 +1040,9 @@ Result<std::unique_ptr<Pipeline>> Pipeline::Create(io::FileSystem& fs, const Pip
   if (o.readers == 0) return InvalidArgument("pipeline: at least one reader thread");
   impl->wds = AQ_TRY(format::ParseWdsSchema(o.wds_image, o.wds_label));
   if (o.workers == 0) o.workers = HardwareThreads();
-  impl->cat =
-      o.catalog ? o.catalog : std::make_shared<const Catalog>(AQ_TRY(BuildCatalog(fs, o.data, o.format, o.policy)));
+  impl->cat = o.catalog ? o.catalog
+                        : std::make_shared<const Catalog>(
+                              AQ_TRY(BuildCatalog(fs, o.data, {o.format, o.policy, o.allow_empty_classes})));
   // What the catalog could not read is named with the samples' problems.
   for (const auto& loss : impl->cat->losses) {
     if (impl->st.problems.size() < 100) impl->st.problems.push_back(loss);

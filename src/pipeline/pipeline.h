@@ -86,7 +86,8 @@ struct PipelineOptions {
   image::RandomResizedCropParams crop;
   image::ColorJitter jitter;
   image::StoreOptions store;
-  bool labels_zero_based = true;  // TFRecord's 1-based ImageNet labels become 0-based
+  bool labels_zero_based = true;     // TFRecord's 1-based ImageNet labels become 0-based
+  bool allow_empty_classes = false;  // an image folder's class with no image keeps its label
   // WebDataset: the image and label members (format::ParseWdsSchema).
   std::string wds_image = format::kWdsImageDefault;
   std::string wds_label = format::kWdsLabelDefault;

@@ -712,7 +712,7 @@ TEST_F(PipelineTest, ACutFileWithoutAnIndexKeepsEveryRecordBeforeTheCut) {
     auto whole = BuildCatalog(*fs_, dir);
     ASSERT_TRUE(whole.ok());
     intact_records = whole->samples.size();
-    auto cat = BuildCatalog(*fs, "/cut", dataset::Format::kAuto, format::ErrorPolicy::kSkip);
+    auto cat = BuildCatalog(*fs, "/cut", {dataset::Format::kAuto, format::ErrorPolicy::kSkip});
     ASSERT_TRUE(cat.ok()) << cat.status().ToString();
     ASSERT_EQ(cat->losses.size(), 1u);
     EXPECT_NE(cat->losses[0].message.find(cut_name), std::string::npos) << cat->losses[0].message;

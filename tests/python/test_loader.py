@@ -540,6 +540,21 @@ def test_file_names_that_are_not_utf8_come_back_as_os_fsdecode_makes_them(datase
             pass
 
 
+def test_what_pack_accepted_with_empty_classes_loads(datasets, tmp_path):
+    """A class folder with no image: refused by default with the flag named,
+    loaded with allow_empty_classes=True, every label as pack gives it."""
+    import shutil
+    root = tmp_path / "with_empty"
+    shutil.copytree(datasets["folder"], root)
+    (root / "n00000000_empty").mkdir()  # sorts first: every other class moves up one
+    with pytest.raises(Exception, match="allow_empty_classes=True"):
+        small(str(root))
+    loader = small(str(root), allow_empty_classes=True, shuffle=False)
+    labels = sorted({int(x) for _, y in loader for x in y})
+    assert labels == list(range(1, 11))
+    aquifer("dataset", "pack", root, "--out", tmp_path / "tf", "--allow-empty-classes", "--no-progress")
+
+
 def test_loader_defaults_are_the_pipelines_own():
     """Loader's signature names the schema's defaults (one declaration in C++
     for the CLI, the C++ API and Python): a drift between them fails here."""
