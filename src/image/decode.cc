@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "image/jpeg.h"
+#include "image/orientation.h"
 
 // stb_image for BMP only: its other decoders are not used.
 #define STB_IMAGE_IMPLEMENTATION
@@ -51,6 +52,7 @@ struct PngJob {
   bool too_large = false;
   uint32_t width = 0, height = 0;
   std::vector<png_bytep> rows;
+  std::vector<uint8_t> wide;  // 16-bit gray rows, big-endian, before clamping
   Image* out = nullptr;
   uint64_t max_pixels = kMaxImagePixels;
 };
@@ -103,14 +105,19 @@ bool RunPng(PngJob* job) {
   }
   if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
   if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
-  if (depth == 16) png_set_strip_16(png);  // the high byte, as PIL
+  // 16-bit gray: PIL opens it as I;16 and clamps to 255 on conversion;
+  // other 16-bit images: the high byte, as PIL.
+  const bool gray16 = depth == 16 && color == PNG_COLOR_TYPE_GRAY;
+  if (depth == 16 && !gray16) png_set_strip_16(png);
   // Alpha channels, and the alpha that expanding a tRNS chunk adds, are
   // dropped (no-op without alpha).
   png_set_strip_alpha(png);
   png_set_interlace_handling(png);
   png_read_update_info(png, info);
   const int channels = png_get_channels(png, info);
-  if ((channels != 1 && channels != 3) || png_get_rowbytes(png, info) != static_cast<size_t>(w) * channels) {
+  const size_t bytes_per_sample = gray16 ? 2 : 1;
+  if ((channels != 1 && channels != 3) ||
+      png_get_rowbytes(png, info) != static_cast<size_t>(w) * channels * bytes_per_sample) {
     png_error(png, "unexpected pixel layout after conversion");
   }
   Image& out = *job->out;
@@ -119,9 +126,20 @@ bool RunPng(PngJob* job) {
   out.channels = channels;
   out.pixels.resize(static_cast<size_t>(w) * h * channels);
   job->rows.resize(h);
-  for (png_uint_32 y = 0; y < h; ++y) job->rows[y] = out.row(static_cast<int>(y));
+  if (gray16) {
+    job->wide.resize(static_cast<size_t>(w) * h * 2);
+    for (png_uint_32 y = 0; y < h; ++y) job->rows[y] = job->wide.data() + static_cast<size_t>(y) * w * 2;
+  } else {
+    for (png_uint_32 y = 0; y < h; ++y) job->rows[y] = out.row(static_cast<int>(y));
+  }
   png_read_image(png, job->rows.data());
   png_destroy_read_struct(&png, &info, nullptr);
+  if (gray16) {
+    for (size_t i = 0; i < out.pixels.size(); ++i) {
+      const unsigned v = static_cast<unsigned>(job->wide[2 * i]) << 8 | job->wide[2 * i + 1];
+      out.pixels[i] = static_cast<uint8_t>(std::min(v, 255u));
+    }
+  }
   return true;
 }
 
@@ -492,9 +510,13 @@ int TiffError(TIFF*, void* user, const char*, const char* fmt, va_list ap) {
 }
 int TiffWarning(TIFF*, void*, const char*, const char*, va_list) { return 1; }  // unknown tags and the like
 
-// The first page, through TIFFReadRGBAImage: every photometric, bit depth
-// and compression libtiff reads, as 8-bit RGB (gray stays gray when the
-// page is 8-bit gray).
+// The first page as PIL's Image.open + convert("RGB") gives it: 8-bit
+// RGB, RGBA and gray strips are read as stored (alpha dropped, never
+// multiplied in: libtiff's RGBA interface premultiplies unassociated
+// alpha, PIL does not); every other photometric, bit depth and layout
+// libtiff reads goes through TIFFReadRGBAImage. The Orientation tag is
+// then applied, as PIL's TIFF reader applies it on open. Gray stays gray
+// when the page is 8-bit gray.
 Result<Image> DecodeTiff(std::string_view data, uint64_t max_pixels) {
   TiffMemory m{data, 0, {}};
   TIFFOpenOptions* opts = TIFFOpenOptionsAlloc();
@@ -513,30 +535,64 @@ Result<Image> DecodeTiff(std::string_view data, uint64_t max_pixels) {
   if (tif == nullptr) return damaged("libtiff cannot open it");
   std::unique_ptr<TIFF, void (*)(TIFF*)> close(tif, TIFFClose);
   uint32_t w = 0, h = 0;
-  uint16_t samples = 1, bits = 8, photometric = PHOTOMETRIC_MINISBLACK;
+  uint16_t samples = 1, bits = 8, photometric = PHOTOMETRIC_MINISBLACK, planar = PLANARCONFIG_CONTIG;
+  uint16_t orientation = ORIENTATION_TOPLEFT;
   TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &w);
   TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &h);
   TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLESPERPIXEL, &samples);
   TIFFGetFieldDefaulted(tif, TIFFTAG_BITSPERSAMPLE, &bits);
   TIFFGetFieldDefaulted(tif, TIFFTAG_PHOTOMETRIC, &photometric);
+  TIFFGetFieldDefaulted(tif, TIFFTAG_PLANARCONFIG, &planar);
+  TIFFGetFieldDefaulted(tif, TIFFTAG_ORIENTATION, &orientation);
+  if (orientation < 1 || orientation > 8) orientation = ORIENTATION_TOPLEFT;
   if (w == 0 || h == 0) return Corruption(fmt::format("damaged TIFF: {}x{} pixels", w, h));
   if (static_cast<uint64_t>(w) * h > max_pixels) return TooLarge("TIFF", w, h, max_pixels);
-  std::vector<uint32_t> raster(static_cast<size_t>(w) * h);
-  if (TIFFReadRGBAImageOriented(tif, w, h, raster.data(), ORIENTATION_TOPLEFT, 0) == 0 || !m.error.empty()) {
-    return damaged("libtiff cannot read its pixels");
-  }
   const bool gray =
       samples == 1 && bits == 8 && (photometric == PHOTOMETRIC_MINISBLACK || photometric == PHOTOMETRIC_MINISWHITE);
   Image out(static_cast<int>(w), static_cast<int>(h), gray ? 1 : 3);
-  for (size_t i = 0; i < raster.size(); ++i) {
-    if (gray) {
-      out.pixels[i] = static_cast<uint8_t>(TIFFGetR(raster[i]));
-    } else {
-      out.pixels[3 * i] = static_cast<uint8_t>(TIFFGetR(raster[i]));
-      out.pixels[3 * i + 1] = static_cast<uint8_t>(TIFFGetG(raster[i]));
-      out.pixels[3 * i + 2] = static_cast<uint8_t>(TIFFGetB(raster[i]));
+  const bool plain_rgb = photometric == PHOTOMETRIC_RGB && bits == 8 && (samples == 3 || samples == 4) &&
+                         planar == PLANARCONFIG_CONTIG && !TIFFIsTiled(tif);
+  // 16-bit gray: PIL opens it as I;16 and clamps to 255 on conversion.
+  const bool gray16 = photometric == PHOTOMETRIC_MINISBLACK && bits == 16 && samples == 1 && !TIFFIsTiled(tif);
+  if (gray16 && static_cast<uint64_t>(TIFFScanlineSize64(tif)) == static_cast<uint64_t>(w) * 2) {
+    Image g(static_cast<int>(w), static_cast<int>(h), 1);
+    std::vector<uint16_t> line(w);
+    for (uint32_t y = 0; y < h; ++y) {
+      if (TIFFReadScanline(tif, line.data(), y, 0) < 0 || !m.error.empty()) {
+        return damaged(fmt::format("libtiff cannot read row {}", y));
+      }
+      uint8_t* row = g.row(static_cast<int>(y));
+      for (uint32_t x = 0; x < w; ++x) row[x] = static_cast<uint8_t>(std::min<unsigned>(line[x], 255u));
+    }
+    return orientation != ORIENTATION_TOPLEFT ? ApplyOrientation(g, orientation) : g;
+  }
+  if (plain_rgb && static_cast<uint64_t>(TIFFScanlineSize64(tif)) == static_cast<uint64_t>(w) * samples) {
+    std::vector<uint8_t> line(static_cast<size_t>(w) * samples);
+    for (uint32_t y = 0; y < h; ++y) {
+      if (TIFFReadScanline(tif, line.data(), y, 0) < 0 || !m.error.empty()) {
+        return damaged(fmt::format("libtiff cannot read row {}", y));
+      }
+      uint8_t* row = out.row(static_cast<int>(y));
+      for (uint32_t x = 0; x < w; ++x) std::memcpy(row + 3 * x, line.data() + x * samples, 3);
+    }
+  } else {
+    // Asked for in the file's own orientation, libtiff flips nothing: the
+    // pixels come as stored, and the turn is applied below for every case.
+    std::vector<uint32_t> raster(static_cast<size_t>(w) * h);
+    if (TIFFReadRGBAImageOriented(tif, w, h, raster.data(), orientation, 0) == 0 || !m.error.empty()) {
+      return damaged("libtiff cannot read its pixels");
+    }
+    for (size_t i = 0; i < raster.size(); ++i) {
+      if (gray) {
+        out.pixels[i] = static_cast<uint8_t>(TIFFGetR(raster[i]));
+      } else {
+        out.pixels[3 * i] = static_cast<uint8_t>(TIFFGetR(raster[i]));
+        out.pixels[3 * i + 1] = static_cast<uint8_t>(TIFFGetG(raster[i]));
+        out.pixels[3 * i + 2] = static_cast<uint8_t>(TIFFGetB(raster[i]));
+      }
     }
   }
+  if (orientation != ORIENTATION_TOPLEFT) return ApplyOrientation(out, orientation);
   return out;
 }
 

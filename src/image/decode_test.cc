@@ -28,38 +28,57 @@ TEST(DecodeImage, MatchesPilOnEveryFormatItConverts) {
     std::string_view data;
     std::vector<uint8_t> rgb;
     ImageFormat format;
+    const int* size;  // PIL's (width, height)
   };
   const std::vector<Case> cases = {
-      {"PNG RGB", Bytes(kPngRgb), Pixels(kPngRgbRgb), ImageFormat::kPng},
-      {"PNG RGBA (alpha dropped)", Bytes(kPngRgba), Pixels(kPngRgbaRgb), ImageFormat::kPng},
-      {"PNG palette with tRNS", Bytes(kPngPaletteTrns), Pixels(kPngPaletteTrnsRgb), ImageFormat::kPng},
-      {"PNG gray", Bytes(kPngGray), Pixels(kPngGrayRgb), ImageFormat::kPng},
-      {"GIF", Bytes(kGif), Pixels(kGifRgb), ImageFormat::kGif},
-      {"BMP", Bytes(kBmp), Pixels(kBmpRgb), ImageFormat::kBmp},
-      {"BMP RLE8", Bytes(kBmpRle8), Pixels(kBmpRle8Rgb), ImageFormat::kBmp},
-      {"BMP RLE4", Bytes(kBmpRle4), Pixels(kBmpRle4Rgb), ImageFormat::kBmp},
-      {"WebP lossless", Bytes(kWebpLossless), Pixels(kWebpLosslessRgb), ImageFormat::kWebp},
-      {"WebP lossy", Bytes(kWebpLossy), Pixels(kWebpLossyRgb), ImageFormat::kWebp},
-      {"WebP alpha (dropped)", Bytes(kWebpAlpha), Pixels(kWebpAlphaRgb), ImageFormat::kWebp},
-      {"TIFF", Bytes(kTiffRaw), Pixels(kTiffRawRgb), ImageFormat::kTiff},
-      {"TIFF LZW", Bytes(kTiffLzw), Pixels(kTiffLzwRgb), ImageFormat::kTiff},
-      {"TIFF deflate", Bytes(kTiffDeflate), Pixels(kTiffDeflateRgb), ImageFormat::kTiff},
-      {"TIFF gray", Bytes(kTiffGray), Pixels(kTiffGrayRgb), ImageFormat::kTiff},
-      {"PPM", Bytes(kPpm), Pixels(kPpmRgb), ImageFormat::kPnm},
-      {"PGM", Bytes(kPgm), Pixels(kPgmRgb), ImageFormat::kPnm},
-      {"PPM maxval 15 (scaled)", Bytes(kPpmMax15), Pixels(kPpmMax15Rgb), ImageFormat::kPnm},
-      {"PPM maxval 1023 (16-bit, scaled)", Bytes(kPpmMax1023), Pixels(kPpmMax1023Rgb), ImageFormat::kPnm},
-      {"PPM maxval 65535", Bytes(kPpmMax65535), Pixels(kPpmMax65535Rgb), ImageFormat::kPnm},
-      {"PGM maxval 100 (scaled)", Bytes(kPgmMax100), Pixels(kPgmMax100Rgb), ImageFormat::kPnm},
-      {"PGM maxval 1023 (clamped, as PIL)", Bytes(kPgmMax1023), Pixels(kPgmMax1023Rgb), ImageFormat::kPnm},
-      {"BMP top-down", Bytes(kBmpTopDown), Pixels(kBmpTopDownRgb), ImageFormat::kBmp},
+      {"PNG RGB", Bytes(kPngRgb), Pixels(kPngRgbRgb), ImageFormat::kPng, kPngRgbSize},
+      {"PNG RGBA (alpha dropped)", Bytes(kPngRgba), Pixels(kPngRgbaRgb), ImageFormat::kPng, kPngRgbaSize},
+      {"PNG palette with tRNS", Bytes(kPngPaletteTrns), Pixels(kPngPaletteTrnsRgb), ImageFormat::kPng,
+       kPngPaletteTrnsSize},
+      {"PNG gray", Bytes(kPngGray), Pixels(kPngGrayRgb), ImageFormat::kPng, kPngGraySize},
+      {"GIF", Bytes(kGif), Pixels(kGifRgb), ImageFormat::kGif, kGifSize},
+      {"BMP", Bytes(kBmp), Pixels(kBmpRgb), ImageFormat::kBmp, kBmpSize},
+      {"BMP RLE8", Bytes(kBmpRle8), Pixels(kBmpRle8Rgb), ImageFormat::kBmp, kBmpRle8Size},
+      {"BMP RLE4", Bytes(kBmpRle4), Pixels(kBmpRle4Rgb), ImageFormat::kBmp, kBmpRle4Size},
+      {"WebP lossless", Bytes(kWebpLossless), Pixels(kWebpLosslessRgb), ImageFormat::kWebp, kWebpLosslessSize},
+      {"WebP lossy", Bytes(kWebpLossy), Pixels(kWebpLossyRgb), ImageFormat::kWebp, kWebpLossySize},
+      {"WebP alpha (dropped)", Bytes(kWebpAlpha), Pixels(kWebpAlphaRgb), ImageFormat::kWebp, kWebpAlphaSize},
+      {"TIFF", Bytes(kTiffRaw), Pixels(kTiffRawRgb), ImageFormat::kTiff, kTiffRawSize},
+      {"TIFF LZW", Bytes(kTiffLzw), Pixels(kTiffLzwRgb), ImageFormat::kTiff, kTiffLzwSize},
+      {"TIFF deflate", Bytes(kTiffDeflate), Pixels(kTiffDeflateRgb), ImageFormat::kTiff, kTiffDeflateSize},
+      {"TIFF gray", Bytes(kTiffGray), Pixels(kTiffGrayRgb), ImageFormat::kTiff, kTiffGraySize},
+      {"PPM", Bytes(kPpm), Pixels(kPpmRgb), ImageFormat::kPnm, kPpmSize},
+      {"PGM", Bytes(kPgm), Pixels(kPgmRgb), ImageFormat::kPnm, kPgmSize},
+      {"PPM maxval 15 (scaled)", Bytes(kPpmMax15), Pixels(kPpmMax15Rgb), ImageFormat::kPnm, kPpmMax15Size},
+      {"PPM maxval 1023 (16-bit, scaled)", Bytes(kPpmMax1023), Pixels(kPpmMax1023Rgb), ImageFormat::kPnm,
+       kPpmMax1023Size},
+      {"PPM maxval 65535", Bytes(kPpmMax65535), Pixels(kPpmMax65535Rgb), ImageFormat::kPnm, kPpmMax65535Size},
+      {"PGM maxval 100 (scaled)", Bytes(kPgmMax100), Pixels(kPgmMax100Rgb), ImageFormat::kPnm, kPgmMax100Size},
+      {"PGM maxval 1023 (clamped, as PIL)", Bytes(kPgmMax1023), Pixels(kPgmMax1023Rgb), ImageFormat::kPnm,
+       kPgmMax1023Size},
+      {"BMP top-down", Bytes(kBmpTopDown), Pixels(kBmpTopDownRgb), ImageFormat::kBmp, kBmpTopDownSize},
+      {"TIFF RGBA (alpha dropped, not multiplied in)", Bytes(kTiffRgba), Pixels(kTiffRgbaRgb), ImageFormat::kTiff,
+       kTiffRgbaSize},
+      {"TIFF RGBA LZW", Bytes(kTiffRgbaLzw), Pixels(kTiffRgbaLzwRgb), ImageFormat::kTiff, kTiffRgbaLzwSize},
+      {"TIFF orientation 3", Bytes(kTiffOrientation3), Pixels(kTiffOrientation3Rgb), ImageFormat::kTiff,
+       kTiffOrientation3Size},
+      {"TIFF orientation 6", Bytes(kTiffOrientation6), Pixels(kTiffOrientation6Rgb), ImageFormat::kTiff,
+       kTiffOrientation6Size},
+      {"TIFF orientation 8", Bytes(kTiffOrientation8), Pixels(kTiffOrientation8Rgb), ImageFormat::kTiff,
+       kTiffOrientation8Size},
+      {"TIFF gray orientation 5", Bytes(kTiffGrayOrientation5), Pixels(kTiffGrayOrientation5Rgb), ImageFormat::kTiff,
+       kTiffGrayOrientation5Size},
+      {"PNG gray 16-bit", Bytes(kPngGray16), Pixels(kPngGray16Rgb), ImageFormat::kPng, kPngGray16Size},
+      {"TIFF gray 16-bit", Bytes(kTiffGray16), Pixels(kTiffGray16Rgb), ImageFormat::kTiff, kTiffGray16Size},
+      {"TIFF LZW orientation 7", Bytes(kTiffLzwOrientation7), Pixels(kTiffLzwOrientation7Rgb), ImageFormat::kTiff,
+       kTiffLzwOrientation7Size},
   };
   for (const auto& c : cases) {
     EXPECT_EQ(SniffImageFormat(c.data), c.format) << c.name;
     auto img = DecodeImage(c.data);
     ASSERT_TRUE(img.ok()) << c.name << ": " << img.status().ToString();
-    EXPECT_EQ(img->width, 4) << c.name;
-    EXPECT_EQ(img->height, 3) << c.name;
+    EXPECT_EQ(img->width, c.size[0]) << c.name;
+    EXPECT_EQ(img->height, c.size[1]) << c.name;
     EXPECT_EQ(ToRgb(*img).pixels, c.rgb) << c.name;
     auto checked = CheckImage(c.data, true);
     ASSERT_TRUE(checked.ok()) << c.name;
