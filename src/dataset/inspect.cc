@@ -23,37 +23,51 @@ Result<std::vector<InspectRow>> Inspect(io::FileSystem& fs, const InspectOptions
     wo.start_record = folder ? 0 : o.start;
     wo.limit = o.limit == 0 ? 0 : o.limit - rows.size();
     if (folder && i < o.start) continue;
-    AQ_TRY(WalkFile(fs, ds.format, ds.files[i], wo, [&](const Sample& s) -> Status {
-             InspectRow r;
-             r.file = *s.file;
-             r.record = folder ? i : s.record;
-             r.offset = s.offset;
-             r.size = s.framed_size;
-             r.key = folder ? std::string(io::BaseName(s.key)) : s.key;
-             r.label = folder ? ds.folder.images[i].class_index : s.label;
-             r.image_bytes = s.image.size();
-             r.image_crc32c = crc32c::Value(s.image);
-             if (!s.parse_error.ok()) r.error = s.parse_error.message();
-             if (o.decode_header && !s.image.empty()) {
-               auto info = image::ReadJpegInfo(s.image);
-               if (info.ok()) {
-                 r.width = info->width;
-                 r.height = info->height;
-                 r.components = info->components;
-                 r.image_format = "JPEG";
-                 r.subsampling = info->subsampling;
-                 r.progressive = info->progressive;
-               } else if (auto other = image::CheckImage(s.image, false); other.ok()) {
-                 r.width = other->width;
-                 r.height = other->height;
-                 r.image_format = std::string(image::ImageFormatName(other->format));
-               } else if (r.error.empty()) {
-                 r.error = info.status().message();
-               }
-             }
-             rows.push_back(std::move(r));
-             return Status::Ok();
-           }).status());
+    auto walked = WalkFile(fs, ds.format, ds.files[i], wo, [&](const Sample& s) -> Status {
+      InspectRow r;
+      r.file = *s.file;
+      r.record = folder ? i : s.record;
+      r.offset = s.offset;
+      r.size = s.framed_size;
+      r.key = folder ? std::string(io::BaseName(s.key)) : s.key;
+      r.label = folder ? ds.folder.images[i].class_index : s.label;
+      r.image_bytes = s.image.size();
+      r.image_crc32c = crc32c::Value(s.image);
+      if (!s.parse_error.ok()) r.error = s.parse_error.message();
+      if (s.image.empty() && r.error.empty()) r.error = "no image bytes (an empty file or member)";
+      if (o.decode_header && !s.image.empty()) {
+        auto info = image::ReadJpegInfo(s.image);
+        if (info.ok()) {
+          r.width = info->width;
+          r.height = info->height;
+          r.components = info->components;
+          r.image_format = "JPEG";
+          r.subsampling = info->subsampling;
+          r.progressive = info->progressive;
+        } else if (auto other = image::CheckImage(s.image, false); other.ok()) {
+          r.width = other->width;
+          r.height = other->height;
+          r.image_format = std::string(image::ImageFormatName(other->format));
+        } else if (r.error.empty()) {
+          r.error = info.status().message();
+        }
+      }
+      rows.push_back(std::move(r));
+      return Status::Ok();
+    });
+    // An image that cannot be read (a dangling link, no permission) is a
+    // row with its error, as a damaged one is; a record file that cannot
+    // be read stops the listing.
+    if (!walked.ok()) {
+      if (!folder) return walked.status();
+      InspectRow r;
+      r.file = ds.files[i];
+      r.record = i;
+      r.key = std::string(io::BaseName(ds.files[i]));
+      r.label = ds.folder.images[i].class_index;
+      r.error = walked.status().message();
+      rows.push_back(std::move(r));
+    }
   }
   return rows;
 }

@@ -101,7 +101,81 @@ bool Valid(const nlohmann::json& j) {
   return true;
 }
 
+// Marks back to the bytes they stand for, in every string and key.
+std::string Unmarked(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = Utf8Sequence(s, i);
+    if (IsMark(s, i, n)) {
+      const uint32_t cp =
+          ((s[i] & 0x07u) << 18) | ((s[i + 1] & 0x3Fu) << 12) | ((s[i + 2] & 0x3Fu) << 6) | (s[i + 3] & 0x3Fu);
+      out += static_cast<char>(cp - kMark);
+      i += 4;
+    } else {
+      out += s[i];
+      ++i;
+    }
+  }
+  return out;
+}
+
+nlohmann::json UnmarkTree(const nlohmann::json& j) {
+  if (j.is_string()) return Unmarked(j.get_ref<const std::string&>());
+  if (j.is_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& x : j) out.push_back(UnmarkTree(x));
+    return out;
+  }
+  if (j.is_object()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (auto it = j.begin(); it != j.end(); ++it) out[Unmarked(it.key())] = UnmarkTree(it.value());
+    return out;
+  }
+  return j;
+}
+
+int Hex(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
 }  // namespace
+
+nlohmann::json ParseJson(std::string_view text) {
+  // Lone \udc80..\udcff escapes inside strings become marks (raw UTF-8 of
+  // U+10FF80..), which nlohmann accepts, then bytes again after parsing.
+  std::string marked;
+  bool any = false, in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (!in_string) {
+      if (c == '"') in_string = true;
+      if (any) marked += c;
+      continue;
+    }
+    if (c == '"') {
+      in_string = false;
+    } else if (c == '\\' && i + 1 < text.size()) {
+      if (text[i + 1] == 'u' && i + 5 < text.size() && (text[i + 2] == 'd' || text[i + 2] == 'D') &&
+          (text[i + 3] == 'c' || text[i + 3] == 'C') && Hex(text[i + 4]) >= 8 && Hex(text[i + 5]) >= 0) {
+        if (!any) marked.assign(text.substr(0, i));
+        any = true;
+        AppendMark(static_cast<unsigned char>(Hex(text[i + 4]) * 16 + Hex(text[i + 5])), &marked);
+        i += 5;
+        continue;
+      }
+      if (any) marked += text.substr(i, 2);
+      ++i;
+      continue;
+    }
+    if (any) marked += c;
+  }
+  auto j = nlohmann::json::parse(any ? std::string_view(marked) : text, nullptr, /*allow_exceptions=*/false);
+  return any && !j.is_discarded() ? UnmarkTree(j) : j;
+}
 
 std::string DumpJson(const nlohmann::json& j, int indent) {
   if (Valid(j)) return j.dump(indent);

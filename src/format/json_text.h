@@ -18,4 +18,10 @@ namespace aq::format {
 // invalid UTF-8, unlike nlohmann::json::dump.
 std::string DumpJson(const nlohmann::json& j, int indent = -1);
 
+// Parses what DumpJson writes: a lone "\udcXX" escape (XX 80..ff) becomes
+// the raw byte XX again, so names round-trip through files aquifer writes
+// and reads (nlohmann::json::parse refuses lone surrogates). A discarded
+// value (is_discarded()) where the text is not JSON.
+nlohmann::json ParseJson(std::string_view text);
+
 }  // namespace aq::format

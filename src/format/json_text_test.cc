@@ -28,5 +28,16 @@ TEST(JsonText, BytesThatAreNotUtf8BecomeSurrogateEscapes) {
   EXPECT_EQ(DumpJson(c), R"({"f":"a\tb\u0001\udce9"})");
 }
 
+// ParseJson reads DumpJson's escapes back into the raw bytes.
+TEST(JsonText, WhatDumpJsonWritesParsesBackToTheSameBytes) {
+  nlohmann::json j = {{"f", "caf\xe9.jpg"}, {"k", {"\xff", "ok", "\xf4\x8f\xbf\xbf"}}, {"\xe2\x82", 3}};
+  const std::string text = DumpJson(j, 1);
+  EXPECT_EQ(ParseJson(text), j);
+  // Escaped backslashes and a valid surrogate pair are left to nlohmann.
+  EXPECT_EQ(ParseJson(R"({"a":"\\udce9","b":"\ud83d\ude00"})"),
+            (nlohmann::json{{"a", "\\udce9"}, {"b", "\xf0\x9f\x98\x80"}}));
+  EXPECT_TRUE(ParseJson("{not json").is_discarded());
+}
+
 }  // namespace
 }  // namespace aq::format

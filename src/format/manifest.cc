@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "format/json_text.h"
+
 namespace aq::format {
 
 using nlohmann::json;
@@ -58,7 +60,7 @@ std::string FormatManifest(const Manifest& m) {
             {"verified_by", m.verified_by},
             {"created", m.created},
             {"files", files}};
-  return j.dump() + "\n";
+  return DumpJson(j) + "\n";  // names are bytes
 }
 
 namespace {
@@ -85,7 +87,7 @@ uint64_t Unsigned(const json& x, const char* what) {
 }  // namespace
 
 Result<Manifest> ParseManifest(std::string_view text, const std::string& where) {
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const json j = ParseJson(text);
   auto bad = [&](const std::string& what) { return InvalidArgument(fmt::format("manifest '{}': {}", where, what)); };
   if (!j.is_object()) return bad("not a JSON object");
   const auto version = j.find("aquifer_manifest");
