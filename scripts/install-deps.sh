@@ -36,6 +36,8 @@ PACKAGES=(
   python3 python3-protobuf python3-crcmod python3-pil
   # the image-variant fixtures: libjpeg-turbo's own cjpeg/jpegtran/djpeg
   libjpeg-turbo-progs
+  # WebDataset shards written by bsdtar (GNU tar is in the base system)
+  libarchive-tools
   # the peer the pipeline is compared with: PyTorch's DataLoader + torchvision
   python3-numpy python3-torch python3-torchvision
   # the second peer (bench/compare_peers): OpenCV's decode and resize in the same DataLoader

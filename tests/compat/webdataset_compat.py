@@ -203,6 +203,41 @@ class TarfileWritesAquiferReads(unittest.TestCase):
                 finally:
                     shutil.rmtree(tmp)
 
+    def test_gnu_tar_and_bsdtar_in_any_member_order(self):
+        """Shards written by GNU tar and bsdtar from a folder of KEY.EXT files,
+        members in name order (KEY.cls, KEY.depth.png, KEY.jpg) and in an
+        order of our own: the same samples, images and labels."""
+        tools = [t for t in ("tar", "bsdtar") if shutil.which(t)]
+        if not tools:
+            self.skipTest("neither GNU tar nor bsdtar installed")
+        rows = [(f"s{i:02d}", [("cls", str(i % 4).encode()), ("depth.png", image_bytes(50 + i, "PNG", 64, 48)),
+                               ("jpg", image_bytes(i)), ("json", b'{"i": %d}' % i)], i % 4) for i in range(6)]
+        tmp = tempfile.mkdtemp(prefix="aq_wds_tools_")
+        try:
+            src = os.path.join(tmp, "src")
+            os.makedirs(src)
+            for key, members, _ in rows:
+                for ext, data in members:
+                    with open(os.path.join(src, f"{key}.{ext}"), "wb") as fh:
+                        fh.write(data)
+            names = sorted(os.listdir(src))
+            # Each key's members together, in an order no sort gives: jpg last
+            # but one, depth map first.
+            rank = {"depth.png": 0, "json": 1, "jpg": 2, "cls": 3}
+            unsorted = sorted(names, key=lambda n: (n.split(".", 1)[0], rank[n.split(".", 1)[1]]))
+            for tool in tools:
+                for order, listing in (("sorted", names), ("unsorted", unsorted)):
+                    with self.subTest(tool=tool, order=order):
+                        shards = os.path.join(tmp, f"{tool}-{order}")
+                        os.makedirs(shards)
+                        cmd = [tool, "-cf", os.path.join(shards, "part-000.tar"), "-C", src]
+                        if tool == "tar":
+                            cmd[1:1] = ["--format=gnu"]
+                        subprocess.run(cmd + listing, check=True)
+                        self.check_dataset(shards, rows, tmp)
+        finally:
+            shutil.rmtree(tmp)
+
     def test_over_aquifer_from_a_node(self):
         tmp = tempfile.mkdtemp(prefix="aq_wds_node_")
         node = None
@@ -258,10 +293,12 @@ class TarfileWritesAquiferReads(unittest.TestCase):
         try:
             write_shard(f"{tmp}/s.tar", tarfile.GNU_FORMAT,
                         [(f"k{i}", [("jpg", image_bytes(i)), ("cls", str(i).encode())]) for i in range(4)])
-            data = open(f"{tmp}/s.tar", "rb").read()
+            with open(f"{tmp}/s.tar", "rb") as fh:
+                data = fh.read()
             with tarfile.open(f"{tmp}/s.tar") as t:
                 last = [m for m in t.getmembers() if m.name == "k3.jpg"][0]
-            open(f"{tmp}/s.tar", "wb").write(data[:last.offset_data + 100])  # inside k3.jpg
+            with open(f"{tmp}/s.tar", "wb") as fh:
+                fh.write(data[:last.offset_data + 100])  # inside k3.jpg
             v = run("dataset", "verify", f"{tmp}/s.tar", "--json", check=False)
             self.assertEqual(v.returncode, 1)
             report = json.loads(v.stdout)
