@@ -1,5 +1,6 @@
 // Tar headers (ustar, pax, GNU long names, base-256 sizes) and WebDataset
-// samples: any bytes, as a whole archive and as one stored sample.
+// samples: any bytes, as a whole archive and as one stored sample, with the
+// default members and with a JSON label path.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -26,5 +27,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   (void)aq::format::ParseWdsSample(bytes, "fuzz");
+  // A user's schema: other image members, the label a field of a JSON member.
+  static const auto schema = aq::format::ParseWdsSchema("seg.png;jpg", "json:annotation.0.label");
+  (void)aq::format::ParseWdsSample(bytes, "fuzz", *schema);
   return 0;
 }
