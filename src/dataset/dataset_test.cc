@@ -12,6 +12,7 @@
 #include "format/tfrecord.h"
 #include "image/decode.h"
 #include "image/jpeg.h"
+#include "io/forwarding_file_system.h"
 
 namespace aq::dataset {
 namespace {
@@ -375,22 +376,12 @@ TEST_F(DatasetTest, ExpandMakesNamedCopies) {
 
 // A disk with `free` bytes left: expand refuses copies that would not fit
 // before writing any (README's 150 copies of a 2 GB dataset need 334 GB).
-class SmallDisk final : public io::FileSystem {
+class SmallDisk final : public io::ForwardingFileSystem {
  public:
-  SmallDisk(io::FileSystem& base, uint64_t free) : base_(base), free_(free) {}
-  Result<std::unique_ptr<io::RandomAccessFile>> OpenRead(const std::string& p, io::AccessHint h) override {
-    return base_.OpenRead(p, h);
-  }
-  Result<std::unique_ptr<io::WritableFile>> OpenWrite(const std::string& p) override { return base_.OpenWrite(p); }
-  Result<io::FileInfo> Stat(const std::string& p) override { return base_.Stat(p); }
-  Result<std::vector<io::FileInfo>> List(const std::string& d) override { return base_.List(d); }
-  Status MakeDirs(const std::string& p) override { return base_.MakeDirs(p); }
-  Status Remove(const std::string& p) override { return base_.Remove(p); }
-  Status Rename(const std::string& a, const std::string& b) override { return base_.Rename(a, b); }
+  SmallDisk(io::FileSystem& base, uint64_t free) : io::ForwardingFileSystem(base), free_(free) {}
   Result<uint64_t> FreeBytes(const std::string&) override { return free_; }
 
  private:
-  io::FileSystem& base_;
   uint64_t free_;
 };
 

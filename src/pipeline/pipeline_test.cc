@@ -13,6 +13,7 @@
 #include "format/tfrecord.h"
 #include "image/jpeg.h"
 #include "io/file_system.h"
+#include "io/forwarding_file_system.h"
 
 namespace aq::pipeline {
 namespace {
@@ -738,28 +739,12 @@ TEST_F(PipelineTest, ACutFileWithoutAnIndexKeepsEveryRecordBeforeTheCut) {
 namespace aq::pipeline {
 namespace {
 
-// Forwards everything but reads to `base`: the test file systems below
-// change only how files are opened and read.
-class WrappedFileSystem : public io::FileSystem {
- public:
-  explicit WrappedFileSystem(io::FileSystem& base) : base_(base) {}
-  Result<std::unique_ptr<io::WritableFile>> OpenWrite(const std::string& p) override { return base_.OpenWrite(p); }
-  Result<io::FileInfo> Stat(const std::string& p) override { return base_.Stat(p); }
-  Result<std::vector<io::FileInfo>> List(const std::string& d) override { return base_.List(d); }
-  Status MakeDirs(const std::string& p) override { return base_.MakeDirs(p); }
-  Status Remove(const std::string& p) override { return base_.Remove(p); }
-  Status Rename(const std::string& a, const std::string& b) override { return base_.Rename(a, b); }
-
- protected:
-  io::FileSystem& base_;
-};
-
 // Records the read plan a pipeline sends and the order it opens files in;
 // `fail_plans` makes every plan fail (a store that cannot take it).
-class PlanRecordingFileSystem final : public WrappedFileSystem {
+class PlanRecordingFileSystem final : public io::ForwardingFileSystem {
  public:
   explicit PlanRecordingFileSystem(io::FileSystem& base, bool fail_plans = false)
-      : WrappedFileSystem(base), fail_(fail_plans) {}
+      : io::ForwardingFileSystem(base), fail_(fail_plans) {}
   Result<std::unique_ptr<io::RandomAccessFile>> OpenRead(const std::string& path, io::AccessHint hint) override {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -835,10 +820,10 @@ TEST_F(PipelineTest, TheReadPlanNamesEachFileBeforeItIsReadInReadOrder) {
 
 // Reads past `fail_after` bytes of any file fail with EIO, as a dying disk
 // or a dropped NFS mount does.
-class FailingFileSystem final : public WrappedFileSystem {
+class FailingFileSystem final : public io::ForwardingFileSystem {
  public:
   FailingFileSystem(io::FileSystem& base, uint64_t fail_after, StatusCode code = StatusCode::kIoError)
-      : WrappedFileSystem(base), fail_after_(fail_after), code_(code) {}
+      : io::ForwardingFileSystem(base), fail_after_(fail_after), code_(code) {}
   Result<std::unique_ptr<io::RandomAccessFile>> OpenRead(const std::string& path, io::AccessHint hint) override {
     auto f = AQ_TRY(base_.OpenRead(path, hint));
     return std::unique_ptr<io::RandomAccessFile>(std::make_unique<File>(std::move(f), fail_after_, code_));
