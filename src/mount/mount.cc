@@ -374,9 +374,21 @@ Status Prepare(io::FileSystem& store, MountOptions* options) {
   return Status::Ok();
 }
 
+// A value inside FUSE's -o list: libfuse splits the list at commas and reads
+// a backslash as "take the next character as it is", so a root naming
+// several nodes (aquifer://h1:p1,h2:p2/...) keeps its commas.
+std::string FuseOptionValue(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == ',' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
 // The kernel's mount options (-o).
 std::string FuseOptions(const MountOptions& o) {
-  std::string opts = "fsname=" + o.root + ",subtype=aquifer,default_permissions";
+  std::string opts = "fsname=" + FuseOptionValue(o.root) + ",subtype=aquifer,default_permissions";
   if (o.allow_other) opts += ",allow_other";
   // --read-only is enforced by MountFs (EROFS for every change), so that
   // the plan file stays writable on a read-only mount.

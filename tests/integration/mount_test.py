@@ -410,6 +410,16 @@ try:
     check(r.returncode == 0 and not os.path.ismount(mnt), f"aquifer umount clears it: {r.stderr}")
     m = None
 
+    # ---- a source naming several nodes: its commas stay out of FUSE's options ----
+    hostport = url[len("aquifer://"):]
+    several = f"aquifer://{hostport},{hostport}/data"
+    m = Mount(several)
+    check(any(line.split()[:2] == [several, mnt] for line in open("/proc/mounts")),
+          f"/proc/mounts names the source whole: {several}")
+    check(os.path.exists(f"{mnt}/copy/big.bin"), "a mount naming several nodes reads")
+    m.stop()
+    m = None
+
     # ---- clear errors ----
     r = run(AQ, "--credentials", creds, "mount", "-f", url + "/no-such-bucket", mnt)
     check(r.returncode != 0 and "no-such-bucket" in r.stderr and not os.path.ismount(mnt),
