@@ -166,6 +166,7 @@ class StoreFs final : public io::FileSystem {
   };
   std::map<std::string, Members> members_ AQ_GUARDED_BY(members_mu_);  // by the path's named nodes
   std::map<std::string, double> down_until_ AQ_GUARDED_BY(members_mu_);
+  std::atomic<uint64_t> spread_{0};  // which named node leads the next request
   Mutex listed_mu_;
   // path -> what a listing said and when: Stat's answer for listing_ttl_s.
   std::map<std::string, std::pair<io::FileInfo, double>> listed_ AQ_GUARDED_BY(listed_mu_);
@@ -284,6 +285,14 @@ std::vector<std::string> StoreFs::Candidates(const StorePath& p, bool stale) {
   }
   MutexLock lock(members_mu_);
   std::vector<std::string> order = named;
+  // Requests are spread over the nodes the path names, each leading in
+  // turn (as a DNS name that resolves to each node in turn spreads clients):
+  // every node's link carries a share of the opens and of the reads through
+  // a node, instead of the first named node carrying them all.
+  if (named.size() > 1) {
+    const auto lead = static_cast<std::ptrdiff_t>(spread_.fetch_add(1, std::memory_order_relaxed) % named.size());
+    std::rotate(order.begin(), order.begin() + lead, order.end());
+  }
   for (const auto& a : members_[group].addresses) {
     if (std::find(order.begin(), order.end(), a) == order.end()) order.push_back(a);
   }

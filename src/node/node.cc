@@ -273,6 +273,7 @@ Status Node::StartImpl() {
       return s3::LayoutToJson(
           cluster::LayoutFor(o, membership_ ? membership_->Nodes() : std::vector<cluster::NodeInfo>()));
     };
+    so.s3.open_first_block = cluster;
     so.s3.cluster_json = [this] {
       nlohmann::json j = {{"replicas", cluster_blocks_->replicas()}, {"nodes", nlohmann::json::array()}};
       if (membership_) {

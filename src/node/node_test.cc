@@ -480,5 +480,65 @@ TEST(NodeTest, ThreeNodeClusterFailsOverAndRepairs) {
   EXPECT_EQ(ReadWhole(*fs, "aquifer://" + nodes[1]->address() + "/inproc/obj", 1 << 20), data);
 }
 
+TEST(NodeTest, ClusterOpensBringOneBlockAndSpreadOverTheNamedNodes) {
+  auto& etcd = cluster::Etcd::Get();
+  if (!etcd.ok()) GTEST_SKIP() << etcd.why();
+  TempDir dir;
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (const char* name : {"s1", "s2", "s3"}) {
+    NodeOptions o = Options(dir, name);
+    o.etcd = etcd.url();
+    o.replicas = 2;      // as the other tests on the shared etcd
+    o.anonymous = true;  // the raw request below goes unsigned
+    o.node_id = std::string("spread-") + name;
+    o.repair_interval_s = 3600;
+    auto n = Node::Start(o);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    nodes.push_back(std::move(*n));
+  }
+  for (auto& n : nodes) ASSERT_TRUE(n->membership()->Refresh().ok());
+  auto fs = Client();
+  const std::string data = Bytes(3'000'000, 7);  // 12 blocks of 256 KiB
+  const std::string all =
+      "aquifer://" + nodes[0]->address() + "," + nodes[1]->address() + "," + nodes[2]->address() + "/spread/obj";
+  ASSERT_TRUE(fs->MakeDirs(all).ok());
+  ASSERT_TRUE(Write(*fs, all, data).ok());
+
+  // An open asks for 1 MiB; a cluster node answers with the first block only.
+  http::Pool pool;
+  http::ClientRequest req;
+  req.method = "GET";
+  req.target = "/spread/obj";
+  req.headers.Add("Range", "bytes=0-1048575");
+  req.headers.Add("x-aquifer-open", "1");
+  auto res = pool.Send(nodes[1]->address(), req);
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(res->status, 206);
+  EXPECT_EQ(res->headers.Get("Content-Range"), "bytes 0-262143/3000000");
+  EXPECT_EQ(res->body, data.substr(0, 256 << 10));
+  EXPECT_FALSE(res->headers.Get("x-aquifer-layout").empty());
+  // A plain ranged GET is answered as asked.
+  req.headers = {};
+  req.headers.Add("Range", "bytes=0-1048575");
+  res = pool.Send(nodes[1]->address(), req);
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->body.size(), 1u << 20);
+
+  // Requests through a path naming the three nodes go to each in turn: 9
+  // reads of a small object (each one GET, its open) are 3 per node.
+  const std::string small_path = all.substr(0, all.size() - 3) + "small";
+  const std::string small = Bytes(100'000, 8);
+  ASSERT_TRUE(Write(*fs, small_path, small).ok());
+  std::vector<Counts> before;
+  for (auto& n : nodes) before.push_back(Snapshot(*n));
+  for (int i = 0; i < 9; ++i) EXPECT_EQ(ReadWhole(*fs, small_path, 1 << 20), small);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    // 3 opens each (the block's owner also answers the others' block reads;
+    // without spreading, one node would have all 9 opens and one none).
+    EXPECT_GE(Snapshot(*nodes[i]).get - before[i].get, 3u) << nodes[i]->node_id();
+  }
+  EXPECT_EQ(ReadWhole(*fs, all, 1 << 20), data);
+}
+
 }  // namespace
 }  // namespace aq::node

@@ -268,6 +268,13 @@ void S3Handler::GetObject(S3Request& r) {
     if (range.present) {
       start = range.start;
       length = range.length;
+      // In a cluster the client reads the rest from the blocks' holders:
+      // the open brings at most the first block, so this node fetches at
+      // most one block from a peer to answer it.
+      if (opening && o_.open_first_block && start == 0 && !o.blocks.empty() && o.blocks[0].size > 0 &&
+          length < o.size) {
+        length = std::min(length, o.blocks[0].size);
+      }
       status = 206;
       h.Add("Content-Range", fmt::format("bytes {}-{}/{}", start, start + length - 1, o.size));
     }

@@ -67,6 +67,9 @@ struct S3HandlerOptions {
   // /_aquifer/layout/<bucket>/<key>: an object's blocks with their holders'
   // addresses (s3::Layout), so clients read blocks from the nodes holding them.
   std::function<std::string(const store::ObjectMeta&)> layout_json;
+  // In a cluster: an aquifer:// client's open of an object larger than it
+  // asks for is answered with at most the object's first block.
+  bool open_first_block = false;
   uint64_t max_block_bytes = 1ull << 30;
   // A GET whose body fails part way is continued from other holders for
   // this long (a dead node's lease running out, etcd coming back) before
