@@ -28,6 +28,8 @@ PACKAGES=(
   python3-boto3 s3cmd awscli rclone s3fs fuse3
   # the cluster's membership and metadata store (tests start their own on 127.0.0.1)
   etcd-server
+  # the lab (scripts/lab): hosts as network namespaces, links shaped with tc, partitions
+  iproute2 nftables curl
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # fuzzing (clang's libFuzzer runtime)
