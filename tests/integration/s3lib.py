@@ -209,14 +209,14 @@ def raw(port, data, timeout=10):
     return out
 
 
-def request(port, method, path, query="", body=b"", headers=None, sign_it=True, timeout=10, **kw):
+def request(port, method, path, query="", body=b"", headers=None, sign_it=True, timeout=10, host="127.0.0.1", **kw):
     """One HTTP request signed by the independent signer; returns (status, headers, body)."""
     import http.client
     headers = dict(headers or {})
-    headers.setdefault("host", f"127.0.0.1:{port}")
+    headers.setdefault("host", f"{host}:{port}")
     if sign_it:
         sign(method, path, query, headers, kw.pop("payload_hash", hashlib.sha256(body).hexdigest()), **kw)
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    c = http.client.HTTPConnection(host, port, timeout=timeout)
     c.putrequest(method, path + ("?" + query if query else ""), skip_host=True, skip_accept_encoding=True)
     for k, v in headers.items():
         c.putheader(k, v)
