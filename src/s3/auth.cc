@@ -86,8 +86,9 @@ AuthOutcome StreamingFor(const std::string& hash, const std::string& key, const 
 }
 
 AuthOutcome Presigned(const http::Request& req, const AuthOptions& o, int64_t now) {
-  std::string credential, amz_date, expires_s, signed_list, signature, query;
+  std::string credential, amz_date, expires_s, signed_list, signature, query, query_hash;
   for (const auto& [k, v] : ParseQuery(req.query)) {
+    if (k == "X-Amz-Content-Sha256") query_hash = v;  // the AWS SDK for JavaScript v3 signs it there
     if (k == "X-Amz-Credential") credential = v;
     if (k == "X-Amz-Date") amz_date = v;
     if (k == "X-Amz-Expires") expires_s = v;
@@ -129,8 +130,9 @@ AuthOutcome Presigned(const http::Request& req, const AuthOptions& o, int64_t no
   sr.raw_path = req.path;
   sr.raw_query = query;
   sr.headers = SignedHeaderValues(req, auth->signed_headers);
-  const std::string hash =
-      req.headers.Has("x-amz-content-sha256") ? req.headers.Get("x-amz-content-sha256") : "UNSIGNED-PAYLOAD";
+  const std::string hash = req.headers.Has("x-amz-content-sha256") ? req.headers.Get("x-amz-content-sha256")
+                           : !query_hash.empty()                   ? query_hash
+                                                                   : "UNSIGNED-PAYLOAD";
   sr.payload_hash = hash;
   const std::string scope = auth->date + "/" + auth->region + "/" + auth->service + "/aws4_request";
   const std::string key = SigningKey(cred->secret, auth->date, auth->region, auth->service);

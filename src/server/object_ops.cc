@@ -430,6 +430,15 @@ bool S3Handler::ReceiveBody(S3Request& r, store::ObjectWriter& w) {
     if (algorithm.empty()) continue;
     checksums.emplace_back(value, s3::Checksum::Make(algorithm).value());
   }
+  // A presigned URL carries the headers it signed in its query (the AWS SDK
+  // for JavaScript v3 puts x-amz-checksum-crc32 there): checked the same.
+  if (r.auth.presigned) {
+    for (const auto& [name, value] : r.query) {
+      const std::string algorithm = s3::ChecksumAlgorithmOfHeader(name);
+      if (algorithm.empty() || hs.Has(name)) continue;
+      checksums.emplace_back(value, s3::Checksum::Make(algorithm).value());
+    }
+  }
   std::unique_ptr<s3::AwsChunkedDecoder> decoder;
   if (aws_chunked) decoder = std::make_unique<s3::AwsChunkedDecoder>(*r.auth.streaming, hs.Get("x-amz-trailer"));
   std::string raw(1 << 20, '\0'), decoded;

@@ -31,6 +31,21 @@ const std::set<std::string, std::less<>> kNeutral = {
     "Expires",
 };
 
+// Headers a presigned URL may carry in its query (SDKs move the x-amz-*
+// headers they sign there), which S3 then reads as headers: the payload
+// hash (the signature's), the checksums of the body (checked on upload:
+// ReceiveBody), the checksum algorithm's name, and x-amz-checksum-mode
+// (asks for stored checksums in the answer; this node stores none, so
+// there are none to add). Any other x-amz-* parameter is refused.
+bool PresignedHeaderParam(std::string_view name) {
+  if (http::EqualsIgnoreCase(name, "x-amz-content-sha256") || http::EqualsIgnoreCase(name, "x-amz-checksum-mode") ||
+      http::EqualsIgnoreCase(name, "x-amz-sdk-checksum-algorithm") ||
+      http::EqualsIgnoreCase(name, "x-amz-user-agent")) {
+    return true;
+  }
+  return !s3::ChecksumAlgorithmOfHeader(name).empty();
+}
+
 const std::set<std::string, std::less<>> kResponseOverrides = {
     "response-content-type",  "response-content-language",    "response-expires",
     "response-cache-control", "response-content-disposition", "response-content-encoding",
@@ -352,6 +367,7 @@ bool S3Handler::RefuseUnsupported(S3Request& r) {
   const auto allowed = Allowed(r);
   for (const auto& [name, value] : r.query) {
     if (kNeutral.count(name) || allowed.count(name)) continue;
+    if (r.auth.presigned && PresignedHeaderParam(name)) continue;
     SendError(
         r, {501, "NotImplemented",
             fmt::format("'?{}' on {} {} is not implemented by this node; nothing was read or changed", name,
