@@ -426,7 +426,7 @@ class Packer {
   // place, then writes its side files.
   Status WriteShard(const ShardPlan& sp) {
     const std::string tmp = sp.final_path + ".partial";
-    auto out = AQ_TRY(fs_.OpenWrite(tmp));
+    auto out = AQ_TRY(io::CreateFresh(fs_, tmp));
     auto writer = MakeWriter(*out, tmp);
     std::string jpeg;
     ManifestFile verified;

@@ -129,7 +129,7 @@ class Resizer {
     const std::string out_path = OutputPath(ds_, in_path, o_.out);
     if (ds_.format == Format::kFolder) AQ_TRY(fs_.MakeDirs(std::string(io::DirName(out_path))));
     const std::string tmp = out_path + ".partial";
-    auto out = AQ_TRY(fs_.OpenWrite(tmp));
+    auto out = AQ_TRY(io::CreateFresh(fs_, tmp));
     Rewriter rewriter(ds_.format, *out);
     WalkOptions wo;
     wo.policy = o_.policy;

@@ -78,7 +78,7 @@ Result<SynthReport> Synthesize(io::FileSystem& fs, const SynthOptions& o) {
     std::string jpeg = AQ_TRY(image::EncodeJpeg(img, {quality, prof.subsample_420}));
     std::string name = fmt::format("{}_{}.JPEG", SynsetName(c), i);
     std::string path = io::JoinPath(io::JoinPath(o.out, SynsetName(c)), name);
-    auto f = AQ_TRY(fs.OpenWrite(path));
+    auto f = AQ_TRY(io::CreateFresh(fs, path));
     AQ_TRY(f->Append(jpeg));
     AQ_TRY(f->Close());
     bytes += jpeg.size();

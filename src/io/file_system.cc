@@ -71,10 +71,18 @@ Result<std::string> ReadFileToString(FileSystem& fs, const std::string& path) {
   return s;
 }
 
+Result<std::unique_ptr<WritableFile>> CreateFresh(FileSystem& fs, const std::string& path) {
+  // A file left at the name by an earlier run, or anything planted there (a
+  // link to a file elsewhere), is unlinked, never written through; a name
+  // that reappears before the create fails it.
+  if (Status s = fs.Remove(path); !s.ok() && s.code() != StatusCode::kNotFound) return s;
+  return fs.OpenWriteNew(path);
+}
+
 Status WriteFileAtomic(FileSystem& fs, const std::string& path, std::string_view data) {
   std::string tmp = path + ".tmp";
   {
-    auto f = AQ_TRY(fs.OpenWrite(tmp));
+    auto f = AQ_TRY(CreateFresh(fs, tmp));
     AQ_TRY(f->Append(data));
     AQ_TRY(f->Sync());
     AQ_TRY(f->Close());

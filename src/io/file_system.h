@@ -88,6 +88,10 @@ class FileSystem {
                                                              AccessHint hint = AccessHint::kNormal) = 0;
   // Creates or truncates.
   virtual Result<std::unique_ptr<WritableFile>> OpenWrite(const std::string& path) = 0;
+  // Creates `path`, which must not exist (AlreadyExists otherwise), never
+  // through a symbolic link: what a tool writes beside user data under a
+  // temporary name. Where names cannot be links (object stores), OpenWrite.
+  virtual Result<std::unique_ptr<WritableFile>> OpenWriteNew(const std::string& path) { return OpenWrite(path); }
   virtual Result<FileInfo> Stat(const std::string& path) = 0;
   // Direct children of a directory, sorted by name, without "." and "..".
   virtual Result<std::vector<FileInfo>> List(const std::string& dir) = 0;
@@ -171,8 +175,14 @@ std::unique_ptr<RandomAccessFile> NewSpanFile(std::string_view bytes, std::strin
 
 // Reads the whole file into a string (small files: indexes, lists).
 Result<std::string> ReadFileToString(FileSystem& fs, const std::string& path);
-// Writes data to path via a temporary name and a rename, after fsync, so a
-// reader sees the old or the new file, never half of one.
+// Creates `path` fresh (a temporary, or a file a tool makes anew): whatever
+// is at the name (a file an earlier run left, a planted symbolic link) is
+// unlinked first, and the file is then created exclusively, not through a
+// link (OpenWriteNew).
+Result<std::unique_ptr<WritableFile>> CreateFresh(FileSystem& fs, const std::string& path);
+// Writes data to path via a temporary name (CreateFresh) and a rename,
+// after fsync, so a reader sees the old or the new file, never half of
+// one; a link at `path` itself is replaced, not followed.
 Status WriteFileAtomic(FileSystem& fs, const std::string& path, std::string_view data);
 
 // Path helpers (POSIX '/' separators).

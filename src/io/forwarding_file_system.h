@@ -20,6 +20,7 @@ class ForwardingFileSystem : public FileSystem {
     return base_.OpenRead(p, h);
   }
   Result<std::unique_ptr<WritableFile>> OpenWrite(const std::string& p) override { return base_.OpenWrite(p); }
+  Result<std::unique_ptr<WritableFile>> OpenWriteNew(const std::string& p) override { return base_.OpenWriteNew(p); }
   Result<FileInfo> Stat(const std::string& p) override { return base_.Stat(p); }
   Result<std::vector<FileInfo>> List(const std::string& d) override { return base_.List(d); }
   Status MakeDirs(const std::string& p) override { return base_.MakeDirs(p); }

@@ -219,6 +219,12 @@ class PosixFileSystem final : public FileSystem {
     return std::unique_ptr<WritableFile>(std::make_unique<PosixWritableFile>(fd, path));
   }
 
+  Result<std::unique_ptr<WritableFile>> OpenWriteNew(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) return ErrnoStatus(errno, "create (as a new file)", path);
+    return std::unique_ptr<WritableFile>(std::make_unique<PosixWritableFile>(fd, path));
+  }
+
   Result<FileInfo> Stat(const std::string& path) override {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, "stat", path);
@@ -321,7 +327,8 @@ class PosixFileSystem final : public FileSystem {
   Result<CopyMethod> Copy(const std::string& from, const std::string& to) override {
     int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
     if (in < 0) return ErrnoStatus(errno, "open", from);
-    int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int out =
+        ::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);  // a link at `to`: refused
     if (out < 0) {
       int e = errno;
       ::close(in);
