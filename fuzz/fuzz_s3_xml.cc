@@ -1,5 +1,5 @@
-// Any bytes as a CompleteMultipartUpload, Delete or LifecycleConfiguration
-// request body: parsed or
+// Any bytes as a CompleteMultipartUpload, Delete, LifecycleConfiguration or
+// AccessControlPolicy request body: parsed or
 // refused with an error, never a crash; what parses obeys the documented
 // limits.
 #include <cstddef>
@@ -25,6 +25,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& r : *rules) {
       if (r.abort_days == 0 || r.id.size() > 255) __builtin_trap();
     }
+  }
+  auto acl = aq::s3::ParseAccessControlPolicy(xml);
+  if (acl.ok()) {
+    if (acl->grants.size() > 100) __builtin_trap();
+    for (const auto& g : acl->grants) {
+      if (g.permission.empty() || (g.id.empty() && g.uri.empty() && g.email.empty())) __builtin_trap();
+    }
+    (void)aq::s3::OwnerOnly(*acl);
   }
   return 0;
 }

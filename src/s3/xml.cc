@@ -3,8 +3,10 @@
 #include <expat.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <functional>
+#include <iterator>
 
 #include "s3/sigv4.h"
 
@@ -156,6 +158,62 @@ Result<DeleteObjectsRequest> ParseDeleteObjects(std::string_view xml) {
   if (!root_ok) return InvalidArgument("the body is not a Delete document");
   if (r.keys.empty()) return InvalidArgument("Delete names no object");
   return r;
+}
+
+Result<AccessControlPolicy> ParseAccessControlPolicy(std::string_view xml) {
+  AccessControlPolicy p;
+  AclGrant grant;
+  bool root = false, has_permission = false;
+  constexpr std::string_view kGrant = "AccessControlPolicy/AccessControlList/Grant";
+  AQ_TRY(Walker::Run(xml, "AccessControlPolicy", [&](const std::string& path, const std::string& text) -> Status {
+    if (path == "AccessControlPolicy") {
+      root = true;
+    } else if (path == "AccessControlPolicy/Owner/ID") {
+      p.owner_id = text;
+    } else if (path == "AccessControlPolicy/Owner" || path == "AccessControlPolicy/Owner/DisplayName" ||
+               path == "AccessControlPolicy/AccessControlList") {
+    } else if (path == kGrant) {
+      if (!has_permission) return InvalidArgument(fmt::format("grant {} has no Permission", p.grants.size() + 1));
+      if (grant.id.empty() && grant.uri.empty() && grant.email.empty()) {
+        return InvalidArgument(fmt::format("grant {} names no grantee (ID, URI or EmailAddress)", p.grants.size() + 1));
+      }
+      if (p.grants.size() == 100) return InvalidArgument("more than 100 grants");
+      p.grants.push_back(std::move(grant));
+      grant = AclGrant();
+      has_permission = false;
+    } else if (path.compare(0, kGrant.size(), kGrant) == 0) {
+      const std::string part = path.substr(kGrant.size());
+      if (part == "/Grantee/ID") {
+        grant.id = text;
+      } else if (part == "/Grantee/URI") {
+        grant.uri = text;
+      } else if (part == "/Grantee/EmailAddress") {
+        grant.email = text;
+      } else if (part == "/Permission") {
+        static const char* const kPermissions[] = {"FULL_CONTROL", "READ", "WRITE", "READ_ACP", "WRITE_ACP"};
+        if (std::find(std::begin(kPermissions), std::end(kPermissions), text) == std::end(kPermissions)) {
+          return InvalidArgument(fmt::format("Permission '{}' is not an S3 permission", text));
+        }
+        grant.permission = text;
+        has_permission = true;
+      } else if (part != "/Grantee" && part != "/Grantee/DisplayName") {
+        return InvalidArgument(fmt::format("unexpected element {} in an AccessControlPolicy", path));
+      }
+    } else {
+      return InvalidArgument(fmt::format("unexpected element {} in an AccessControlPolicy", path));
+    }
+    return Status::Ok();
+  }));
+  if (!root) return InvalidArgument("not an AccessControlPolicy");
+  return p;
+}
+
+bool OwnerOnly(const AccessControlPolicy& policy) {
+  if (policy.owner_id.empty()) return false;
+  for (const auto& g : policy.grants) {
+    if (g.id != policy.owner_id || !g.uri.empty() || !g.email.empty()) return false;
+  }
+  return true;
 }
 
 Result<std::vector<LifecycleRule>> ParseLifecycle(std::string_view xml) {

@@ -47,6 +47,23 @@ struct LifecycleRule {
 };
 Result<std::vector<LifecycleRule>> ParseLifecycle(std::string_view xml);
 
+// <AccessControlPolicy><Owner><ID>…</ID></Owner><AccessControlList>
+// <Grant><Grantee>…</Grantee><Permission>…</Permission></Grant>…, as PUT
+// ?acl sends it (tools copy the policy a GET ?acl answered). A grantee is
+// named by ID (a canonical user), URI (a group) or EmailAddress; at most
+// 100 grants. Malformed documents are InvalidArgument.
+struct AclGrant {
+  std::string id, uri, email, permission;
+};
+struct AccessControlPolicy {
+  std::string owner_id;
+  std::vector<AclGrant> grants;
+};
+Result<AccessControlPolicy> ParseAccessControlPolicy(std::string_view xml);
+// Whether the policy only grants its owner (to itself): what 'private'
+// means, and all this node's ACLs can be.
+bool OwnerOnly(const AccessControlPolicy& policy);
+
 // Calls on_end(path, text) for every element as it closes, with the path of
 // element names from the root ("Delete/Object/Key", namespaces dropped) and
 // the element's own text (at most max_text bytes). Depth is bounded (16).

@@ -71,6 +71,52 @@ TEST(S3XmlTest, DeleteObjects) {
   EXPECT_FALSE(ParseDeleteObjects(many + "</Delete>").ok());
 }
 
+TEST(S3XmlTest, AclPoliciesGrantingOnlyTheirOwnerArePrivate) {
+  // What a GET ?acl answers (and s3cmd copies back): the owner, FULL_CONTROL.
+  const std::string owner =
+      "<AccessControlPolicy xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Owner><ID>aquifer</ID>"
+      "<DisplayName>aquifer</DisplayName></Owner><AccessControlList><Grant><Grantee "
+      "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" xsi:type=\"CanonicalUser\"><ID>aquifer</ID>"
+      "<DisplayName>aquifer</DisplayName></Grantee><Permission>FULL_CONTROL</Permission></Grant>"
+      "</AccessControlList></AccessControlPolicy>";
+  auto p = ParseAccessControlPolicy(owner);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->owner_id, "aquifer");
+  ASSERT_EQ(p->grants.size(), 1u);
+  EXPECT_EQ(p->grants[0].permission, "FULL_CONTROL");
+  EXPECT_TRUE(OwnerOnly(*p));
+  // A public-read policy (the AllUsers group) and a grant to someone else are not.
+  std::string pub = owner;
+  pub.replace(pub.find("</AccessControlList>"), 0,
+              "<Grant><Grantee xsi:type=\"Group\" xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\"><URI>"
+              "http://acs.amazonaws.com/groups/global/AllUsers</URI></Grantee><Permission>READ</Permission></Grant>");
+  p = ParseAccessControlPolicy(pub);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_FALSE(OwnerOnly(*p));
+  std::string other = owner;
+  other.replace(other.find("<ID>aquifer</ID><DisplayName>aquifer</DisplayName></Grantee>"), 16, "<ID>someone</ID>");
+  p = ParseAccessControlPolicy(other);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_FALSE(OwnerOnly(*p));
+  // No owner: nothing to compare with.
+  p = ParseAccessControlPolicy("<AccessControlPolicy><AccessControlList/></AccessControlPolicy>");
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(OwnerOnly(*p));
+  // Malformed: a grant without a permission or a grantee, an unknown permission or element.
+  for (const char* bad : {
+           "<AccessControlPolicy><Owner><ID>a</ID></Owner><AccessControlList><Grant><Grantee><ID>a</ID></Grantee>"
+           "</Grant></AccessControlList></AccessControlPolicy>",
+           "<AccessControlPolicy><Owner><ID>a</ID></Owner><AccessControlList><Grant><Permission>READ</Permission>"
+           "</Grant></AccessControlList></AccessControlPolicy>",
+           "<AccessControlPolicy><Owner><ID>a</ID></Owner><AccessControlList><Grant><Grantee><ID>a</ID></Grantee>"
+           "<Permission>EVERYTHING</Permission></Grant></AccessControlList></AccessControlPolicy>",
+           "<AccessControlPolicy><Surprise/></AccessControlPolicy>",
+           "<Tagging/>",
+       }) {
+    EXPECT_FALSE(ParseAccessControlPolicy(bad).ok()) << bad;
+  }
+}
+
 TEST(S3XmlTest, LifecycleKeepsOnlyWhatTheNodeCarriesOut) {
   auto r = ParseLifecycle(
       "<LifecycleConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"

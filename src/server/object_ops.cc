@@ -667,10 +667,19 @@ void S3Handler::Acl(S3Request& r) {
   std::string body;
   if (!ReadSmallBody(r, &body, 64 << 10)) return;
   const std::string canned = r.req.headers.Get("x-amz-acl");
-  if (!body.empty() || (!canned.empty() && canned != "private")) {
+  // A policy that grants only its owner (what a GET ?acl here answers, and
+  // what tools copy from object to object) is 'private': accepted as is.
+  bool owner_only = body.empty();
+  if (!body.empty()) {
+    auto policy = s3::ParseAccessControlPolicy(body);
+    if (!policy.ok()) return SendError(r, {400, "MalformedACLError", policy.status().message()});
+    owner_only = s3::OwnerOnly(*policy);
+  }
+  if (!owner_only || (!canned.empty() && canned != "private")) {
     return SendError(r, {501, "NotImplemented",
                          "access control lists are not kept by this node (a key's permissions are its grants: "
-                         "aquifer key grant); only the 'private' canned ACL is accepted; nothing was changed"});
+                         "aquifer key grant); only 'private' (the canned ACL, or a policy granting its owner "
+                         "alone) is accepted; nothing was changed"});
   }
   SendEmpty(r, 200);
 }
