@@ -18,40 +18,136 @@ std::string PlanToJson(const std::vector<PlanRead>& reads) {
   return nlohmann::json{{"reads", std::move(a)}}.dump();
 }
 
-Result<std::vector<PlanRead>> PlanFromJson(std::string_view json) {
-  const nlohmann::json doc = nlohmann::json::parse(json, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object() || !doc.contains("reads") || !doc["reads"].is_array()) {
-    return InvalidArgument(R"(a plan is {"reads": [{"bucket", "key", "offset", "length"}, ...]})");
+namespace {
+
+constexpr const char* kPlanShape = R"(a plan is {"reads": [{"bucket", "key", "offset", "length"}, ...]})";
+
+// Reads a plan as the parser meets it (SAX), so that what a request body
+// costs is the reads it names, not a document tree: a tree of 8 MiB of
+// small JSON values takes hundreds of MiB. Stops at the first read that is
+// wrong, or at the read past kMaxPlanReads.
+class PlanReader final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  std::vector<PlanRead> reads;
+  std::string error;
+  bool saw_reads = false;
+
+  bool null() override { return Scalar(); }
+  bool boolean(bool) override { return Scalar(); }
+  bool number_integer(number_integer_t) override { return Scalar(); }
+  bool number_unsigned(number_unsigned_t v) override {
+    if (skip_ == 0 && depth_ == 3 && (field_ == "offset" || field_ == "length")) {
+      (field_ == "offset" ? read_.offset : read_.length) = v;
+      return true;
+    }
+    return Scalar();
   }
-  const auto& reads = doc["reads"];
-  if (reads.size() > kMaxPlanReads) return InvalidArgument(fmt::format("a plan names at most {} reads", kMaxPlanReads));
-  std::vector<PlanRead> out;
-  out.reserve(reads.size());
-  for (size_t i = 0; i < reads.size(); ++i) {
-    const auto& e = reads[i];
-    PlanRead r;
-    bool ok =
-        e.is_object() && e.contains("bucket") && e["bucket"].is_string() && e.contains("key") && e["key"].is_string();
-    if (ok) {
-      r.bucket = e["bucket"].get<std::string>();
-      r.key = e["key"].get<std::string>();
-      for (auto [name, field] : {std::pair{"offset", &r.offset}, std::pair{"length", &r.length}}) {
-        if (!e.contains(name)) continue;
-        if (!e[name].is_number_unsigned()) {
-          ok = false;
-        } else {
-          *field = e[name].get<uint64_t>();
-        }
+  bool number_float(number_float_t, const string_t&) override { return Scalar(); }
+  bool string(string_t& v) override {
+    if (skip_ == 0 && depth_ == 3 && (field_ == "bucket" || field_ == "key")) {
+      (field_ == "bucket" ? read_.bucket : read_.key) = std::move(v);
+      (field_ == "bucket" ? has_bucket_ : has_key_) = true;
+      return true;
+    }
+    return Scalar();
+  }
+  bool binary(binary_t&) override { return Scalar(); }
+  bool start_object(std::size_t) override {
+    if (skip_ > 0 || Skipping()) return Enter();
+    if (depth_ == 0 || depth_ == 2) {
+      if (depth_ == 2 && reads.size() == kMaxPlanReads) {
+        return Fail(fmt::format("a plan names at most {} reads", kMaxPlanReads));
       }
+      read_ = PlanRead();
+      has_bucket_ = has_key_ = false;
+      ++depth_;
+      return true;
     }
-    if (!ok || r.bucket.empty() || r.key.empty()) {
-      return InvalidArgument(fmt::format(
-          "read {} of the plan: expected bucket and key (strings) and optional offset and length (unsigned integers)",
-          i));
-    }
-    out.push_back(std::move(r));
+    return depth_ == 1 && field_ == "reads" ? Shape() : Fail(ReadError());
   }
-  return out;
+  bool key(string_t& k) override {
+    if (skip_ == 0) field_ = std::move(k);
+    return true;
+  }
+  bool end_object() override {
+    if (skip_ > 0) return Leave();
+    if (depth_ == 3) {
+      if (!has_bucket_ || !has_key_ || read_.bucket.empty() || read_.key.empty()) return Fail(ReadError());
+      reads.push_back(std::move(read_));
+      field_.clear();
+    }
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    if (skip_ > 0) return Enter();
+    if (depth_ == 1 && field_ == "reads") {
+      if (saw_reads) return Fail("a plan has one reads array");
+      saw_reads = true;
+      ++depth_;
+      return true;
+    }
+    if (depth_ == 0 || depth_ == 2 || (depth_ == 3 && IsReadField())) return depth_ == 0 ? Shape() : Fail(ReadError());
+    return Enter();  // a field this reader does not use
+  }
+  bool end_array() override {
+    if (skip_ > 0) return Leave();
+    --depth_;
+    field_.clear();
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    if (error.empty()) error = kPlanShape;  // not JSON
+    return false;
+  }
+
+ private:
+  // Depth: 0 outside, 1 in the plan, 2 in its reads, 3 in a read. Values of
+  // fields this reader does not use are skipped (skip_ open containers).
+  bool Skipping() const { return (depth_ == 1 && field_ != "reads") || (depth_ == 3 && !IsReadField()); }
+  bool IsReadField() const { return field_ == "bucket" || field_ == "key" || field_ == "offset" || field_ == "length"; }
+  bool Enter() {
+    ++skip_;
+    return true;
+  }
+  bool Leave() {
+    --skip_;
+    return true;
+  }
+  // A scalar where this reader wanted nothing in particular is fine outside
+  // the fields it reads; in one of them, or as a read, it is an error.
+  bool Scalar() {
+    if (skip_ > 0) return true;
+    if (depth_ == 0) return Shape();
+    if (depth_ == 1) return field_ == "reads" ? Shape() : true;
+    if (depth_ == 2) return Fail(ReadError());
+    return IsReadField() ? Fail(ReadError()) : true;
+  }
+  bool Shape() { return Fail(kPlanShape); }
+  std::string ReadError() const {
+    return fmt::format(
+        "read {} of the plan: expected bucket and key (strings) and optional offset and length (unsigned integers)",
+        reads.size());
+  }
+  bool Fail(std::string why) {
+    error = std::move(why);
+    return false;
+  }
+
+  int depth_ = 0;
+  size_t skip_ = 0;
+  std::string field_;
+  PlanRead read_;
+  bool has_bucket_ = false, has_key_ = false;
+};
+
+}  // namespace
+
+Result<std::vector<PlanRead>> PlanFromJson(std::string_view json) {
+  PlanReader reader;
+  if (!nlohmann::json::sax_parse(json, &reader)) return InvalidArgument(reader.error);
+  if (!reader.saw_reads) return InvalidArgument(kPlanShape);
+  return std::move(reader.reads);
 }
 
 std::string PiecesToJson(const std::vector<PlanPiece>& pieces) {

@@ -32,6 +32,33 @@ TEST(PlanTest, RoundTripsAndRefusesAnythingElseWhole) {
   EXPECT_FALSE(PlanFromJson(many + "]}").ok());
 }
 
+TEST(PlanTest, FieldsItDoesNotUseAreSkippedWhateverTheyHold) {
+  auto p =
+      PlanFromJson(R"({"v": 1, "extra": {"a": [1, {"b": null}], "reads": 3}, "reads": [{"why": [[{}]], "bucket": "b",)"
+                   R"( "key": "k", "note": {"offset": "x"}, "length": 9}], "after": [true, false, 1.5, -2]})");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p->size(), 1u);
+  EXPECT_EQ((*p)[0].bucket, "b");
+  EXPECT_EQ((*p)[0].length, 9u);
+  EXPECT_EQ((*p)[0].offset, 0u);
+  // No reads array at all, two of them, trailing bytes, a read field holding a container.
+  for (const char* bad : {R"({"v": 1})", R"({"reads": [], "reads": []})", R"({"reads": []} x)",
+                          R"({"reads": [{"bucket": ["b"], "key": "k"}]})", R"({"reads": [[]]})"}) {
+    EXPECT_FALSE(PlanFromJson(bad).ok()) << bad;
+  }
+}
+
+TEST(PlanTest, ABodyOfManyTinyValuesFailsAtTheFirstBadRead) {
+  // 8 MiB of empty objects: a document tree of them takes hundreds of MiB;
+  // read as it is parsed, the first one is the error.
+  std::string body = R"({"reads": [)";
+  while (body.size() < kMaxPlanBytes - 8) body += "{},";
+  body += "{}]}";
+  auto p = PlanFromJson(body);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("read 0"), std::string::npos) << p.status().message();
+}
+
 TEST(PlanTest, PiecesRoundTripAndRefuseBadIdsWhole) {
   const std::vector<PlanPiece> pieces = {{"0123456789abcdef0123456789abcdef", "default", 262144, 0xffffffffu},
                                          {"fedcba9876543210fedcba9876543210", "hdd pool", 0, 7}};

@@ -310,6 +310,13 @@ try:
     status = s3lib.request(n1.port, "GET", "/_aquifer/inventory", key=keys["read-only"][0],
                            secret=keys["read-only"][1])[0]
     check(status == 403, f"a user's key cannot list the node's blocks: {status}")
+    # Nor can an administrator's (docs/security.md: the inventory is the node key's alone).
+    status = s3lib.request(n1.port, "GET", "/_aquifer/inventory")[0]
+    check(status == 403, f"an administrator's key cannot list the node's blocks: {status}")
+    status = s3lib.request(n1.port, "PUT", "/_aquifer/blocks/" + "0" * 32, "crc=0&pool=default&size=1", b"x")[0]
+    check(status == 403, f"an administrator's key cannot plant a replica: {status}")
+    status = s3lib.request(n1.port, "GET", "/_aquifer/layout/data/train/a.jpg")[0]
+    check(status == 200, f"an administrator's key reads layouts: {status}")
 finally:
     if n1:
         n1.stop()
