@@ -272,7 +272,14 @@ void RegisterFileCommands(CLI::App& app, Globals& g) {
       if (st.is_dir) {
         if (!rm->recursive) return InvalidArgument(fmt::format("'{}' is a directory (use -r)", p));
         for (const auto& e : AQ_TRY(g.fs->ListWithSkipped(p, &skipped))) AQ_TRY(remove(io::JoinPath(p, e.name)));
-        return s3::IsStoreUrl(p) ? Status::Ok() : g.fs->Remove(p);
+        if (!s3::IsStoreUrl(p)) return g.fs->Remove(p);
+        // A prefix needs no removing, but its marker object ("dir/", what a
+        // mkdir through the mount makes) does, or the bucket stays non-empty.
+        std::string dir = p;
+        while (!dir.empty() && dir.back() == '/') dir.pop_back();
+        auto parsed = s3::ParseStoreUrl(dir);
+        if (parsed.ok() && !parsed->key.empty()) return g.fs->Remove(dir + "/");
+        return Status::Ok();
       }
       AQ_TRY(g.fs->Remove(p));
       progress.Add(1, 0);

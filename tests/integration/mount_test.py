@@ -417,6 +417,13 @@ try:
     check(any(line.split()[:2] == [several, mnt] for line in open("/proc/mounts")),
           f"/proc/mounts names the source whole: {several}")
     check(os.path.exists(f"{mnt}/copy/big.bin"), "a mount naming several nodes reads")
+    # Directories made through the mount are marker objects ("dir/"): rm -r takes them too.
+    os.makedirs(f"{mnt}/rmtree/x/y")
+    with open(f"{mnt}/rmtree/x/f.txt", "w") as f:
+        f.write("f")
+    r = run(AQ, "--credentials", creds, "rm", "-r", f"{url}/data/rmtree")
+    left = [o["Key"] for o in s3.list_objects_v2(Bucket="data", Prefix="rmtree").get("Contents", [])]
+    check(r.returncode == 0 and not left, f"rm -r leaves no marker objects: {left} {r.stderr.strip()}")
     m.stop()
     m = None
 
