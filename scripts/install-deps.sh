@@ -26,6 +26,8 @@ PACKAGES=(
   libisal-dev
   # real S3 clients that test the node, used unmodified
   python3-boto3 s3cmd awscli rclone s3fs fuse3
+  # certificates with chosen dates (an expired one) for the TLS tests
+  python3-cryptography
   # the cluster's membership and metadata store (tests start their own on 127.0.0.1)
   etcd-server
   # the lab (scripts/lab): hosts as network namespaces, links shaped with tc, partitions

@@ -143,6 +143,7 @@ Status Serve(const ServeFlags& f) {
   std::fputs(n->Describe().c_str(), stdout);
   if (tls) std::printf("  tls: %s (SIGHUP reloads it)\n", tls->Describe().c_str());
   std::fflush(stdout);
+  if (tls && !tls->DateWarning().empty()) log::warn("{}", tls->DateWarning());
   int sig = 0;
   for (;;) {
     sigwait(&set, &sig);
@@ -152,6 +153,7 @@ Status Serve(const ServeFlags& f) {
       log::info("SIGHUP: nothing to reload (no --tls-cert)");
     } else if (Status s = tls->Reload(); s.ok()) {
       log::info("SIGHUP: TLS certificate reloaded: {}", tls->Describe());
+      if (!tls->DateWarning().empty()) log::warn("{}", tls->DateWarning());
     } else {
       log::error("SIGHUP: the TLS certificate was not reloaded, the current one stays: {}", s.ToString());
     }

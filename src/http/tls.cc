@@ -133,6 +133,26 @@ std::string TlsServer::Describe() {
   return describe_;
 }
 
+std::string TlsServer::DateWarning() {
+  std::shared_ptr<SSL_CTX> ctx;
+  {
+    MutexLock lock(mu_);
+    ctx = ctx_;
+  }
+  X509* cert = ctx ? SSL_CTX_get0_certificate(ctx.get()) : nullptr;
+  if (cert == nullptr) return "";
+  int days = 0, seconds = 0;
+  if (X509_cmp_current_time(X509_get0_notBefore(cert)) > 0) {
+    return fmt::format("the TLS certificate '{}' is not valid yet: clients refuse it until then", cert_);
+  }
+  // The time left until notAfter (negative: expired that long ago).
+  if (ASN1_TIME_diff(&days, &seconds, nullptr, X509_get0_notAfter(cert)) != 1) return "";
+  if (days < 0 || seconds < 0 || (days == 0 && seconds == 0)) {
+    return fmt::format("the TLS certificate '{}' has expired: clients refuse it; renew it and send SIGHUP", cert_);
+  }
+  return "";
+}
+
 Result<std::unique_ptr<TlsConn>> TlsServer::Accept(int fd) {
   std::shared_ptr<SSL_CTX> ctx;
   {
@@ -213,6 +233,18 @@ Result<std::unique_ptr<TlsConn>> TlsClient::Connect(int fd, const std::string& h
   const auto step = conn->Classify(rc);
   if (step == TlsConn::Step::kWantRead || step == TlsConn::Step::kWantWrite) {
     return TimedOut(fmt::format("{}: no TLS handshake within the timeout", address));
+  }
+  // A plain HTTP server answers the ClientHello with an HTTP status line,
+  // which OpenSSL reads as a record of a wrong version: the address's
+  // configuration, not an outage, so it is not retried (InvalidArgument).
+  if (const unsigned long e = ERR_peek_error(); ERR_GET_LIB(e) == ERR_LIB_SSL) {
+    const int reason = ERR_GET_REASON(e);
+    if (reason == SSL_R_WRONG_VERSION_NUMBER || reason == SSL_R_PACKET_LENGTH_TOO_LONG ||
+        reason == SSL_R_HTTP_REQUEST) {
+      ERR_clear_error();
+      return InvalidArgument(fmt::format(
+          "{}: the server does not speak TLS (a plain HTTP port?); use aquifer:// for a node without TLS", address));
+    }
   }
   if (err == ECONNRESET || err == EPIPE || step == TlsConn::Step::kClosed) {
     return Unavailable(fmt::format("{}: the connection closed during the TLS handshake (is it a TLS port?)", address));

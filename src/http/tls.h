@@ -49,6 +49,9 @@ class TlsServer {
   Result<std::unique_ptr<TlsConn>> Accept(int fd);
   // The certificate's subject and expiry, for logs ("CN=node1, until ...").
   std::string Describe();
+  // What is wrong with the certificate's dates now, for a warning: expired
+  // or not valid yet (clients refuse it either way); "" when neither.
+  std::string DateWarning();
 
  private:
   TlsServer(std::string cert, std::string key) : cert_(std::move(cert)), key_(std::move(key)) {}

@@ -138,6 +138,46 @@ try:
     check(r.returncode != 0 and "speaks TLS" in r.stderr, f"plain aquifer:// to the TLS port: {r.stderr}")
     status = s3lib.request(port, "GET", "/data")[0]
     check(status == 400, f"a plain signed request to the TLS port is answered 400: {status}")
+    # An expired certificate is served (the operator may be renewing it) but
+    # never silently: the node warns at start.
+    import datetime
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+    old_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "expired")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    old_cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(old_key.public_key())
+                .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=3))
+                .not_valid_after(now - datetime.timedelta(days=1)).sign(old_key, hashes.SHA256()))
+    expired_cert, expired_key = os.path.join(tmp, "expired.pem"), os.path.join(tmp, "expired.key")
+    with open(expired_cert, "wb") as f:
+        f.write(old_cert.public_bytes(serialization.Encoding.PEM))
+    with open(expired_key, "wb") as f:
+        f.write(old_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                                      serialization.NoEncryption()))
+    os.chmod(expired_key, 0o600)
+    p = subprocess.Popen([AQ, "serve", "--data", os.path.join(tmp, "expired-node"), "--listen", "127.0.0.1:0",
+                          "--credentials", creds, "--tls-cert", expired_cert, "--tls-key", expired_key],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = p.stdout.readline()
+    time.sleep(0.5)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=30)
+    check("https://" in first and "has expired" in err, f"a node serving an expired certificate warns: {err[-300:]}")
+
+    # And the other way: aquifers:// to a plain node fails at once, saying so
+    # (not after the retry deadline, as an outage would).
+    plain_node = s3lib.Node(AQ, os.path.join(tmp, "plain-node"), credentials=creds)
+    try:
+        t = time.monotonic()
+        r = aq("--credentials", creds, "--ca", ca, "ls", f"aquifers://127.0.0.1:{plain_node.port}/data/")
+        took = time.monotonic() - t
+        check(r.returncode != 0 and "does not speak TLS" in r.stderr and took < 10,
+              f"aquifers:// to a plain node: {took:.1f} s, {r.stderr.strip()[-300:]}")
+    finally:
+        plain_node.stop()
 
     # Two requests in one TLS record (pipelined): the second is already
     # decrypted when the first is answered, and must still be served.
