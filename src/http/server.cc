@@ -609,6 +609,15 @@ struct Server::Loop {
       if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
       return Close(std::move(c));  // closed by the client, or an error
     }
+    // A TLS ClientHello (a handshake record: 0x16 0x03 0x00..0x04) sent to
+    // this plain port: answered at once, in plain HTTP (which the client's
+    // TLS reads as a wrong version and reports), instead of being held as
+    // an unfinished request head until the header timeout.
+    if (c->buf.size() >= 3 && static_cast<unsigned char>(c->buf[0]) == 0x16 && c->buf[1] == 0x03 &&
+        static_cast<unsigned char>(c->buf[2]) <= 0x04) {
+      return Refuse(std::move(c), 400,
+                    "this port speaks plain HTTP, not TLS: use http:// (aquifer:// for the aquifer client)");
+    }
     Examine(std::move(c));
   }
 

@@ -237,11 +237,10 @@ Result<std::unique_ptr<TlsConn>> TlsClient::Connect(int fd, const std::string& h
   // A plain HTTP server answers the ClientHello with an HTTP status line,
   // which OpenSSL reads as a record of a wrong version: the address's
   // configuration, not an outage, so it is not retried (InvalidArgument).
-  if (const unsigned long e = ERR_peek_error(); ERR_GET_LIB(e) == ERR_LIB_SSL) {
+  if (const unsigned long e = conn->LastErrorCode(); ERR_GET_LIB(e) == ERR_LIB_SSL) {
     const int reason = ERR_GET_REASON(e);
     if (reason == SSL_R_WRONG_VERSION_NUMBER || reason == SSL_R_PACKET_LENGTH_TOO_LONG ||
         reason == SSL_R_HTTP_REQUEST) {
-      ERR_clear_error();
       return InvalidArgument(fmt::format(
           "{}: the server does not speak TLS (a plain HTTP port?); use aquifer:// for a node without TLS", address));
     }
@@ -268,7 +267,10 @@ TlsConn::Step TlsConn::Classify(int rc) {
       error_ = std::strerror(saved);
       errno = saved;
       return saved == EAGAIN || saved == EWOULDBLOCK ? Step::kWantRead : Step::kError;
-    default: error_ = OpenSslErrors(); return Step::kError;
+    default:
+      error_code_ = ERR_peek_error();
+      error_ = OpenSslErrors();
+      return Step::kError;
   }
 }
 

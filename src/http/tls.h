@@ -105,6 +105,8 @@ class TlsConn {
   void Shutdown();
   // Why the last step failed ("certificate verify failed: ...").
   std::string LastError() const { return error_; }
+  // OpenSSL's code of the last error (its first in the queue), 0 if none.
+  unsigned long LastErrorCode() const { return error_code_; }
 
  private:
   friend class TlsServer;
@@ -114,6 +116,7 @@ class TlsConn {
   SSL* ssl_;
   std::shared_ptr<SSL_CTX> ctx_;  // keeps the certificate it was made with
   std::string error_;
+  unsigned long error_code_ = 0;
 };
 
 }  // namespace aq::http

@@ -75,6 +75,7 @@ std::set<std::string, std::less<>> Allowed(const S3Request& r) {
     }
     if (m == "POST") return {"delete"};
     if ((m == "PUT" || m == "DELETE") && r.Has("lifecycle")) return {"lifecycle"};
+    if (m == "PUT" && r.Has("acl")) return {"acl"};
     return {};
   }
   if (m == "GET" && r.Has("uploadId")) return {"uploadId", "max-parts", "part-number-marker", "encoding-type"};
@@ -443,6 +444,7 @@ void S3Handler::Route(S3Request& r) {
       return PutLifecycle(r, body);
     }
     if (m == "DELETE" && r.Has("lifecycle")) return DeleteLifecycle(r);
+    if (m == "PUT" && r.Has("acl")) return Acl(r);
     if (m == "PUT") return CreateBucket(r);
     if (m == "DELETE") return DeleteBucket(r);
     if (r.Has("delete")) {
