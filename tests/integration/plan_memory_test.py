@@ -68,6 +68,7 @@ try:
     grew = (memory_kb(node.p.pid, "VmHWM") - idle) / 1024
     check(all(c == 403 for c in codes), f"64 plans from a key that may read nothing: 403 ({sorted(set(codes))})")
     check(grew < 64, f"... and the node's peak grew {grew:.0f} MiB (under 64)")
+    print(f"64 unauthorized 8 MiB plans: peak +{grew:.1f} MiB over {idle / 1024:.0f} MiB idle")
 
     before = memory_kb(node.p.pid, "VmHWM")
     with concurrent.futures.ThreadPoolExecutor(8) as ex:
@@ -75,6 +76,7 @@ try:
     grew = (memory_kb(node.p.pid, "VmHWM") - before) / 1024
     check(all(c == 400 for c in codes), f"8 malformed 8 MiB plans from a reader: 400 ({sorted(set(codes))})")
     check(grew < 8 * 8 + 64, f"... and the node's peak grew {grew:.0f} MiB (under their bodies + 64)")
+    print(f"8 malformed 8 MiB plans from a reader: peak +{grew:.1f} MiB")
     st, _, b = s3lib.request(node.port, "GET", "/")
     check(st == 200, f"the node still serves: {st}")
 finally:
