@@ -302,6 +302,21 @@ class Client(threading.Thread):
         record(op)
 
 
+def run_clients(n, mnt, make_target, nemesis, duration, stop, nemesis_join=60, client_join=120):
+    """n clients and the nemesis (a function of the stop event) for
+    `duration` seconds; then stop, and wait for them to finish."""
+    clients = [Client(i, stop, mnt, make_target()) for i in range(n)]
+    for c in clients:
+        c.start()
+    chaos = threading.Thread(target=nemesis, args=(stop,), daemon=True)
+    chaos.start()
+    time.sleep(duration)
+    stop.set()
+    chaos.join(timeout=nemesis_join)
+    for c in clients:
+        c.join(timeout=client_join)
+
+
 # ---------------------------------------------------------------- the checker
 
 def unknown(op):

@@ -33,7 +33,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import histlib as H  # noqa: E402
@@ -177,16 +176,7 @@ try:
             mount_p, mnt = None, None
     else:
         print("SKIP part: /dev/fuse is missing, no mount clients")
-    clients = [Client(i, stop, mnt, Target()) for i in range(args.clients)]
-    for c in clients:
-        c.start()
-    chaos = threading.Thread(target=nemesis, args=(stop,), daemon=True)
-    chaos.start()
-    time.sleep(args.duration)
-    stop.set()
-    chaos.join(timeout=60)
-    for c in clients:
-        c.join(timeout=120)
+    H.run_clients(args.clients, mnt, Target, nemesis, args.duration, stop)
     # The last word: a final read of every key once all faults are over.
     if os.path.exists(os.path.join(data, "filler")):
         os.unlink(os.path.join(data, "filler"))

@@ -33,6 +33,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import histlib as H  # noqa: E402
+import lablib  # noqa: E402
 import s3lib  # noqa: E402
 from histlib import BUCKET, Client, anomaly, now  # noqa: E402
 
@@ -51,22 +52,9 @@ ap.add_argument("--name", default="hist")
 ap.add_argument("--subnet", default="10.79.0")
 args = ap.parse_args()
 AQ = os.path.abspath(args.aquifer)
-LAB = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "lab"),
-       "--name", args.name]
 SEED = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
 
-if os.geteuid() != 0:
-    print("SKIP: the lab makes network namespaces and needs root")
-    sys.exit(77)
-for tool in ("ip", "tc", "nft", "nsenter", "etcd"):
-    if not shutil.which(tool):
-        print(f"SKIP: {tool} is missing (scripts/install-deps.sh installs it)")
-        sys.exit(77)
-probe = subprocess.run(["ip", "netns", "add", f"aqprobe{os.getpid()}"], capture_output=True, text=True)
-if probe.returncode != 0:
-    print(f"SKIP: network namespaces are not available here: {probe.stderr.strip()}")
-    sys.exit(77)
-subprocess.run(["ip", "netns", "del", f"aqprobe{os.getpid()}"])
+lablib.require_lab()
 
 print(f"lab history: seed {SEED}, {args.duration:.0f} s, {args.nodes} nodes ({args.replicas} replicas), "
       f"{args.clients} clients on {args.client_hosts} hosts, {args.keys} keys", flush=True)
@@ -78,11 +66,11 @@ NODES = [f"{args.subnet}.{3 + i}" for i in range(1, args.nodes + 1)]  # e1..e3 f
 PORT = 9000
 
 
+_lab = lablib.runner(args.name)
+
+
 def lab(*a, check=True, timeout=120):
-    r = subprocess.run(LAB + list(a), capture_output=True, text=True, timeout=timeout)
-    if check and r.returncode != 0:
-        raise RuntimeError(f"lab {' '.join(a)}: {r.stderr.strip()}")
-    return r.stdout
+    return _lab(*a, check=check, timeout=timeout).stdout
 
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -203,16 +191,7 @@ try:
         lab("mount", "c1", mnt, BUCKET, "--", "--attr-ttl", "0", "--negative-ttl", "0")
     else:
         print("SKIP part: /dev/fuse is missing, no mount clients")
-    clients = [Client(i, stop, mnt, Target()) for i in range(args.clients)]
-    for c in clients:
-        c.start()
-    chaos = threading.Thread(target=nemesis, args=(stop,), daemon=True)
-    chaos.start()
-    time.sleep(args.duration)
-    stop.set()
-    chaos.join(timeout=120)
-    for c in clients:
-        c.join(timeout=180)
+    H.run_clients(args.clients, mnt, Target, nemesis, args.duration, stop, nemesis_join=120, client_join=180)
     # The last word: everything healed and running, every key read from every node.
     lab("heal")
     lab("thaw", "e1", "e2", "e3", *[f"n{i}" for i in range(1, args.nodes + 1)], check=False)

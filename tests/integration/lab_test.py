@@ -19,24 +19,15 @@ import tempfile
 import time
 import urllib.request
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lablib  # noqa: E402
+
 AQ = os.path.abspath(sys.argv[1])
 NAME, SUBNET = "labt", "10.78.0"
-LAB = [sys.executable, os.path.join(HERE, "..", "..", "scripts", "lab"), "--name", NAME]
+LAB = [sys.executable, lablib.LAB_SCRIPT, "--name", NAME]
 PY = sys.executable
 
-if os.geteuid() != 0:
-    print("SKIP: the lab makes network namespaces and needs root")
-    sys.exit(77)
-for tool in ("ip", "tc", "nft", "nsenter", "etcd"):
-    if not shutil.which(tool):
-        print(f"SKIP: {tool} is missing (scripts/install-deps.sh installs it)")
-        sys.exit(77)
-probe = subprocess.run(["ip", "netns", "add", f"aqprobe{os.getpid()}"], capture_output=True, text=True)
-if probe.returncode != 0:
-    print(f"SKIP: network namespaces are not available here: {probe.stderr.strip()}")
-    sys.exit(77)
-subprocess.run(["ip", "netns", "del", f"aqprobe{os.getpid()}"])
+lablib.require_lab()
 
 failures = []
 
@@ -47,11 +38,11 @@ def check(cond, what):
         failures.append(what)
 
 
-def lab(*a, check_rc=True, timeout=120, **kw):
-    r = subprocess.run(LAB + list(a), capture_output=True, text=True, timeout=timeout, **kw)
-    if check_rc and r.returncode != 0:
-        raise RuntimeError(f"lab {' '.join(a)}: {r.stderr.strip()}")
-    return r
+_lab = lablib.runner(NAME)
+
+
+def lab(*a, check_rc=True, timeout=120):
+    return _lab(*a, check=check_rc, timeout=timeout)
 
 
 def status():
