@@ -43,7 +43,8 @@ PACKAGES=(
   # WebDataset shards written by bsdtar (GNU tar is in the base system)
   libarchive-tools
   # the peer the pipeline is compared with: PyTorch's DataLoader + torchvision
-  python3-numpy python3-torch python3-torchvision
+  # (and h5py: an HDF5 writer that seeks back, written onto the mount)
+  python3-numpy python3-torch python3-torchvision python3-h5py
   # the second peer (bench/compare_peers): OpenCV's decode and resize in the same DataLoader
   python3-opencv
   # the Python package (pybind11 extension for /usr/bin/python3) and its tests

@@ -1,5 +1,6 @@
 #include "client/s3_file_system.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -28,6 +29,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/mutex.h"
+#include "common/units.h"
 #include "ec/erasure.h"
 #include "http/client.h"
 #include "io/read_ahead.h"
@@ -859,54 +861,105 @@ class StoreFile final : public io::RandomAccessFile {
   mutable std::future<Result<size_t>> ahead_;
 };
 
-// A file being written: spooled locally, sent whole on Close.
+// A file being written: spooled to an unlinked local file (a process killed
+// mid-write leaves nothing behind), and stored whole on Close or never.
+// Small files go as one PUT at Close. Past multipart_threshold the file
+// becomes a multipart upload whose parts are sent in the background, up to
+// max_parallel at a time, as soon as the writer has filled them, so a
+// large sequential write is mostly sent by the time it closes. A write
+// that goes back into a part already sent (zip's local headers, HDF5's
+// superblock) marks it to be sent again at Close; the upload completes
+// only at Close, so a reader never sees the file until it is whole.
 class StoreWriter final : public io::WritableFile {
  public:
-  StoreWriter(StoreFs& fs, StorePath p, std::string path, std::string spool, std::FILE* f)
-      : fs_(fs), p_(std::move(p)), path_(std::move(path)), spool_(std::move(spool)), f_(f) {}
+  StoreWriter(StoreFs& fs, StorePath p, std::string path, int fd)
+      : fs_(fs), p_(std::move(p)), path_(std::move(path)), fd_(fd) {}
   ~StoreWriter() override {
-    if (f_) std::fclose(f_);
-    ::unlink(spool_.c_str());
+    Drain();
+    if (!upload_.empty()) Abort();
+    if (fd_ >= 0) ::close(fd_);
   }
-  // A failed append (a full spool disk) fails the file for good: Close then
-  // sends nothing, so a later close can never store the part before the
-  // failure as if it were the whole.
-  Status Append(std::string_view d) override {
-    if (!f_) return InvalidArgument(fmt::format("'{}' is closed", path_));
-    if (!failed_.ok()) return failed_;
-    if (std::fwrite(d.data(), 1, d.size(), f_) != d.size()) {
-      failed_ = ErrnoStatus(errno, "spool", spool_);
-      return failed_;
+  // A failed append (a full spool disk, a part the store refused) fails the
+  // file for good: Close then sends nothing, so a later close can never
+  // store the part before the failure as if it were the whole.
+  Status Append(std::string_view d) override { return WriteAt(size_, d); }
+
+  Status WriteAt(uint64_t offset, std::string_view d) override {
+    AQ_TRY(Usable());
+    for (size_t done = 0; done < d.size();) {
+      ssize_t w = ::pwrite(fd_, d.data() + done, d.size() - done, static_cast<off_t>(offset + done));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return Fail(ErrnoStatus(errno, "spool", path_));
+      }
+      done += static_cast<size_t>(w);
     }
-    size_ += d.size();
+    if (!d.empty()) Touched(offset, offset + d.size());
+    size_ = std::max<uint64_t>(size_, offset + d.size());
+    return SendFilled();
+  }
+
+  Status Truncate(uint64_t to) override {
+    AQ_TRY(Usable());
+    while (!flight_.empty()) AQ_TRY(Land());  // no part in flight reads past the new end
+    if (::ftruncate(fd_, static_cast<off_t>(to)) != 0) return Fail(ErrnoStatus(errno, "truncate the spool of", path_));
+    Touched(std::min(to, size_), std::max(to, size_));
+    size_ = to;
     return Status::Ok();
   }
+
   Status Sync() override { return Status::Ok(); }  // durable once Close's upload is acknowledged
+
   Status Close() override {
-    if (!f_) return InvalidArgument(fmt::format("'{}' is already closed", path_));
-    if (!failed_.ok()) {
-      std::fclose(f_);
-      f_ = nullptr;
-      return Status(failed_.code(), fmt::format("{} not stored: a write failed: {}", path_, failed_.message()));
-    }
-    if (std::fflush(f_) != 0) {
-      failed_ = ErrnoStatus(errno, "spool", spool_);
-      return failed_;
-    }
-    Status s = size_ > fs_.options().multipart_threshold ? Multipart() : PutWhole();
-    std::fclose(f_);
-    f_ = nullptr;
+    if (fd_ < 0) return InvalidArgument(fmt::format("'{}' is already closed", path_));
+    Status s = failed_.ok()
+                   ? Finish()
+                   : Status(failed_.code(), fmt::format("{} not stored: a write failed: {}", path_, failed_.message()));
+    Drain();
+    if (!s.ok() && !upload_.empty()) Abort();
+    ::close(fd_);
+    fd_ = -1;
     return s;
   }
   uint64_t size() const override { return size_; }
   const std::string& path() const override { return path_; }
 
  private:
+  // A part of a multipart upload: sent (its length and ETag), in flight,
+  // or to be sent again because a write went back into it.
+  struct Part {
+    uint64_t sent_length = 0;
+    std::string etag;
+    bool dirty = false;
+  };
+  using Sent = std::pair<uint64_t, Result<std::string>>;  // part index, ETag
+
+  Status Usable() const {
+    if (fd_ < 0) return InvalidArgument(fmt::format("'{}' is closed", path_));
+    return failed_;
+  }
+  Status Fail(Status s) {
+    if (failed_.ok()) failed_ = s;
+    return failed_;
+  }
+  uint64_t PartSize() const { return std::max<uint64_t>(fs_.options().part_size, 1); }
+
+  // Bytes [from, to) changed: a part sent (or in flight) with any of them
+  // goes again.
+  void Touched(uint64_t from, uint64_t to) {
+    if (parts_.empty() || from >= to) return;
+    for (auto it = parts_.lower_bound(from / PartSize()); it != parts_.end() && it->first * PartSize() < to; ++it) {
+      it->second.dirty = true;
+    }
+  }
+
   // The spool's bytes [offset, offset + n) into out.
   Result<size_t> ReadSpool(uint64_t offset, char* out, size_t n) const {
-    ssize_t r = ::pread(::fileno(f_), out, n, static_cast<off_t>(offset));
-    if (r < 0) return ErrnoStatus(errno, "read back the spool", spool_);
-    return static_cast<size_t>(r);
+    for (;;) {
+      ssize_t r = ::pread(fd_, out, n, static_cast<off_t>(offset));
+      if (r >= 0) return static_cast<size_t>(r);
+      if (errno != EINTR) return ErrnoStatus(errno, "read back the spool of", path_);
+    }
   }
   // The SHA-256 of a range of the spool, a piece at a time (memory stays bounded).
   Result<std::string> Hash(uint64_t offset, uint64_t n) const {
@@ -914,7 +967,7 @@ class StoreWriter final : public io::WritableFile {
     std::string buf(1 << 20, '\0');
     for (uint64_t done = 0; done < n;) {
       const size_t got = AQ_TRY(ReadSpool(offset + done, buf.data(), std::min<uint64_t>(buf.size(), n - done)));
-      if (got == 0) return IoError(fmt::format("the spool {} ended early", spool_));
+      if (got == 0) return IoError(fmt::format("the spool of {} ended early", path_));
       sha->Update(std::string_view(buf.data(), got));
       done += got;
     }
@@ -933,7 +986,7 @@ class StoreWriter final : public io::WritableFile {
     return Status::Ok();
   }
 
-  Status Multipart() {
+  Status Begin() {
     const std::string what = fmt::format("write {}", path_);
     auto created = AQ_TRY(fs_.Call(p_, "POST", Resource(p_), "uploads=", {}, kEmptySha));
     if (created.status != 200) return fs_.Failure(created, what);
@@ -943,36 +996,97 @@ class StoreWriter final : public io::WritableFile {
       return Status::Ok();
     }));
     if (id.empty()) return IoError(fmt::format("{}: the node gave no upload id", what));
-    const std::string upload = "uploadId=" + s3::UriEncode(id, true);
-    auto abort = [&](Status s) {
-      (void)fs_.Call(p_, "DELETE", Resource(p_), upload, {}, kEmptySha);
-      return s;
-    };
-    const uint64_t part = fs_.options().part_size;
+    upload_ = "uploadId=" + s3::UriEncode(id, true);
+    return Status::Ok();
+  }
+  void Abort() {
+    (void)fs_.Call(p_, "DELETE", Resource(p_), upload_, {}, kEmptySha);
+    upload_.clear();
+  }
+
+  // Part i (bytes [i * part, ...) up to `length`) sent in the background.
+  // At most max_parallel parts are in flight: the writer waits for the
+  // oldest beyond that (memory and connections stay bounded).
+  Status Launch(uint64_t i, uint64_t length) {
+    while (flight_.size() >= std::max<size_t>(fs_.options().max_parallel, 1)) AQ_TRY(Land());
+    Part& part = parts_[i];
+    part.dirty = false;
+    part.sent_length = length;
+    part.etag.clear();
+    flight_.push_back(std::async(std::launch::async, [this, i, length]() -> Sent {
+      auto res = Send("PUT", fmt::format("partNumber={}&{}", i + 1, upload_), i * PartSize(), length);
+      if (!res.ok()) return {i, res.status()};
+      if (res->status != 200) return {i, fs_.Failure(*res, fmt::format("write {} (part {})", path_, i + 1))};
+      return {i, res->headers.Get("ETag")};
+    }));
+    return Status::Ok();
+  }
+  // Waits for the oldest part in flight.
+  Status Land() {
+    Sent got = flight_.front().get();
+    flight_.pop_front();
+    Part& part = parts_[got.first];
+    if (!got.second.ok()) {
+      // Written into while it was being sent (its bytes no longer match the
+      // hash the request was signed with): it goes again at Close anyway.
+      if (part.dirty) return Status::Ok();
+      return Fail(got.second.status());
+    }
+    part.etag = *got.second;
+    return Status::Ok();
+  }
+  void Drain() {
+    while (!flight_.empty()) (void)Land();
+  }
+
+  // Past the threshold, every part the writer has filled and not sent (or
+  // sent and written into since, while it is still filling the file) goes.
+  Status SendFilled() {
+    if (size_ <= fs_.options().multipart_threshold) return Status::Ok();
+    if (upload_.empty()) AQ_TRY(Begin());
+    const uint64_t part = PartSize();
+    for (uint64_t i = 0; (i + 1) * part <= size_; ++i) {
+      auto it = parts_.find(i);
+      if (it != parts_.end()) continue;  // sent once; a rewrite goes at Close
+      AQ_TRY(Launch(i, part));
+    }
+    return Status::Ok();
+  }
+
+  Status Finish() {
+    if (upload_.empty() && size_ <= fs_.options().multipart_threshold) return PutWhole();
+    if (upload_.empty()) AQ_TRY(Begin());
+    const uint64_t part = PartSize();
+    const uint64_t count = std::max<uint64_t>(1, (size_ + part - 1) / part);
+    while (!flight_.empty()) AQ_TRY(Land());
+    for (uint64_t i = 0; i < count; ++i) {
+      const uint64_t length = std::min(part, size_ - i * part);
+      auto it = parts_.find(i);
+      if (it == parts_.end() || it->second.dirty || it->second.sent_length != length) AQ_TRY(Launch(i, length));
+    }
+    while (!flight_.empty()) AQ_TRY(Land());
     std::string complete = "<CompleteMultipartUpload>";
-    for (uint64_t offset = 0, n = 1; offset < size_; offset += part, ++n) {
-      const uint64_t len = std::min(part, size_ - offset);
-      auto res = Send("PUT", fmt::format("partNumber={}&{}", n, upload), offset, len);
-      if (!res.ok()) return abort(res.status());
-      if (res->status != 200) return abort(fs_.Failure(*res, fmt::format("{} (part {})", what, n)));
-      complete += fmt::format("<Part><PartNumber>{}</PartNumber><ETag>{}</ETag></Part>", n,
-                              s3::XmlText(res->headers.Get("ETag")));
+    for (uint64_t i = 0; i < count; ++i) {
+      complete +=
+          fmt::format("<Part><PartNumber>{}</PartNumber><ETag>{}</ETag></Part>", i + 1, s3::XmlText(parts_[i].etag));
     }
     complete += "</CompleteMultipartUpload>";
-    auto done = fs_.Call(p_, "POST", Resource(p_), upload, {}, s3::Sha256Hex(complete), complete);
-    if (!done.ok()) return abort(done.status());
-    if (done->status != 200 || done->body.find("<Error>") != std::string::npos) {
-      return abort(fs_.Failure(*done, what));
-    }
+    const std::string what = fmt::format("write {}", path_);
+    auto done = AQ_TRY(fs_.Call(p_, "POST", Resource(p_), upload_, {}, s3::Sha256Hex(complete), complete));
+    if (done.status != 200 || done.body.find("<Error>") != std::string::npos) return fs_.Failure(done, what);
+    upload_.clear();  // complete: nothing to abort
     return Status::Ok();
   }
 
   StoreFs& fs_;
   StorePath p_;
-  std::string path_, spool_;
-  std::FILE* f_;
+  std::string path_;
+  int fd_;
   uint64_t size_ = 0;
   Status failed_;
+  std::string upload_;                    // "uploadId=…" once the file is a multipart upload
+  std::map<uint64_t, Part> parts_;        // by index (part number - 1)
+  std::deque<std::future<Sent>> flight_;  // parts being sent, oldest first
 };
 
 Result<std::unique_ptr<io::RandomAccessFile>> StoreFs::OpenRead(const std::string& path, io::AccessHint) {
@@ -1083,14 +1197,10 @@ Result<std::unique_ptr<io::WritableFile>> StoreFs::OpenWrite(const std::string& 
   if (p.key.empty()) return InvalidArgument(fmt::format("'{}' is a bucket, not an object", path));
   const char* tmpdir = std::getenv("TMPDIR");
   std::string spool = std::string(tmpdir ? tmpdir : "/tmp") + "/aquifer-put-XXXXXX";
-  int fd = ::mkstemp(spool.data());
+  int fd = ::mkostemp(spool.data(), O_CLOEXEC);
   if (fd < 0) return ErrnoStatus(errno, "create a spool file for", path);
-  std::FILE* f = ::fdopen(fd, "w+b");
-  if (!f) {
-    ::close(fd);
-    return ErrnoStatus(errno, "open a spool file for", path);
-  }
-  return std::unique_ptr<io::WritableFile>(std::make_unique<StoreWriter>(*this, p, path, spool, f));
+  ::unlink(spool.c_str());  // held by its descriptor only: nothing is left behind by a killed writer
+  return std::unique_ptr<io::WritableFile>(std::make_unique<StoreWriter>(*this, p, path, fd));
 }
 
 Result<io::FileInfo> StoreFs::Stat(const std::string& path) {
@@ -1285,6 +1395,28 @@ ClientOptions ClientOptionsFromEnvironment() {
   if (const char* v = std::getenv("AQUIFER_READAHEAD"); v != nullptr) o.read_ahead = std::string(v) == "1";
   if (const char* v = std::getenv("AQUIFER_SAME_HOST"); v != nullptr) o.same_host = std::string(v) != "0";
   if (const char* b = std::getenv("AQUIFER_BALANCE"); b != nullptr && *b != '\0') o.balance = b;
+  // Writes: the multipart part size (S3's 5 MiB at least) and the size past
+  // which a write becomes a multipart upload.
+  auto bytes = [](const char* name, uint64_t min, uint64_t& into) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') return;
+    auto n = units::ParseBytes(v);
+    if (n.ok() && *n >= min) {
+      into = *n;
+    } else {
+      log::warn("{}={}: not a size of at least {} bytes; using {}", name, v, min, into);
+    }
+  };
+  bytes("AQUIFER_PART_SIZE", 5ull << 20, o.part_size);
+  bytes("AQUIFER_MULTIPART_THRESHOLD", 5ull << 20, o.multipart_threshold);
+  if (const char* v = std::getenv("AQUIFER_PARALLEL"); v != nullptr && *v != '\0') {
+    const long n = std::strtol(v, nullptr, 10);
+    if (n >= 1 && n <= 64) {
+      o.max_parallel = static_cast<size_t>(n);
+    } else {
+      log::warn("AQUIFER_PARALLEL={}: not a count from 1 to 64; using {}", v, o.max_parallel);
+    }
+  }
   if (const char* d = std::getenv("AQUIFER_RETRY_DEADLINE"); d != nullptr && *d != '\0') {
     char* end = nullptr;
     const double v = std::strtod(d, &end);

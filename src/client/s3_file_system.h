@@ -27,9 +27,12 @@
 //     cut short, 5xx) goes to the next, with jittered backoff between
 //     rounds, until retry_deadline_s; past it the request fails as
 //     kUnavailable naming the nodes tried, never as damaged data.
-// A write is spooled to a local temporary file and sent on Close, as one
-// PUT or, past multipart_threshold, as a multipart upload: it appears whole
-// or not at all, with bounded memory.
+// A write is spooled to an unlinked local file and stored on Close, as one
+// PUT or, past multipart_threshold, as a multipart upload whose parts are
+// sent in the background (max_parallel at a time) as the writer fills them;
+// writes may go back into the file (WriteAt, Truncate): a part already
+// sent is sent again at Close. It appears whole or not at all, with
+// bounded memory.
 //
 // Credentials are found as AWS tools find them (client/credentials.h).
 //
@@ -60,7 +63,7 @@ struct ClientOptions {
   bool read_ahead = false;                     // fetch a sequential reader's next range in the background
   uint64_t max_read_ahead = 8 << 20;           // largest range read ahead
   uint64_t parallel_chunk = 4 << 20;           // reads larger than this are split into ranges of this size
-  size_t max_parallel = 4;                     // ... fetched this many at a time
+  size_t max_parallel = 4;                     // ... fetched (and parts sent) this many at a time
   uint64_t multipart_threshold = 64ull << 20;  // writes larger than this go as multipart uploads
   uint64_t part_size = 16ull << 20;
   std::string balance = "least";  // cluster reads: least (busy) | round-robin | off (through the named node)

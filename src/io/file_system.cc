@@ -15,6 +15,16 @@ std::string_view CopyMethodName(CopyMethod m) {
   return "?";
 }
 
+Status WritableFile::WriteAt(uint64_t offset, std::string_view) {
+  return Unsupported(
+      fmt::format("'{}': a write at byte {} ({} written): this file is written front to back", path(), offset, size()));
+}
+
+Status WritableFile::Truncate(uint64_t to) {
+  return Unsupported(
+      fmt::format("'{}': truncate to {} bytes of {}: this file is written front to back", path(), to, size()));
+}
+
 Result<uint64_t> FileSystem::FreeBytes(const std::string& dir) {
   return Unsupported(fmt::format("'{}': free space is not known here", dir));
 }

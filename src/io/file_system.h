@@ -66,6 +66,14 @@ class WritableFile {
  public:
   virtual ~WritableFile() = default;
   virtual Status Append(std::string_view data) = 0;
+  // Writes at a byte offset, as pwrite(2): before the end overwrites, past
+  // it leaves a hole of zeros; size() becomes the larger of the two ends.
+  // Writers that seek back (zip's local headers, HDF5) need it; a file that
+  // can only be written front to back refuses (kUnimplemented) and stays
+  // usable.
+  virtual Status WriteAt(uint64_t offset, std::string_view data);
+  // Sets the size, as ftruncate(2).
+  virtual Status Truncate(uint64_t size);
   // Makes appended data durable (fsync).
   virtual Status Sync() = 0;
   // Flushes and closes; further calls are errors. Destruction without

@@ -87,6 +87,31 @@ class PosixWritableFile final : public WritableFile {
     return Status::Ok();
   }
 
+  Status WriteAt(uint64_t offset, std::string_view data) override {
+    if (fd_ < 0) return InvalidArgument(fmt::format("write to closed file '{}'", path_));
+    AQ_TRY(Flush());
+    for (size_t done = 0; done < data.size();) {
+      ssize_t w = ::pwrite(fd_, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoStatus(errno, "write", path_);
+      }
+      done += static_cast<size_t>(w);
+    }
+    size_ = std::max<uint64_t>(size_, offset + data.size());
+    end_ = size_;
+    return Status::Ok();
+  }
+
+  Status Truncate(uint64_t to) override {
+    if (fd_ < 0) return InvalidArgument(fmt::format("truncate closed file '{}'", path_));
+    AQ_TRY(Flush());
+    if (::ftruncate(fd_, static_cast<off_t>(to)) != 0) return ErrnoStatus(errno, "truncate", path_);
+    size_ = to;
+    end_ = to;
+    return Status::Ok();
+  }
+
   Status Sync() override {
     AQ_TRY(Flush());
     if (::fsync(fd_) != 0) return ErrnoStatus(errno, "fsync", path_);
@@ -116,13 +141,14 @@ class PosixWritableFile final : public WritableFile {
     const char* p = data.data();
     size_t left = data.size();
     while (left > 0) {
-      ssize_t w = ::write(fd_, p, left);
+      ssize_t w = ::pwrite(fd_, p, left, static_cast<off_t>(end_));
       if (w < 0) {
         if (errno == EINTR) continue;
         return ErrnoStatus(errno, "write", path_);
       }
       p += w;
       left -= static_cast<size_t>(w);
+      end_ += static_cast<uint64_t>(w);
     }
     return Status::Ok();
   }
@@ -131,6 +157,7 @@ class PosixWritableFile final : public WritableFile {
   std::string path_;
   std::string buf_;
   uint64_t size_ = 0;
+  uint64_t end_ = 0;  // where the buffer's first byte goes: size_ - buf_.size()
 };
 
 // flock(2) on an open descriptor: released when the descriptor closes,

@@ -167,11 +167,14 @@ int MountFs::Truncate(Ino ino, uint64_t fh, uint64_t want) {
   if (h != nullptr && state == HandleState::kExisting) {
     auto got = GetNode(ino);
     const uint64_t size = got.ok() ? got->size : 0;
-    if (want != 0 && want != size)
-      return Refuse(h->url, fmt::format("truncate to {} bytes of {}", want, size), EOPNOTSUPP);
+    MutexLock lock(h->mu);
+    if (h->refused != 0) return h->refused;  // a refused write already failed this file
+    if (want != 0 && want != size) {
+      h->refused = Refuse(h->url, fmt::format("truncate to {} bytes of {}", want, size), EOPNOTSUPP);
+      return h->refused;
+    }
     if (want != 0) return 0;
     // From here on a writer of a new version, sent on close.
-    MutexLock lock(h->mu);
     {
       MutexLock nl(mu_);
       Node& n = nodes_[ino];
@@ -197,9 +200,18 @@ int MountFs::Truncate(Ino ino, uint64_t fh, uint64_t want) {
   }
   if (h != nullptr && (state == HandleState::kWriting || state == HandleState::kSent)) {
     MutexLock lock(h->mu);
-    if (want != h->written) {
-      return Refuse(h->url, fmt::format("truncate to {} bytes of {}", want, h->written), EOPNOTSUPP);
+    if (want == h->written) return 0;
+    if (h->state == HandleState::kSent) {
+      if (h->finish_errno != 0) return h->finish_errno;
+      Status r = Reopen(*h);
+      if (!r.ok()) return Break(*h, r);
     }
+    Status t = h->writer->Truncate(want);
+    if (!t.ok()) return Break(*h, t);
+    h->written = want;
+    MutexLock nl(mu_);
+    auto it = nodes_.find(ino);
+    if (it != nodes_.end()) it->second.size = want;
     return 0;
   }
   auto got = GetNode(ino);
@@ -413,20 +425,16 @@ int MountFs::Write(uint64_t fh, const char* data, size_t size, uint64_t off) {
   switch (h->state.load()) {
     case HandleState::kBroken: return h->broken;
     case HandleState::kExisting:
-      return Refuse(h->url,
-                    fmt::format("write at byte {} into an existing object (objects are written whole: "
-                                "open with O_TRUNC to replace it)",
-                                off),
-                    EOPNOTSUPP);
+      h->refused = Refuse(h->url,
+                          fmt::format("write at byte {} into an existing object (objects are written whole: "
+                                      "open with O_TRUNC to replace it)",
+                                      off),
+                          EOPNOTSUPP);
+      return h->refused;
     case HandleState::kReading:
     case HandleState::kPlan: return EBADF;
     case HandleState::kWriting:
     case HandleState::kSent: break;
-  }
-  if (off != h->written) {
-    return Refuse(h->url,
-                  fmt::format("write at byte {} (objects are written front to back; {} written)", off, h->written),
-                  EOPNOTSUPP);
   }
   if (h->state == HandleState::kSent) {
     // A close of one descriptor (a shell's redirect closes the original
@@ -436,9 +444,12 @@ int MountFs::Write(uint64_t fh, const char* data, size_t size, uint64_t off) {
     Status r = Reopen(*h);
     if (!r.ok()) return Break(*h, r);
   }
-  Status s = h->writer->Append(std::string_view(data, size));
+  // A write back into the file (zip's local headers, HDF5) goes into the
+  // spool where it belongs; the file is still sent whole at close.
+  Status s = off == h->written ? h->writer->Append(std::string_view(data, size))
+                               : h->writer->WriteAt(off, std::string_view(data, size));
   if (!s.ok()) return Break(*h, s);
-  h->written += size;
+  h->written = std::max<uint64_t>(h->written, off + size);
   stats_.writes++;
   stats_.written_bytes += size;
   MutexLock nl(mu_);
@@ -460,6 +471,10 @@ int MountFs::Flush(uint64_t fh, pid_t process) {
   if (state == HandleState::kPlan) {  // a last line without its newline
     MutexLock lock(h->mu);
     return SendPlan(*h, true);
+  }
+  if (state == HandleState::kExisting) {  // nothing was written: a refused write fails its close too
+    MutexLock lock(h->mu);
+    return h->refused;
   }
   if (state != HandleState::kWriting && state != HandleState::kSent) return 0;
   if (process != h->opener) {

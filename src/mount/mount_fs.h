@@ -188,6 +188,8 @@ class MountFs {
     std::unique_ptr<io::WritableFile> writer AQ_GUARDED_BY(mu);
     uint64_t written AQ_GUARDED_BY(mu) = 0;
     int finish_errno AQ_GUARDED_BY(mu) = 0;  // kSent: the upload's outcome
+    // kExisting: a write or truncate was refused, and every close says so.
+    int refused AQ_GUARDED_BY(mu) = 0;
     // kBroken: the failed write's errno, set under `mu` before the state
     // says kBroken, read once it does.
     int broken = 0;

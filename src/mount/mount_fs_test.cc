@@ -42,6 +42,7 @@ class ObjectStoreFs : public io::FileSystem {
     return it->second.data;
   }
   bool fail_writes = false;  // Close of every writer fails (a full store)
+  bool positional = true;    // writers take writes at any offset (the aquifer:// spool does)
   // Read plans received, by stream.
   std::map<std::string, std::vector<PlannedRead>> plans;
   Result<size_t> Plan(const std::string& stream, const std::vector<PlannedRead>& reads) override {
@@ -142,6 +143,17 @@ class ObjectStoreFs : public io::FileSystem {
     Writer(ObjectStoreFs* fs, std::string url) : fs_(fs), url_(std::move(url)) {}
     Status Append(std::string_view d) override {
       data_.append(d);
+      return Status::Ok();
+    }
+    Status WriteAt(uint64_t offset, std::string_view d) override {
+      if (!fs_->positional) return io::WritableFile::WriteAt(offset, d);
+      if (data_.size() < offset + d.size()) data_.resize(offset + d.size(), '\0');
+      data_.replace(offset, d.size(), d);
+      return Status::Ok();
+    }
+    Status Truncate(uint64_t to) override {
+      if (!fs_->positional) return io::WritableFile::Truncate(to);
+      data_.resize(to, '\0');
       return Status::Ok();
     }
     Status Sync() override { return Status::Ok(); }
@@ -279,7 +291,6 @@ TEST_F(MountFsTest, ANewFileIsStoredWholeAtItsOpenersCloseOnly) {
   ASSERT_EQ(Fs().Create(train, "new.bin", S_IFREG | 0644, 7, &e, &r), 0);
   EXPECT_EQ(Fs().StateOf(r.fh), HandleState::kWriting);
   ASSERT_EQ(Fs().Write(r.fh, "abc", 3, 0), 0);
-  EXPECT_EQ(Fs().Write(r.fh, "zzz", 3, 10), EOPNOTSUPP);  // not front to back
   ASSERT_EQ(Fs().Write(r.fh, "def", 3, 3), 0);
   EXPECT_FALSE(store.Get("train/new.bin"));  // nothing visible before close
   EXPECT_EQ(Fs().Flush(r.fh, 8), 0);         // a child's close sends nothing
@@ -309,18 +320,64 @@ TEST_F(MountFsTest, AFailedUploadFailsTheCloseAndLeavesNoName) {
   EXPECT_EQ(Look(kRootIno, "big"), 0u);
 }
 
+TEST_F(MountFsTest, WritersThatSeekBackAreStoredAsTheyWroteIt) {
+  EntryReply e;
+  OpenReply r;
+  // A zip writer: a header with blank sizes, the data, then the header again.
+  ASSERT_EQ(Fs().Create(kRootIno, "a.zip", S_IFREG | 0644, 7, &e, &r), 0);
+  ASSERT_EQ(Fs().Write(r.fh, "H????", 5, 0), 0);
+  ASSERT_EQ(Fs().Write(r.fh, "datadata", 8, 5), 0);
+  ASSERT_EQ(Fs().Write(r.fh, "H0008", 5, 0), 0);
+  ASSERT_EQ(Fs().Write(r.fh, "end", 3, 13), 0);
+  ASSERT_EQ(Fs().Write(r.fh, "!", 1, 20), 0);  // past the end: a hole of zeros
+  EXPECT_FALSE(store.Get("a.zip"));
+  ASSERT_EQ(Fs().Flush(r.fh, 7), 0);
+  Fs().Release(r.fh);
+  EXPECT_EQ(store.Get("a.zip"), std::string("H0008datadataend\0\0\0\0!", 21));
+  // ftruncate while writing, shorter and longer.
+  ASSERT_EQ(Fs().Create(kRootIno, "t.bin", S_IFREG | 0644, 7, &e, &r), 0);
+  ASSERT_EQ(Fs().Write(r.fh, "abcdef", 6, 0), 0);
+  ASSERT_EQ(Fs().Truncate(e.ino, r.fh, 2), 0);
+  ASSERT_EQ(Fs().Truncate(e.ino, r.fh, 4), 0);
+  ASSERT_EQ(Fs().Flush(r.fh, 7), 0);
+  Fs().Release(r.fh);
+  EXPECT_EQ(store.Get("t.bin"), std::string("ab\0\0", 4));
+}
+
+TEST_F(MountFsTest, AWriteTheStoreCannotTakeFailsTheCloseAndStoresNothing) {
+  store.positional = false;  // a writer that only appends
+  EntryReply e;
+  OpenReply r;
+  ASSERT_EQ(Fs().Create(kRootIno, "a.zip", S_IFREG | 0644, 7, &e, &r), 0);
+  ASSERT_EQ(Fs().Write(r.fh, "H????data", 9, 0), 0);
+  EXPECT_EQ(Fs().Write(r.fh, "H0004", 5, 0), EOPNOTSUPP);
+  EXPECT_EQ(Fs().Write(r.fh, "more", 4, 9), EOPNOTSUPP);  // the file stays failed
+  EXPECT_EQ(Fs().Flush(r.fh, 7), EOPNOTSUPP);
+  Fs().Release(r.fh);
+  EXPECT_FALSE(store.Get("a.zip"));  // never the first 9 bytes as if they were the file
+}
+
 TEST_F(MountFsTest, WhatAWriteOnceStoreCannotDoIsRefusedBeforeAnyChange) {
   const Ino f = Look(kRootIno, "readme");
   OpenReply r;
   // Append to an existing object.
   EXPECT_EQ(Fs().Open(f, O_WRONLY | O_APPEND, 1, &r), EOPNOTSUPP);
-  // Opened for writing without O_TRUNC: a write into it is refused...
+  // Opened for writing without O_TRUNC: a write into it is refused, and so
+  // is its close; the object keeps its bytes.
   ASSERT_EQ(Fs().Open(f, O_WRONLY, 1, &r), 0);
   EXPECT_EQ(Fs().StateOf(r.fh), HandleState::kExisting);
   EXPECT_EQ(Fs().Write(r.fh, "x", 1, 2), EOPNOTSUPP);
-  EXPECT_EQ(Fs().Truncate(f, r.fh, 2), EOPNOTSUPP);
+  EXPECT_EQ(Fs().Truncate(f, r.fh, 0), EOPNOTSUPP);
+  EXPECT_EQ(Fs().Flush(r.fh, 1), EOPNOTSUPP);
+  Fs().Release(r.fh);
   EXPECT_EQ(store.Get("readme"), "hello");
-  // ...until a truncate to 0 makes it a whole replacement.
+  ASSERT_EQ(Fs().Open(f, O_WRONLY, 1, &r), 0);
+  EXPECT_EQ(Fs().Truncate(f, r.fh, 2), EOPNOTSUPP);
+  EXPECT_EQ(Fs().Flush(r.fh, 1), EOPNOTSUPP);
+  Fs().Release(r.fh);
+  EXPECT_EQ(store.Get("readme"), "hello");
+  // A truncate to 0 first makes it a whole replacement.
+  ASSERT_EQ(Fs().Open(f, O_WRONLY, 1, &r), 0);
   ASSERT_EQ(Fs().Truncate(f, r.fh, 0), 0);
   EXPECT_EQ(Fs().StateOf(r.fh), HandleState::kWriting);
   ASSERT_EQ(Fs().Write(r.fh, "bye", 3, 0), 0);

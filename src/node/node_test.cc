@@ -401,6 +401,62 @@ TEST(NodeTest, AFileOverwrittenWhileReadIsAConflictNotAMix) {
   EXPECT_EQ(r.status().code(), StatusCode::kConflict) << r.status().ToString();
 }
 
+// A large write is sent part by part while it is written; a write back into
+// a part already sent (zip's headers) sends that part again; the object
+// appears at Close, whole, or never.
+TEST(NodeTest, LargeWritesStreamTheirPartsAndSeekBackWritesAreSentAgain) {
+  TempDir dir;
+  auto node = Node::Start(Options(dir, "n"));
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  Node& n = **node;
+  client::ClientOptions co;
+  co.multipart_threshold = 5 << 20;
+  co.part_size = 5 << 20;
+  co.max_parallel = 3;
+  auto fs = client::NewStoreFileSystem(client::ClientCredentials{kKey.access_key, kKey.secret, "test"}, co);
+  const std::string base = "aquifer://" + n.address() + "/ckpt";
+  ASSERT_TRUE(fs->MakeDirs(base).ok());
+
+  std::string want = Bytes(23 << 20, 5);
+  auto f = fs->OpenWrite(base + "/model.pt").value();
+  const uint64_t puts = n.stats().requests(Op::kPut);
+  for (size_t at = 0; at < want.size(); at += 1 << 20) {
+    ASSERT_TRUE(f->Append(std::string_view(want).substr(at, 1 << 20)).ok());
+  }
+  EXPECT_GE(n.stats().requests(Op::kPut) - puts, 2u);  // parts left before Close
+  EXPECT_EQ(fs->Stat(base + "/model.pt").status().code(), StatusCode::kNotFound);
+  // Back into part 1 and across parts 2 and 3, then a hole past the end.
+  ASSERT_TRUE(f->WriteAt(100, "HEADER").ok());
+  want.replace(100, 6, "HEADER");
+  const std::string across(1 << 20, 'x');
+  ASSERT_TRUE(f->WriteAt((10 << 20) - 512, across).ok());
+  want.replace((10 << 20) - 512, across.size(), across);
+  ASSERT_TRUE(f->WriteAt(want.size() + 1000, "tail").ok());
+  want += std::string(1000, '\0') + "tail";
+  ASSERT_TRUE(f->Close().ok());
+  EXPECT_EQ(ReadWhole(*fs, base + "/model.pt", 4 << 20), want);
+
+  // Shortened below what was sent: the parts past the end are dropped.
+  f = fs->OpenWrite(base + "/short").value();
+  ASSERT_TRUE(f->Append(Bytes(16 << 20, 6)).ok());
+  ASSERT_TRUE(f->Truncate(7 << 20).ok());
+  Status closed = f->Close();
+  ASSERT_TRUE(closed.ok()) << closed.ToString();
+  EXPECT_EQ(ReadWhole(*fs, base + "/short", 4 << 20), Bytes(16 << 20, 6).substr(0, 7 << 20));
+
+  // A writer dropped without Close stores nothing, and leaves no upload and
+  // no spool behind.
+  f = fs->OpenWrite(base + "/torn").value();
+  ASSERT_TRUE(f->Append(Bytes(12 << 20, 7)).ok());
+  f.reset();
+  EXPECT_EQ(fs->Stat(base + "/torn").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ReadWhole(*fs, base + "/model.pt", 4 << 20).size(), want.size());
+  const char* tmp = std::getenv("TMPDIR");
+  for (const auto& e : fs::directory_iterator(tmp ? tmp : "/tmp")) {
+    EXPECT_EQ(e.path().filename().string().rfind("aquifer-put-", 0), std::string::npos) << e.path();
+  }
+}
+
 TEST(NodeTest, StopsCleanlyAndRestartsWithItsData) {
   TempDir dir;
   const std::string data = Bytes(700'000, 5);
