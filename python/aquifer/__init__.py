@@ -11,11 +11,15 @@ The input pipeline (reading, shuffling and sharding across ranks, JPEG crop
 decoding, augmentation, batching) runs in C++ threads; batches arrive as
 zero-copy views of the pipeline's buffers. See docs/python.md.
 
+Checkpoints and other files: aquifer.open(url, "wb") / "rb" (stored whole at
+close, or not at all), aquifer.checkpoint for torch.distributed.checkpoint.
+
 A DataLoader reading an aquifer mount keeps its own sampler and sends its
 order ahead: DataLoader(data, sampler=aquifer.hint(sampler, "/mnt/aquifer")).
 """
 from ._aquifer import __version__, option_defaults, option_docs  # noqa: F401
+from .files import open  # noqa: F401,A001
 from .hint import HintedSampler, hint  # noqa: F401
 from .loader import Loader  # noqa: F401
 
-__all__ = ["HintedSampler", "Loader", "__version__", "hint", "option_defaults", "option_docs"]
+__all__ = ["HintedSampler", "Loader", "__version__", "hint", "open", "option_defaults", "option_docs"]

@@ -15,7 +15,9 @@
 
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -388,6 +390,150 @@ class Source {
   std::unique_ptr<pipeline::Pipeline> pipe_;
 };
 
+// One file system per (credentials file, profile), shared by every File of
+// the process (their connections and the cluster's member list with them)
+// and kept for its life.
+io::FileSystem& SharedFileSystem(const std::string& credentials, const std::string& profile) {
+  static std::mutex mu;
+  static auto* systems = new std::map<std::pair<std::string, std::string>, std::unique_ptr<io::FileSystem>>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto& fs = (*systems)[{credentials, profile}];
+  if (!fs) {
+    client::CredentialOptions co{credentials, profile};
+    fs = client::NewRoutingFileSystem(
+        io::NewPosixFileSystem(), client::NewStoreFileSystem([co] { return client::FindCredentials(co); },
+                                                             client::ClientOptionsFromEnvironment()));
+  }
+  return *fs;
+}
+
+// A Status from a file operation as OSError (FileNotFoundError,
+// PermissionError, ... where one fits), as Python's own files raise.
+[[noreturn]] void RaiseIo(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kNotFound:
+    case StatusCode::kPermissionDenied:
+    case StatusCode::kTimedOut:
+    case StatusCode::kUnavailable: Raise(s);
+    default: {
+      PyErr_SetString(PyExc_OSError, Printable(s.ToString()).c_str());
+      throw py::error_already_set();
+    }
+  }
+}
+
+// A file of the store (or a local one) for aquifer.open: positional reads,
+// or a writer whose bytes are stored whole at close() and never if it is
+// aborted or dropped. The Python side (python/aquifer/files.py) adds the
+// file position, buffering and io's interface. Calls release the GIL.
+class File {
+ public:
+  File(const std::string& path, const std::string& mode, const std::string& credentials, const std::string& profile)
+      : path_(path) {
+    io::FileSystem& fs = SharedFileSystem(credentials, profile);
+    py::gil_scoped_release unlocked;
+    if (mode == "r") {
+      auto r = fs.OpenRead(path, io::AccessHint::kSequential);
+      if (!r.ok()) {
+        py::gil_scoped_acquire locked;
+        RaiseIo(r.status());
+      }
+      reader_ = std::move(*r);
+    } else if (mode == "w") {
+      auto w = fs.OpenWrite(path);
+      if (!w.ok()) {
+        py::gil_scoped_acquire locked;
+        RaiseIo(w.status());
+      }
+      writer_ = std::move(*w);
+    } else {
+      py::gil_scoped_acquire locked;
+      throw py::value_error("mode must be 'r' or 'w', not '" + mode + "'");
+    }
+  }
+
+  uint64_t size() const {
+    if (reader_) return reader_->size();
+    return writer_ ? writer_->size() : 0;
+  }
+  std::string version() const { return reader_ ? reader_->version() : std::string(); }
+
+  // Bytes from `offset` into the writable buffer `out`; 0 at the end.
+  size_t ReadInto(uint64_t offset, py::buffer out) {
+    if (!reader_) throw py::value_error(Printable(path_ + ": not open for reading"));
+    py::buffer_info b = out.request(true);
+    size_t n = static_cast<size_t>(b.size * b.itemsize);
+    Result<size_t> got = [&] {
+      py::gil_scoped_release unlocked;
+      size_t done = 0;
+      while (done < n) {  // a short read only at the end
+        auto r = reader_->ReadAt(offset + done, n - done, static_cast<char*>(b.ptr) + done);
+        if (!r.ok()) return r;
+        if (*r == 0) break;
+        done += *r;
+      }
+      return Result<size_t>(done);
+    }();
+    if (!got.ok()) RaiseIo(got.status());
+    return *got;
+  }
+
+  void WriteAt(uint64_t offset, py::buffer data) {
+    io::WritableFile& w = Writer();
+    py::buffer_info b = data.request();
+    const std::string_view bytes(static_cast<const char*>(b.ptr), static_cast<size_t>(b.size * b.itemsize));
+    Status s;
+    {
+      py::gil_scoped_release unlocked;
+      s = offset == w.size() ? w.Append(bytes) : w.WriteAt(offset, bytes);
+    }
+    if (!s.ok()) RaiseIo(s);
+  }
+
+  void Truncate(uint64_t size) {
+    io::WritableFile& w = Writer();
+    Status s;
+    {
+      py::gil_scoped_release unlocked;
+      s = w.Truncate(size);
+    }
+    if (!s.ok()) RaiseIo(s);
+  }
+
+  // Stores a written file (whole, or not at all: the error says why).
+  void Close() {
+    reader_.reset();
+    if (!writer_) return;
+    std::unique_ptr<io::WritableFile> w = std::move(writer_);
+    Status s;
+    {
+      py::gil_scoped_release unlocked;
+      s = w->Close();
+      w.reset();
+    }
+    if (!s.ok()) RaiseIo(s);
+  }
+
+  // Drops a written file: nothing is stored.
+  void Abort() {
+    py::gil_scoped_release unlocked;
+    writer_.reset();
+    reader_.reset();
+  }
+
+  bool closed() const { return !reader_ && !writer_; }
+
+ private:
+  io::WritableFile& Writer() {
+    if (!writer_) throw py::value_error(Printable(path_ + ": not open for writing"));
+    return *writer_;
+  }
+
+  std::string path_;
+  std::unique_ptr<io::RandomAccessFile> reader_;
+  std::unique_ptr<io::WritableFile> writer_;
+};
+
 }  // namespace
 }  // namespace aq::python
 
@@ -417,6 +563,47 @@ PYBIND11_MODULE(_aquifer, m) {
         return d;
       },
       "Every pipeline option's default as written and its help, by name");
+  m.def(
+      "list_dir",
+      [](const std::string& path, const std::string& credentials, const std::string& profile) {
+        auto& fs = aq::python::SharedFileSystem(credentials, profile);
+        aq::Result<std::vector<aq::io::FileInfo>> got = [&] {
+          py::gil_scoped_release unlocked;
+          return fs.List(path);
+        }();
+        if (!got.ok()) aq::python::RaiseIo(got.status());
+        py::list out;
+        for (const auto& e : *got) {
+          out.append(py::make_tuple(aq::python::FsStr(e.name), e.size, e.is_dir, e.mtime_s));
+        }
+        return out;
+      },
+      py::arg("path"), py::arg("credentials") = "", py::arg("profile") = "",
+      "(name, size, is_dir, mtime) of each entry of a directory (a key prefix of the store)");
+  m.def(
+      "remove",
+      [](const std::string& path, const std::string& credentials, const std::string& profile) {
+        auto& fs = aq::python::SharedFileSystem(credentials, profile);
+        aq::Status s;
+        {
+          py::gil_scoped_release unlocked;
+          s = fs.Remove(path);
+        }
+        if (!s.ok()) aq::python::RaiseIo(s);
+      },
+      py::arg("path"), py::arg("credentials") = "", py::arg("profile") = "", "Removes a file (an object)");
+  using aq::python::File;
+  py::class_<File>(m, "File", "A file of the store for aquifer.open: positional reads, or a writer stored whole at close")
+      .def(py::init<const std::string&, const std::string&, const std::string&, const std::string&>(), py::arg("path"),
+           py::arg("mode"), py::arg("credentials") = "", py::arg("profile") = "")
+      .def_property_readonly("size", &File::size)
+      .def_property_readonly("version", &File::version)
+      .def_property_readonly("closed", &File::closed)
+      .def("readinto", &File::ReadInto, "Bytes from an offset into a writable buffer; how many (0 at the end)")
+      .def("write_at", &File::WriteAt, "Bytes at an offset (past the end: a hole of zeros)")
+      .def("truncate", &File::Truncate, "Sets the size")
+      .def("close", &File::Close, "Stores a written file whole (raises OSError if it was not stored)")
+      .def("abort", &File::Abort, "Drops a written file: nothing is stored");
   py::class_<CatalogHandle>(m, "Catalog", "Where every sample of a dataset is; reused by the next epoch's Source");
   py::class_<Source>(m, "Source", "One pipeline run: its batches, in order, as numpy arrays owning their buffers")
       .def(py::init<const py::kwargs&>())
