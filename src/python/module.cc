@@ -400,9 +400,9 @@ io::FileSystem& SharedFileSystem(const std::string& credentials, const std::stri
   auto& fs = (*systems)[{credentials, profile}];
   if (!fs) {
     client::CredentialOptions co{credentials, profile};
-    fs = client::NewRoutingFileSystem(
-        io::NewPosixFileSystem(), client::NewStoreFileSystem([co] { return client::FindCredentials(co); },
-                                                             client::ClientOptionsFromEnvironment()));
+    fs = client::NewRoutingFileSystem(io::NewPosixFileSystem(),
+                                      client::NewStoreFileSystem([co] { return client::FindCredentials(co); },
+                                                                 client::ClientOptionsFromEnvironment()));
   }
   return *fs;
 }
@@ -593,7 +593,8 @@ PYBIND11_MODULE(_aquifer, m) {
       },
       py::arg("path"), py::arg("credentials") = "", py::arg("profile") = "", "Removes a file (an object)");
   using aq::python::File;
-  py::class_<File>(m, "File", "A file of the store for aquifer.open: positional reads, or a writer stored whole at close")
+  py::class_<File>(m, "File",
+                   "A file of the store for aquifer.open: positional reads, or a writer stored whole at close")
       .def(py::init<const std::string&, const std::string&, const std::string&, const std::string&>(), py::arg("path"),
            py::arg("mode"), py::arg("credentials") = "", py::arg("profile") = "")
       .def_property_readonly("size", &File::size)
