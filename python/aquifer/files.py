@@ -118,39 +118,35 @@ def _dropped(f, raw):
         raw.abort()
 
 
-class BufferedWriter(io.BufferedWriter):
+class _DropOnError:
     """A `with` block left by an exception drops the file (nothing stored)
-    rather than storing what was written before the exception."""
+    rather than storing what was written before the exception; so does a
+    file collected without close()."""
+
+    def _raw(self):
+        return self.raw if isinstance(self, io.BufferedWriter) else self.buffer.raw
 
     def __exit__(self, kind, value, tb):
         if kind is not None and not self.closed:
             self.abort()
-            return False
-        self.close()
+        else:
+            self.close()
         return False
 
     def abort(self):
         """Drops the file: nothing is stored."""
-        self.raw.abort()
+        self._raw().abort()
 
     def __del__(self):
-        _dropped(self, self.raw)
+        _dropped(self, self._raw())
 
 
-class TextWriter(io.TextIOWrapper):
-    def __exit__(self, kind, value, tb):
-        if kind is not None and not self.closed:
-            self.abort()
-            return False
-        self.close()
-        return False
+class BufferedWriter(_DropOnError, io.BufferedWriter):
+    pass
 
-    def abort(self):
-        """Drops the file: nothing is stored."""
-        self.buffer.raw.abort()
 
-    def __del__(self):
-        _dropped(self, self.buffer.raw)
+class TextWriter(_DropOnError, io.TextIOWrapper):
+    pass
 
 
 def open(path, mode="rb", *, buffering=-1, encoding=None, errors=None, newline=None, credentials=None,

@@ -28,12 +28,7 @@ import s3lib  # noqa: E402
 from s3lib import Checks, boto  # noqa: E402
 
 AQ = os.path.abspath(sys.argv[1])
-if not os.path.exists("/dev/fuse") or not os.access("/dev/fuse", os.R_OK | os.W_OK):
-    print("SKIP: /dev/fuse is missing or not accessible here (FUSE mounts need it)")
-    sys.exit(77)
-if shutil.which("fusermount3") is None and os.geteuid() != 0:
-    print("SKIP: fusermount3 is missing (Debian fuse3) and this is not root")
-    sys.exit(77)
+s3lib.require_fuse()
 
 check = Checks()
 tmp = tempfile.mkdtemp(prefix="aq_mount_")

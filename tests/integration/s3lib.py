@@ -78,6 +78,17 @@ class Node:
         return self.p.returncode
 
 
+def require_fuse():
+    """Exits 77 (skipped) where a FUSE mount cannot be made."""
+    import shutil
+    if not os.path.exists("/dev/fuse") or not os.access("/dev/fuse", os.R_OK | os.W_OK):
+        print("SKIP: /dev/fuse is missing or not accessible here (FUSE mounts need it)")
+        sys.exit(77)
+    if shutil.which("fusermount3") is None and os.geteuid() != 0:
+        print("SKIP: fusermount3 is missing (Debian fuse3) and this is not root")
+        sys.exit(77)
+
+
 def small_disk(prefix, size, why):
     """A temporary directory with a tmpfs of `size` (e.g. "24m") mounted at
     TMP/data, for full-disk tests; exits 77 (skip) where none can be mounted
