@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <functional>
 #include <iostream>
@@ -15,6 +17,7 @@
 #include "cluster/etcd_client.h"
 #include "cluster/etcd_meta_store.h"
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/progress.h"
 #include "common/units.h"
 #include "http/client.h"
@@ -167,14 +170,15 @@ Status Serve(const ServeFlags& f) {
 struct CopyFlags {
   std::vector<std::string> paths;
   bool recursive = false;
+  int jobs = 8;
 };
 
-// Copies one file through this process, streaming in 16 MiB pieces (from a
-// node, each piece arrives as parallel ranged GETs).
-Status CopyFile(io::FileSystem& fs, const std::string& from, const std::string& to, uint64_t* bytes) {
+// Copies one file through this process, streaming through `buf` (from a
+// node, each piece arrives as parallel ranged GETs; to a node, a large
+// file's parts leave as they fill).
+Status CopyFile(io::FileSystem& fs, const std::string& from, const std::string& to, std::string& buf, uint64_t* bytes) {
   auto in = AQ_TRY(fs.OpenRead(from, io::AccessHint::kSequential));
   auto out = AQ_TRY(fs.OpenWrite(to));
-  std::string buf(16 << 20, '\0');
   for (uint64_t off = 0; off < in->size();) {
     size_t n = AQ_TRY(in->ReadAt(off, buf.size(), buf.data()));
     if (n == 0) break;
@@ -188,27 +192,95 @@ Status CopyFile(io::FileSystem& fs, const std::string& from, const std::string& 
 
 // What a copy did: files and bytes copied; keys no file name can stand for.
 struct CopyCount {
-  uint64_t files = 0, bytes = 0;
+  std::atomic<uint64_t> files = 0, bytes = 0;
   std::vector<std::string> skipped;
   Progress* progress = nullptr;  // files and bytes as they are copied (a terminal's progress line)
 };
 
-Status CopyTree(io::FileSystem& fs, const std::string& from, const std::string& to, bool recursive, CopyCount& n) {
+// What a recursive copy will do, found by walking the source first: the
+// files to copy and the empty directories to keep.
+struct CopyPlan {
+  std::vector<std::pair<std::string, std::string>> files, empty_dirs;
+  std::vector<std::string> dirs;  // every destination directory (local destinations create them)
+};
+
+Status PlanCopy(io::FileSystem& fs, const std::string& from, const std::string& to, CopyPlan& plan,
+                std::vector<std::string>& skipped) {
+  plan.dirs.push_back(to);
+  auto entries = AQ_TRY(fs.ListWithSkipped(from, &skipped));
+  if (entries.empty()) plan.empty_dirs.emplace_back(from, to);
+  for (const auto& e : entries) {
+    const std::string f = io::JoinPath(from, e.name), t = io::JoinPath(to, e.name);
+    if (e.is_dir) {
+      AQ_TRY(PlanCopy(fs, f, t, plan, skipped));
+    } else {
+      plan.files.emplace_back(f, t);
+    }
+  }
+  return Status::Ok();
+}
+
+// A directory with nothing in it: a "name/" marker object in the store (as
+// the mount's mkdir makes), a directory on a local disk.
+Status KeepEmptyDir(io::FileSystem& fs, const std::string& to) {
+  if (!s3::IsStoreUrl(to)) return fs.MakeDirs(to);
+  auto w = AQ_TRY(fs.OpenWrite(to + "/"));
+  return w->Close();
+}
+
+// cp: one file, or (-r) a tree whose files are copied `jobs` at a time. The
+// first failure stops the copy (files in flight finish) and is returned.
+Status CopyTree(io::FileSystem& fs, const std::string& from, const std::string& to, bool recursive, int jobs,
+                CopyCount& n) {
   auto st = AQ_TRY(fs.Stat(from));
+  std::string buf;
   if (!st.is_dir) {
     AQ_TRY(fs.MakeDirs(std::string(io::DirName(to))));  // the destination's directory, or bucket
-    const uint64_t before = n.bytes;
-    AQ_TRY(CopyFile(fs, from, to, &n.bytes));
-    ++n.files;
-    if (n.progress != nullptr) n.progress->Add(1, n.bytes - before);
+    buf.resize(std::clamp<uint64_t>(st.size, 1, 16 << 20));
+    uint64_t bytes = 0;
+    AQ_TRY(CopyFile(fs, from, to, buf, &bytes));
+    n.files = 1;
+    n.bytes = bytes;
+    if (n.progress != nullptr) n.progress->Add(1, bytes);
     return Status::Ok();
   }
   if (!recursive) return InvalidArgument(fmt::format("'{}' is a directory (use -r)", from));
-  AQ_TRY(fs.MakeDirs(to));
-  for (const auto& e : AQ_TRY(fs.ListWithSkipped(from, &n.skipped))) {
-    AQ_TRY(CopyTree(fs, io::JoinPath(from, e.name), io::JoinPath(to, e.name), true, n));
+  CopyPlan plan;
+  AQ_TRY(PlanCopy(fs, from, to, plan, n.skipped));
+  if (s3::IsStoreUrl(to)) {
+    AQ_TRY(fs.MakeDirs(to));  // the bucket, once; prefixes need no creating
+  } else {
+    for (const auto& d : plan.dirs) AQ_TRY(fs.MakeDirs(d));
   }
-  return Status::Ok();
+  for (const auto& [f, t] : plan.empty_dirs) AQ_TRY(KeepEmptyDir(fs, t));
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  Mutex mu;
+  Status first;
+  auto worker = [&] {
+    std::string piece(4 << 20, '\0');
+    for (size_t i; !failed && (i = next.fetch_add(1)) < plan.files.size();) {
+      const auto& [f, t] = plan.files[i];
+      uint64_t bytes = 0;
+      Status s = CopyFile(fs, f, t, piece, &bytes);
+      if (!s.ok()) {
+        MutexLock lock(mu);
+        if (first.ok()) first = s;
+        failed = true;
+        return;
+      }
+      n.files += 1;
+      n.bytes += bytes;
+      if (n.progress != nullptr) n.progress->Add(1, bytes);
+    }
+  };
+  std::vector<std::thread> threads;
+  const size_t count = std::min<size_t>(std::max(jobs, 1), std::max<size_t>(plan.files.size(), 1));
+  for (size_t i = 1; i < count; ++i) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+  MutexLock lock(mu);
+  return first;
 }
 
 // Keys a copy could not name are an error, after everything else is copied.
@@ -228,21 +300,27 @@ void RegisterFileCommands(CLI::App& app, Globals& g) {
   auto* cp = g.Own<CopyFlags>();
   auto* c = app.add_subcommand("cp", "Copy files between local paths and aquifer://HOST:PORT/BUCKET/KEY (either way)");
   c->add_option("paths", cp->paths, "SOURCE DESTINATION")->required()->expected(2);
-  c->add_flag("-r,--recursive", cp->recursive, "Copy directories (prefixes) and everything below them");
+  c->add_flag("-r,--recursive", cp->recursive,
+              "Copy directories (prefixes) and everything below them; empty ones are kept (in the store as "
+              "'name/' markers)");
+  c->add_option("-j,--jobs", cp->jobs, "Files copied at a time with -r")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   AddOutputFlags(c, g, false);
   c->callback([cp, &g] {
     CopyCount n;
     Progress progress({.label = "cp", .enabled = cp->recursive && !g.no_progress && !g.json});
     n.progress = &progress;
-    Status s = CopyTree(*g.fs, cp->paths[0], cp->paths[1], cp->recursive, n);
+    Status s = CopyTree(*g.fs, cp->paths[0], cp->paths[1], cp->recursive, cp->jobs, n);
     progress.Finish();
     if (!s.ok()) return Fail(g, s);
     if (g.json) {
-      std::printf("{\"files\": %llu, \"bytes\": %llu, \"skipped\": %zu}\n", static_cast<unsigned long long>(n.files),
-                  static_cast<unsigned long long>(n.bytes), n.skipped.size());
+      std::printf("{\"files\": %llu, \"bytes\": %llu, \"skipped\": %zu}\n",
+                  static_cast<unsigned long long>(n.files.load()), static_cast<unsigned long long>(n.bytes.load()),
+                  n.skipped.size());
     } else {
-      std::printf("copied %llu file(s), %s\n", static_cast<unsigned long long>(n.files),
-                  units::Bytes(static_cast<double>(n.bytes)).c_str());
+      std::printf("copied %llu file(s), %s\n", static_cast<unsigned long long>(n.files.load()),
+                  units::Bytes(static_cast<double>(n.bytes.load())).c_str());
     }
     if (Status k = Skipped(n.skipped, "cp"); !k.ok()) return Fail(g, k);
   });
