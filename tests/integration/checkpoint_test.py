@@ -3,6 +3,9 @@
 
 - aquifer.open: torch.save / torch.load round trip; a `with` block left by an
   exception, and a file dropped unclosed, store nothing.
+- Tiering: a checkpoint lands on the ssd pool and, once older than the
+  policy's age, `aquifer tier run` drains it to the hdd pool; it restores
+  exactly from there.
 - A 2-rank data-parallel job (gloo) saving every 5 steps through
   aquifer.checkpoint.save (each rank writing its share), killed with SIGKILL at a random moment,
   resumes from checkpoint.latest() and ends with weights bit-identical to
@@ -15,6 +18,7 @@
   complete ones.
 usage: checkpoint_test.py path/to/aquifer [--trials N] [--seed S]"""
 import argparse
+import json
 import os
 import random
 import shutil
@@ -131,6 +135,40 @@ try:
     check(got["view"].storage().size() == 10, "a view is saved as its 10 elements, not its base")
     check(checkpoint.load(base + "/single/step-5", keys=["step"], credentials=creds) == {"step": torch.tensor(5)},
           "load(keys=...) reads only those")
+
+    # ---- tiered: checkpoints land on the fast pool, drain to the slow one ----
+    import glob
+    tiered = os.path.join(tmp, "tiered")
+    tnode = s3lib.Node(AQ, os.path.join(tiered, "data"), "--pool", f"ssd={tiered}/ssd,media=ssd", "--pool",
+                       f"hdd={tiered}/hdd,media=hdd", "--tier-interval", "0", "--cache-size", "0",
+                       credentials=creds)
+    try:
+        s3lib.boto(tnode.port).create_bucket(Bucket="ckpt")
+
+        def blocks(pool):
+            return len(glob.glob(f"{tiered}/{pool}/blocks/*/*"))
+
+        def tier(*argv):
+            return subprocess.run([AQ, "tier", *argv, "--data", os.path.join(tiered, "data")], capture_output=True,
+                                  text=True, timeout=120)
+        r1 = tier("policy", "add", "land", "--media", "ssd", "--key", "run/*")
+        r2 = tier("policy", "add", "drain", "--media", "hdd", "--key", "run/*", "--older-than", "2s", "--at", "0")
+        check(r1.returncode == 0 and r2.returncode == 0, f"tier policies: {r1.stderr} {r2.stderr}")
+        troot = f"aquifer://127.0.0.1:{tnode.port}/ckpt/run"
+        want = saver.expected(3, mib=4)
+        checkpoint.save(want, troot + "/step-3", credentials=creds)
+        check(blocks("ssd") > 0 and blocks("hdd") == 0, f"a new checkpoint lands on ssd ({blocks('ssd')} blocks)")
+        time.sleep(2.5)
+        r = tier("run", "--timeout", "60")
+        st = tier("status", "--json")
+        pools = json.loads(st.stdout or "{}").get("pools", {})
+        check(r.returncode == 0 and pools.get("ssd", {}).get("blocks", 0) == 0 and
+              pools.get("hdd", {}).get("blocks", 0) > 0,
+              f"older than 2 s, it drains to hdd (blocks by pool: {pools}): {r.stdout[-300:]} {r.stderr[-300:]}")
+        got = checkpoint.load(checkpoint.latest(troot, credentials=creds), credentials=creds)
+        check(all(equal(got[k], v) for k, v in want.items()), "the drained checkpoint restores exactly")
+    finally:
+        tnode.stop()
 
     # ---- a DDP job killed and resumed ----
     ref_out, resumed_out = os.path.join(tmp, "ref.pt"), os.path.join(tmp, "resumed.pt")
