@@ -10,8 +10,8 @@
   aquifer.checkpoint.save (each rank writing its share), killed with SIGKILL at a random moment,
   resumes from checkpoint.latest() and ends with weights bit-identical to
   an uninterrupted run's.
-- Crash trials: a saver killed with SIGKILL at random moments, --trials
-  times. After each kill the newest complete checkpoint restores exactly
+- Crash trials: a saver (or, every other trial, the node) killed with
+  SIGKILL at random moments, --trials times. After each kill the newest complete checkpoint restores exactly
   the state of its step, every checkpoint the saver reported saved is
   complete, and the rest are torn (no .metadata) or absent: never a
   .metadata over missing or short files. keep_last then keeps the newest
@@ -191,14 +191,29 @@ try:
     reported = set()
     torn_seen = set()
     start = 1
+    node_kills = 0
     for trial in range(args.trials):
         log = open(os.path.join(tmp, "saver.log"), "w+")
         p = subprocess.Popen(["/usr/bin/python3", os.path.join(HERE, "checkpoint", "saver.py"), "--root", root,
                               "--credentials", creds, "--start", str(start)], stdout=log, stderr=subprocess.STDOUT,
-                             env=env)
+                             env=dict(env, AQUIFER_RETRY_DEADLINE="2"))
         time.sleep(rng.uniform(1.5, 4.0))  # torch's import, then saves of ~16 MB each
-        p.send_signal(signal.SIGKILL)
-        p.wait()
+        if trial % 2 == 1:
+            # The node killed instead: the save in flight fails (after the
+            # 2 s retry deadline), the saver stops; the node restarts on its
+            # data and must hold every save the saver reported.
+            node.p.send_signal(signal.SIGKILL)
+            node.p.wait()
+            node_kills += 1
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.send_signal(signal.SIGKILL)
+                p.wait()
+            node = s3lib.Node(AQ, os.path.join(tmp, "node"), credentials=creds, listen=f"127.0.0.1:{node.port}")
+        else:
+            p.send_signal(signal.SIGKILL)
+            p.wait()
         log.seek(0)
         out = log.read()
         log.close()
@@ -221,7 +236,7 @@ try:
             got = checkpoint.load(f"{root}/step-{s}", credentials=creds)
             check(all(equal(got[k], v) for k, v in want.items()), f"trial {trial}: step-{s} restores exactly")
         start = max(complete | torn | {0}) + 1
-    print(f"{args.trials} kills: {len(reported)} saves reported, {len(torn_seen)} torn saves left without .metadata")
+    print(f"{args.trials} kills ({node_kills} of the node): {len(reported)} saves reported, {len(torn_seen)} torn saves left without .metadata")
     removed = checkpoint.keep_last(root, 2, credentials=creds)
     left = checkpoint.checkpoints(root, credentials=creds)
     kept = [int(f.rsplit("-", 1)[1]) for f, ok in left if ok]
