@@ -102,6 +102,14 @@ try:
     r = aq("--credentials", creds, "--ca", ca, "cp", out, f"{url}/train/up.bin")
     check(r.returncode == 0, f"aquifer cp up over TLS: {r.stderr}")
     check(s3.get_object(Bucket="data", Key="train/up.bin")["Body"].read() == body, "the upload arrived whole")
+    # A multipart upload over TLS: parts go as UNSIGNED-PAYLOAD with a CRC32C the node checks.
+    big = os.path.join(tmp, "big.bin")
+    with open(big, "wb") as f:
+        f.write(os.urandom(12 << 20))
+    r = aq("--credentials", creds, "--ca", ca, "cp", big, f"{url}/train/big.bin",
+           env=dict(os.environ, AQUIFER_MULTIPART_THRESHOLD="5MiB", AQUIFER_PART_SIZE="5MiB"))
+    check(r.returncode == 0 and s3.get_object(Bucket="data", Key="train/big.bin")["Body"].read() ==
+          open(big, "rb").read(), f"a multipart upload over TLS arrived whole: {r.stderr}")
 
     r = aq("--credentials", creds, "--ca", ca, "bench", "storage", f"{url}/train", "-d", "0.5", "--ramp", "0")
     check(r.returncode == 0 and "page cache n/a" in r.stdout and "MB/s" in r.stdout,
