@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "common/log.h"
@@ -82,19 +83,46 @@ class EtcdMetaStore final : public store::MetaStore {
     return ParseObject(bucket, key, t.ranges[0][0]);
   }
 
+  // A conditional write's guard (store::WriteCondition): the condition is
+  // checked against the key as it is now, and the transaction then commits
+  // only if the key is still so (never created; or unchanged since its
+  // ETag was checked). Nothing for an unconditional write.
+  Result<std::optional<Compare>> ConditionGuard(const ObjectMeta& o) {
+    if (o.condition.none()) return std::optional<Compare>();
+    const std::string k = ObjectKey(o.bucket, o.key);
+    auto kv = AQ_TRY(etcd_->Get(k));
+    if (!kv) {
+      AQ_TRY(store::CheckWriteCondition(o.condition, o.key, nullptr));
+      return std::optional<Compare>(Compare{k, "", Target::kCreateRevision, Op::kEqual, 0, ""});
+    }
+    auto current = AQ_TRY(ParseObject(o.bucket, o.key, *kv));
+    AQ_TRY(store::CheckWriteCondition(o.condition, o.key, &current.etag));
+    return std::optional<Compare>(Compare{k, "", Target::kModRevision, Op::kEqual, kv->mod_revision, ""});
+  }
+
   Result<std::vector<BlockRef>> PutObject(const ObjectMeta& o) override {
     AQ_TRY(store::CheckObjectKey(o.key));
     AQ_TRY(CheckSize(o.size, o.blocks, o.key));
-    auto t = etcd_->Txn({{BucketKey(o.bucket), "", Target::kCreateRevision, Op::kGreater, 0, ""}},
-                        {{TxnOp::Kind::kGet, ObjectKey(o.bucket, o.key), "", "", 0},
-                         {TxnOp::Kind::kPut, ObjectKey(o.bucket, o.key), "", ObjectJson(o), 0}});
-    if (!t.ok()) {
-      if (!t.status().retryable() || o.attrs.write_id.empty()) return t.status();
-      AQ_TRY(Resolve(o, t.status(), [&](const ObjectMeta& m) { return m.attrs.write_id == o.attrs.write_id; }));
-      return std::vector<BlockRef>();  // committed; the replaced layout's blocks are left to garbage collection
+    // A conditional write whose key changed between its check and its
+    // transaction checks again (the new state may still meet it).
+    for (int attempt = 0;; ++attempt) {
+      std::vector<Compare> guard = {{BucketKey(o.bucket), "", Target::kCreateRevision, Op::kGreater, 0, ""}};
+      if (auto c = AQ_TRY(ConditionGuard(o))) guard.push_back(*c);
+      auto t = etcd_->Txn(guard,
+                          {{TxnOp::Kind::kGet, ObjectKey(o.bucket, o.key), "", "", 0},
+                           {TxnOp::Kind::kPut, ObjectKey(o.bucket, o.key), "", ObjectJson(o), 0}},
+                          {{TxnOp::Kind::kGet, BucketKey(o.bucket), "", "", 0}});
+      if (!t.ok()) {
+        if (!t.status().retryable() || o.attrs.write_id.empty()) return t.status();
+        AQ_TRY(Resolve(o, t.status(), [&](const ObjectMeta& m) { return m.attrs.write_id == o.attrs.write_id; }));
+        return std::vector<BlockRef>();  // committed; the replaced layout's blocks are left to garbage collection
+      }
+      if (t->succeeded) return OldBlocks(*t, 0);
+      if (t->ranges.empty() || t->ranges[0].empty() || o.condition.none()) {
+        return NotFound(Subject::kBucket, fmt::format("no bucket '{}'", o.bucket));
+      }
+      if (attempt >= 16) return Conflict(fmt::format("'{}' kept changing under a conditional write", o.key));
     }
-    if (!t->succeeded) return NotFound(Subject::kBucket, fmt::format("no bucket '{}'", o.bucket));
-    return OldBlocks(*t, 0);
   }
 
   Result<std::vector<BlockRef>> DeleteObject(const std::string& bucket, const std::string& key) override {
@@ -305,6 +333,9 @@ class EtcdMetaStore final : public store::MetaStore {
     AQ_TRY(CheckSize(o.size, o.blocks, o.key));
     const std::string parts = PartPrefix(id);
     o.attrs.upload_id = id;
+    // A condition that no longer holds at the transaction fails it: the
+    // client completes again, and is then told which.
+    if (auto c = AQ_TRY(ConditionGuard(o))) guard.push_back(*c);
     auto r = etcd_->Txn(guard, {{TxnOp::Kind::kGet, ObjectKey(o.bucket, o.key), "", "", 0},
                                 {TxnOp::Kind::kPut, ObjectKey(o.bucket, o.key), "", ObjectJson(o), 0},
                                 {TxnOp::Kind::kDelete, UploadKey(id), "", "", 0},
@@ -316,6 +347,9 @@ class EtcdMetaStore final : public store::MetaStore {
     }
     const TxnResult& t = *r;
     if (!t.succeeded) {
+      if (!o.condition.none()) {
+        return Conflict(fmt::format("upload {} or '{}' changed while completing (a concurrent write)", id, o.key));
+      }
       return InvalidArgument(
           fmt::format("upload {} changed while completing (a part was replaced or it was aborted)", id));
     }

@@ -91,6 +91,8 @@ void S3Handler::CompleteUpload(S3Request& r, const std::string& body) {
                            kXmlns, s3::XmlText(r.req.headers.Get("Host")), s3::XmlText(r.req.path),
                            s3::XmlText(r.bucket), s3::XmlText(r.key), s3::XmlText(etag)));
   };
+  store::WriteCondition condition;
+  if (!WriteConditionOf(r, &condition)) return;
   auto listed = s3::ParseCompleteMultipartUpload(body);
   if (!listed.ok()) return SendError(r, {400, "MalformedXML", listed.status().message()});
   std::vector<store::CompletedPart> parts;
@@ -109,13 +111,13 @@ void S3Handler::CompleteUpload(S3Request& r, const std::string& body) {
   if (!store::CheckCompletion(*upload, parts, o_.min_part_bytes, &code, &message)) {
     return SendError(r, {400, code, message});
   }
-  auto meta = objects_.CompleteUpload(id, r.bucket, r.key, parts);
+  auto meta = objects_.CompleteUpload(id, r.bucket, r.key, parts, condition);
   if (!meta.ok()) {
     if (meta.status().code() == StatusCode::kInvalidArgument) {
       // A part was replaced between the check and the commit.
       return SendError(r, {400, "InvalidPart", meta.status().message()});
     }
-    return SendStatus(r, meta.status(), Subject::kUpload);
+    return SendWriteFailure(r, meta.status(), condition, Subject::kUpload);
   }
   result(meta->etag);
 }

@@ -505,6 +505,58 @@ bool S3Handler::ReceiveBody(S3Request& r, store::ObjectWriter& w) {
   return true;
 }
 
+bool WriteConditionOf(S3Request& r, store::WriteCondition* c) {
+  const auto& hs = r.req.headers;
+  auto trimmed = [](std::string v) {
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.pop_back();
+    size_t i = 0;
+    while (i < v.size() && (v[i] == ' ' || v[i] == '\t')) ++i;
+    return v.substr(i);
+  };
+  if (hs.Has("If-None-Match")) {
+    if (trimmed(hs.Get("If-None-Match")) != "*") {
+      SendError(r, {501, "NotImplemented", "If-None-Match on a write takes only '*' (create if absent)"});
+      return false;
+    }
+    c->absent = true;
+  }
+  if (hs.Has("If-Match")) {
+    std::string v = trimmed(hs.Get("If-Match"));
+    if (v.empty() || v == "*" || v.find(',') != std::string::npos) {
+      SendError(r, {501, "NotImplemented", "If-Match on a write takes one ETag"});
+      return false;
+    }
+    if (v.front() != '"') v = "\"" + v + "\"";
+    c->etag = v;
+  }
+  if (c->absent && !c->etag.empty()) {
+    SendError(r, {400, "InvalidArgument", "If-None-Match: * and If-Match together can never both hold"});
+    return false;
+  }
+  return true;
+}
+
+void SendWriteFailure(S3Request& r, const Status& s, const store::WriteCondition& c, Subject subject) {
+  if (!c.none() && s.code() == StatusCode::kAlreadyExists && s.subject() == Subject::kObject) {
+    return SendError(r, {412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold"});
+  }
+  if (!c.none() && s.code() == StatusCode::kConflict) {
+    return SendError(r, {409, "ConditionalRequestConflict",
+                         "A conflicting operation occurred: complete the multipart upload again"});
+  }
+  SendStatus(r, s, subject);
+}
+
+// The condition against the object as it is now (before the body is read).
+Status CheckNow(store::ObjectStore& objects, const S3Request& r, const store::WriteCondition& c) {
+  if (c.none()) return Status::Ok();
+  auto meta = objects.Head(r.bucket, r.key);
+  if (!meta.ok() && !(meta.status().code() == StatusCode::kNotFound && meta.status().subject() != Subject::kBucket)) {
+    return meta.status();
+  }
+  return store::CheckWriteCondition(c, r.key, meta.ok() ? &meta->etag : nullptr);
+}
+
 void S3Handler::PutObject(S3Request& r) {
   if (Status s = store::CheckObjectKey(r.key); !s.ok()) return SendError(r, KeyError(s));
   store::ObjectAttrs attrs;
@@ -518,11 +570,15 @@ void S3Handler::PutObject(S3Request& r) {
   } else if (r.req.content_length && !r.req.chunked) {
     size = *r.req.content_length;
   }
+  store::WriteCondition condition;
+  if (!WriteConditionOf(r, &condition)) return;
+  if (Status s = CheckNow(objects_, r, condition); !s.ok()) return SendWriteFailure(r, s, condition, Subject::kBucket);
   auto writer = objects_.Put(r.bucket, r.key, std::move(attrs), size);
   if (!writer.ok()) return SendStatus(r, writer.status(), Subject::kBucket);
+  (*writer)->set_condition(condition);
   if (!ReceiveBody(r, **writer)) return;  // the writer's blocks go with it
   auto meta = (*writer)->Commit();
-  if (!meta.ok()) return SendStatus(r, meta.status(), Subject::kObject);
+  if (!meta.ok()) return SendWriteFailure(r, meta.status(), condition, Subject::kObject);
   http::Headers h;
   h.Add("ETag", meta->etag);
   for (const auto& [name, value] : r.req.headers.fields()) {

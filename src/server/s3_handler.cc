@@ -136,9 +136,15 @@ std::string UnsupportedHeader(const S3Request& r) {
       return name + ": " + value + " (storage classes; objects are STANDARD)";
     }
     if (http::EqualsIgnoreCase(name, "x-amz-write-offset-bytes")) return name + " (appends)";
-    if (!r.key.empty() && m == "PUT" && !r.req.headers.Has("x-amz-copy-source") &&
+    // Conditional writes are PutObject's and CompleteMultipartUpload's
+    // (WriteConditionOf); on a copy or a part they would be ignored.
+    if (!r.key.empty() && m == "PUT" && (r.req.headers.Has("x-amz-copy-source") || r.Has("partNumber")) &&
         (http::EqualsIgnoreCase(name, "If-Match") || http::EqualsIgnoreCase(name, "If-None-Match"))) {
-      return name + " (conditional writes)";
+      return name + (r.Has("partNumber") ? " (conditional part uploads)" : " (conditional copies)");
+    }
+    if (!r.key.empty() && m == "POST" && !r.Has("uploadId") &&
+        (http::EqualsIgnoreCase(name, "If-Match") || http::EqualsIgnoreCase(name, "If-None-Match"))) {
+      return name + " (conditional writes other than PutObject and CompleteMultipartUpload)";
     }
   }
   return "";

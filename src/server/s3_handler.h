@@ -194,6 +194,18 @@ void SendEmpty(S3Request& r, int status, http::Headers headers = {});
 // response sent) when it cannot be read or does not match.
 bool ReadSmallBody(S3Request& r, std::string* body, size_t limit = 1 << 20);
 
+// S3's conditional writes on PutObject and CompleteMultipartUpload:
+// If-None-Match: * (create, never replace) and If-Match: ETAG (replace that
+// version only), into `c`. Other values (S3 has none) are refused with 501
+// (false, response sent). The commit checks the condition in its
+// transaction; this also checks it once before the body is read, so a
+// write that cannot succeed is refused without receiving its bytes.
+bool WriteConditionOf(S3Request& r, store::WriteCondition* c);
+// A failed write as S3 answers it: a condition that did not hold is 412
+// PreconditionFailed (404 NoSuchKey for If-Match on a missing key), a
+// conditional write that raced another is 409 ConditionalRequestConflict.
+void SendWriteFailure(S3Request& r, const Status& s, const store::WriteCondition& c, Subject subject);
+
 // S3's ISO 8601 time for listings ("2024-01-31T12:00:00.000Z").
 std::string IsoTime(int64_t ns);
 inline constexpr const char* kXmlns = "http://s3.amazonaws.com/doc/2006-03-01/";

@@ -13,6 +13,22 @@
 
 namespace aq::store {
 
+Status CheckWriteCondition(const WriteCondition& c, const std::string& key, const std::string* current_etag) {
+  if (c.absent && current_etag != nullptr) {
+    return AlreadyExists(Subject::kObject, fmt::format("'{}' exists (If-None-Match: *)", key));
+  }
+  if (!c.etag.empty()) {
+    if (current_etag == nullptr) {
+      return NotFound(Subject::kObject, fmt::format("no object '{}' (If-Match: {})", key, c.etag));
+    }
+    if (*current_etag != c.etag) {
+      return AlreadyExists(Subject::kObject,
+                           fmt::format("'{}' has ETag {}, not {} (If-Match)", key, *current_etag, c.etag));
+    }
+  }
+  return Status::Ok();
+}
+
 std::string BlocksToJson(const std::vector<BlockRef>& blocks) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& b : blocks) {

@@ -69,6 +69,20 @@ struct ObjectAttrs {
 std::string AttrsToJson(const ObjectAttrs& attrs);
 Result<ObjectAttrs> AttrsFromJson(const std::string& json);  // "" = none
 
+// S3's conditional writes (PUT and CompleteMultipartUpload): checked by the
+// commit inside its transaction, so of two writers racing on one key
+// exactly one can win. `absent`: If-None-Match: * (the key must not exist);
+// `etag`: If-Match (the key must exist with that ETag, quotes included).
+// A condition that does not hold fails the commit as AlreadyExists
+// (Subject kObject) when the key exists, NotFound (kObject) when it does not.
+struct WriteCondition {
+  bool absent = false;
+  std::string etag;
+  bool none() const { return !absent && etag.empty(); }
+};
+// Whether `current` (nullptr: the key does not exist) meets the condition.
+Status CheckWriteCondition(const WriteCondition& c, const std::string& key, const std::string* current_etag);
+
 struct ObjectMeta {
   std::string bucket, key;
   uint64_t size = 0;
@@ -79,6 +93,7 @@ struct ObjectMeta {
   uint64_t version = 0;     // increases with every write of the key (set by the store)
   std::vector<BlockRef> blocks;
   ObjectAttrs attrs;
+  WriteCondition condition;  // PutObject and CompleteUpload check it; never stored
 };
 
 // One uploaded part of a multipart upload: its bytes are already in blocks,

@@ -85,6 +85,7 @@ Result<ObjectMeta> ObjectWriter::Commit() {
   m.blocks = written_;
   m.attrs = attrs_;
   m.attrs.write_id = NewBlockId();
+  m.condition = condition_;
   // A failed commit frees the new blocks only when it surely did not
   // happen; when the metadata service left the outcome unknown they stay
   // (referenced, or orphans for garbage collection).
@@ -337,7 +338,8 @@ bool CheckCompletion(const UploadInfo& upload, const std::vector<CompletedPart>&
 }
 
 Result<ObjectMeta> ObjectStore::CompleteUpload(const std::string& upload_id, const std::string& bucket,
-                                               const std::string& key, const std::vector<CompletedPart>& parts) {
+                                               const std::string& key, const std::vector<CompletedPart>& parts,
+                                               const WriteCondition& condition) {
   std::vector<CompletedPart> quoted = parts;
   for (auto& p : quoted) {
     if (p.etag.empty() || p.etag.front() != '"') p.etag = "\"" + p.etag + "\"";
@@ -353,9 +355,13 @@ Result<ObjectMeta> ObjectStore::CompleteUpload(const std::string& upload_id, con
   m.attrs.headers = upload.headers;
   m.attrs.upload_id = upload_id;
   m.attrs.write_id = NewBlockId();
+  m.condition = condition;
   auto freed = meta_.CompleteUpload(upload_id, quoted, m);
   if (!freed.ok()) {
-    if (freed.status().code() == StatusCode::kConflict) return Unavailable(freed.status().message());
+    // (a conditional completion's conflict is the client's to resolve: 409)
+    if (freed.status().code() == StatusCode::kConflict && condition.none()) {
+      return Unavailable(freed.status().message());
+    }
     return freed.status();
   }
   reclaimer_->Release(*freed);

@@ -49,6 +49,9 @@ class ObjectWriter {
   Status Write(std::string_view data);
   // Writes the last block, commits the layout, deletes the replaced blocks.
   Result<ObjectMeta> Commit();
+  // A condition the commit checks in its transaction (S3's If-None-Match: *
+  // and If-Match; store::WriteCondition says how a failure reads).
+  void set_condition(WriteCondition c) { condition_ = std::move(c); }
   // Removes every block written so far. Idempotent.
   void Abort();
   uint64_t bytes_written() const { return size_; }
@@ -72,6 +75,7 @@ class ObjectWriter {
   bool done_ = false;
   std::string upload_id_;  // a part of this multipart upload, when part_ > 0
   uint32_t part_ = 0;
+  WriteCondition condition_;
 };
 
 struct ListV2Request {
@@ -155,7 +159,7 @@ class ObjectStore {
   // list (CheckCompletion); a part replaced meanwhile is InvalidArgument.
   // The object keeps the upload's headers and records its id and part sizes.
   Result<ObjectMeta> CompleteUpload(const std::string& upload_id, const std::string& bucket, const std::string& key,
-                                    const std::vector<CompletedPart>& parts);
+                                    const std::vector<CompletedPart>& parts, const WriteCondition& condition = {});
   Status AbortUpload(const std::string& upload_id, const std::string& bucket, const std::string& key);
   // S3 ListObjectsV2: keys under the prefix; with a delimiter, keys that
   // contain it after the prefix are rolled up into common prefixes. Keys and

@@ -702,6 +702,14 @@ class SqliteMetaStore final : public MetaStore {
   // the blocks of the layout it replaced go to *old.
   Status WriteObject(const ObjectMeta& o, std::vector<BlockRef>* old) AQ_REQUIRES(mu_) {
     AQ_TRY(RequireBucket(o.bucket));
+    if (!o.condition.none()) {  // checked in the write's transaction: of racing writers one wins
+      Stmt cur(db_, "SELECT etag FROM objects WHERE bucket = ? AND key = ?");
+      cur.Bind(1, o.bucket).Bind(2, o.key);
+      const int rc = cur.Step();
+      if (rc != SQLITE_ROW && rc != SQLITE_DONE) return Error("read " + o.key);
+      const std::string etag = rc == SQLITE_ROW ? cur.Text(0) : "";
+      AQ_TRY(CheckWriteCondition(o.condition, o.key, rc == SQLITE_ROW ? &etag : nullptr));
+    }
     *old = AQ_TRY(Blocks(o.bucket, o.key));
     Stmt del(db_, "DELETE FROM blocks WHERE bucket = ? AND key = ?");
     del.Bind(1, o.bucket).Bind(2, o.key);
