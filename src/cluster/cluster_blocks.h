@@ -71,6 +71,7 @@ class BlockClient {
 
 struct ClusterBlockStats {
   uint64_t local_reads = 0, remote_reads = 0, failovers = 0, repaired_on_read = 0;
+  uint64_t stray_reads = 0;  // from a copy the layout no longer names, its holders down
   uint64_t replicas_written = 0, remote_writes = 0;
   // Erasure-coded blocks: reads, reads that had to reconstruct, fragments written.
   uint64_t stripe_reads = 0, degraded_reads = 0, fragments_written = 0;
@@ -178,6 +179,7 @@ class ClusterBlockService final : public store::BlockService {
   std::map<std::string, int> outstanding_ AQ_GUARDED_BY(mu_);  // requests in flight per node
   uint64_t round_robin_ AQ_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> local_reads_{0}, remote_reads_{0}, failovers_{0}, repaired_{0}, written_{0}, remote_writes_{0};
+  std::atomic<uint64_t> stray_reads_{0};
   std::atomic<uint64_t> stripe_reads_{0}, degraded_reads_{0}, fragments_written_{0};
 };
 

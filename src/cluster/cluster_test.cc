@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -315,6 +316,70 @@ TEST_P(MetaStoreContract, ObjectsSwitchLayoutsWhole) {
   EXPECT_EQ(gone[0].id, "b3");
   EXPECT_EQ(meta_->DeleteObject("data", "a/x").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(meta_->DeleteObject("nobucket", "x").status().message().rfind("no bucket", 0), 0u);
+}
+
+// S3's conditional writes, checked inside the commit's transaction: create
+// only (If-None-Match: *) and replace-this-version (If-Match), on PutObject
+// and CompleteUpload; a failed condition writes nothing; of many writers
+// racing a create-only write of one key exactly one wins.
+TEST_P(MetaStoreContract, ConditionalWritesHoldAgainstConcurrentWriters) {
+  ASSERT_TRUE(meta_->CreateBucket("data").ok());
+  ObjectMeta first = Obj("data", "k", {Ref("c1", 4)});
+  first.condition.absent = true;
+  ASSERT_TRUE(meta_->PutObject(first).ok());
+  ObjectMeta again = Obj("data", "k", {Ref("c2", 4)});
+  again.etag = "\"e2\"";
+  again.condition.absent = true;
+  auto refused = meta_->PutObject(again);
+  EXPECT_EQ(refused.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(refused.status().subject(), Subject::kObject);
+  EXPECT_EQ(meta_->GetObject("data", "k")->blocks[0].id, "c1");
+  again.condition = {false, "\"other\""};
+  EXPECT_EQ(meta_->PutObject(again).status().code(), StatusCode::kAlreadyExists);
+  again.condition = {false, "\"e\""};  // the stored ETag
+  ASSERT_TRUE(meta_->PutObject(again).ok());
+  EXPECT_EQ(meta_->GetObject("data", "k")->etag, "\"e2\"");
+  ObjectMeta missing = Obj("data", "none", {Ref("c3", 1)});
+  missing.condition.etag = "\"e\"";
+  auto nf = meta_->PutObject(missing);
+  EXPECT_EQ(nf.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(nf.status().subject(), Subject::kObject);
+  missing.bucket = "nobucket";
+  missing.condition = {true, ""};
+  EXPECT_EQ(meta_->PutObject(missing).status().subject(), Subject::kBucket);
+
+  // A completion under a condition that fails leaves the upload as it was.
+  ASSERT_TRUE(meta_->CreateUpload({"cu", "data", "k", 0, {}}).ok());
+  ASSERT_TRUE(meta_->PutPart("cu", {1, 2, "\"p\"", 0, {Ref("cp", 2)}}).ok());
+  ObjectMeta done = Obj("data", "k", {});
+  done.etag = "\"m-1\"";
+  done.condition.absent = true;
+  EXPECT_EQ(meta_->CompleteUpload("cu", {{1, "\"p\""}}, done).status().code(), StatusCode::kAlreadyExists);
+  EXPECT_TRUE(meta_->GetUpload("cu").ok());
+  done.condition = {false, "\"e2\""};
+  ASSERT_TRUE(meta_->CompleteUpload("cu", {{1, "\"p\""}}, done).ok());
+  EXPECT_EQ(meta_->GetObject("data", "k")->blocks[0].id, "cp");
+
+  // Eight writers, one create-only key each round: one winner per round.
+  for (int round = 0; round < 20; ++round) {
+    std::atomic<int> won{0}, lost{0};
+    std::vector<std::thread> writers;
+    for (int w = 0; w < 8; ++w) {
+      writers.emplace_back([&, w] {
+        ObjectMeta o = Obj("data", "race-" + std::to_string(round), {Ref("r" + std::to_string(w), 1)});
+        o.condition.absent = true;
+        auto r = meta_->PutObject(o);
+        if (r.ok()) {
+          won++;
+        } else if (r.status().code() == StatusCode::kAlreadyExists) {
+          lost++;
+        }
+      });
+    }
+    for (auto& t : writers) t.join();
+    EXPECT_EQ(won.load(), 1) << "round " << round;
+    EXPECT_EQ(lost.load(), 7) << "round " << round;
+  }
 }
 
 // A prefix is bytes: one with multi-byte UTF-8 characters matches exactly

@@ -16,7 +16,9 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/units.h"
+#include "http/client.h"
 #include "http/server.h"
+#include "http/tls.h"
 #include "s3/endpoint.h"
 #include "s3/layout.h"
 #include "server/node_stats.h"
@@ -383,15 +385,11 @@ Status Node::StartImpl() {
       extra = [this, uploads = extra]() -> nlohmann::json {
         auto b = cluster_blocks_->Stats();
         auto r = repairer_->Stats();
-        nlohmann::json blocks_j = {{"local_reads", b.local_reads},
-                                   {"remote_reads", b.remote_reads},
-                                   {"failovers", b.failovers},
-                                   {"repaired_on_read", b.repaired_on_read},
-                                   {"replicas_written", b.replicas_written},
-                                   {"remote_writes", b.remote_writes},
-                                   {"stripe_reads", b.stripe_reads},
-                                   {"degraded_reads", b.degraded_reads},
-                                   {"fragments_written", b.fragments_written}};
+        nlohmann::json blocks_j = {{"local_reads", b.local_reads},       {"remote_reads", b.remote_reads},
+                                   {"failovers", b.failovers},           {"repaired_on_read", b.repaired_on_read},
+                                   {"stray_reads", b.stray_reads},       {"replicas_written", b.replicas_written},
+                                   {"remote_writes", b.remote_writes},   {"stripe_reads", b.stripe_reads},
+                                   {"degraded_reads", b.degraded_reads}, {"fragments_written", b.fragments_written}};
         nlohmann::json repair_j = {{"passes", r.passes},
                                    {"objects", r.objects},
                                    {"blocks", r.blocks},
@@ -463,12 +461,33 @@ Status Node::JoinCluster() {
   self.tls = o_.tls != nullptr;
   // Nodes copy blocks to each other through their S3 ports: all speak TLS,
   // or none does.
-  for (const auto& n : AQ_TRY(cluster::ReadClusterMap(*etcd_, "/aquifer/"))) {
+  const auto members = AQ_TRY(cluster::ReadClusterMap(*etcd_, "/aquifer/"));
+  for (const auto& n : members) {
     if (n.id == node_id_ || n.state == cluster::NodeState::kRemoved || n.tls == self.tls) continue;
     return InvalidArgument(fmt::format(
         "node {} ({}) serves {}, this node {}: a cluster's nodes all serve TLS (--tls-cert/--tls-key, --tls-ca) or "
         "none does",
         n.id, n.address, n.tls ? "TLS" : "plain HTTP", self.tls ? "TLS" : "plain HTTP"));
+  }
+  // Over TLS this node must trust the others' certificates (its --tls-ca
+  // signed them): with a wrong CA it would join, show active, and fail
+  // every block copy and forwarded read. One handshake with each member
+  // that is up; one that cannot be reached now is not held against it.
+  if (o_.tls) {
+    http::ClientOptions co;
+    co.connect_timeout_s = 3;
+    co.io_timeout_s = 5;
+    co.tls = AQ_TRY(http::TlsClient::Create(o_.tls_ca));
+    http::Pool pool(co);
+    for (const auto& n : members) {
+      if (n.id == node_id_ || n.state == cluster::NodeState::kRemoved || !n.up) continue;
+      auto res = pool.Send(n.address, http::ClientRequest{"GET", "/_aquifer/cluster", {}, {}, 0, nullptr}, 1 << 20);
+      if (!res.ok() && res.status().code() == StatusCode::kPermissionDenied) {
+        return Status(StatusCode::kPermissionDenied,
+                      fmt::format("not joining: this node cannot verify node {}'s certificate with --tls-ca {}: {}",
+                                  n.id, o_.tls_ca.empty() ? "(the system's CAs)" : o_.tls_ca, res.status().message()));
+      }
+    }
   }
   for (const auto& p : blocks_->pools()) {
     self.pools.push_back(p.name);

@@ -10,8 +10,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <random>
 
 #include "client/s3_file_system.h"
@@ -534,6 +537,69 @@ TEST(NodeTest, ThreeNodeClusterFailsOverAndRepairs) {
     for (const auto& holder : b.nodes) EXPECT_NE(holder, "inproc-c3") << b.id;
   }
   EXPECT_EQ(ReadWhole(*fs, "aquifer://" + nodes[1]->address() + "/inproc/obj", 1 << 20), data);
+}
+
+// A copy the layout no longer names (a rebalance leaves one until garbage
+// collection) serves a GET when the named holders are down; and with no copy
+// anywhere the answer comes at once as unavailable, never as a stall.
+TEST(NodeTest, AStrayCopyServesAReadWhenTheNamedHoldersAreDown) {
+  auto& etcd = cluster::Etcd::Get();
+  if (!etcd.ok()) GTEST_SKIP() << etcd.why();
+  TempDir dir;
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (const char* name : {"s1", "s2", "s3"}) {
+    NodeOptions o = Options(dir, name);
+    o.etcd = etcd.url();
+    o.replicas = 2;  // the shared etcd's cluster keeps 2
+    o.node_id = std::string("stray-") + name;
+    o.repair_interval_s = 3600;
+    auto n = Node::Start(o);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    nodes.push_back(std::move(*n));
+  }
+  for (auto& n : nodes) ASSERT_TRUE(n->membership()->Refresh().ok());
+  auto fs = Client();
+  const std::string data = Bytes(200'000, 8);  // one block
+  ASSERT_TRUE(fs->MakeDirs("aquifer://" + nodes[0]->address() + "/stray/x").ok());
+  // Four one-block objects, each on two of the three nodes: two share
+  // their pair of holders.
+  std::map<std::vector<std::string>, std::vector<store::ObjectMeta>> by_holders;
+  for (int i = 0; i < 4; ++i) {
+    const std::string key = "o" + std::to_string(i);
+    ASSERT_TRUE(Write(*fs, "aquifer://" + nodes[0]->address() + "/stray/" + key, data).ok());
+    auto m = nodes[0]->meta().GetObject("stray", key).value();
+    ASSERT_EQ(m.blocks.size(), 1u);
+    auto holders = m.blocks[0].nodes;
+    std::sort(holders.begin(), holders.end());
+    by_holders[holders].push_back(m);
+  }
+  auto pair = std::find_if(by_holders.begin(), by_holders.end(), [](const auto& e) { return e.second.size() >= 2; });
+  ASSERT_NE(pair, by_holders.end());
+  const store::ObjectMeta kept = pair->second[0], lost = pair->second[1];
+  Node* left = nullptr;
+  for (auto& n : nodes) {
+    if (std::find(pair->first.begin(), pair->first.end(), n->node_id()) == pair->first.end()) left = n.get();
+  }
+  ASSERT_NE(left, nullptr);
+  // The stray copy: the block's bytes in the third node's pool, by its id.
+  const auto& ref = kept.blocks[0];
+  ASSERT_TRUE(left->blocks().WriteWithId(ref.id, ref.pool, data).ok());
+  for (auto& n : nodes) {
+    if (n.get() != left) n->Stop();
+  }
+  ASSERT_TRUE(left->membership()->Refresh().ok());
+  const std::string via = "aquifer://" + left->address() + "/stray/";
+  EXPECT_EQ(ReadWhole(*fs, via + kept.key, 1 << 20), data);
+  // No copy of the other anywhere reachable: 503 at once, not a stall.
+  client::ClientOptions co;
+  co.retry_deadline_s = 0;
+  auto quick = client::NewStoreFileSystem(client::ClientCredentials{kKey.access_key, kKey.secret, "test"}, co);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = quick->OpenRead(via + lost.key, io::AccessHint::kSequential);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_FALSE(r.ok());
+  if (!r.ok()) EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+  EXPECT_LT(took, 1.0);
 }
 
 TEST(NodeTest, ClusterOpensBringOneBlockAndSpreadOverTheNamedNodes) {

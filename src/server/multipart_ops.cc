@@ -3,8 +3,10 @@
 // did, as S3 does), AbortMultipartUpload, ListParts, ListMultipartUploads.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 
+#include "s3/sigv4.h"
 #include "s3/xml.h"
 #include "server/s3_handler.h"
 
@@ -165,23 +167,100 @@ void S3Handler::ListParts(S3Request& r) {
                          max_parts, truncated ? "true" : "false", items));
 }
 
+// ListMultipartUploads: uploads ordered by key, then by when they began (as
+// S3 orders them), from after (key-marker, upload-id-marker), at most
+// max-uploads (1000) a page, with the markers for the next page; with a
+// delimiter, keys holding it past the prefix roll up into CommonPrefixes.
 void S3Handler::ListUploads(S3Request& r) {
   auto uploads = objects_.meta().ListUploads(r.bucket);
   if (!uploads.ok()) return SendStatus(r, uploads.status(), Subject::kBucket);
-  const std::string prefix = r.Param("prefix");
-  std::string xml = fmt::format(
-      "<ListMultipartUploadsResult xmlns=\"{}\"><Bucket>{}</Bucket><KeyMarker></KeyMarker>"
-      "<UploadIdMarker></UploadIdMarker><Prefix>{}</Prefix><MaxUploads>1000</MaxUploads>"
-      "<IsTruncated>false</IsTruncated>",
-      kXmlns, s3::XmlText(r.bucket), s3::XmlText(prefix));
-  for (const auto& u : *uploads) {
+  const std::string prefix = r.Param("prefix"), delimiter = r.Param("delimiter");
+  const std::string key_marker = r.Param("key-marker"), id_marker = r.Param("upload-id-marker");
+  const bool url = r.Param("encoding-type") == "url";
+  if (r.Has("encoding-type") && !url) {
+    return SendError(r, {400, "InvalidArgument", "encoding-type must be 'url'"});
+  }
+  uint32_t max_uploads = 1000;
+  if (r.Has("max-uploads")) {
+    const std::string v = r.Param("max-uploads");
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), max_uploads);
+    if (v.empty() || ec != std::errc() || end != v.data() + v.size()) {
+      return SendError(r, {400, "InvalidArgument", fmt::format("max-uploads '{}' must be a non-negative integer", v)});
+    }
+    max_uploads = std::min<uint32_t>(max_uploads, 1000);
+  }
+  auto text = [&](const std::string& s) { return url ? s3::UriEncode(s, false) : s3::XmlText(s); };
+  std::vector<store::UploadInfo> sorted = std::move(*uploads);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
+  // Past the markers: keys after key-marker; with upload-id-marker, that
+  // key's uploads after the one named too.
+  size_t i = 0;
+  if (!key_marker.empty()) {
+    bool past_id = id_marker.empty();
+    while (i < sorted.size() && (sorted[i].key < key_marker || (sorted[i].key == key_marker && !past_id))) {
+      if (sorted[i].key == key_marker && sorted[i].id == id_marker) past_id = true;
+      ++i;
+    }
+    if (id_marker.empty()) {
+      while (i < sorted.size() && sorted[i].key == key_marker) ++i;
+    }
+  }
+  std::string items, prefixes, next_key, next_id, last_prefix;
+  // A key-marker that is a common prefix (the previous page ended on it):
+  // the keys below it were rolled up there already.
+  if (!delimiter.empty() && key_marker.size() > prefix.size() && key_marker.compare(0, prefix.size(), prefix) == 0 &&
+      key_marker.size() >= delimiter.size() &&
+      key_marker.compare(key_marker.size() - delimiter.size(), delimiter.size(), delimiter) == 0) {
+    last_prefix = key_marker;
+  }
+  uint32_t count = 0;
+  bool truncated = false;
+  for (; i < sorted.size(); ++i) {
+    const auto& u = sorted[i];
     if (u.key.compare(0, prefix.size(), prefix) != 0) continue;
-    xml += fmt::format(
+    if (!delimiter.empty()) {
+      const size_t d = u.key.find(delimiter, prefix.size());
+      if (d != std::string::npos) {
+        const std::string common = u.key.substr(0, d + delimiter.size());
+        if (common == last_prefix) continue;
+        if (count == max_uploads) {
+          truncated = true;
+          break;
+        }
+        last_prefix = common;
+        prefixes += "<CommonPrefixes><Prefix>" + text(common) + "</Prefix></CommonPrefixes>";
+        next_key = common;
+        next_id.clear();
+        ++count;
+        continue;
+      }
+    }
+    if (count == max_uploads) {
+      truncated = true;
+      break;
+    }
+    items += fmt::format(
         "<Upload><Key>{}</Key><UploadId>{}</UploadId><StorageClass>STANDARD</StorageClass>"
         "<Initiated>{}</Initiated></Upload>",
-        s3::XmlText(u.key), s3::XmlText(u.id), IsoTime(u.created_ns));
+        text(u.key), s3::XmlText(u.id), IsoTime(u.created_ns));
+    next_key = u.key;
+    next_id = u.id;
+    ++count;
   }
-  SendXml(r, xml + "</ListMultipartUploadsResult>");
+  std::string xml = fmt::format(
+      "<ListMultipartUploadsResult xmlns=\"{}\"><Bucket>{}</Bucket><KeyMarker>{}</KeyMarker>"
+      "<UploadIdMarker>{}</UploadIdMarker>",
+      kXmlns, s3::XmlText(r.bucket), text(key_marker), s3::XmlText(id_marker));
+  if (truncated) {
+    xml += fmt::format("<NextKeyMarker>{}</NextKeyMarker><NextUploadIdMarker>{}</NextUploadIdMarker>", text(next_key),
+                       s3::XmlText(next_id));
+  }
+  xml += fmt::format("<Prefix>{}</Prefix>", text(prefix));
+  if (!delimiter.empty()) xml += "<Delimiter>" + text(delimiter) + "</Delimiter>";
+  if (url) xml += "<EncodingType>url</EncodingType>";
+  xml += fmt::format("<MaxUploads>{}</MaxUploads><IsTruncated>{}</IsTruncated>", max_uploads,
+                     truncated ? "true" : "false");
+  SendXml(r, xml + items + prefixes + "</ListMultipartUploadsResult>");
 }
 
 }  // namespace aq::server

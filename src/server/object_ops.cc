@@ -383,11 +383,10 @@ bool S3Handler::ReceiveBody(S3Request& r, store::ObjectWriter& w) {
   const auto& hs = r.req.headers;
   const std::string& hash = r.auth.payload_hash;
   const bool aws_chunked = r.auth.streaming.has_value();
-  if (!aws_chunked && hs.Get("Content-Encoding").find("aws-chunked") != std::string::npos &&
-      hash.rfind("STREAMING-", 0) != 0) {
-    SendError(r, {400, "InvalidRequest", "Content-Encoding aws-chunked needs a STREAMING-* x-amz-content-sha256"});
-    return false;
-  }
+  // "Content-Encoding: gzip, aws-chunked" on a body signed as a plain one
+  // (no STREAMING-* payload hash): S3 reads the body as it is signed and
+  // stores the encoding without aws-chunked (StoredHeaders), and so does
+  // the node.
   if (!r.req.content_length && !r.req.chunked) {
     SendError(r, {411, "MissingContentLength", "You must provide the Content-Length HTTP header."});
     return false;

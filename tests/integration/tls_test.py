@@ -271,6 +271,17 @@ try:
                                capture_output=True, text=True, timeout=60)
         check(plain.returncode != 0 and "TLS" in plain.stderr,
               f"a plain node cannot join a TLS cluster: {plain.stderr[-300:]}")
+        # A node whose --tls-ca did not sign the others' certificates: it
+        # would fail every copy and forwarded read, so it does not join.
+        _, wc, wk = s3lib.make_certificates(os.path.join(tmp, "pki"), "w1")
+        wrong = subprocess.run([AQ, "serve", "--data", os.path.join(tmp, "w1"), "--listen", "127.0.0.1:0",
+                                "--credentials", creds, "--meta", etcd.url, "--node-id", "w1", "--replicas", "2",
+                                "--tls-cert", wc, "--tls-key", wk, "--tls-ca", wrong_ca],
+                               capture_output=True, text=True, timeout=60)
+        check(wrong.returncode != 0 and "cannot verify node t2" in wrong.stderr,
+              f"a node with the wrong --tls-ca is refused at join: {wrong.returncode} {wrong.stderr[-400:]}")
+        r = aq("--ca", ca, "cluster", "status", "--meta", etcd.url, "--json")
+        check("w1" not in r.stdout, "and is not listed as a member")
         for n in members:
             n.stop()
     finally:
