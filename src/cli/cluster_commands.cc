@@ -90,6 +90,12 @@ Status Status_(Globals& g, const ClusterFlags& f) {
       static_cast<unsigned long long>(a.scrub_corrupt), static_cast<unsigned long long>(a.scrub_missing),
       static_cast<unsigned long long>(a.scrub_repaired), static_cast<unsigned long long>(a.scrub_unrepaired));
   for (const auto& o : a.at_risk) std::printf("    AT RISK %s: a piece the scrubber could not rebuild\n", o.c_str());
+  for (const auto& [node, q] : a.quarantined) {
+    std::printf(
+        "    QUARANTINE %s: %llu damaged piece file(s), %s, kept in DATA/POOL/quarantine/ for salvage (remove "
+        "them there when no longer needed)\n",
+        node.c_str(), static_cast<unsigned long long>(q.first), units::Bytes(static_cast<double>(q.second)).c_str());
+  }
   return a.Verdict();
 }
 

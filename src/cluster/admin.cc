@@ -44,9 +44,12 @@ class Inventories {
   std::set<std::string> asked_again_;
 };
 
-void AddScrub(const nlohmann::json& status, ClusterAudit& a) {
+void AddScrub(const std::string& node, const nlohmann::json& status, ClusterAudit& a) {
   const auto& sc = status.value("scrub", nlohmann::json::object());
   if (!sc.is_object()) return;
+  if (const uint64_t files = sc.value("quarantined", uint64_t{0}); files > 0) {
+    a.quarantined[node] = {files, sc.value("quarantined_bytes", uint64_t{0})};
+  }
   a.scrub_passes += sc.value("passes", uint64_t{0});
   a.scrub_verified += sc.value("pieces_verified", uint64_t{0});
   a.scrub_corrupt += sc.value("corrupt", uint64_t{0});
@@ -128,7 +131,7 @@ Result<ClusterAudit> Audit(std::shared_ptr<EtcdClient> etcd, const std::string& 
     if (!j.is_object()) j = nlohmann::json::object();
     hits += j.value("cache_hits", 0.0);
     misses += j.value("cache_misses", 0.0);
-    AddScrub(j, a);
+    AddScrub(n.id, j, a);
     a.per_node[n.id].status = std::move(j);
   }
   a.cache_hit_ratio = hits + misses > 0 ? hits / (hits + misses) : 0;
@@ -159,6 +162,8 @@ Status ClusterAudit::Verdict() const {
 }
 
 nlohmann::json ClusterAudit::ToJson(const std::string& etcd_url) const {
+  nlohmann::json quarantined_json = nlohmann::json::object();
+  for (const auto& [node, q] : quarantined) quarantined_json[node] = {{"files", q.first}, {"bytes", q.second}};
   nlohmann::json j = {{"meta", etcd_url},
                       {"replicas", replicas},
                       {"objects", objects},
@@ -178,7 +183,8 @@ nlohmann::json ClusterAudit::ToJson(const std::string& etcd_url) const {
                         {"missing", scrub_missing},
                         {"repaired", scrub_repaired},
                         {"unrepaired", scrub_unrepaired},
-                        {"objects_at_risk", std::vector<std::string>(at_risk.begin(), at_risk.end())}}},
+                        {"objects_at_risk", std::vector<std::string>(at_risk.begin(), at_risk.end())},
+                        {"quarantined", quarantined_json}}},
                       {"cache_hit_ratio", cache_hit_ratio},
                       {"policy", policies.cluster.ToString()},
                       {"logical_bytes", logical_bytes},

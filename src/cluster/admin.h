@@ -44,6 +44,10 @@ struct ClusterAudit {
   uint64_t scrub_passes = 0, scrub_verified = 0, scrub_corrupt = 0, scrub_missing = 0, scrub_repaired = 0,
            scrub_unrepaired = 0;
   std::set<std::string> at_risk;  // objects with a piece a scrubber could not rebuild
+  // Damaged pieces the scrubbers set aside (DATA/POOL/quarantine/ on their
+  // nodes), kept for salvage until an operator removes them: files and
+  // bytes by node.
+  std::map<std::string, std::pair<uint64_t, uint64_t>> quarantined;
   double cache_hit_ratio = 0;
 
   double efficiency() const {

@@ -96,8 +96,11 @@ nlohmann::json ScrubJson(const store::Scrubber& scrubber) {
                         {"piece", f.piece},
                         {"problem", f.problem},
                         {"repaired", f.repaired},
-                        {"repair_error", f.repair_error}});
+                        {"repair_error", f.repair_error},
+                        {"quarantined", f.quarantined}});
   }
+  nlohmann::json quarantine = nlohmann::json::array();
+  for (const auto& [path, bytes] : s.quarantine) quarantine.push_back({{"path", path}, {"bytes", bytes}});
   return {{"enabled", s.enabled},
           {"bytes_per_second", scrubber.options().bytes_per_second},
           {"interval_seconds", scrubber.options().interval_s},
@@ -115,6 +118,9 @@ nlohmann::json ScrubJson(const store::Scrubber& scrubber) {
           {"repair_errors", s.repair_errors},
           {"unrepaired", s.unrepaired},
           {"objects_at_risk", s.objects_at_risk},
+          {"quarantined", s.quarantined},
+          {"quarantined_bytes", s.quarantined_bytes},
+          {"quarantine", quarantine},
           {"findings", findings}};
 }
 
@@ -521,7 +527,9 @@ Status Node::JoinCluster() {
                     {"missing", sc.missing},
                     {"repaired", sc.repaired},
                     {"unrepaired", sc.unrepaired},
-                    {"objects_at_risk", sc.objects_at_risk}};
+                    {"objects_at_risk", sc.objects_at_risk},
+                    {"quarantined", sc.quarantined},
+                    {"quarantined_bytes", sc.quarantined_bytes}};
     }
     return j.dump();
   });

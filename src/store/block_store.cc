@@ -339,6 +339,40 @@ Status BlockStore::Remove(const BlockRef& ref) {
   return st;
 }
 
+Result<std::string> BlockStore::Quarantine(const BlockRef& ref) {
+  const PoolConfig* pool = AQ_TRY(Pool(ref.pool));
+  if (!IsBlockId(ref.id)) return InvalidArgument(fmt::format("'{}' is not a block id", ref.id));
+  const std::string dir = io::JoinPath(pool->path, "quarantine");
+  AQ_TRY(fs_.MakeDirs(dir));
+  // Named by the block and the time it was set aside: a block damaged
+  // twice keeps both copies.
+  const auto now =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const std::string to = io::JoinPath(dir, fmt::format("{}.{}", ref.id, now));
+  AQ_TRY(fs_.Rename(PathOf(ref), to));
+  return to;
+}
+
+std::vector<std::pair<std::string, uint64_t>> BlockStore::Quarantined() const {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (const auto& p : pools_) {
+    const std::string dir = io::JoinPath(p.path, "quarantine");
+    auto list = fs_.List(dir);
+    if (!list.ok()) continue;  // none yet
+    for (const auto& e : *list) {
+      if (!e.is_dir) out.emplace_back(io::JoinPath(dir, e.name), e.size);
+    }
+  }
+  return out;
+}
+
+Status BlockStore::DropQuarantined(const std::string& path) {
+  for (const auto& p : pools_) {
+    if (std::string(io::DirName(path)) == io::JoinPath(p.path, "quarantine")) return fs_.Remove(path);
+  }
+  return InvalidArgument(fmt::format("'{}' is not in a pool's quarantine folder", path));
+}
+
 Result<GcReport> BlockStore::CollectGarbage(const std::vector<std::string>& referenced) {
   std::set<std::string> keep(referenced.begin(), referenced.end());
   GcReport r;

@@ -86,6 +86,15 @@ class BlockStore {
   Result<std::string> Read(const BlockRef& ref, uint64_t offset = 0, uint64_t n = UINT64_MAX);
   // Removes a block file (missing is fine: removal is idempotent).
   Status Remove(const BlockRef& ref);
+  // Moves a damaged block file aside, out of the way of a rebuilt copy and
+  // of garbage collection, into its pool's quarantine/ folder (kept for
+  // salvage until an operator removes it). Returns the path it now has.
+  Result<std::string> Quarantine(const BlockRef& ref);
+  // What the pools' quarantine folders hold: (path, bytes) of each file.
+  std::vector<std::pair<std::string, uint64_t>> Quarantined() const;
+  // Removes one file Quarantine set aside (a path it returned); refuses
+  // any other path.
+  Status DropQuarantined(const std::string& path);
   // Removes temporaries and blocks whose ids are not in `referenced`.
   // REQUIRES: no write is in progress (run it before serving).
   Result<GcReport> CollectGarbage(const std::vector<std::string>& referenced);

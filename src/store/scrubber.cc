@@ -138,21 +138,37 @@ ScrubStats Scrubber::Stats() const {
 
 // A bad piece removed and rebuilt from the block's other copies (when
 // there is a repair callback), and the finding that says how it went.
+// The damaged file is never deleted here: it is moved into the pool's
+// quarantine/ folder (out of the rebuilt copy's way), dropped once a
+// rebuild succeeded, and kept when none did: when every copy of a block is
+// damaged, what a person or a partial decode could still recover stays.
 ScrubFinding Scrubber::Rebuild(const ExpectedPiece& e, const std::string& problem) {
-  ScrubFinding f{e.object, e.piece.id, problem, false, {}};
+  ScrubFinding f{e.object, e.piece.id, problem, false, {}, {}};
   log::warn("scrub: piece {} of {} is {}", e.piece.id, e.object, problem);
-  if (repair_) {
-    if (problem != "missing") (void)store_.Remove(e.piece);
-    Status r = repair_(e);
-    f.repaired = r.ok() && store_.Read(e.piece, 0, 0).ok();
-    if (!f.repaired) f.repair_error = r.ok() ? "rebuilt, but it does not read back whole" : r.message();
-    if (f.repaired) {
-      log::info("scrub: piece {} of {} rebuilt", e.piece.id, e.object);
-    } else {
-      log::warn("scrub: piece {} of {} could not be rebuilt: {}", e.piece.id, e.object, f.repair_error);
-    }
-  } else {
+  if (!repair_) {
     f.repair_error = "no other copy to rebuild it from";
+    return f;  // the file stays where it is: readers get its checksum error
+  }
+  std::string aside;
+  if (problem != "missing") {
+    auto q = store_.Quarantine(e.piece);
+    if (!q.ok()) {
+      f.repair_error = "could not set the damaged file aside, so it was left in place: " + q.status().message();
+      log::warn("scrub: piece {} of {}: {}", e.piece.id, e.object, f.repair_error);
+      return f;
+    }
+    aside = *q;
+  }
+  Status r = repair_(e);
+  f.repaired = r.ok() && store_.Read(e.piece, 0, 0).ok();
+  if (!f.repaired) f.repair_error = r.ok() ? "rebuilt, but it does not read back whole" : r.message();
+  if (f.repaired) {
+    log::info("scrub: piece {} of {} rebuilt", e.piece.id, e.object);
+    if (!aside.empty()) (void)store_.DropQuarantined(aside);
+  } else {
+    f.quarantined = aside;
+    log::error("scrub: piece {} of {} could not be rebuilt: {}{}", e.piece.id, e.object, f.repair_error,
+               aside.empty() ? "" : "; its damaged bytes are kept in " + aside);
   }
   return f;
 }
@@ -181,6 +197,12 @@ void Scrubber::Record(const std::vector<ScrubFinding>& findings, double t0) {
     }
     if (stats_.last_findings.size() < 100) stats_.last_findings.push_back(f);
   }
+  auto aside = store_.Quarantined();
+  stats_.quarantined = aside.size();
+  stats_.quarantined_bytes = 0;
+  for (const auto& q : aside) stats_.quarantined_bytes += q.second;
+  if (aside.size() > 100) aside.resize(100);
+  stats_.quarantine = std::move(aside);
 }
 
 }  // namespace aq::store

@@ -52,6 +52,9 @@ struct ScrubFinding {
   std::string object, piece, problem;  // problem: "corrupt: ..." or "missing"
   bool repaired = false;
   std::string repair_error;
+  // A corrupt piece that was not rebuilt: where its bytes are kept (the
+  // pool's quarantine/ folder), never deleted by the scrubber.
+  std::string quarantined;
 };
 
 struct ScrubStats {
@@ -65,12 +68,16 @@ struct ScrubStats {
   uint64_t unrepaired = 0;
   std::vector<std::string> objects_at_risk;  // at most 100
   std::vector<ScrubFinding> last_findings;   // at most 100
+  // Damaged pieces set aside in the pools' quarantine/ folders, kept for
+  // salvage until an operator removes them: (path, bytes), at most 100.
+  uint64_t quarantined = 0, quarantined_bytes = 0;
+  std::vector<std::pair<std::string, uint64_t>> quarantine;
 };
 
 class Scrubber {
  public:
   using ListExpected = std::function<Result<std::vector<ExpectedPiece>>()>;
-  // Rebuilds one bad piece here (it has been removed). Null: nothing to rebuild from.
+  // Rebuilds one bad piece here (the damaged file was set aside). Null: nothing to rebuild from.
   using Repair = std::function<Status(const ExpectedPiece&)>;
 
   Scrubber(BlockStore& store, ListExpected expected, Repair repair, ScrubOptions options);

@@ -14,6 +14,7 @@
 
 usage: scrub_test.py path/to/aquifer"""
 import hashlib
+import glob
 import json
 import os
 import shutil
@@ -159,6 +160,15 @@ try:
           and "AT RISK ecs/e/11" in text.stdout,
           f"cluster status names the object it cannot rebuild and exits non-zero: rc {rc} "
           f"{json.dumps(st.get('scrub'))} {text.stdout[-300:]}")
+    # The lost stripe's damaged fragments are not deleted: each is kept,
+    # byte for byte as damaged, in its pool's quarantine folder, and named.
+    kept = []
+    for node, piece in lost:
+        kept += glob.glob(os.path.join(tmp, node, "pool-default", "quarantine", piece + ".*"))
+    quarantined = st.get("scrub", {}).get("quarantined", {})
+    check(len(kept) >= 2 and sum(v.get("files", 0) for v in quarantined.values()) >= 2 and "QUARANTINE" in text.stdout,
+          f"the damaged pieces of the lost stripe are kept in quarantine, not deleted: {kept} {quarantined} "
+          f"{text.stdout[-400:]}")
 
     def metric(name, line_name):
         import urllib.request
