@@ -603,6 +603,11 @@ void PrintStats(const std::string& node, const nlohmann::json& now, const nlohma
     for (const auto& o : sc.value("objects_at_risk", nlohmann::json::array())) {
       if (o.is_string()) std::printf("          at risk: %s\n", o.get<std::string>().c_str());
     }
+    for (const auto& q : sc.value("quarantine", nlohmann::json::array())) {
+      if (!q.is_object()) continue;
+      std::printf("          quarantined (damaged, kept for salvage): %s (%s)\n", q.value("path", "").c_str(),
+                  units::Bytes(num(q, "bytes")).c_str());
+    }
   }
   for (const auto& p : now.value("pools", nlohmann::json::array())) {
     std::printf("  pool    %-10s %8.0f blocks %12s\n", p.value("name", "").c_str(), num(p, "blocks"),
