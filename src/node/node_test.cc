@@ -498,22 +498,34 @@ TEST(NodeTest, ADataDirectoryServesOneNodeAtATime) {
   EXPECT_TRUE(third.ok()) << third.status().ToString();
 }
 
+// Three in-process nodes on the shared test etcd (its cluster keeps 2
+// replicas), named PREFIX-N1..N3, repair only when a test runs it, each
+// with the others in its map.
+std::vector<std::unique_ptr<Node>> StartCluster(const TempDir& dir, const std::string& prefix,
+                                                std::vector<std::string> names, bool anonymous = false) {
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (const auto& name : names) {
+    NodeOptions o = Options(dir, name);
+    o.etcd = cluster::Etcd::Get().url();
+    o.replicas = 2;
+    o.anonymous = anonymous;
+    o.node_id = prefix + "-" + name;
+    o.repair_interval_s = 3600;  // repair runs when the test says
+    auto n = Node::Start(o);
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    if (!n.ok()) return {};
+    nodes.push_back(std::move(*n));
+  }
+  for (auto& n : nodes) EXPECT_TRUE(n->membership()->Refresh().ok());
+  return nodes;
+}
+
 TEST(NodeTest, ThreeNodeClusterFailsOverAndRepairs) {
   auto& etcd = cluster::Etcd::Get();
   if (!etcd.ok()) GTEST_SKIP() << etcd.why();
   TempDir dir;
-  std::vector<std::unique_ptr<Node>> nodes;
-  for (const char* name : {"c1", "c2", "c3"}) {
-    NodeOptions o = Options(dir, name);
-    o.etcd = etcd.url();
-    o.replicas = 2;
-    o.node_id = std::string("inproc-") + name;
-    o.repair_interval_s = 3600;  // repair runs when the test says
-    auto n = Node::Start(o);
-    ASSERT_TRUE(n.ok()) << n.status().ToString();
-    nodes.push_back(std::move(*n));
-  }
-  for (auto& n : nodes) ASSERT_TRUE(n->membership()->Refresh().ok());
+  auto nodes = StartCluster(dir, "inproc", {"c1", "c2", "c3"});
+  ASSERT_EQ(nodes.size(), 3u);
   auto fs = Client();
   const std::string data = Bytes(2'000'000, 6);
   const std::string via0 = "aquifer://" + nodes[0]->address() + "/inproc/obj";
@@ -546,18 +558,8 @@ TEST(NodeTest, AStrayCopyServesAReadWhenTheNamedHoldersAreDown) {
   auto& etcd = cluster::Etcd::Get();
   if (!etcd.ok()) GTEST_SKIP() << etcd.why();
   TempDir dir;
-  std::vector<std::unique_ptr<Node>> nodes;
-  for (const char* name : {"s1", "s2", "s3"}) {
-    NodeOptions o = Options(dir, name);
-    o.etcd = etcd.url();
-    o.replicas = 2;  // the shared etcd's cluster keeps 2
-    o.node_id = std::string("stray-") + name;
-    o.repair_interval_s = 3600;
-    auto n = Node::Start(o);
-    ASSERT_TRUE(n.ok()) << n.status().ToString();
-    nodes.push_back(std::move(*n));
-  }
-  for (auto& n : nodes) ASSERT_TRUE(n->membership()->Refresh().ok());
+  auto nodes = StartCluster(dir, "stray", {"s1", "s2", "s3"});
+  ASSERT_EQ(nodes.size(), 3u);
   auto fs = Client();
   const std::string data = Bytes(200'000, 8);  // one block
   ASSERT_TRUE(fs->MakeDirs("aquifer://" + nodes[0]->address() + "/stray/x").ok());
@@ -606,19 +608,8 @@ TEST(NodeTest, ClusterOpensBringOneBlockAndSpreadOverTheNamedNodes) {
   auto& etcd = cluster::Etcd::Get();
   if (!etcd.ok()) GTEST_SKIP() << etcd.why();
   TempDir dir;
-  std::vector<std::unique_ptr<Node>> nodes;
-  for (const char* name : {"s1", "s2", "s3"}) {
-    NodeOptions o = Options(dir, name);
-    o.etcd = etcd.url();
-    o.replicas = 2;      // as the other tests on the shared etcd
-    o.anonymous = true;  // the raw request below goes unsigned
-    o.node_id = std::string("spread-") + name;
-    o.repair_interval_s = 3600;
-    auto n = Node::Start(o);
-    ASSERT_TRUE(n.ok()) << n.status().ToString();
-    nodes.push_back(std::move(*n));
-  }
-  for (auto& n : nodes) ASSERT_TRUE(n->membership()->Refresh().ok());
+  auto nodes = StartCluster(dir, "spread", {"s1", "s2", "s3"}, /*anonymous=*/true);  // the raw request goes unsigned
+  ASSERT_EQ(nodes.size(), 3u);
   auto fs = Client();
   const std::string data = Bytes(3'000'000, 7);  // 12 blocks of 256 KiB
   const std::string all =
