@@ -290,6 +290,7 @@ class EtcdMetaStore final : public store::MetaStore {
               {"etag", p.etag},
               {"mtime_ns", p.mtime_ns != 0 ? p.mtime_ns : NowNs()},
               {"blocks", json::parse(store::BlocksToJson(p.blocks))}};
+    if (!p.checksum.empty()) v["checksum"] = p.checksum;
     auto t = AQ_TRY(etcd_->Txn({{UploadKey(id), "", Target::kCreateRevision, Op::kGreater, 0, ""}},
                                {{TxnOp::Kind::kGet, PartKey(id, p.number), "", "", 0},
                                 {TxnOp::Kind::kPut, PartKey(id, p.number), "", v.dump(), 0}}));
@@ -478,6 +479,7 @@ class EtcdMetaStore final : public store::MetaStore {
       p.size = v.at("size").get<uint64_t>();
       p.etag = v.at("etag").get<std::string>();
       p.mtime_ns = v.value("mtime_ns", int64_t{0});
+      p.checksum = v.value("checksum", "");
     } catch (const std::exception& e) {
       return BadRecord(kv.key, e.what());
     }

@@ -287,6 +287,44 @@ TEST(S3Test, ChecksumsAndBase64) {
   EXPECT_EQ(ChecksumAlgorithmOfHeader("x-amz-checksum-algorithm"), "");
 }
 
+// CRC64NVME's check value, and whole-object CRCs combined from any split of
+// the bytes (how a multipart object's FULL_OBJECT checksum is made), checked
+// against the CRC of the whole computed in one pass.
+TEST(S3Test, Crc64NvmeAndCombinedCrcs) {
+  auto c = Checksum::Make("crc64nvme").value();
+  c->Update("123456789");
+  EXPECT_EQ(Base64Decode(c->Base64()).value(), std::string("\xae\x8b\x14\x86\x0a\x79\x98\x88", 8));
+  EXPECT_EQ(Crc64Nvme(0, "", 0), 0u);
+  EXPECT_EQ(ChecksumAlgorithmOfHeader("x-amz-checksum-CRC64NVME"), "crc64nvme");
+  EXPECT_EQ(ParseChecksumAlgorithm("CRC64NVME").value(), "crc64nvme");
+  EXPECT_FALSE(ParseChecksumAlgorithm("MD5").ok());
+  EXPECT_EQ(ChecksumElement("crc32c"), "ChecksumCRC32C");
+  std::string data(100000, '\0');
+  uint32_t x = 12345;
+  for (char& ch : data) {
+    x = x * 1103515245 + 12345;
+    ch = static_cast<char>(x >> 16);
+  }
+  for (const char* algorithm : {"crc32", "crc32c", "crc64nvme"}) {
+    auto sum = [&](std::string_view d) {
+      auto k = Checksum::Make(algorithm).value();
+      k->Update(d);
+      return k->Base64();
+    };
+    const std::string whole = sum(data);
+    for (size_t cut : {size_t{0}, size_t{1}, size_t{7}, size_t{4096}, size_t{65537}, data.size()}) {
+      const std::string_view a = std::string_view(data).substr(0, cut), b = std::string_view(data).substr(cut);
+      EXPECT_EQ(CombineCrc(algorithm, sum(a), sum(b), b.size()).value(), whole) << algorithm << " cut at " << cut;
+    }
+    // Byte at a time and in odd pieces: the same value.
+    auto k = Checksum::Make(algorithm).value();
+    for (size_t i = 0; i < data.size(); i += 13) k->Update(std::string_view(data).substr(i, 13));
+    EXPECT_EQ(k->Base64(), whole) << algorithm;
+  }
+  EXPECT_FALSE(CombineCrc("sha256", "", "", 1).ok());
+  EXPECT_FALSE(CombineCrc("crc32", "AAAAAAAAAAA=", "AAAAAA==", 1).ok());  // 8 bytes for a 4-byte CRC
+}
+
 TEST(S3Test, ErrorsMapByCodeAndSubject) {
   EXPECT_EQ(ErrorFor(NotFound(Subject::kBucket, "x")).code, "NoSuchBucket");
   EXPECT_EQ(ErrorFor(NotFound(Subject::kUpload, "x")).code, "NoSuchUpload");

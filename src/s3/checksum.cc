@@ -4,6 +4,9 @@
 #include <openssl/evp.h>
 #include <zlib.h>
 
+#include <array>
+#include <cctype>
+
 #include "common/crc32c.h"
 #include "http/message.h"
 
@@ -47,6 +50,42 @@ class Crc32 final : public Checksum {
   uint32_t crc_ = 0;
 };
 
+std::string BigEndian64(uint64_t v) {
+  std::string s(8, '\0');
+  for (int i = 0; i < 8; ++i) s[static_cast<size_t>(i)] = static_cast<char>(v >> (56 - 8 * i));
+  return s;
+}
+
+constexpr uint64_t kCrc64NvmePoly = 0x9a6c9329ac4bc9b5ULL;  // reflected
+
+// Slicing-by-8 tables: kTables[k][b] is the CRC of byte b followed by k zero bytes.
+struct Crc64Tables {
+  uint64_t t[8][256];
+  Crc64Tables() {
+    for (uint64_t b = 0; b < 256; ++b) {
+      uint64_t c = b;
+      for (int i = 0; i < 8; ++i) c = (c & 1) ? (c >> 1) ^ kCrc64NvmePoly : c >> 1;
+      t[0][b] = c;
+    }
+    for (int k = 1; k < 8; ++k) {
+      for (int b = 0; b < 256; ++b) t[k][b] = (t[k - 1][b] >> 8) ^ t[0][t[k - 1][b] & 0xff];
+    }
+  }
+};
+const Crc64Tables& Tables64() {
+  static const Crc64Tables tables;
+  return tables;
+}
+
+class Crc64 final : public Checksum {
+ public:
+  void Update(std::string_view d) override { crc_ = Crc64Nvme(crc_, d.data(), d.size()); }
+  std::string Base64() override { return Base64Encode(BigEndian64(crc_)); }
+
+ private:
+  uint64_t crc_ = 0;
+};
+
 class Crc32c final : public Checksum {
  public:
   void Update(std::string_view d) override { crc_ = crc32c::Extend(crc_, d.data(), d.size()); }
@@ -59,19 +98,123 @@ class Crc32c final : public Checksum {
 }  // namespace
 
 Result<std::unique_ptr<Checksum>> Checksum::Make(std::string_view a) {
-  if (a == "md5") return std::unique_ptr<Checksum>(std::make_unique<Digest>(EVP_md5()));
-  if (a == "sha1") return std::unique_ptr<Checksum>(std::make_unique<Digest>(EVP_sha1()));
-  if (a == "sha256") return std::unique_ptr<Checksum>(std::make_unique<Digest>(EVP_sha256()));
-  if (a == "crc32") return std::unique_ptr<Checksum>(std::make_unique<Crc32>());
-  if (a == "crc32c") return std::unique_ptr<Checksum>(std::make_unique<Crc32c>());
-  return InvalidArgument(fmt::format("checksum algorithm '{}' is not one of crc32, crc32c, sha1, sha256", a));
+  std::unique_ptr<Checksum> c;
+  if (a == "md5") {
+    c = std::make_unique<Digest>(EVP_md5());
+  } else if (a == "sha1") {
+    c = std::make_unique<Digest>(EVP_sha1());
+  } else if (a == "sha256") {
+    c = std::make_unique<Digest>(EVP_sha256());
+  } else if (a == "crc32") {
+    c = std::make_unique<Crc32>();
+  } else if (a == "crc32c") {
+    c = std::make_unique<Crc32c>();
+  } else if (a == "crc64nvme") {
+    c = std::make_unique<Crc64>();
+  } else {
+    return InvalidArgument(
+        fmt::format("checksum algorithm '{}' is not one of crc32, crc32c, crc64nvme, sha1, sha256", a));
+  }
+  c->algorithm_ = std::string(a);
+  return c;
+}
+
+uint64_t Crc64Nvme(uint64_t crc, const void* data, size_t n) {
+  const auto& t = Tables64().t;
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t c = ~crc;
+  for (; n >= 8; n -= 8, p += 8) {
+    uint64_t w = 0;
+    for (int i = 0; i < 8; ++i) w |= static_cast<uint64_t>(p[i]) << (8 * i);  // little-endian load
+    c ^= w;
+    c = t[7][c & 0xff] ^ t[6][(c >> 8) & 0xff] ^ t[5][(c >> 16) & 0xff] ^ t[4][(c >> 24) & 0xff] ^
+        t[3][(c >> 32) & 0xff] ^ t[2][(c >> 40) & 0xff] ^ t[1][(c >> 48) & 0xff] ^ t[0][c >> 56];
+  }
+  for (; n > 0; --n, ++p) c = t[0][(c ^ *p) & 0xff] ^ (c >> 8);
+  return ~c;
+}
+
+Result<std::string> ParseChecksumAlgorithm(std::string_view name) {
+  const std::string a = http::ToLower(name);
+  if (a == "crc32" || a == "crc32c" || a == "crc64nvme" || a == "sha1" || a == "sha256") return a;
+  return InvalidArgument(
+      fmt::format("checksum algorithm '{}' is not one of CRC32, CRC32C, CRC64NVME, SHA1, SHA256", name));
+}
+
+std::string ChecksumHeader(std::string_view algorithm) { return "x-amz-checksum-" + std::string(algorithm); }
+
+std::string ChecksumElement(std::string_view algorithm) {
+  std::string upper(algorithm);
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return "Checksum" + upper;
+}
+
+bool IsCrc(std::string_view a) { return a == "crc32" || a == "crc32c" || a == "crc64nvme"; }
+
+namespace {
+
+// GF(2) matrices over CRC registers (zlib's crc32_combine, any width up to
+// 64): column i is where register bit i goes.
+using Matrix = std::array<uint64_t, 64>;
+
+uint64_t Times(const Matrix& m, uint64_t v) {
+  uint64_t sum = 0;
+  for (size_t i = 0; v != 0; v >>= 1, ++i) {
+    if (v & 1) sum ^= m[i];
+  }
+  return sum;
+}
+
+Matrix Square(const Matrix& m, int width) {
+  Matrix out{};
+  for (int i = 0; i < width; ++i) out[static_cast<size_t>(i)] = Times(m, m[static_cast<size_t>(i)]);
+  return out;
+}
+
+}  // namespace
+
+Result<std::string> CombineCrc(std::string_view algorithm, std::string_view a, std::string_view b, uint64_t b_length) {
+  uint64_t poly = 0;
+  int width = 32;
+  if (algorithm == "crc32") {
+    poly = 0xedb88320ULL;
+  } else if (algorithm == "crc32c") {
+    poly = 0x82f63b78ULL;
+  } else if (algorithm == "crc64nvme") {
+    poly = kCrc64NvmePoly;
+    width = 64;
+  } else {
+    return InvalidArgument(fmt::format("'{}' is not a CRC: its parts' values do not combine", algorithm));
+  }
+  auto value = [&](std::string_view b64) -> Result<uint64_t> {
+    auto raw = Base64Decode(b64);
+    if (!raw.ok() || raw->size() != static_cast<size_t>(width / 8)) {
+      return InvalidArgument(fmt::format("'{}' is not a base64 {}", b64.substr(0, 32), algorithm));
+    }
+    uint64_t v = 0;
+    for (unsigned char c : *raw) v = (v << 8) | c;
+    return v;
+  };
+  uint64_t crc_a = AQ_TRY(value(a));
+  const uint64_t crc_b = AQ_TRY(value(b));
+  // The operator for one zero bit, squared to one zero byte.
+  Matrix op{};
+  op[0] = poly;
+  for (int i = 1; i < width; ++i) op[static_cast<size_t>(i)] = uint64_t{1} << (i - 1);
+  for (int i = 0; i < 3; ++i) op = Square(op, width);
+  for (uint64_t n = b_length; n != 0; n >>= 1) {
+    if (n & 1) crc_a = Times(op, crc_a);
+    if (n > 1) op = Square(op, width);
+  }
+  const uint64_t crc = crc_a ^ crc_b;
+  return Base64Encode(width == 64 ? BigEndian64(crc) : BigEndian32(static_cast<uint32_t>(crc)));
 }
 
 std::string ChecksumAlgorithmOfHeader(std::string_view name) {
   constexpr std::string_view kPrefix = "x-amz-checksum-";
   if (name.size() <= kPrefix.size() || !http::EqualsIgnoreCase(name.substr(0, kPrefix.size()), kPrefix)) return "";
   std::string a = http::ToLower(name.substr(kPrefix.size()));
-  if (a == "crc32" || a == "crc32c" || a == "sha1" || a == "sha256") return a;
+  if (a == "crc32" || a == "crc32c" || a == "crc64nvme" || a == "sha1" || a == "sha256") return a;
   return "";
 }
 

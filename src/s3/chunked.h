@@ -40,6 +40,10 @@ class AwsChunkedDecoder {
   bool done() const { return state_ == State::kDone; }
   uint64_t decoded() const { return decoded_; }
   const Error& error() const { return error_; }
+  // The algorithm of the trailing checksum x-amz-trailer names ("crc32";
+  // "" when none), and the value the trailer carried (checked once done()).
+  std::string trailer_algorithm() const { return checksum_ ? checksum_->algorithm() : std::string(); }
+  const std::string& trailer_value() const { return trailer_value_; }
 
  private:
   enum class State { kHeader, kData, kDataEnd, kTrailer, kFinalCrlf, kDone };

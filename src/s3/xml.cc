@@ -8,6 +8,7 @@
 #include <functional>
 #include <iterator>
 
+#include "s3/checksum.h"
 #include "s3/sigv4.h"
 
 namespace aq::s3 {
@@ -111,6 +112,13 @@ Result<std::vector<CompletedPart>> ParseCompleteMultipartUpload(std::string_view
     } else if (path == "CompleteMultipartUpload/Part/ETag") {
       cur.etag = text;
       has_etag = true;
+    } else if (path.rfind("CompleteMultipartUpload/Part/Checksum", 0) == 0) {
+      const std::string name = path.substr(std::string_view("CompleteMultipartUpload/Part/Checksum").size());
+      auto algorithm = ParseChecksumAlgorithm(name);
+      if (!algorithm.ok())
+        return InvalidArgument(fmt::format("Part {}: unknown element Checksum{}", parts.size() + 1, name));
+      cur.checksum_algorithm = *algorithm;
+      cur.checksum = text;
     } else if (path == "CompleteMultipartUpload/Part") {
       if (!has_number || !has_etag) {
         return InvalidArgument(fmt::format("Part {} lacks a PartNumber or an ETag", parts.size() + 1));

@@ -16,10 +16,12 @@
 namespace aq::s3 {
 
 // <CompleteMultipartUpload><Part><PartNumber>N</PartNumber><ETag>"…"</ETag></Part>…
-// Part numbers must be integers in 1..10000; order is kept as sent.
+// Part numbers must be integers in 1..10000; order is kept as sent. A part
+// may carry its checksum (<ChecksumCRC32>… and the other algorithms').
 struct CompletedPart {
   uint32_t number = 0;
   std::string etag;
+  std::string checksum_algorithm, checksum;  // "crc32" and its base64 value; "" when none
 };
 Result<std::vector<CompletedPart>> ParseCompleteMultipartUpload(std::string_view xml);
 

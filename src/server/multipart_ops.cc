@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 
+#include "s3/checksum.h"
 #include "s3/sigv4.h"
 #include "s3/xml.h"
 #include "server/s3_handler.h"
@@ -19,12 +21,71 @@ void S3Handler::CreateUpload(S3Request& r) {
   }
   std::map<std::string, std::string> headers;
   if (!StoredHeaders(r, &headers)) return;
+  // The object's checksum: x-amz-checksum-algorithm (CRC64NVME when none,
+  // as S3 does) and x-amz-checksum-type: COMPOSITE (a checksum of the
+  // parts' checksums; the default for the others) or FULL_OBJECT (of the
+  // whole object, combined from the parts' CRCs: the CRCs only, and
+  // CRC64NVME's only type).
+  std::string algorithm = "crc64nvme";
+  if (r.req.headers.Has("x-amz-checksum-algorithm")) {
+    auto a = s3::ParseChecksumAlgorithm(r.req.headers.Get("x-amz-checksum-algorithm"));
+    if (!a.ok()) return SendError(r, {400, "InvalidRequest", a.status().message()});
+    algorithm = *a;
+  }
+  std::string type = algorithm == "crc64nvme" ? "FULL_OBJECT" : "COMPOSITE";
+  if (r.req.headers.Has("x-amz-checksum-type")) {
+    type = r.req.headers.Get("x-amz-checksum-type");
+    for (char& c : type) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (type != "COMPOSITE" && type != "FULL_OBJECT") {
+      return SendError(r, {400, "InvalidRequest", "x-amz-checksum-type must be COMPOSITE or FULL_OBJECT"});
+    }
+    if (type == "FULL_OBJECT" && !s3::IsCrc(algorithm)) {
+      return SendError(r, {400, "InvalidRequest",
+                           fmt::format("The FULL_OBJECT checksum type cannot be used with the {} checksum algorithm "
+                                       "(only CRC32, CRC32C and CRC64NVME combine)",
+                                       algorithm)});
+    }
+    if (type == "COMPOSITE" && algorithm == "crc64nvme") {
+      return SendError(r, {400, "InvalidRequest",
+                           "The COMPOSITE checksum type cannot be used with the crc64nvme checksum algorithm"});
+    }
+  }
+  headers[store::ObjectStore::kUploadChecksumAlgorithm] = algorithm;
+  headers[store::ObjectStore::kUploadChecksumType] = type;
   auto u = objects_.CreateUpload(r.bucket, r.key, std::move(headers));
   if (!u.ok()) return SendStatus(r, u.status(), Subject::kBucket);
-  SendXml(r, fmt::format("<InitiateMultipartUploadResult xmlns=\"{}\"><Bucket>{}</Bucket><Key>{}</Key>"
-                         "<UploadId>{}</UploadId></InitiateMultipartUploadResult>",
-                         kXmlns, s3::XmlText(r.bucket), s3::XmlText(r.key), s3::XmlText(u->id)));
+  http::Headers h;
+  std::string upper = algorithm;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  h.Add("x-amz-checksum-algorithm", upper);
+  h.Add("x-amz-checksum-type", type);
+  SendXml(r,
+          fmt::format("<InitiateMultipartUploadResult xmlns=\"{}\"><Bucket>{}</Bucket><Key>{}</Key>"
+                      "<UploadId>{}</UploadId></InitiateMultipartUploadResult>",
+                      kXmlns, s3::XmlText(r.bucket), s3::XmlText(r.key), s3::XmlText(u->id)),
+          200, std::move(h));
 }
+
+namespace {
+
+// The checksum algorithm an upload's parts are summed in ("" for an upload
+// begun before checksums were kept: its object gets none).
+std::string UploadAlgorithm(const store::UploadInfo& u) {
+  auto it = u.headers.find(store::ObjectStore::kUploadChecksumAlgorithm);
+  return it == u.headers.end() ? std::string() : it->second;
+}
+
+// <ChecksumAlgorithm>CRC32</ChecksumAlgorithm><ChecksumType>COMPOSITE</ChecksumType>
+std::string UploadChecksumXml(const store::UploadInfo& u) {
+  std::string a = UploadAlgorithm(u);
+  if (a.empty()) return "";
+  for (char& c : a) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  auto t = u.headers.find(store::ObjectStore::kUploadChecksumType);
+  return fmt::format("<ChecksumAlgorithm>{}</ChecksumAlgorithm><ChecksumType>{}</ChecksumType>", a,
+                     t == u.headers.end() ? "COMPOSITE" : t->second);
+}
+
+}  // namespace
 
 void S3Handler::UploadPart(S3Request& r) {
   if (!r.Has("uploadId") || !r.Has("partNumber")) {
@@ -64,34 +125,119 @@ void S3Handler::UploadPart(S3Request& r) {
       length = b - a + 1;
     }
   }
-  auto writer = objects_.PutPart(r.Param("uploadId"), r.bucket, r.key, number);
+  store::UploadInfo upload;
+  auto writer = objects_.PutPart(r.Param("uploadId"), r.bucket, r.key, number, &upload);
   if (!writer.ok()) return SendStatus(r, writer.status(), Subject::kUpload);
+  const std::string algorithm = UploadAlgorithm(upload);
   if (copy) {
+    std::shared_ptr<s3::Checksum> sum;
+    if (!algorithm.empty()) {
+      sum = s3::Checksum::Make(algorithm).value();
+      (*writer)->set_tap([sum](std::string_view d) { sum->Update(d); });
+    }
     if (Status s = objects_.CopyInto(source, from, length, **writer); !s.ok()) {
       return SendStatus(r, s, Subject::kObject);
     }
-  } else if (!ReceiveBody(r, **writer)) {
+    if (sum) (*writer)->set_checksum({algorithm, sum->Base64(), "FULL_OBJECT", {}});
+  } else if (!ReceiveBody(r, **writer, algorithm.empty() ? "md5" : algorithm)) {
     return;
   }
+  if (algorithm.empty()) (*writer)->set_checksum({});
   auto meta = (*writer)->Commit();
   if (!meta.ok()) return SendStatus(r, meta.status(), Subject::kUpload);
+  const store::ObjectChecksum& c = meta->attrs.checksum;
   if (copy) {
+    std::string sum;
+    if (!c.empty())
+      sum = fmt::format("<{}>{}</{}>", s3::ChecksumElement(c.algorithm), c.value, s3::ChecksumElement(c.algorithm));
     return SendXml(r, fmt::format("<CopyPartResult xmlns=\"{}\"><LastModified>{}</LastModified><ETag>{}</ETag>"
-                                  "</CopyPartResult>",
-                                  kXmlns, IsoTime(meta->mtime_ns), s3::XmlText(meta->etag)));
+                                  "{}</CopyPartResult>",
+                                  kXmlns, IsoTime(meta->mtime_ns), s3::XmlText(meta->etag), sum));
   }
   http::Headers h;
   h.Add("ETag", meta->etag);
+  if (!c.empty()) h.Add(s3::ChecksumHeader(c.algorithm), c.value);
   SendEmpty(r, 200, std::move(h));
+}
+
+// The completed object's checksum, from its parts' (all in the upload's
+// algorithm): COMPOSITE, the checksum of the parts' binary checksums with
+// "-N"; FULL_OBJECT, the parts' CRCs combined into the whole's. A part's
+// checksum the completion names, and the object's the client sends in
+// x-amz-checksum-*, must match (400 InvalidPart / BadDigest otherwise).
+bool S3Handler::CompletedChecksum(S3Request& r, const store::UploadInfo& upload,
+                                  const std::vector<s3::CompletedPart>& named, store::ObjectChecksum* out) {
+  const std::string algorithm = UploadAlgorithm(upload);
+  auto type_it = upload.headers.find(store::ObjectStore::kUploadChecksumType);
+  const std::string type = type_it == upload.headers.end() ? "COMPOSITE" : type_it->second;
+  std::vector<const store::PartMeta*> parts;
+  for (const auto& n : named) {
+    const store::PartMeta* found = nullptr;
+    for (const auto& p : upload.parts) {
+      if (p.number == n.number) found = &p;
+    }
+    if (found == nullptr) continue;  // CheckCompletion has refused this already
+    if (!n.checksum.empty() && (n.checksum_algorithm != algorithm || n.checksum != found->checksum)) {
+      SendError(
+          r, {400, "InvalidPart",
+              fmt::format("part {}: the completion names checksum {} {}, the part has {} {}", n.number,
+                          n.checksum_algorithm, n.checksum, algorithm.empty() ? "none" : algorithm, found->checksum)});
+      return false;
+    }
+    parts.push_back(found);
+  }
+  std::string value;
+  bool known = !algorithm.empty();
+  for (const auto* p : parts) known = known && !p->checksum.empty();
+  if (known && type == "FULL_OBJECT") {
+    value = parts.front()->checksum;
+    for (size_t i = 1; i < parts.size() && known; ++i) {
+      auto combined = s3::CombineCrc(algorithm, value, parts[i]->checksum, parts[i]->size);
+      known = combined.ok();
+      if (known) value = *combined;
+    }
+  } else if (known) {
+    std::string raw;
+    for (const auto* p : parts) {
+      auto bytes = s3::Base64Decode(p->checksum);
+      known = known && bytes.ok();
+      if (bytes.ok()) raw += *bytes;
+    }
+    auto sum = s3::Checksum::Make(algorithm).value();
+    sum->Update(raw);
+    value = fmt::format("{}-{}", sum->Base64(), parts.size());
+  }
+  // The whole object's checksum, sent by the client.
+  for (const auto& [name, sent] : r.req.headers.fields()) {
+    const std::string a = s3::ChecksumAlgorithmOfHeader(name);
+    if (a.empty()) continue;
+    if (!known || a != algorithm || (sent != value && sent + "-" + std::to_string(parts.size()) != value)) {
+      SendError(r, {400, "BadDigest",
+                    fmt::format("The {} you specified ({}) did not match the object's ({} {})", name, sent,
+                                known ? algorithm : "none", value)});
+      return false;
+    }
+  }
+  if (known) *out = {algorithm, value, type, {}};
+  if (known && type == "COMPOSITE") {
+    for (const auto* p : parts) out->parts.push_back(p->checksum);
+  }
+  return true;
 }
 
 void S3Handler::CompleteUpload(S3Request& r, const std::string& body) {
   const std::string id = r.Param("uploadId");
-  auto result = [&](const std::string& etag) {
+  auto result = [&](const store::ObjectMeta& m) {
+    std::string sum;
+    const store::ObjectChecksum& c = m.attrs.checksum;
+    if (!c.empty()) {
+      sum = fmt::format("<{}>{}</{}><ChecksumType>{}</ChecksumType>", s3::ChecksumElement(c.algorithm), c.value,
+                        s3::ChecksumElement(c.algorithm), c.type);
+    }
     SendXml(r, fmt::format("<CompleteMultipartUploadResult xmlns=\"{}\"><Location>http://{}{}</Location>"
-                           "<Bucket>{}</Bucket><Key>{}</Key><ETag>{}</ETag></CompleteMultipartUploadResult>",
+                           "<Bucket>{}</Bucket><Key>{}</Key><ETag>{}</ETag>{}</CompleteMultipartUploadResult>",
                            kXmlns, s3::XmlText(r.req.headers.Get("Host")), s3::XmlText(r.req.path),
-                           s3::XmlText(r.bucket), s3::XmlText(r.key), s3::XmlText(etag)));
+                           s3::XmlText(r.bucket), s3::XmlText(r.key), s3::XmlText(m.etag), sum));
   };
   store::WriteCondition condition;
   if (!WriteConditionOf(r, &condition)) return;
@@ -105,7 +251,7 @@ void S3Handler::CompleteUpload(S3Request& r, const std::string& body) {
     // it made is the answer, as S3 gives it.
     if (upload.status().code() == StatusCode::kNotFound && upload.status().subject() == Subject::kUpload) {
       auto meta = objects_.Head(r.bucket, r.key);
-      if (meta.ok() && meta->attrs.upload_id == id) return result(meta->etag);
+      if (meta.ok() && meta->attrs.upload_id == id) return result(*meta);
     }
     return SendStatus(r, upload.status(), Subject::kUpload);
   }
@@ -113,7 +259,9 @@ void S3Handler::CompleteUpload(S3Request& r, const std::string& body) {
   if (!store::CheckCompletion(*upload, parts, o_.min_part_bytes, &code, &message)) {
     return SendError(r, {400, code, message});
   }
-  auto meta = objects_.CompleteUpload(id, r.bucket, r.key, parts, condition);
+  store::ObjectChecksum checksum;
+  if (!CompletedChecksum(r, *upload, *listed, &checksum)) return;
+  auto meta = objects_.CompleteUpload(id, r.bucket, r.key, parts, condition, std::move(checksum));
   if (!meta.ok()) {
     if (meta.status().code() == StatusCode::kInvalidArgument) {
       // A part was replaced between the check and the commit.
@@ -121,7 +269,7 @@ void S3Handler::CompleteUpload(S3Request& r, const std::string& body) {
     }
     return SendWriteFailure(r, meta.status(), condition, Subject::kUpload);
   }
-  result(meta->etag);
+  result(*meta);
 }
 
 void S3Handler::AbortUpload(S3Request& r) {
@@ -144,6 +292,7 @@ void S3Handler::ListParts(S3Request& r) {
     }
   }
   max_parts = std::min<uint32_t>(max_parts, 1000);
+  const std::string algorithm = UploadAlgorithm(*upload);
   std::string items;
   uint32_t count = 0, last = marker;
   bool truncated = false;
@@ -153,18 +302,22 @@ void S3Handler::ListParts(S3Request& r) {
       truncated = true;
       break;
     }
+    std::string sum;
+    if (!p.checksum.empty() && !algorithm.empty()) {
+      sum = fmt::format("<{}>{}</{}>", s3::ChecksumElement(algorithm), p.checksum, s3::ChecksumElement(algorithm));
+    }
     items += fmt::format(
-        "<Part><PartNumber>{}</PartNumber><LastModified>{}</LastModified><ETag>{}</ETag><Size>{}</Size></Part>",
-        p.number, IsoTime(p.mtime_ns), s3::XmlText(p.etag), p.size);
+        "<Part><PartNumber>{}</PartNumber><LastModified>{}</LastModified><ETag>{}</ETag><Size>{}</Size>{}</Part>",
+        p.number, IsoTime(p.mtime_ns), s3::XmlText(p.etag), p.size, sum);
     last = p.number;
     ++count;
   }
   SendXml(r, fmt::format("<ListPartsResult xmlns=\"{}\"><Bucket>{}</Bucket><Key>{}</Key><UploadId>{}</UploadId>"
                          "<StorageClass>STANDARD</StorageClass><PartNumberMarker>{}</PartNumberMarker>"
                          "<NextPartNumberMarker>{}</NextPartNumberMarker><MaxParts>{}</MaxParts>"
-                         "<IsTruncated>{}</IsTruncated>{}</ListPartsResult>",
+                         "<IsTruncated>{}</IsTruncated>{}{}</ListPartsResult>",
                          kXmlns, s3::XmlText(r.bucket), s3::XmlText(r.key), s3::XmlText(upload->id), marker, last,
-                         max_parts, truncated ? "true" : "false", items));
+                         max_parts, truncated ? "true" : "false", items, UploadChecksumXml(*upload)));
 }
 
 // ListMultipartUploads: uploads ordered by key, then by when they began (as

@@ -279,6 +279,20 @@ void S3Handler::GetObject(S3Request& r) {
       h.Add("Content-Range", fmt::format("bytes {}-{}/{}", start, start + length - 1, o.size));
     }
   }
+  // The stored checksum, when asked for, of what the answer holds: the
+  // whole object, or a part of one (a COMPOSITE object's part's own).
+  if (ChecksumModeEnabled(r) && !o.attrs.checksum.empty()) {
+    if (!r.Has("partNumber") && status == 200) {
+      AddChecksumHeaders(o.attrs.checksum, o.attrs.checksum.value, &h);
+    } else if (r.Has("partNumber") && o.attrs.part_sizes.empty() && length == o.size) {
+      AddChecksumHeaders(o.attrs.checksum, o.attrs.checksum.value, &h);
+    } else if (r.Has("partNumber") && !o.attrs.checksum.parts.empty()) {
+      const size_t n = std::strtoul(r.Param("partNumber").c_str(), nullptr, 10);
+      if (n >= 1 && n <= o.attrs.checksum.parts.size()) {
+        AddChecksumHeaders(o.attrs.checksum, o.attrs.checksum.parts[n - 1], &h);
+      }
+    }
+  }
   bool has_type = false;
   for (const auto& [name, value] : o.attrs.headers) {
     std::string spelled = name;
@@ -379,7 +393,7 @@ void S3Handler::GetObject(S3Request& r) {
 // Long by design: one loop over the body's framings (Content-Length, chunked,
 // aws-chunked with per-chunk signatures and trailers) with the digests checked
 // as bytes arrive; splitting it would spread one state machine over calls.
-bool S3Handler::ReceiveBody(S3Request& r, store::ObjectWriter& w) {
+bool S3Handler::ReceiveBody(S3Request& r, store::ObjectWriter& w, std::string store_algorithm) {
   const auto& hs = r.req.headers;
   const std::string& hash = r.auth.payload_hash;
   const bool aws_chunked = r.auth.streaming.has_value();
@@ -440,6 +454,40 @@ bool S3Handler::ReceiveBody(S3Request& r, store::ObjectWriter& w) {
   }
   std::unique_ptr<s3::AwsChunkedDecoder> decoder;
   if (aws_chunked) decoder = std::make_unique<s3::AwsChunkedDecoder>(*r.auth.streaming, hs.Get("x-amz-trailer"));
+  // The checksum stored with the bytes: the caller's algorithm (a part's
+  // upload's), else the one x-amz-sdk-checksum-algorithm names, else the
+  // client's (header, query or trailer), else CRC64NVME, as S3 does. A value
+  // the client sent is the one stored once it has been checked.
+  if (store_algorithm.empty()) {
+    std::string named = hs.Get("x-amz-sdk-checksum-algorithm");
+    if (named.empty() && r.auth.presigned) named = r.Param("x-amz-sdk-checksum-algorithm");
+    if (!named.empty()) {
+      auto a = s3::ParseChecksumAlgorithm(named);
+      if (!a.ok()) {
+        SendError(r,
+                  {400, "InvalidRequest",
+                   fmt::format("Value for x-amz-sdk-checksum-algorithm header is invalid: {}", a.status().message())});
+        return false;
+      }
+      store_algorithm = *a;
+    } else if (!checksums.empty()) {
+      store_algorithm = checksums.front().second->algorithm();
+    } else if (decoder && !decoder->trailer_algorithm().empty()) {
+      store_algorithm = decoder->trailer_algorithm();
+    } else {
+      store_algorithm = "crc64nvme";
+    }
+  }
+  const bool by_trailer = decoder && decoder->trailer_algorithm() == store_algorithm;
+  s3::Checksum* stored = nullptr;
+  for (auto& [v, c] : checksums) {
+    if (c->algorithm() == store_algorithm) stored = c.get();
+  }
+  std::unique_ptr<s3::Checksum> own;
+  if (stored == nullptr && !by_trailer) {
+    own = s3::Checksum::Make(store_algorithm).value();
+    stored = own.get();
+  }
   std::string raw(1 << 20, '\0'), decoded;
   uint64_t total = 0;
   for (;;) {
@@ -468,6 +516,7 @@ bool S3Handler::ReceiveBody(S3Request& r, store::ObjectWriter& w) {
     if (md5) md5->Update(data);
     if (sha256) sha256->Update(data);
     for (auto& [v, c] : checksums) c->Update(data);
+    if (own) own->Update(data);
     if (Status s = w.Write(data); !s.ok()) {
       SendStatus(r, s, Subject::kObject);
       return false;
@@ -495,13 +544,31 @@ bool S3Handler::ReceiveBody(S3Request& r, store::ObjectWriter& w) {
     SendError(r, {400, "BadDigest", "The Content-MD5 you specified did not match what we received."});
     return false;
   }
+  std::string stored_value;
   for (auto& [v, c] : checksums) {
-    if (c->Base64() != v) {
+    const std::string got = c->Base64();
+    if (got != v) {
       SendError(r, {400, "BadDigest", "The checksum you specified (x-amz-checksum-*) did not match what we received."});
       return false;
     }
+    if (c.get() == stored) stored_value = got;
   }
+  if (own) stored_value = own->Base64();
+  if (by_trailer && stored == nullptr) stored_value = decoder->trailer_value();
+  w.set_checksum({store_algorithm, stored_value, "FULL_OBJECT", {}});
   return true;
+}
+
+bool ChecksumModeEnabled(const S3Request& r) {
+  std::string mode = r.req.headers.Get("x-amz-checksum-mode");
+  if (mode.empty() && r.auth.presigned) mode = r.Param("x-amz-checksum-mode");
+  return http::EqualsIgnoreCase(mode, "ENABLED");
+}
+
+void AddChecksumHeaders(const store::ObjectChecksum& c, const std::string& value, http::Headers* h) {
+  if (c.empty() || value.empty()) return;
+  h->Add(s3::ChecksumHeader(c.algorithm), value);
+  h->Add("x-amz-checksum-type", c.type);
 }
 
 bool WriteConditionOf(S3Request& r, store::WriteCondition* c) {
@@ -580,9 +647,12 @@ void S3Handler::PutObject(S3Request& r) {
   if (!meta.ok()) return SendWriteFailure(r, meta.status(), condition, Subject::kObject);
   http::Headers h;
   h.Add("ETag", meta->etag);
+  // The checksums the client sent (all were checked), and the one stored.
+  const std::string stored = s3::ChecksumHeader(meta->attrs.checksum.algorithm);
   for (const auto& [name, value] : r.req.headers.fields()) {
-    if (!s3::ChecksumAlgorithmOfHeader(name).empty()) h.Add(name, value);
+    if (!s3::ChecksumAlgorithmOfHeader(name).empty() && !http::EqualsIgnoreCase(name, stored)) h.Add(name, value);
   }
+  AddChecksumHeaders(meta->attrs.checksum, meta->attrs.checksum.value, &h);
   SendEmpty(r, 200, std::move(h));
 }
 
@@ -653,16 +723,29 @@ void S3Handler::CopyObject(S3Request& r) {
   } else if (!StoredHeaders(r, &attrs.headers)) {
     return;
   }
+  // The copy's checksum, computed over the bytes copied: in the algorithm
+  // the request names, else the source's, else CRC64NVME.
+  std::string algorithm = source.attrs.checksum.empty() ? "crc64nvme" : source.attrs.checksum.algorithm;
+  if (r.req.headers.Has("x-amz-checksum-algorithm")) {
+    auto a = s3::ParseChecksumAlgorithm(r.req.headers.Get("x-amz-checksum-algorithm"));
+    if (!a.ok()) return SendError(r, {400, "InvalidRequest", a.status().message()});
+    algorithm = *a;
+  }
   auto writer = objects_.Put(r.bucket, r.key, std::move(attrs), source.size);
   if (!writer.ok()) return SendStatus(r, writer.status(), Subject::kBucket);
+  std::shared_ptr<s3::Checksum> sum = s3::Checksum::Make(algorithm).value();
+  (*writer)->set_tap([sum](std::string_view d) { sum->Update(d); });
   if (Status s = objects_.CopyInto(source, 0, source.size, **writer); !s.ok()) {
     return SendStatus(r, s, Subject::kObject);
   }
+  (*writer)->set_checksum({algorithm, sum->Base64(), "FULL_OBJECT", {}});
   auto meta = (*writer)->Commit();
   if (!meta.ok()) return SendStatus(r, meta.status(), Subject::kObject);
+  const auto& c = meta->attrs.checksum;
   SendXml(r, fmt::format("<CopyObjectResult xmlns=\"{}\"><LastModified>{}</LastModified><ETag>{}</ETag>"
-                         "</CopyObjectResult>",
-                         kXmlns, IsoTime(meta->mtime_ns), s3::XmlText(meta->etag)));
+                         "<{}>{}</{}><ChecksumType>{}</ChecksumType></CopyObjectResult>",
+                         kXmlns, IsoTime(meta->mtime_ns), s3::XmlText(meta->etag), s3::ChecksumElement(c.algorithm),
+                         c.value, s3::ChecksumElement(c.algorithm), c.type));
 }
 
 void S3Handler::ObjectTagging(S3Request& r) {

@@ -35,8 +35,8 @@ const std::set<std::string, std::less<>> kNeutral = {
 // headers they sign there), which S3 then reads as headers: the payload
 // hash (the signature's), the checksums of the body (checked on upload:
 // ReceiveBody), the checksum algorithm's name, and x-amz-checksum-mode
-// (asks for stored checksums in the answer; this node stores none, so
-// there are none to add). Any other x-amz-* parameter is refused.
+// (asks for the stored checksum in the answer: ChecksumModeEnabled). Any
+// other x-amz-* parameter is refused.
 bool PresignedHeaderParam(std::string_view name) {
   if (http::EqualsIgnoreCase(name, "x-amz-content-sha256") || http::EqualsIgnoreCase(name, "x-amz-checksum-mode") ||
       http::EqualsIgnoreCase(name, "x-amz-sdk-checksum-algorithm") ||

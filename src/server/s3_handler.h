@@ -27,6 +27,7 @@
 #include "http/server.h"
 #include "s3/auth.h"
 #include "s3/errors.h"
+#include "s3/xml.h"
 #include "server/key_table.h"
 #include "server/node_stats.h"
 #include "server/same_host.h"
@@ -135,11 +136,17 @@ class S3Handler {
   bool StoredHeaders(S3Request& r, std::map<std::string, std::string>* out);
   // Streams the request body into `writer`, checking every digest the client
   // sent (payload SHA-256, Content-MD5, x-amz-checksum-*, aws-chunked
-  // signatures). False (and a response sent) on any failure.
-  bool ReceiveBody(S3Request& r, store::ObjectWriter& writer);
+  // signatures). False (and a response sent) on any failure. The writer is
+  // given the checksum to store: in `store_algorithm`, or ("") the one the
+  // client names or sends, CRC64NVME when it sends none.
+  bool ReceiveBody(S3Request& r, store::ObjectWriter& writer, std::string store_algorithm = "");
   // x-amz-copy-source: the source object, checked against the copy's
   // conditions. False (and a response sent) when it cannot be copied.
   bool CopySource(S3Request& r, store::ObjectMeta* source);
+  // CompleteMultipartUpload's object checksum (multipart_ops.cc). False
+  // (and a response sent) when the client's checksums do not match.
+  bool CompletedChecksum(S3Request& r, const store::UploadInfo& upload, const std::vector<s3::CompletedPart>& named,
+                         store::ObjectChecksum* out);
 
   // ---- bucket_ops.cc ----
   void ListBuckets(S3Request& r);
@@ -205,6 +212,13 @@ bool WriteConditionOf(S3Request& r, store::WriteCondition* c);
 // PreconditionFailed (404 NoSuchKey for If-Match on a missing key), a
 // conditional write that raced another is 409 ConditionalRequestConflict.
 void SendWriteFailure(S3Request& r, const Status& s, const store::WriteCondition& c, Subject subject);
+
+// Stored checksums (store::ObjectChecksum): whether the request asks for
+// them (x-amz-checksum-mode: ENABLED, as a header or signed into a presigned
+// URL), and the headers that carry one: x-amz-checksum-ALGORITHM: value and
+// x-amz-checksum-type.
+bool ChecksumModeEnabled(const S3Request& r);
+void AddChecksumHeaders(const store::ObjectChecksum& c, const std::string& value, http::Headers* h);
 
 // S3's ISO 8601 time for listings ("2024-01-31T12:00:00.000Z").
 std::string IsoTime(int64_t ns);

@@ -2,7 +2,8 @@
 // object attributes as JSON, and the naming rules for buckets and keys.
 //   blocks: [{"id": "...", "size": N, "crc32c": N, "pool": "...", "nodes": [...]}, ...]
 //           erasure-coded ones add "ec": [K, M], "fcrc": [N, ...] (a checksum per fragment)
-//   attrs:  {"headers": {...}, "parts": [N, ...], "upload": "...", "write": "..."}
+//   attrs:  {"headers": {...}, "parts": [N, ...], "upload": "...", "write": "...",
+//            "checksum": {"algorithm": "...", "value": "...", "type": "...", "parts": ["...", ...]}}
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -135,6 +136,11 @@ std::string AttrsToJson(const ObjectAttrs& a) {
   if (!a.part_sizes.empty()) j["parts"] = a.part_sizes;
   if (!a.upload_id.empty()) j["upload"] = a.upload_id;
   if (!a.write_id.empty()) j["write"] = a.write_id;
+  if (!a.checksum.empty()) {
+    nlohmann::json c = {{"algorithm", a.checksum.algorithm}, {"value", a.checksum.value}, {"type", a.checksum.type}};
+    if (!a.checksum.parts.empty()) c["parts"] = a.checksum.parts;
+    j["checksum"] = std::move(c);
+  }
   // Never throws: bytes that are not UTF-8 (refused by the protocol layers
   // before they get here) would be replaced, not end the process.
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -152,6 +158,13 @@ Result<ObjectAttrs> AttrsFromJson(const std::string& text) {
     if (j.contains("parts")) a.part_sizes = j["parts"].get<std::vector<uint64_t>>();
     a.upload_id = j.value("upload", "");
     a.write_id = j.value("write", "");
+    if (j.contains("checksum")) {
+      const auto& c = j["checksum"];
+      a.checksum.algorithm = c.at("algorithm").get<std::string>();
+      a.checksum.value = c.at("value").get<std::string>();
+      a.checksum.type = c.value("type", "FULL_OBJECT");
+      if (c.contains("parts")) a.checksum.parts = c["parts"].get<std::vector<std::string>>();
+    }
   } catch (const nlohmann::json::exception& e) {
     return Corruption(fmt::format("malformed object attributes: {}", e.what()));
   }

@@ -55,6 +55,17 @@ BlockRef FragmentRef(const BlockRef& block, int i);
 // holder, or one fragment per holder. (node, the block as stored there).
 std::vector<std::pair<std::string, BlockRef>> StoredPieces(const BlockRef& block);
 
+// S3's checksum of an object (x-amz-checksum-*): the algorithm (crc32,
+// crc32c, crc64nvme, sha1, sha256), its base64 value ("-N" after it for a
+// COMPOSITE one: the checksum of the N parts' checksums), its type
+// (FULL_OBJECT or COMPOSITE), and for a COMPOSITE one each part's value.
+struct ObjectChecksum {
+  std::string algorithm, value, type;
+  std::vector<std::string> parts;
+  bool empty() const { return algorithm.empty(); }
+  bool operator==(const ObjectChecksum&) const = default;
+};
+
 // What an object carries besides its bytes and layout.
 struct ObjectAttrs {
   // The headers a client stored with it and gets back on GET/HEAD:
@@ -64,6 +75,7 @@ struct ObjectAttrs {
   std::vector<uint64_t> part_sizes;  // a multipart object's parts, in order (GET ?partNumber=)
   std::string upload_id;             // the multipart upload it was completed from
   std::string write_id;              // unique per write: tells whether an unanswered commit happened
+  ObjectChecksum checksum;
   bool operator==(const ObjectAttrs&) const = default;
 };
 std::string AttrsToJson(const ObjectAttrs& attrs);
@@ -104,6 +116,7 @@ struct PartMeta {
   std::string etag;  // MD5 of the part's bytes, quoted
   int64_t mtime_ns = 0;
   std::vector<BlockRef> blocks;
+  std::string checksum;  // base64, in the upload's checksum algorithm ("" when it has none)
 };
 
 // A multipart upload in progress.

@@ -42,6 +42,7 @@ ObjectWriter::~ObjectWriter() {
 Status ObjectWriter::Write(std::string_view data) {
   if (done_) return InvalidArgument(fmt::format("put of '{}': write after commit or abort", key_));
   EVP_DigestUpdate(Md5(md5_), data.data(), data.size());
+  if (tap_) tap_(data);
   size_ += data.size();
   while (!data.empty()) {
     size_t take = std::min<size_t>(data.size(), block_size_ - buffer_.size());
@@ -100,7 +101,7 @@ Result<ObjectMeta> ObjectWriter::Commit() {
     return s;
   };
   if (part_ > 0) {
-    PartMeta p{part_, size_, m.etag, m.mtime_ns, written_};
+    PartMeta p{part_, size_, m.etag, m.mtime_ns, written_, attrs_.checksum.value};
     auto old = meta_.PutPart(upload_id_, p);
     if (!old.ok()) {
       return failed(Status(old.status().code(), old.status().subject(),
@@ -246,11 +247,13 @@ Result<UploadInfo> ObjectStore::GetUpload(const std::string& upload_id, const st
 }
 
 Result<std::unique_ptr<ObjectWriter>> ObjectStore::PutPart(const std::string& upload_id, const std::string& bucket,
-                                                           const std::string& key, uint32_t number) {
+                                                           const std::string& key, uint32_t number,
+                                                           UploadInfo* upload) {
   if (number < 1 || number > kMaxPartNumber) {
     return InvalidArgument(fmt::format("part number {} outside 1..{}", number, kMaxPartNumber));
   }
-  AQ_TRY(GetUpload(upload_id, bucket, key));
+  auto info = AQ_TRY(GetUpload(upload_id, bucket, key));
+  if (upload != nullptr) *upload = std::move(info);
   std::unique_ptr<ObjectWriter> w(new ObjectWriter(meta_, *service_, *reclaimer_, bucket, key,
                                                    PoolFor(bucket, key, kUnknownSize), options_.block_size, {}));
   w->upload_id_ = upload_id;
@@ -339,7 +342,7 @@ bool CheckCompletion(const UploadInfo& upload, const std::vector<CompletedPart>&
 
 Result<ObjectMeta> ObjectStore::CompleteUpload(const std::string& upload_id, const std::string& bucket,
                                                const std::string& key, const std::vector<CompletedPart>& parts,
-                                               const WriteCondition& condition) {
+                                               const WriteCondition& condition, ObjectChecksum checksum) {
   std::vector<CompletedPart> quoted = parts;
   for (auto& p : quoted) {
     if (p.etag.empty() || p.etag.front() != '"') p.etag = "\"" + p.etag + "\"";
@@ -353,6 +356,9 @@ Result<ObjectMeta> ObjectStore::CompleteUpload(const std::string& upload_id, con
   m.etag = MultipartEtag(quoted);
   m.block_size = options_.block_size;
   m.attrs.headers = upload.headers;
+  m.attrs.headers.erase(kUploadChecksumAlgorithm);
+  m.attrs.headers.erase(kUploadChecksumType);
+  m.attrs.checksum = std::move(checksum);
   m.attrs.upload_id = upload_id;
   m.attrs.write_id = NewBlockId();
   m.condition = condition;

@@ -52,6 +52,11 @@ class ObjectWriter {
   // A condition the commit checks in its transaction (S3's If-None-Match: *
   // and If-Match; store::WriteCondition says how a failure reads).
   void set_condition(WriteCondition c) { condition_ = std::move(c); }
+  // The checksum stored with the object (or, for a part, its value),
+  // known once the body has been read.
+  void set_checksum(ObjectChecksum c) { attrs_.checksum = std::move(c); }
+  // Sees every byte written, in order (a checksum of a copy's bytes).
+  void set_tap(std::function<void(std::string_view)> tap) { tap_ = std::move(tap); }
   // Removes every block written so far. Idempotent.
   void Abort();
   uint64_t bytes_written() const { return size_; }
@@ -76,6 +81,7 @@ class ObjectWriter {
   std::string upload_id_;  // a part of this multipart upload, when part_ > 0
   uint32_t part_ = 0;
   WriteCondition condition_;
+  std::function<void(std::string_view)> tap_;
 };
 
 struct ListV2Request {
@@ -148,18 +154,25 @@ class ObjectStore {
                                   std::map<std::string, std::string> headers = {});
   // A writer whose Commit records part `number` (1..10000) of the upload
   // (and returns its size and ETag). NotFound if the upload is not one for
-  // bucket/key.
+  // bucket/key. `upload`, when given, receives the upload as read.
   Result<std::unique_ptr<ObjectWriter>> PutPart(const std::string& upload_id, const std::string& bucket,
-                                                const std::string& key, uint32_t number);
+                                                const std::string& key, uint32_t number, UploadInfo* upload = nullptr);
   // The upload, checked to be for bucket/key (NotFound otherwise).
   Result<UploadInfo> GetUpload(const std::string& upload_id, const std::string& bucket, const std::string& key);
   // Commits the named parts, in order, as the object; frees the blocks of
   // the replaced object and of parts left out. The ETag is S3's: the MD5 of
   // the parts' MD5s, "-" and the part count. The caller has checked the
   // list (CheckCompletion); a part replaced meanwhile is InvalidArgument.
-  // The object keeps the upload's headers and records its id and part sizes.
+  // The object keeps the upload's headers (but for its checksum settings)
+  // and records its id, part sizes and `checksum`.
   Result<ObjectMeta> CompleteUpload(const std::string& upload_id, const std::string& bucket, const std::string& key,
-                                    const std::vector<CompletedPart>& parts, const WriteCondition& condition = {});
+                                    const std::vector<CompletedPart>& parts, const WriteCondition& condition = {},
+                                    ObjectChecksum checksum = {});
+  // Where an upload keeps the checksum its object will carry (with its
+  // headers, under names no stored header has): the algorithm
+  // (ObjectChecksum::algorithm) and the type (FULL_OBJECT or COMPOSITE).
+  static constexpr const char* kUploadChecksumAlgorithm = "x-amz-checksum-algorithm";
+  static constexpr const char* kUploadChecksumType = "x-amz-checksum-type";
   Status AbortUpload(const std::string& upload_id, const std::string& bucket, const std::string& key);
   // S3 ListObjectsV2: keys under the prefix; with a delimiter, keys that
   // contain it after the prefix are rolled up into common prefixes. Keys and

@@ -59,6 +59,7 @@ CREATE TABLE IF NOT EXISTS parts(
   size INTEGER NOT NULL,
   etag TEXT NOT NULL,
   mtime_ns INTEGER NOT NULL,
+  checksum TEXT NOT NULL DEFAULT '',
   PRIMARY KEY(upload_id, number));
 CREATE TABLE IF NOT EXISTS part_blocks(
   upload_id TEXT NOT NULL,
@@ -297,7 +298,7 @@ class SqliteMetaStore final : public MetaStore {
     AQ_TRY(Exec("BEGIN"));
     Result<UploadInfo> r = [&]() AQ_REQUIRES(mu_) -> Result<UploadInfo> {
       UploadInfo u = AQ_TRY(Upload(id));
-      Stmt s(db_, "SELECT number, size, etag, mtime_ns FROM parts WHERE upload_id = ? ORDER BY number");
+      Stmt s(db_, "SELECT number, size, etag, mtime_ns, checksum FROM parts WHERE upload_id = ? ORDER BY number");
       s.Bind(1, id);
       int rc;
       while ((rc = s.Step()) == SQLITE_ROW) {
@@ -306,6 +307,7 @@ class SqliteMetaStore final : public MetaStore {
         p.size = static_cast<uint64_t>(s.Int(1));
         p.etag = s.Text(2);
         p.mtime_ns = s.Int(3);
+        p.checksum = s.Text(4);
         p.blocks = AQ_TRY(PartBlocks(id, p.number));
         u.parts.push_back(std::move(p));
       }
@@ -351,12 +353,15 @@ class SqliteMetaStore final : public MetaStore {
       Stmt del(db_, "DELETE FROM part_blocks WHERE upload_id = ? AND number = ?");
       del.Bind(1, id).Bind(2, static_cast<int64_t>(p.number));
       if (del.Step() != SQLITE_DONE) return Error("replace part " + std::to_string(p.number));
-      Stmt ins(db_, "INSERT OR REPLACE INTO parts(upload_id, number, size, etag, mtime_ns) VALUES(?, ?, ?, ?, ?)");
+      Stmt ins(db_,
+               "INSERT OR REPLACE INTO parts(upload_id, number, size, etag, mtime_ns, checksum) "
+               "VALUES(?, ?, ?, ?, ?, ?)");
       ins.Bind(1, id)
           .Bind(2, static_cast<int64_t>(p.number))
           .Bind(3, static_cast<int64_t>(p.size))
           .Bind(4, p.etag)
-          .Bind(5, p.mtime_ns != 0 ? p.mtime_ns : NowNs());
+          .Bind(5, p.mtime_ns != 0 ? p.mtime_ns : NowNs())
+          .Bind(6, p.checksum);
       if (ins.Step() != SQLITE_DONE) return Error("write part " + std::to_string(p.number));
       for (size_t i = 0; i < p.blocks.size(); ++i) {
         const auto& b = p.blocks[i];
@@ -835,7 +840,8 @@ Result<std::unique_ptr<MetaStore>> OpenSqliteMetaStore(const std::string& path) 
   for (const char* alter : {"ALTER TABLE blocks ADD COLUMN nodes TEXT NOT NULL DEFAULT ''",
                             "ALTER TABLE part_blocks ADD COLUMN nodes TEXT NOT NULL DEFAULT ''",
                             "ALTER TABLE objects ADD COLUMN attrs TEXT NOT NULL DEFAULT ''",
-                            "ALTER TABLE uploads ADD COLUMN attrs TEXT NOT NULL DEFAULT ''"}) {
+                            "ALTER TABLE uploads ADD COLUMN attrs TEXT NOT NULL DEFAULT ''",
+                            "ALTER TABLE parts ADD COLUMN checksum TEXT NOT NULL DEFAULT ''"}) {
     sqlite3_exec(db, alter, nullptr, nullptr, nullptr);
   }
   return std::unique_ptr<MetaStore>(std::make_unique<SqliteMetaStore>(db, path));

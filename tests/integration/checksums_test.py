@@ -1,0 +1,267 @@
+#!/usr/bin/python3
+"""Stored checksums (x-amz-checksum-*), end to end against real nodes.
+
+Every object carries one: the algorithm the client names or sends
+(CRC32, CRC32C, CRC64NVME, SHA1, SHA256), CRC64NVME when it sends none, as
+S3 does. It is returned on GET and HEAD with x-amz-checksum-mode: ENABLED,
+and on PUT, UploadPart, CompleteMultipartUpload, ListParts and copies.
+Multipart objects carry a COMPOSITE checksum (of the parts' checksums,
+"-N") or a FULL_OBJECT one (the parts' CRCs combined into the whole's).
+
+The values are checked three ways: against this file's own implementations
+(zlib, hashlib, and table CRC-32C and CRC-64/NVME written from their
+definitions), by boto3 and by the AWS SDK for JavaScript v3 (from npm, as
+js_presign installs it), both of which validate a GET's body against the
+checksum the node returns. A cluster (etcd metadata) keeps part checksums
+across nodes.
+
+usage: checksums_test.py path/to/aquifer [NPM_CACHE_DIR]
+"""
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zlib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import s3lib  # noqa: E402
+
+AQ = os.path.abspath(sys.argv[1])
+HERE = os.path.dirname(os.path.abspath(__file__))
+NPM = os.path.abspath(sys.argv[2]) if len(sys.argv) > 2 else os.path.join(tempfile.gettempdir(), "aq-js-presign")
+MiB = 1 << 20
+
+
+def _table(poly):
+    t = []
+    for b in range(256):
+        c = b
+        for _ in range(8):
+            c = (c >> 1) ^ poly if c & 1 else c >> 1
+        t.append(c)
+    return t
+
+
+_T32C, _T64 = _table(0x82F63B78), _table(0x9A6C9329AC4BC9B5)
+
+
+def _crc(table, mask, data):
+    c = mask
+    for b in data:
+        c = table[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ mask
+
+
+def b64(data):
+    return base64.b64encode(data).decode()
+
+
+def checksum(algorithm, data):
+    """The base64 checksum S3 gives these bytes."""
+    a = algorithm.lower()
+    if a == "crc32":
+        return b64(zlib.crc32(data).to_bytes(4, "big"))
+    if a == "crc32c":
+        return b64(_crc(_T32C, 0xFFFFFFFF, data).to_bytes(4, "big"))
+    if a == "crc64nvme":
+        return b64(_crc(_T64, (1 << 64) - 1, data).to_bytes(8, "big"))
+    return b64(hashlib.new(a, data).digest())
+
+
+def composite(algorithm, part_values):
+    raw = b"".join(base64.b64decode(v) for v in part_values)
+    return f"{checksum(algorithm, raw)}-{len(part_values)}"
+
+
+def headers(response):
+    return {k: v for k, v in response["ResponseMetadata"]["HTTPHeaders"].items() if k.startswith("x-amz-checksum")}
+
+
+check = s3lib.Checks()
+tmp = tempfile.mkdtemp(prefix="aq_checksums_")
+creds = s3lib.write_credentials(os.path.join(tmp, "keys"))
+ALGS = ["CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256"]
+
+
+def boto_checks(port, where):
+    s3 = s3lib.boto(port)
+    s3.create_bucket(Bucket="sums")
+    body = os.urandom(200_001)
+    # boto3 (1.26) knows four algorithms; CRC64NVME arrives by header.
+    for alg in ALGS:
+        key = f"put/{alg}"
+        if alg == "CRC64NVME":
+            st, h, b = s3lib.request(port, "PUT", "/sums/" + key, body=body,
+                                     headers={"x-amz-checksum-crc64nvme": checksum(alg, body)})
+            check(st == 200 and h.get("x-amz-checksum-crc64nvme") == checksum(alg, body),
+                  f"{where}: PUT with x-amz-checksum-crc64nvme: {st} {h} {b[:200]}")
+        else:
+            r = s3.put_object(Bucket="sums", Key=key, Body=body, ChecksumAlgorithm=alg)
+            check(headers(r).get(f"x-amz-checksum-{alg.lower()}") == checksum(alg, body),
+                  f"{where}: PUT answers its {alg}: {headers(r)}")
+        g = s3.get_object(Bucket="sums", Key=key, ChecksumMode="ENABLED")
+        got = g["Body"].read()
+        h = headers(g)
+        check(got == body and h.get(f"x-amz-checksum-{alg.lower()}") == checksum(alg, body)
+              and h.get("x-amz-checksum-type") == "FULL_OBJECT", f"{where}: GET returns the stored {alg}: {h}")
+        head = headers(s3.head_object(Bucket="sums", Key=key, ChecksumMode="ENABLED"))
+        check(head == h, f"{where}: HEAD returns it too: {head}")
+    # No checksum sent: CRC64NVME, as S3 stores by default.
+    s3.put_object(Bucket="sums", Key="plain", Body=body)
+    h = headers(s3.head_object(Bucket="sums", Key="plain", ChecksumMode="ENABLED"))
+    check(h.get("x-amz-checksum-crc64nvme") == checksum("crc64nvme", body),
+          f"{where}: a PUT without a checksum stores CRC64NVME: {h} (expected {checksum('crc64nvme', body)})")
+    check(headers(s3.head_object(Bucket="sums", Key="plain")) == {}, f"{where}: nothing unless asked")
+    r = s3.get_object(Bucket="sums", Key="plain", ChecksumMode="ENABLED", Range="bytes=10-99")
+    check(r["Body"].read() == body[10:100] and headers(r) == {},
+          f"{where}: a range answers no whole-object checksum: {headers(r)}")
+    # A checksum that does not match: refused, nothing stored.
+    st, _, b = s3lib.request(port, "PUT", "/sums/bad", body=body, headers={"x-amz-checksum-crc64nvme": "AAAAAAAAAAA="})
+    check(st == 400 and b"BadDigest" in b, f"{where}: a wrong CRC64NVME is 400 BadDigest: {st} {b[:200]}")
+    check(s3lib.request(port, "HEAD", "/sums/bad")[0] == 404, f"{where}: ... and nothing is stored")
+    # Copies carry the checksum of the bytes copied.
+    cp = s3.copy_object(Bucket="sums", Key="copy", CopySource="sums/put/SHA256")["CopyObjectResult"]
+    check(cp.get("ChecksumSHA256") == checksum("sha256", body), f"{where}: a copy keeps the algorithm: {cp}")
+    cp = s3.copy_object(Bucket="sums", Key="copy2", CopySource="sums/plain", ChecksumAlgorithm="CRC32C")
+    h = headers(s3.head_object(Bucket="sums", Key="copy2", ChecksumMode="ENABLED"))
+    check(h.get("x-amz-checksum-crc32c") == checksum("crc32c", body), f"{where}: a copy in another algorithm: {h}")
+
+    # Multipart: COMPOSITE by default, FULL_OBJECT on request, CRC64NVME when none is named.
+    chunks = [os.urandom(5 * MiB), os.urandom(5 * MiB), os.urandom(4321)]
+    whole = b"".join(chunks)
+    for alg, kind in [("CRC32", None), ("SHA256", None), ("CRC32C", "FULL_OBJECT"), (None, None)]:
+        key = f"mpu/{alg}-{kind}"
+        extra = {"ChecksumAlgorithm": alg} if alg else {}
+        if kind:
+            # boto3 1.26 has no ChecksumType: the header goes on by hand.
+            def add_type(request, **_):
+                request.headers["x-amz-checksum-type"] = kind
+            s3.meta.events.register_first("before-sign.s3.CreateMultipartUpload", add_type, unique_id="type")
+        u = s3.create_multipart_upload(Bucket="sums", Key=key, **extra)
+        s3.meta.events.unregister("before-sign.s3.CreateMultipartUpload", unique_id="type")
+        algorithm = (alg or "CRC64NVME").lower()
+        ctype = kind or ("FULL_OBJECT" if algorithm == "crc64nvme" else "COMPOSITE")
+        check(headers(u).get("x-amz-checksum-type") == ctype, f"{where}: {key}: created as {headers(u)}")
+        parts, values = [], []
+        for i, c in enumerate(chunks, 1):
+            p = s3.upload_part(Bucket="sums", Key=key, UploadId=u["UploadId"], PartNumber=i, Body=c, **extra)
+            v = headers(p).get(f"x-amz-checksum-{algorithm}")
+            check(v == checksum(algorithm, c), f"{where}: {key}: part {i} answers its checksum: {headers(p)}")
+            values.append(v)
+            parts.append({"PartNumber": i, "ETag": p["ETag"], **({f"Checksum{alg}": v} if alg else {})})
+        # (boto3 1.26 does not parse ChecksumCRC64NVME: the XML is read here)
+        st, _, b = s3lib.request(port, "GET", "/sums/" + key, "uploadId=" + u["UploadId"])
+        text = b.decode()
+        check(st == 200 and f"<ChecksumAlgorithm>{algorithm.upper()}</ChecksumAlgorithm>" in text and
+              f"<ChecksumType>{ctype}</ChecksumType>" in text and
+              all(f"<Checksum{algorithm.upper()}>{v}</Checksum{algorithm.upper()}>" in text for v in values),
+              f"{where}: {key}: ListParts names the algorithm, the type and each part's value: {text[:600]}")
+        s3.complete_multipart_upload(Bucket="sums", Key=key, UploadId=u["UploadId"], MultipartUpload={"Parts": parts})
+        expected = composite(algorithm, values) if ctype == "COMPOSITE" else checksum(algorithm, whole)
+        g = s3.get_object(Bucket="sums", Key=key, ChecksumMode="ENABLED")
+        check(g["Body"].read() == whole and headers(g).get(f"x-amz-checksum-{algorithm}") == expected and
+              headers(g).get("x-amz-checksum-type") == ctype, f"{where}: {key}: GET returns {expected}: {headers(g)}")
+        g = s3.get_object(Bucket="sums", Key=key, ChecksumMode="ENABLED", PartNumber=2)
+        if ctype == "COMPOSITE":
+            check(g["Body"].read() == chunks[1] and headers(g).get(f"x-amz-checksum-{algorithm}") == values[1],
+                  f"{where}: {key}: GET partNumber=2 returns the part's own: {headers(g)}")
+    # A completion naming a part's checksum that is not the part's: refused.
+    u = s3.create_multipart_upload(Bucket="sums", Key="mpu/wrong", ChecksumAlgorithm="CRC32")
+    p = s3.upload_part(Bucket="sums", Key="mpu/wrong", UploadId=u["UploadId"], PartNumber=1, Body=b"x" * 100,
+                       ChecksumAlgorithm="CRC32")
+    code = s3lib.error_code(lambda: s3.complete_multipart_upload(
+        Bucket="sums", Key="mpu/wrong", UploadId=u["UploadId"],
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": p["ETag"], "ChecksumCRC32": "AAAAAA=="}]}))
+    check(code == "InvalidPart", f"{where}: a completion naming a wrong part checksum: {code}")
+    st, _, b = s3lib.request(port, "POST", "/sums/x", "uploads",
+                             headers={"x-amz-checksum-algorithm": "SHA1", "x-amz-checksum-type": "FULL_OBJECT"})
+    check(st == 400 and b"InvalidRequest" in b, f"{where}: SHA1 cannot be FULL_OBJECT: {st} {b[:200]}")
+    st, _, b = s3lib.request(port, "POST", "/sums/x", "uploads", headers={"x-amz-checksum-algorithm": "MD5"})
+    check(st == 400 and b"InvalidRequest" in b, f"{where}: an unknown algorithm: {st} {b[:200]}")
+
+
+def js_checks(port):
+    if not shutil.which("npm") or not shutil.which("node"):
+        print("SKIP (JavaScript part): node and npm are not installed")
+        return
+    os.makedirs(NPM, exist_ok=True)
+    for f in ("package.json", "checksums.mjs"):
+        shutil.copy(os.path.join(HERE, "js_presign", f), os.path.join(NPM, f))
+    if not os.path.exists(os.path.join(NPM, "node_modules", "@aws-sdk", "client-s3")):
+        r = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel", "error"], cwd=NPM,
+                           capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            print(f"SKIP (JavaScript part): npm install failed (no registry?): {r.stderr.strip()[-300:]}")
+            return
+    s3lib.request(port, "PUT", "/jssums")
+    r = subprocess.run(["node", "checksums.mjs", f"http://127.0.0.1:{port}", "jssums", s3lib.KEY, s3lib.SECRET,
+                        str(5 * MiB)], cwd=NPM, capture_output=True, text=True, timeout=300)
+    check(r.returncode == 0, f"the JavaScript SDK's calls all succeed (its GETs validate checksums): {r.stderr[-1500:]}")
+    if r.returncode != 0:
+        return
+    out = json.loads(r.stdout)
+    for name, res in out["puts"].items():
+        alg = "CRC32" if name == "default" else name  # the SDK's default: CRC32 on every PUT
+        key = f"Checksum{alg}"
+        check(res["get"]["sha256"] == out["body_sha256"] and res["get"]["checksums"].get(key) and
+              res["get"]["checksums"].get(key) == res["put"].get(key) == res["head"].get(key) and
+              res["get"]["checksums"].get("ChecksumType") == "FULL_OBJECT",
+              f"JS SDK: PUT {name}: the SDK validated a GET against the node's {alg}: {res}")
+    for name, res in out["multipart"].items():
+        alg, kind = name.split("-", 1)
+        key = f"Checksum{alg}"
+        values = [p[key] for p in res["parts"]]
+        ok = (res["created"] == {"algorithm": alg, "type": kind} and res["listed"]["algorithm"] == alg and
+              [p.get(key) for p in res["listed"]["parts"]] == values and res["get"]["sha256"] == out["object_sha256"]
+              and res["get"]["checksums"].get(key) == res["complete"].get(key)
+              and res["get"]["checksums"].get("ChecksumType") == kind)
+        if kind == "COMPOSITE":
+            ok = ok and res["complete"].get(key) == composite(alg, values) and \
+                res["part2"]["checksums"].get(key) == values[1]
+        check(ok, f"JS SDK: multipart {name}: {res}")
+    errs = out["errors"]
+    check(errs["wrong_put"] == "BadDigest", f"JS SDK: a wrong CRC32 on PUT: {errs['wrong_put']}")
+    check(errs["sha256_full_object"] == "InvalidRequest", f"JS SDK: SHA256 FULL_OBJECT: {errs['sha256_full_object']}")
+    check(errs["wrong_part"] == "InvalidPart", f"JS SDK: a completion with a wrong part checksum: {errs['wrong_part']}")
+
+
+node = etcd = None
+nodes = []
+try:
+    node = s3lib.Node(AQ, os.path.join(tmp, "single"), credentials=creds)
+    boto_checks(node.port, "one node")
+    js_checks(node.port)
+    node.stop()
+    node = None
+
+    if shutil.which("etcd"):
+        etcd = s3lib.Etcd(tmp)
+        nodes = [s3lib.ClusterNode(AQ, tmp, f"n{i}", etcd.url, creds, "--replicas", "2") for i in (1, 2)]
+        boto_checks(nodes[0].port, "cluster")
+        # Parts written through one node, completed and read through the other.
+        s3a, s3b = s3lib.boto(nodes[0].port), s3lib.boto(nodes[1].port)
+        u = s3a.create_multipart_upload(Bucket="sums", Key="across", ChecksumAlgorithm="SHA1")
+        c = [os.urandom(5 * MiB), b"tail"]
+        ps = [s3a.upload_part(Bucket="sums", Key="across", UploadId=u["UploadId"], PartNumber=i, Body=d,
+                              ChecksumAlgorithm="SHA1") for i, d in enumerate(c, 1)]
+        s3b.complete_multipart_upload(Bucket="sums", Key="across", UploadId=u["UploadId"], MultipartUpload={
+            "Parts": [{"PartNumber": i, "ETag": p["ETag"], "ChecksumSHA1": p["ChecksumSHA1"]}
+                      for i, p in enumerate(ps, 1)]})
+        h = headers(s3b.head_object(Bucket="sums", Key="across", ChecksumMode="ENABLED"))
+        check(h.get("x-amz-checksum-sha1") == composite("sha1", [checksum("sha1", d) for d in c]),
+              f"cluster: parts from one node, completed on the other: {h}")
+    else:
+        print("SKIP (cluster part): etcd is not installed")
+finally:
+    for n in nodes:
+        n.stop()
+    if node is not None:
+        node.stop()
+    if etcd is not None:
+        etcd.stop()
+    shutil.rmtree(tmp, ignore_errors=True)
+check.finish()
