@@ -218,8 +218,8 @@ bool S3Handler::CompletedChecksum(S3Request& r, const store::UploadInfo& upload,
       return false;
     }
   }
-  if (known) *out = {algorithm, value, type, {}};
-  if (known && type == "COMPOSITE") {
+  if (known) {
+    *out = {algorithm, value, type, {}};
     for (const auto* p : parts) out->parts.push_back(p->checksum);
   }
   return true;

@@ -82,6 +82,7 @@ std::set<std::string, std::less<>> Allowed(const S3Request& r) {
   // Objects carry no tags and one access policy: these are answered truthfully (tools copy them).
   if (r.Has("tagging") && (m == "GET" || m == "PUT" || m == "DELETE")) return {"tagging", "versionId"};
   if (r.Has("acl") && (m == "GET" || m == "PUT")) return {"acl", "versionId"};
+  if (r.Has("attributes") && m == "GET") return {"attributes", "versionId"};
   if (m == "GET" || m == "HEAD") {
     auto s = kResponseOverrides;
     s.insert({"partNumber", "versionId"});
@@ -466,6 +467,7 @@ void S3Handler::Route(S3Request& r) {
   if (m == "GET" && r.Has("uploadId")) return ListParts(r);
   if (r.Has("tagging")) return ObjectTagging(r);
   if (r.Has("acl")) return Acl(r);
+  if (m == "GET" && r.Has("attributes")) return ObjectAttributes(r);
   if (m == "GET" || m == "HEAD") return GetObject(r);
   if (m == "PUT") {
     if (r.Has("uploadId") || r.Has("partNumber")) return UploadPart(r);

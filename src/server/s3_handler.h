@@ -130,6 +130,7 @@ class S3Handler {
   // has full control), PUT accepts only what changes nothing (an empty tag
   // set, the "private" ACL) and refuses the rest with 501.
   void ObjectTagging(S3Request& r);
+  void ObjectAttributes(S3Request& r);
   void Acl(S3Request& r);
   // The headers a PUT, copy (REPLACE) or CreateMultipartUpload stores with
   // an object; false (and a response sent) when they break S3's limits.

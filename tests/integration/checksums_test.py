@@ -116,6 +116,13 @@ def boto_checks(port, where):
     check(h.get("x-amz-checksum-crc64nvme") == checksum("crc64nvme", body),
           f"{where}: a PUT without a checksum stores CRC64NVME: {h} (expected {checksum('crc64nvme', body)})")
     check(headers(s3.head_object(Bucket="sums", Key="plain")) == {}, f"{where}: nothing unless asked")
+    a = s3.get_object_attributes(Bucket="sums", Key="put/SHA1", ObjectAttributes=["Checksum", "ObjectSize",
+                                                                                   "StorageClass", "ObjectParts"])
+    check(a.get("Checksum", {}).get("ChecksumSHA1") == checksum("sha1", body) and a.get("ObjectSize") == len(body)
+          and a.get("StorageClass") == "STANDARD" and "ObjectParts" not in a,
+          f"{where}: get_object_attributes of a single PUT: {a}")
+    st, _, b = s3lib.request(port, "GET", "/sums/plain", "attributes=", headers={"x-amz-object-attributes": "Owner"})
+    check(st == 400 and b"InvalidArgument" in b, f"{where}: an unknown attribute is 400: {st} {b[:200]}")
     r = s3.get_object(Bucket="sums", Key="plain", ChecksumMode="ENABLED", Range="bytes=10-99")
     check(r["Body"].read() == body[10:100] and headers(r) == {},
           f"{where}: a range answers no whole-object checksum: {headers(r)}")
@@ -166,9 +173,26 @@ def boto_checks(port, where):
         check(g["Body"].read() == whole and headers(g).get(f"x-amz-checksum-{algorithm}") == expected and
               headers(g).get("x-amz-checksum-type") == ctype, f"{where}: {key}: GET returns {expected}: {headers(g)}")
         g = s3.get_object(Bucket="sums", Key=key, ChecksumMode="ENABLED", PartNumber=2)
-        if ctype == "COMPOSITE":
-            check(g["Body"].read() == chunks[1] and headers(g).get(f"x-amz-checksum-{algorithm}") == values[1],
-                  f"{where}: {key}: GET partNumber=2 returns the part's own: {headers(g)}")
+        check(g["Body"].read() == chunks[1] and headers(g).get(f"x-amz-checksum-{algorithm}") == values[1],
+              f"{where}: {key}: GET partNumber=2 returns the part's own: {headers(g)}")
+        # GetObjectAttributes: the same values, and the parts a page at a time.
+        st, _, b = s3lib.request(port, "GET", "/sums/" + key, "attributes=", headers={
+            "x-amz-object-attributes": "ETag,Checksum,ObjectParts,ObjectSize,StorageClass", "x-amz-max-parts": "2"})
+        text = b.decode()
+        el = f"Checksum{algorithm.upper()}"
+        check(st == 200 and f"<{el}>{expected}</{el}><ChecksumType>{ctype}</ChecksumType>" in text and
+              "<PartsCount>3</PartsCount>" in text and f"<ObjectSize>{len(whole)}</ObjectSize>" in text and
+              f"<Part><PartNumber>2</PartNumber><Size>{len(chunks[1])}</Size><{el}>{values[1]}</{el}></Part>" in text
+              and "<IsTruncated>true</IsTruncated>" in text and "<NextPartNumberMarker>2</NextPartNumberMarker>" in text
+              and "<PartNumber>3</PartNumber>" not in text,
+              f"{where}: {key}: GetObjectAttributes, first page of parts: {st} {text[:900]}")
+        if alg in ("CRC32", "SHA256", "CRC32C"):
+            a = s3.get_object_attributes(Bucket="sums", Key=key, ObjectAttributes=["ObjectParts", "Checksum", "ETag"],
+                                         PartNumberMarker=2)
+            check(a["Checksum"].get(f"Checksum{alg}") == expected and a["ObjectParts"]["TotalPartsCount"] == 3 and
+                  [p["PartNumber"] for p in a["ObjectParts"]["Parts"]] == [3] and
+                  a["ObjectParts"]["Parts"][0].get(f"Checksum{alg}") == values[2] and a["ETag"] in g["ETag"],
+                  f"{where}: {key}: boto3's get_object_attributes, from part 3: {a}")
     # A completion naming a part's checksum that is not the part's: refused.
     u = s3.create_multipart_upload(Bucket="sums", Key="mpu/wrong", ChecksumAlgorithm="CRC32")
     p = s3.upload_part(Bucket="sums", Key="mpu/wrong", UploadId=u["UploadId"], PartNumber=1, Body=b"x" * 100,

@@ -56,6 +56,8 @@ try:
                 continue  # answered truthfully: see below
             if sub == "acl" and method == "PUT":
                 continue  # a policy is parsed: see below
+            if sub == "attributes" and method == "GET":
+                continue  # GetObjectAttributes (checksums_test)
             body = tags if method in ("PUT", "POST") else b""
             st, h, data = request(port, method, "/bk1/obj", sub, body)
             ok = st == 501 and b"NotImplemented" in data and h.get("x-amz-request-id", "") in data.decode()
