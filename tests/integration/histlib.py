@@ -1,10 +1,12 @@
 """The history checker's parts (Jepsen's idea, on one machine), shared by
 the single-node run (history_test.py) and the many-host one on a lab
 cluster (lab_history_test.py): values that carry their key, id and length;
-clients that run random operations through S3, the aquifer:// client and
-the mount and record each with its invocation and completion times; and
-the check of a recorded history (regular registers per key, listings key
-by key). See history_test.py for the rules.
+clients that run random operations through S3 (conditional writes
+included), the aquifer:// client and the mount and record each with its
+invocation and completion times; and the check of a recorded history
+(regular registers per key, listings key by key, and conditional writes:
+each one's condition held or failed as its answer says, and of writers
+racing on one condition exactly one won). See history_test.py for the rules.
 """
 import bisect
 import hashlib
@@ -127,6 +129,7 @@ class Client(threading.Thread):
         if hasattr(self.target, "enter"):
             self.target.enter(self.n)
         kinds = ["put"] * 6 + ["get"] * 8 + ["delete"] * 2 + ["list"] * 2 + ["copy"] * 2 + ["mpu"]
+        kinds += ["create"] * 2 + ["replace"] * 2
         kinds += ["cp_put", "cp_get"]
         if self.mnt:
             kinds += ["mnt_put", "mnt_get"] * 2
@@ -164,6 +167,48 @@ class Client(threading.Thread):
             judge(op, f"GET {key}", b)
         elif st == 404:
             op["val"] = ABSENT
+        record(op)
+
+    # -- S3 conditional writes: each is a read (its condition) and a write
+    def create(self, key):
+        """PUT with If-None-Match: *: stores only if the key is absent."""
+        vid, body = self.new_value(key)
+        remember(vid, body)
+        op = {"kind": "write", "via": "if-none-match", "key": key, "val": vid, "cond": ABSENT, "inv": now()}
+        try:
+            st, _, _ = self.target.request(self.rng, "PUT", path(key), body=body, headers={"If-None-Match": "*"},
+                                           timeout=10)
+            op["ok"], op["status"] = st == 200, st
+        except OSError as e:
+            op["ok"], op["status"] = False, repr(e)[:80]
+        op["comp"] = now()
+        record(op)
+
+    def replace(self, key):
+        """GET the key, then PUT with If-Match: its ETag: stores only if it still holds what was read."""
+        read = {"kind": "read", "via": "s3", "key": key, "inv": now()}
+        try:
+            st, h, b = self.target.request(self.rng, "GET", path(key), timeout=10)
+        except OSError as e:
+            st, h, b = repr(e)[:80], {}, b""
+        read["comp"], read["status"] = now(), st
+        if st == 200:
+            judge(read, f"GET {key}", b)
+        elif st == 404:
+            read["val"] = ABSENT
+        record(read)
+        if read.get("val", ABSENT) == ABSENT or "etag" not in h:
+            return
+        vid, body = self.new_value(key)
+        remember(vid, body)
+        op = {"kind": "write", "via": "if-match", "key": key, "val": vid, "cond": read["val"], "inv": now()}
+        try:
+            st, _, _ = self.target.request(self.rng, "PUT", path(key), body=body, headers={"If-Match": h["etag"]},
+                                           timeout=10)
+            op["ok"], op["status"] = st == 200, st
+        except OSError as e:
+            op["ok"], op["status"] = False, repr(e)[:80]
+        op["comp"] = now()
         record(op)
 
     def delete(self, key):
@@ -410,6 +455,46 @@ def check_history():
                 return True
         return k.first_unknown[present] < comp
 
+    def may_hold_other(key, val, inv, comp):
+        """Whether the key may have held anything but val (absence included) within [inv, comp]."""
+        k = keys.get(key)
+        if k is None or may_list(key, False, inv, comp):
+            return True
+        return any(v != val and may_see(key, v, inv, comp) for v in k.by_val if v != ABSENT) or \
+            any(first < comp for first in k.copy_from.values())
+
+    # Conditional writes: a success is also a read of its condition (the key
+    # absent, or holding the value whose ETag it named) at a point of its
+    # interval; a 412 (or If-Match's 404) a read of its condition failing.
+    # And of writers racing on one condition exactly one wins: two successful
+    # creates of a key need a delete that may have come between them, two
+    # successful replaces of one value a write of that value between them.
+    conditional = [op for op in history if op["kind"] == "write" and "cond" in op]
+    for op in conditional:
+        key, inv, comp, cond = op["key"], op["inv"], op["comp"], op["cond"]
+        what = f"{op['via']} write of {key} at {inv:.2f}-{comp:.2f}"
+        if op.get("ok"):
+            if not may_see(key, cond, inv, comp):
+                anomaly(f"{what} succeeded, but {key} could not have been {cond} then")
+        elif op.get("status") in (412, 404):
+            if cond == ABSENT and not may_list(key, True, inv, comp):
+                anomaly(f"{what} was refused ({op['status']}), but {key} could not have existed then")
+            if cond != ABSENT and not may_hold_other(key, cond, inv, comp):
+                anomaly(f"{what} was refused ({op['status']}), but {key} could only have held {cond} then")
+    wins = {}
+    for op in conditional:
+        if op.get("ok"):
+            wins.setdefault((op["key"], op["cond"]), []).append(op)
+    for (key, cond), ops in wins.items():
+        ops.sort(key=lambda o: o["inv"])
+        k = keys[key]
+        for a, b in zip(ops, ops[1:]):
+            between = [w for w in k.acked + k.unknown if w["val"] in (cond, f"?copy:{w.get('src')}")
+                       and w is not a and w is not b and w.get("comp", INF) > a["inv"] and w["inv"] < b["comp"]]
+            if not between:
+                anomaly(f"two conditional writes of {key} on {cond} both won: {a['val']} at "
+                        f"{a['inv']:.2f}-{a['comp']:.2f} and {b['val']} at {b['inv']:.2f}-{b['comp']:.2f}")
+
     reads = lists = 0
     for op in history:
         if op["kind"] == "read" and "val" in op:
@@ -441,6 +526,7 @@ def self_test():
                                                          "inv": inv, "comp": comp, "ok": ok, "status": status}
     R = lambda key, val, inv, comp: {"kind": "read", "via": "s3", "key": key, "val": val, "inv": inv, "comp": comp}
     L = lambda keys, inv, comp: {"kind": "list", "keys": set(keys), "inv": inv, "comp": comp}
+    C = lambda key, val, cond, inv, comp, ok=True, status=200: dict(W(key, val, inv, comp, ok, status), cond=cond)
     cases = [
         ([W("k0", "a", 0, 1), R("k0", "a", 2, 3)], 0),
         ([W("k0", "a", 0, 1), W("k0", "b", 2, 3), R("k0", "a", 4, 5)], 1),        # stale: b acknowledged first
@@ -453,6 +539,17 @@ def self_test():
         ([W("k0", "a", 0, 1), L([], 2, 3)], 1),                                   # listing lost it
         ([W("k0", "a", 0, 1), W("k0", ABSENT, 2, 3, status=204), L(["k0"], 4, 5)], 1),
         ([W("k0", "a", 0, 1), L(["k0"], 2, 3)], 0),
+        # conditional writes (C: If-None-Match: * when cond is ABSENT, else If-Match on cond's ETag)
+        ([C("k0", "a", ABSENT, 0, 1), C("k0", "b", ABSENT, 0.5, 1.5)], 1),          # two creates both won
+        ([C("k0", "a", ABSENT, 0, 1), W("k0", ABSENT, 1.2, 1.4, status=204),
+          C("k0", "b", ABSENT, 1.5, 2)], 0),                                          # a delete between
+        ([W("k0", "a", 0, 1), C("k0", "b", ABSENT, 2, 3)], 1),                       # created over a value
+        ([C("k0", "a", ABSENT, 0, 1, ok=False, status=412)], 1),                     # refused, nothing existed
+        ([W("k0", "a", 0, 1), C("k0", "b", ABSENT, 2, 3, ok=False, status=412)], 0),
+        ([W("k0", "a", 0, 1), C("k0", "b", "a", 2, 3), C("k0", "c", "a", 2.5, 3.5)], 1),  # one value replaced twice
+        ([W("k0", "a", 0, 1), C("k0", "b", "a", 2, 3), C("k0", "c", "b", 4, 5)], 0),
+        ([W("k0", "a", 0, 1), C("k0", "b", "a", 2, 3, ok=False, status=412)], 1),   # refused, a was all there was
+        ([W("k0", "a", 0, 1), W("k0", "x", 1.5, 2.5), C("k0", "b", "a", 2, 3, ok=False, status=412)], 0),
     ]
     failures = 0
     for n, (h, want) in enumerate(cases):
@@ -483,7 +580,9 @@ def finish(faults, windows, tmp):
             v = by_via.setdefault(f"{op['kind']} via {op['via']}", [0, 0])
             v[0] += 1
             v[1] += 1 if op.get("ok") or (op["kind"] == "read" and "val" in op) else 0
-    print(f"history: {len(history)} operations; {reads} reads and {lists} listings checked")
+    judged = sum(1 for op in writes if "cond" in op and (op.get("ok") or op.get("status") in (412, 404)))
+    print(f"history: {len(history)} operations; {reads} reads, {lists} listings and {judged} conditional writes "
+          "(won or refused) checked")
     for k, (n, ok) in sorted(by_via.items()):
         print(f"  {k:22s} {n:5d} ({ok} acknowledged or answered)")
     timed = sorted((op["inv"], op["comp"]) for op in history if "inv" in op and "comp" in op)

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A history checker (Jepsen's idea, on one machine): concurrent clients run
 random operations on a small key space through S3 (PUT, GET, DELETE, LIST,
-CopyObject, multipart uploads), the aquifer:// client (`aquifer cp`) and the
+CopyObject, multipart uploads, conditional PUTs), the aquifer:// client (`aquifer cp`) and the
 POSIX mount, while a nemesis injects faults: kill -9 and restart of the node,
 a full disk (the data directory is a small tmpfs, filled from outside), and a
 tiering policy flipping every object between a fast pool and a slow one.
@@ -15,7 +15,9 @@ outcome; the history is then checked:
     operation that began before the read ended and that no acknowledged
     operation had superseded before the read began; so an acknowledged write
     stays readable until overwritten or deleted, and a delete stays deleted;
-  - listings agree with the same rule, key by key (present or absent).
+  - listings agree with the same rule, key by key (present or absent);
+  - conditional writes: a win is a read of its condition, a 412 a read of
+    it failing, and of writers racing on one condition exactly one wins.
 
 An operation that failed or timed out may or may not have happened (it is
 never treated as acknowledged). Seeded and bounded in time; a failing run
