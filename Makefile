@@ -86,7 +86,7 @@ fuzz-build: $(FUZZ_BUILD)/build.ninja
 
 fuzz-run:
 	@rm -rf $(FUZZ_BUILD)/seeds && /usr/bin/python3 fuzz/make_seeds.py $(FUZZ_BUILD)/seeds
-	@set -e; for t in fuzz_tfrecord fuzz_example fuzz_recordio fuzz_tar fuzz_jpeg fuzz_region_decode fuzz_image_decode fuzz_index fuzz_manifest fuzz_report fuzz_s3_xml fuzz_s3_request fuzz_layout fuzz_plan fuzz_same_host fuzz_header_echo; do \
+	@set -e; for t in fuzz_tfrecord fuzz_example fuzz_recordio fuzz_tar fuzz_jpeg fuzz_region_decode fuzz_image_decode fuzz_index fuzz_manifest fuzz_report fuzz_s3_xml fuzz_s3_request fuzz_layout fuzz_plan fuzz_same_host fuzz_post_form fuzz_header_echo; do \
 	  mkdir -p $(FUZZ_BUILD)/corpus/$$t; \
 	  echo "fuzz: $$t for $(FUZZ_SECONDS)s"; \
 	  $(FUZZ_BUILD)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 -print_final_stats=0 -artifact_prefix=$(FUZZ_BUILD)/ \

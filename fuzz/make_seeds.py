@@ -85,6 +85,16 @@ put("fuzz_plan", "pieces", json.dumps({"pieces": [{"id": "0123456789abcdef012345
 put("fuzz_same_host", "two", (12 << 20).to_bytes(8, "big") + json.dumps(
     {"socket": "aquifer-42-0123456789abcdef", "token": "0123456789abcdef0123456789abcdef",
      "blocks": [[4194304, 4194304], [8388608, 4194304]]}).encode())
+# POST Object forms: a piece size byte, then a multipart/form-data body (boundary xYz) with a policy.
+policy = json.dumps({"expiration": "2030-01-01T00:00:00Z",
+                     "conditions": [{"bucket": "bucket"}, ["starts-with", "$key", "up/"],
+                                    ["content-length-range", 0, 1024], {"acl": "private"}]})
+put("fuzz_post_form", "form", b"\x07" + (
+    "--xYz\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\nup/${filename}\r\n"
+    "--xYz\r\nContent-Disposition: form-data; name=\"acl\"\r\n\r\nprivate\r\n"
+    f"--xYz\r\nContent-Disposition: form-data; name=\"policy\"\r\n\r\n{policy}\r\n"
+    "--xYz\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.txt\"\r\n"
+    "Content-Type: text/plain\r\n\r\nbytes\r\n--xY not yet\r\n--xYz--\r\n").encode())
 put("fuzz_manifest", "one", json.dumps({"aquifer_manifest": 1, "damage_rules": 1, "verified_by": "dataset pack",
                                         "created": "2026-11-26T10:55:48Z",
                                         "files": [{"name": "train-00000-of-00001", "bytes": 100, "records": 3,

@@ -429,6 +429,8 @@ void S3Handler::Route(S3Request& r) {
   if (m != "GET" && m != "HEAD" && m != "PUT" && m != "POST" && m != "DELETE") {
     return SendError(r, {501, "NotImplemented", fmt::format("the method {} is not implemented by this node", m)});
   }
+  // A browser form upload carries its signature in its body.
+  if (IsFormUpload(r)) return PostObject(r);
   if (!Authenticate(r)) return;
   if (!Authorize(r)) return;
   if (r.bucket == "_aquifer") return Internal(r);

@@ -131,6 +131,9 @@ class S3Handler {
   // set, the "private" ACL) and refuses the rest with 501.
   void ObjectTagging(S3Request& r);
   void ObjectAttributes(S3Request& r);
+  // ---- post_object.cc ----
+  // POST Object (a browser form upload), authenticated by its own fields.
+  void PostObject(S3Request& r);
   void Acl(S3Request& r);
   // The headers a PUT, copy (REPLACE) or CreateMultipartUpload stores with
   // an object; false (and a response sent) when they break S3's limits.
@@ -213,6 +216,9 @@ bool WriteConditionOf(S3Request& r, store::WriteCondition* c);
 // PreconditionFailed (404 NoSuchKey for If-Match on a missing key), a
 // conditional write that raced another is 409 ConditionalRequestConflict.
 void SendWriteFailure(S3Request& r, const Status& s, const store::WriteCondition& c, Subject subject);
+
+// A POST to a bucket whose body is multipart/form-data: S3's POST Object.
+bool IsFormUpload(const S3Request& r);
 
 // Stored checksums (store::ObjectChecksum): whether the request asks for
 // them (x-amz-checksum-mode: ENABLED, as a header or signed into a presigned
