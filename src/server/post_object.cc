@@ -75,9 +75,10 @@ void S3Handler::PostObject(S3Request& r) {
     SendError(r, {400, "MalformedPOSTRequest",
                   "The body of your POST request is not well-formed multipart/form-data: " + s.message()});
   };
-  // The fields (20 KB at most) before anything else.
+  // The fields (20 KB at most) before anything else, read in small pieces:
+  // at most 20 KB + 64 KiB of an unauthenticated body is ever held.
   while (!form.in_file() && !form.done()) {
-    auto n = r.ex.ReadBody(chunk.data(), chunk.size());
+    auto n = r.ex.ReadBody(chunk.data(), 64 << 10);
     if (!n.ok()) return SendError(r, {400, "IncompleteBody", n.status().message()});
     if (*n == 0) break;
     if (Status s = form.Feed(std::string_view(chunk.data(), *n), &file); !s.ok()) return malformed(s);
