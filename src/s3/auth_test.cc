@@ -321,6 +321,19 @@ TEST(S3Test, Crc64NvmeAndCombinedCrcs) {
     for (size_t i = 0; i < data.size(); i += 13) k->Update(std::string_view(data).substr(i, 13));
     EXPECT_EQ(k->Base64(), whole) << algorithm;
   }
+  // The carry-less multiplication path against the tables: every length
+  // around its 64-byte steps and 128-byte threshold, at every alignment, and
+  // extended piece by piece.
+  for (size_t offset = 0; offset < 16; ++offset) {
+    for (size_t len = 0; len < 600; ++len) {
+      const char* p = data.data() + offset;
+      ASSERT_EQ(Crc64Nvme(0, p, len), Crc64NvmePortable(0, p, len)) << "length " << len << " offset " << offset;
+    }
+  }
+  for (size_t len : {size_t{4096}, size_t{65536}, size_t{99999}}) {
+    EXPECT_EQ(Crc64Nvme(0x0123456789abcdefULL, data.data() + 1, len),
+              Crc64NvmePortable(0x0123456789abcdefULL, data.data() + 1, len));
+  }
   EXPECT_FALSE(CombineCrc("sha256", "", "", 1).ok());
   EXPECT_FALSE(CombineCrc("crc32", "AAAAAAAAAAA=", "AAAAAA==", 1).ok());  // 8 bytes for a 4-byte CRC
 }

@@ -54,8 +54,10 @@ bool IsCrc(std::string_view algorithm);
 // The CRC of the bytes A then B, from the base64 CRCs of A and of B and the
 // length of B (the zlib crc32_combine method, for any of the three).
 Result<std::string> CombineCrc(std::string_view algorithm, std::string_view a, std::string_view b, uint64_t b_length);
-// CRC64NVME of data, extending `crc` (0 for none).
+// CRC64NVME of data, extending `crc` (0 for none): carry-less multiplication
+// (PCLMULQDQ) where the CPU has it, tables otherwise.
 uint64_t Crc64Nvme(uint64_t crc, const void* data, size_t n);
+uint64_t Crc64NvmePortable(uint64_t crc, const void* data, size_t n);  // the tables only
 
 std::string Base64Encode(std::string_view bytes);
 // Strict base64 (padding required); InvalidArgument on anything else.
