@@ -716,9 +716,19 @@ Status StatFile(Globals& g, const StatFileFlags& f) {
                   b["crc32c"].get<std::string>().c_str(), b["pool"].get<std::string>().c_str(), holders.c_str(),
                   f.verify ? b["state"].get<std::string>().c_str() : "");
     }
+    const auto& c = o.attrs.checksum;
+    if (!c.empty()) {
+      std::printf("  checksum %s %s (%s)%s%s\n", c.algorithm.c_str(), c.value.c_str(), c.type.c_str(),
+                  f.verify ? ": " : "", f.verify ? x.checksum_state.c_str() : "");
+    }
   }
   if (x.damaged > 0) {
     return Status(StatusCode::kCorruption, fmt::format("{}/{}: {} damaged block(s)", x.bucket, x.key, x.damaged));
+  }
+  if (x.checksum_mismatch) {
+    return Status(StatusCode::kCorruption,
+                  fmt::format("{}/{}: its blocks read back whole but do not give the object's {} checksum ({})",
+                              x.bucket, x.key, o.attrs.checksum.algorithm, x.checksum_state));
   }
   return Status::Ok();
 }
@@ -730,7 +740,9 @@ void RegisterStatFile(CLI::App& app, Globals& g) {
   cmd->add_option("object", f->object, "BUCKET/KEY")->required();
   cmd->add_option("--data", f->data, "The node's --data directory")->capture_default_str();
   cmd->add_option("--pool", f->pools, "The node's pools, as given to serve");
-  cmd->add_flag("--verify", f->verify, "Read every block and check its checksum (exit 1 on damage)");
+  cmd->add_flag("--verify", f->verify,
+                "Read every block and check its checksum, and the object's S3 checksum when every block is here "
+                "(exit 1 on damage)");
   cmd->add_option("--meta", f->meta,
                   "A cluster's etcd (etcd://HOST:PORT): the layout from there; --data names the node whose replicas "
                   "are verified");

@@ -2,9 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <memory>
+#include <optional>
+
 #include "cluster/etcd_client.h"
 #include "cluster/etcd_meta_store.h"
 #include "node/metadata.h"
+#include "s3/checksum.h"
 #include "store/block_store.h"
 
 namespace aq::node {
@@ -24,11 +28,62 @@ std::string SelfId(io::FileSystem& fs, const std::string& data) {
 }  // namespace
 
 nlohmann::json ObjectExamination::ToJson() const {
-  return {{"bucket", bucket},          {"key", key},
-          {"size", object.size},       {"etag", object.etag},
-          {"version", object.version}, {"block_size", object.block_size},
-          {"blocks", blocks}};
+  nlohmann::json j = {{"bucket", bucket},          {"key", key},
+                      {"size", object.size},       {"etag", object.etag},
+                      {"version", object.version}, {"block_size", object.block_size},
+                      {"blocks", blocks}};
+  const auto& c = object.attrs.checksum;
+  if (!c.empty()) {
+    j["checksum"] = {{"algorithm", c.algorithm}, {"value", c.value}, {"type", c.type}, {"state", checksum_state}};
+  }
+  return j;
 }
+
+namespace {
+
+// The object's S3 checksum from its bytes, in order: the whole object's for
+// FULL_OBJECT, the checksum of the parts' checksums for COMPOSITE.
+class ObjectSum {
+ public:
+  explicit ObjectSum(const store::ObjectMeta& o) : c_(o.attrs.checksum), parts_(o.attrs.part_sizes) {
+    if (parts_.empty()) parts_.push_back(o.size);
+    sum_ = s3::Checksum::Make(c_.algorithm).value();
+  }
+  void Update(std::string_view d) {
+    while (!d.empty()) {
+      if (c_.type == "COMPOSITE" && part_ < parts_.size() && in_part_ == parts_[part_]) NextPart();
+      const size_t take = c_.type == "COMPOSITE" && part_ < parts_.size()
+                              ? static_cast<size_t>(std::min<uint64_t>(d.size(), parts_[part_] - in_part_))
+                              : d.size();
+      sum_->Update(d.substr(0, take));
+      in_part_ += take;
+      d.remove_prefix(take);
+    }
+  }
+  std::string Value() {
+    if (c_.type != "COMPOSITE") return sum_->Base64();
+    NextPart();
+    auto top = s3::Checksum::Make(c_.algorithm).value();
+    top->Update(raw_parts_);
+    return fmt::format("{}-{}", top->Base64(), part_);
+  }
+
+ private:
+  void NextPart() {
+    raw_parts_ += s3::Base64Decode(sum_->Base64()).value();
+    sum_ = s3::Checksum::Make(c_.algorithm).value();
+    ++part_;
+    in_part_ = 0;
+  }
+  const store::ObjectChecksum& c_;
+  std::vector<uint64_t> parts_;
+  std::unique_ptr<s3::Checksum> sum_;
+  std::string raw_parts_;
+  size_t part_ = 0;
+  uint64_t in_part_ = 0;
+};
+
+}  // namespace
 
 Result<ObjectExamination> ExamineObject(io::FileSystem& fs, const ExamineOptions& o) {
   const size_t slash = o.object.find('/');
@@ -57,6 +112,10 @@ Result<ObjectExamination> ExamineObject(io::FileSystem& fs, const ExamineOptions
   if (o.etcd_url.empty() || fs.Stat(o.data).ok()) blocks = AQ_TRY(store::BlockStore::Open(fs, pools));
   x.object = AQ_TRY(meta->GetObject(x.bucket, x.key));
   uint64_t offset = 0;
+  const bool summed = !x.object.attrs.checksum.empty() && s3::Checksum::Make(x.object.attrs.checksum.algorithm).ok();
+  std::optional<ObjectSum> sum;
+  if (o.verify && summed) sum.emplace(x.object);
+  bool whole = true;  // every block read back here, in order
   for (const auto& b : x.object.blocks) {
     // On a cluster's node, only the pieces (replicas, fragments) this node
     // holds are its to verify.
@@ -82,6 +141,7 @@ Result<ObjectExamination> ExamineObject(io::FileSystem& fs, const ExamineOptions
     std::string state = here ? "not checked" : "elsewhere";
     if (o.verify && here) {
       state = "ok";
+      bool fed = false;
       for (const auto& piece : mine) {
         auto r = blocks->Read(piece);
         if (!r.ok()) {
@@ -89,7 +149,14 @@ Result<ObjectExamination> ExamineObject(io::FileSystem& fs, const ExamineOptions
           ++x.damaged;
           break;
         }
+        if (sum && !fed && !b.erasure_coded() && r->size() == b.size) {
+          sum->Update(*r);
+          fed = true;
+        }
       }
+      whole = whole && fed;
+    } else {
+      whole = false;
     }
     nlohmann::json entry = {
         {"offset", offset},
@@ -107,6 +174,16 @@ Result<ObjectExamination> ExamineObject(io::FileSystem& fs, const ExamineOptions
     }
     x.blocks.push_back(std::move(entry));
     offset += b.size;
+  }
+  if (!summed) {
+    x.checksum_state = x.object.attrs.checksum.empty() ? "none stored" : "not checked";
+  } else if (!sum || !whole) {
+    x.checksum_state = "not checked";
+  } else if (const std::string got = sum->Value(); got == x.object.attrs.checksum.value) {
+    x.checksum_state = "ok";
+  } else {
+    x.checksum_state = fmt::format("mismatch: the blocks give {}", got);
+    x.checksum_mismatch = true;
   }
   return x;
 }

@@ -1,7 +1,8 @@
 // What `isi get -D` shows for an object, from outside the node: where each
 // of its blocks lives (pool, media, holders, files, erasure-coded
 // fragments) and, when asked, whether the pieces this node holds read back
-// with their checksums (`aquifer stat-file`).
+// with their checksums and, when it holds every block, whether the object's
+// bytes give the S3 checksum its client stored (`aquifer stat-file`).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,11 @@ struct ObjectExamination {
   // for an erasure-coded block "ec" and "fragments".
   nlohmann::json blocks = nlohmann::json::array();
   uint64_t damaged = 0;  // blocks whose pieces here failed to read back
+  // The object's S3 checksum (docs/s3.md#checksums) and, with verify, whether
+  // the bytes read back here give it: "ok", "mismatch: ...", "not checked"
+  // (not every block is here whole, or no verify), "none stored".
+  std::string checksum_state;
+  bool checksum_mismatch = false;
   nlohmann::json ToJson() const;
 };
 

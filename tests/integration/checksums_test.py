@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -253,6 +254,28 @@ def js_checks(port):
     check(errs["wrong_part"] == "InvalidPart", f"JS SDK: a completion with a wrong part checksum: {errs['wrong_part']}")
 
 
+def stat_file_checks(data):
+    """`aquifer stat-file --verify` reads every block and checks the object's
+    stored checksum too: the end-to-end check of what the client sent."""
+    for key in ("put/SHA256", "plain", "mpu/CRC32-None", "mpu/CRC32C-FULL_OBJECT", "mpu/None-None"):
+        r = subprocess.run([AQ, "stat-file", "sums/" + key, "--data", data, "--verify", "--json"], capture_output=True,
+                           text=True)
+        got = json.loads(r.stdout).get("checksum", {}) if r.stdout.strip() else {}
+        check(r.returncode == 0 and got.get("state") == "ok", f"stat-file --verify {key}: {got} {r.stderr[-200:]}")
+    # A stored checksum that the blocks do not give (blocks whole, the value
+    # not the bytes'): found, exit 1.
+    db = sqlite3.connect(os.path.join(data, "meta.db"))
+    (attrs,) = db.execute("SELECT attrs FROM objects WHERE bucket = 'sums' AND key = 'plain'").fetchone()
+    a = json.loads(attrs)
+    a["checksum"]["value"] = checksum("crc64nvme", b"something else")
+    db.execute("UPDATE objects SET attrs = ? WHERE bucket = 'sums' AND key = 'plain'", (json.dumps(a),))
+    db.commit()
+    db.close()
+    r = subprocess.run([AQ, "stat-file", "sums/plain", "--data", data, "--verify"], capture_output=True, text=True)
+    check(r.returncode == 1 and "mismatch" in r.stdout and "do not give the object's crc64nvme" in r.stderr,
+          f"stat-file --verify finds a checksum the blocks do not give: {r.returncode} {r.stdout[-300:]} {r.stderr}")
+
+
 node = etcd = None
 nodes = []
 try:
@@ -261,6 +284,7 @@ try:
     js_checks(node.port)
     node.stop()
     node = None
+    stat_file_checks(os.path.join(tmp, "single"))
 
     if shutil.which("etcd"):
         etcd = s3lib.Etcd(tmp)
