@@ -210,18 +210,10 @@ def boto_checks(port, where):
 
 
 def js_checks(port):
-    if not shutil.which("npm") or not shutil.which("node"):
-        print("SKIP (JavaScript part): node and npm are not installed")
+    why = s3lib.js_sdk(NPM, "checksums.mjs")
+    if why is not None:
+        print(f"SKIP (JavaScript part): {why}")
         return
-    os.makedirs(NPM, exist_ok=True)
-    for f in ("package.json", "checksums.mjs"):
-        shutil.copy(os.path.join(HERE, "js_presign", f), os.path.join(NPM, f))
-    if not os.path.exists(os.path.join(NPM, "node_modules", "@aws-sdk", "client-s3")):
-        r = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel", "error"], cwd=NPM,
-                           capture_output=True, text=True, timeout=600)
-        if r.returncode != 0:
-            print(f"SKIP (JavaScript part): npm install failed (no registry?): {r.stderr.strip()[-300:]}")
-            return
     s3lib.request(port, "PUT", "/jssums")
     r = subprocess.run(["node", "checksums.mjs", f"http://127.0.0.1:{port}", "jssums", s3lib.KEY, s3lib.SECRET,
                         str(5 * MiB)], cwd=NPM, capture_output=True, text=True, timeout=300)

@@ -18,11 +18,10 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import s3lib  # noqa: E402
-from s3lib import Checks, boto, error_code, request  # noqa: E402
+from s3lib import Checks, boto, request  # noqa: E402
 
 AQ = os.path.abspath(sys.argv[1])
 check = Checks()

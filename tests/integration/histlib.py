@@ -142,21 +142,23 @@ class Client(threading.Thread):
                 record({"kind": "error", "op": kind, "key": key, "why": repr(e)[:200], "inv": now(), "comp": now()})
 
     # -- S3
-    def put(self, key):
+    def put(self, key, via="s3", headers=None, **extra):
+        """A PUT of a new value; `headers` make it conditional (extra: its "cond")."""
         vid, body = self.new_value(key)
         remember(vid, body)
-        op = {"kind": "write", "via": "s3", "key": key, "val": vid, "inv": now()}
+        op = {"kind": "write", "via": via, "key": key, "val": vid, **extra, "inv": now()}
         try:
-            st, _, _ = self.target.request(self.rng, "PUT", path(key), body=body, timeout=10)
-            op["ok"] = st == 200
-            op["status"] = st
+            st, _, _ = self.target.request(self.rng, "PUT", path(key), body=body, headers=headers, timeout=10)
+            op["ok"], op["status"] = st == 200, st
         except OSError as e:
             op["ok"], op["status"] = False, repr(e)[:80]
         op["comp"] = now()
         record(op)
 
     def get(self, key):
+        """A GET, recorded as a read; returns its answer's headers."""
         op = {"kind": "read", "via": "s3", "key": key, "inv": now()}
+        h = {}
         try:
             st, h, b = self.target.request(self.rng, "GET", path(key), timeout=10)
         except OSError as e:
@@ -168,48 +170,18 @@ class Client(threading.Thread):
         elif st == 404:
             op["val"] = ABSENT
         record(op)
+        return op, h
 
     # -- S3 conditional writes: each is a read (its condition) and a write
     def create(self, key):
         """PUT with If-None-Match: *: stores only if the key is absent."""
-        vid, body = self.new_value(key)
-        remember(vid, body)
-        op = {"kind": "write", "via": "if-none-match", "key": key, "val": vid, "cond": ABSENT, "inv": now()}
-        try:
-            st, _, _ = self.target.request(self.rng, "PUT", path(key), body=body, headers={"If-None-Match": "*"},
-                                           timeout=10)
-            op["ok"], op["status"] = st == 200, st
-        except OSError as e:
-            op["ok"], op["status"] = False, repr(e)[:80]
-        op["comp"] = now()
-        record(op)
+        self.put(key, "if-none-match", {"If-None-Match": "*"}, cond=ABSENT)
 
     def replace(self, key):
         """GET the key, then PUT with If-Match: its ETag: stores only if it still holds what was read."""
-        read = {"kind": "read", "via": "s3", "key": key, "inv": now()}
-        try:
-            st, h, b = self.target.request(self.rng, "GET", path(key), timeout=10)
-        except OSError as e:
-            st, h, b = repr(e)[:80], {}, b""
-        read["comp"], read["status"] = now(), st
-        if st == 200:
-            judge(read, f"GET {key}", b)
-        elif st == 404:
-            read["val"] = ABSENT
-        record(read)
-        if read.get("val", ABSENT) == ABSENT or "etag" not in h:
-            return
-        vid, body = self.new_value(key)
-        remember(vid, body)
-        op = {"kind": "write", "via": "if-match", "key": key, "val": vid, "cond": read["val"], "inv": now()}
-        try:
-            st, _, _ = self.target.request(self.rng, "PUT", path(key), body=body, headers={"If-Match": h["etag"]},
-                                           timeout=10)
-            op["ok"], op["status"] = st == 200, st
-        except OSError as e:
-            op["ok"], op["status"] = False, repr(e)[:80]
-        op["comp"] = now()
-        record(op)
+        read, h = self.get(key)
+        if read.get("val", ABSENT) != ABSENT and "etag" in h:
+            self.put(key, "if-match", {"If-Match": h["etag"]}, cond=read["val"])
 
     def delete(self, key):
         op = {"kind": "write", "via": "s3", "key": key, "val": ABSENT, "inv": now()}

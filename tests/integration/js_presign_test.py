@@ -31,18 +31,10 @@ import s3lib  # noqa: E402
 AQ = os.path.abspath(sys.argv[1])
 HERE = os.path.dirname(os.path.abspath(__file__))
 cache = os.path.abspath(sys.argv[2]) if len(sys.argv) > 2 else os.path.join(tempfile.gettempdir(), "aq-js-presign")
-if not shutil.which("npm") or not shutil.which("node"):
-    print("SKIP: node and npm are not installed")
+why = s3lib.js_sdk(cache, "presign.mjs")
+if why is not None:
+    print(f"SKIP: {why}")
     sys.exit(77)
-os.makedirs(cache, exist_ok=True)
-for f in ("package.json", "presign.mjs"):
-    shutil.copy(os.path.join(HERE, "js_presign", f), os.path.join(cache, f))
-if not os.path.exists(os.path.join(cache, "node_modules", "@aws-sdk", "s3-request-presigner")):
-    r = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel", "error"], cwd=cache,
-                       capture_output=True, text=True, timeout=600)
-    if r.returncode != 0:
-        print(f"SKIP: npm install of the AWS SDK for JavaScript failed (no registry?): {r.stderr.strip()[-500:]}")
-        sys.exit(77)
 
 check = s3lib.Checks()
 tmp = tempfile.mkdtemp(prefix="aq_jspresign_")

@@ -15,7 +15,6 @@ key added, used, narrowed and removed while the node runs, each change
 effective without a restart.
 usage: permissions_test.py AQUIFER"""
 import base64
-import hashlib
 import json
 import os
 import shutil
@@ -23,7 +22,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

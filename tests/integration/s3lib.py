@@ -5,6 +5,7 @@ import datetime
 import hashlib
 import hmac
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -104,6 +105,26 @@ def small_disk(prefix, size, why):
         print(f"SKIP: a tmpfs cannot be mounted here ({why}; run as root)")
         sys.exit(77)
     return tmp, data
+
+
+def js_sdk(cache, script):
+    """The AWS SDK for JavaScript v3 (versions pinned in js_presign/package.json),
+    installed from npm into `cache` once, with js_presign/`script` beside it.
+    Returns None when ready, else why it cannot be (no node/npm, no registry)."""
+    if not shutil.which("npm") or not shutil.which("node"):
+        return "node and npm are not installed"
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "js_presign")
+    os.makedirs(cache, exist_ok=True)
+    for f in ("package.json", script):
+        shutil.copy(os.path.join(here, f), os.path.join(cache, f))
+    if all(os.path.exists(os.path.join(cache, "node_modules", "@aws-sdk", p))
+           for p in ("client-s3", "s3-request-presigner")):
+        return None
+    r = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel", "error"], cwd=cache,
+                       capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        return f"npm install of the AWS SDK for JavaScript failed (no registry?): {r.stderr.strip()[-500:]}"
+    return None
 
 
 def write_credentials(path):

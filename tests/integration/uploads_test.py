@@ -8,7 +8,6 @@ progress of a bucket without objects (as S3), refuses one with objects and
 touches nothing; /stats and `aquifer stats` count uploads and expiries.
 A lifecycle day is 1 s here (--lifecycle-day), the expiry 6 s.
 usage: uploads_test.py path/to/aquifer"""
-import json
 import os
 import shutil
 import subprocess
