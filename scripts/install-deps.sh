@@ -18,6 +18,8 @@ PACKAGES=(
   libpng-dev libgif-dev libstb-dev libwebp-dev libtiff-dev
   # the monitor's Prometheus endpoint; the storage bench's io_uring queue
   libcpp-httplib-dev liburing-dev
+  # promtool, which checks the nodes' and benches' /metrics against Prometheus' conventions
+  prometheus
   # aquifer mount (FUSE low-level API) and fusermount3
   libfuse3-dev fuse3
   # the storage node's metadata and ETags; HTTP parsing (Boost.Beast); checksums (zlib)

@@ -34,6 +34,16 @@ void LatencyHistogram::Merge(const LatencyHistogram& o) {
   max_ = std::max(max_, o.max_);
 }
 
+uint64_t LatencyHistogram::CountAtMost(double ns) const {
+  uint64_t n = 0;
+  for (int b = 0; b < kBuckets; ++b) {
+    if ((b < kSub ? b + 1.0 : BucketLow(b + 1)) > ns + 1)
+      break;  // past the bound (a bucket ends just below the next's low)
+    n += buckets_[b];
+  }
+  return n;
+}
+
 double LatencyHistogram::Quantile(double q) const {
   if (count_ == 0) return 0;
   if (q >= 1) return static_cast<double>(max_);

@@ -21,6 +21,10 @@ class LatencyHistogram {
   // The value below which fraction q (0..1) of the recordings fall: the
   // midpoint of the bucket holding that rank (the max for q = 1).
   double Quantile(double q) const;
+  uint64_t sum_ns() const { return sum_; }
+  // How many recordings were at most `ns`, to the histogram's resolution
+  // (1/16 of an octave): a bucket counts when all of it lies at or below.
+  uint64_t CountAtMost(double ns) const;
 
  private:
   static constexpr int kSub = 16;

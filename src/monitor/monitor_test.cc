@@ -154,14 +154,32 @@ TEST(PrometheusTest, TextFormat) {
                               {"net.eth0.rx", "MB/s", {2}},
                               {"empty", "x", {}}};
   std::string t = PrometheusText(cols);
-  EXPECT_NE(t.find("# TYPE aquifer_disk_read_mb_per_second gauge\n"), std::string::npos) << t;
-  EXPECT_NE(t.find("aquifer_disk_read_mb_per_second{device=\"sda\"} 12.5\n"), std::string::npos) << t;
-  EXPECT_NE(t.find("aquifer_disk_read_mb_per_second{device=\"sdb\"} 3\n"), std::string::npos) << t;
-  EXPECT_NE(t.find("aquifer_cpu_user_percent 40\n"), std::string::npos) << t;
-  EXPECT_NE(t.find("aquifer_net_rx_mb_per_second{interface=\"eth0\"} 2\n"), std::string::npos) << t;
+  // Base units: MB/s as bytes per second, percent as a ratio.
+  EXPECT_NE(t.find("# TYPE aquifer_disk_read_bytes_per_second gauge\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("aquifer_disk_read_bytes_per_second{device=\"sda\"} 12500000\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("aquifer_disk_read_bytes_per_second{device=\"sdb\"} 3000000\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("aquifer_cpu_user_ratio 0.4\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("aquifer_net_rx_bytes_per_second{interface=\"eth0\"} 2000000\n"), std::string::npos) << t;
   EXPECT_EQ(t.find("empty"), std::string::npos);
   // One HELP/TYPE header per metric even with several label sets.
-  EXPECT_EQ(t.find("# TYPE aquifer_disk_read_mb_per_second"), t.rfind("# TYPE aquifer_disk_read_mb_per_second"));
+  EXPECT_EQ(t.find("# TYPE aquifer_disk_read_bytes_per_second"), t.rfind("# TYPE aquifer_disk_read_bytes_per_second"));
+}
+
+// Counters, gauges and histograms as the exposition format has them.
+TEST(PrometheusTest, WriterFamilies) {
+  PrometheusWriter w;
+  w.Counter("x_requests_total", "Requests", 3, {{"op", "get"}});
+  w.Gauge("x_used_bytes", "Used \\ bytes\nnow", 1.5);
+  w.Counter("x_requests_total", "Requests", 4, {{"op", "we\"ird"}});
+  w.Histogram("x_duration_seconds", "Durations", {{0.1, 2}, {1, 5}}, 2.25, 6, {{"op", "get"}});
+  EXPECT_EQ(w.Text(),
+            "# HELP x_requests_total Requests\n# TYPE x_requests_total counter\n"
+            "x_requests_total{op=\"get\"} 3\nx_requests_total{op=\"we\\\"ird\"} 4\n"
+            "# HELP x_used_bytes Used \\\\ bytes\\nnow\n# TYPE x_used_bytes gauge\nx_used_bytes 1.5\n"
+            "# HELP x_duration_seconds Durations\n# TYPE x_duration_seconds histogram\n"
+            "x_duration_seconds_bucket{op=\"get\",le=\"0.1\"} 2\nx_duration_seconds_bucket{op=\"get\",le=\"1\"} 5\n"
+            "x_duration_seconds_bucket{op=\"get\",le=\"+Inf\"} 6\nx_duration_seconds_sum{op=\"get\"} 2.25\n"
+            "x_duration_seconds_count{op=\"get\"} 6\n");
 }
 
 TEST(PrometheusTest, ServesMetricsOverHttp) {
@@ -178,7 +196,7 @@ TEST(PrometheusTest, ServesMetricsOverHttp) {
   auto res = client.Get("/metrics");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
-  EXPECT_NE(res->body.find("aquifer_bench_images_images_per_second 123"), std::string::npos) << res->body;
+  EXPECT_NE(res->body.find("aquifer_bench_images_per_second 123"), std::string::npos) << res->body;
   auto missing = client.Get("/nothing");
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 404);

@@ -68,6 +68,90 @@ nlohmann::json NodeStats::ToJson() const {
           {"denied", denied_.load()}};
 }
 
+void NodeStats::WritePrometheus(monitor::PrometheusWriter* w) const {
+  // Latency buckets (seconds): 100 us to 10 s.
+  static const double kBounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                   0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
+  for (size_t i = 0; i < kOps; ++i) {
+    const auto& s = ops_[i];
+    const monitor::PrometheusWriter::Labels op = {{"operation", OpName(static_cast<Op>(i))}};
+    w->Counter("aquifer_s3_requests_total", "S3 requests begun, by operation", static_cast<double>(s.count.load()), op);
+    auto with = [&](const char* k, const char* v) {
+      auto l = op;
+      l.emplace_back(k, v);
+      return l;
+    };
+    w->Counter("aquifer_s3_errors_total", "S3 requests answered 4xx (client) or 5xx (server), by operation",
+               static_cast<double>(s.client_errors.load()), with("class", "client"));
+    w->Counter("aquifer_s3_errors_total", "S3 requests answered 4xx (client) or 5xx (server), by operation",
+               static_cast<double>(s.server_errors.load()), with("class", "server"));
+    w->Counter("aquifer_s3_received_bytes_total", "Request body bytes received, by operation",
+               static_cast<double>(s.bytes_in.load()), op);
+    w->Counter("aquifer_s3_sent_bytes_total", "Response bytes sent, by operation",
+               static_cast<double>(s.bytes_out.load()), op);
+    std::vector<std::pair<double, uint64_t>> buckets;
+    double sum = 0;
+    uint64_t count = 0;
+    {
+      MutexLock lock(s.mu);
+      for (double b : kBounds) buckets.emplace_back(b, s.latency.CountAtMost(b * 1e9));
+      sum = static_cast<double>(s.latency.sum_ns()) / 1e9;
+      count = s.latency.count();
+    }
+    w->Histogram("aquifer_s3_request_duration_seconds",
+                 "Time from a request's head to its last response byte, by operation (finished requests; buckets "
+                 "to 1/16 of an octave)",
+                 buckets, sum, count, op);
+  }
+  {
+    MutexLock lock(status_mu_);
+    for (const auto& [code, n] : by_status_) {
+      w->Counter("aquifer_s3_error_responses_total", "Error responses by HTTP status", static_cast<double>(n),
+                 {{"status", std::to_string(code)}});
+    }
+  }
+  w->Counter("aquifer_s3_denied_requests_total", "Requests refused because their key may not make them (403)",
+             static_cast<double>(denied_.load()));
+  w->Counter("aquifer_s3_resumed_bodies_total",
+             "GET bodies that failed part way and were continued from another replica or fragments",
+             static_cast<double>(bodies_resumed_.load()));
+  w->Counter("aquifer_s3_cut_bodies_total", "GET bodies that could not be finished and were reset",
+             static_cast<double>(bodies_cut_.load()));
+}
+
+namespace {
+
+// A node series (MetricsServer::Series) by Prometheus' conventions: "node."
+// dropped, dots to underscores; a counter in "X/s" becomes aquifer_..._X_total
+// ("MB/s": bytes), a gauge in "bytes" ..._bytes.
+void WriteSeries(const MetricsServer::Series& one, monitor::PrometheusWriter* w) {
+  std::string name = one.name.rfind("node.", 0) == 0 ? one.name.substr(5) : one.name;
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  auto ends = [&](const std::string& tail) {
+    return name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  std::string unit = one.unit;
+  double factor = 1;
+  if (unit == "MB/s") {
+    unit = "bytes";
+    factor = 1e6;
+  } else if (unit.size() > 2 && unit.compare(unit.size() - 2, 2, "/s") == 0) {
+    unit = unit.substr(0, unit.size() - 2);
+  }
+  const std::string help = one.name + " (" + one.unit + (one.counter ? ", cumulative)" : ")");
+  const bool named = unit.empty() || ends("_" + unit) || name.find("_" + unit + "_") != std::string::npos;
+  std::string metric = "aquifer_" + name + (named ? "" : "_" + unit);
+  if (one.counter) {
+    w->Counter(metric + "_total", help, one.value() * factor);
+  } else {
+    w->Gauge(metric, help, one.value() * factor);
+  }
+}
+
+}  // namespace
+
 // Long by design: one sampler registration per exported series (requests by
 // operation, errors, cache, reclaim, uploads, ...), a line or two each.
 Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, store::ObjectStore& objects,
@@ -121,6 +205,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
     sampler.AddCounter("node.staging.staged", "blocks/s", [st] { return static_cast<double>(st->Stats().staged); });
     sampler.AddGauge("node.staging.held", "bytes", [st] { return static_cast<double>(st->Stats().bytes_held); });
   }
+  auto series_for_prometheus = std::make_shared<const std::vector<Series>>(series);
   for (auto& one : series) {
     if (one.counter) {
       sampler.AddCounter(one.name, one.unit, std::move(one.value));
@@ -211,24 +296,80 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
     j["machine"] = latest;
     return j.dump(1);
   };
+  // /metrics: the node's own counters as counters (their rates are
+  // Prometheus' to take), its gauges, and the machine's sampled gauges.
+  auto prometheus_text = [&sampler, &stats, &objects, series_copy = series_for_prometheus]() {
+    monitor::PrometheusWriter w;
+    stats.WritePrometheus(&w);
+    if (store::BlockCache* cache = objects.cache()) {
+      auto c = cache->Stats();
+      w.Counter("aquifer_cache_hits_total", "Block cache hits", static_cast<double>(c.hits));
+      w.Counter("aquifer_cache_misses_total", "Block cache misses", static_cast<double>(c.misses));
+      w.Counter("aquifer_cache_evicted_total", "Blocks evicted from the cache", static_cast<double>(c.evicted));
+      w.Gauge("aquifer_cache_used_bytes", "Bytes held by the block cache", static_cast<double>(c.bytes));
+      w.Gauge("aquifer_cache_capacity_bytes", "The block cache's capacity", static_cast<double>(c.capacity));
+    }
+    if (store::L3Cache* l3 = objects.l3()) {
+      auto c = l3->Stats();
+      w.Counter("aquifer_l3_hits_total", "L3 (SSD) cache hits", static_cast<double>(c.hits));
+      w.Counter("aquifer_l3_misses_total", "L3 (SSD) cache misses", static_cast<double>(c.misses));
+      w.Gauge("aquifer_l3_used_bytes", "Bytes held by the L3 cache", static_cast<double>(c.bytes));
+      w.Gauge("aquifer_l3_capacity_bytes", "The L3 cache's capacity", static_cast<double>(c.capacity));
+    }
+    if (store::Prefetcher* pf = objects.prefetcher()) {
+      auto p = pf->Stats();
+      w.Counter("aquifer_prefetch_issued_blocks_total", "Blocks read ahead for streams", static_cast<double>(p.issued));
+      w.Counter("aquifer_prefetch_hit_blocks_total", "Reads served by a block read ahead",
+                static_cast<double>(p.hits + p.late_hits));
+      w.Counter("aquifer_prefetch_wasted_blocks_total", "Blocks read ahead and never read",
+                static_cast<double>(p.wasted));
+      w.Gauge("aquifer_prefetch_held_bytes", "Bytes read ahead and held", static_cast<double>(p.bytes_held));
+    }
+    if (store::Stager* st = objects.stager()) {
+      auto p = st->Stats();
+      w.Counter("aquifer_staging_staged_blocks_total", "Blocks staged for read plans", static_cast<double>(p.staged));
+      w.Counter("aquifer_staging_hit_blocks_total", "Reads served by a staged block",
+                static_cast<double>(p.hits + p.late_hits));
+      w.Counter("aquifer_staging_failed_blocks_total", "Blocks a plan named that could not be staged",
+                static_cast<double>(p.failed));
+      w.Gauge("aquifer_staging_held_bytes", "Bytes staged and held", static_cast<double>(p.bytes_held));
+    }
+    auto rs = objects.reclaimer().Stats();
+    w.Counter("aquifer_reclaim_freed_blocks_total", "Blocks of replaced or deleted objects freed",
+              static_cast<double>(rs.freed));
+    w.Gauge("aquifer_reclaim_pending_blocks", "Blocks waiting to be freed (readers may hold them)",
+            static_cast<double>(rs.pending));
+    if (auto usage = objects.blocks().Usage(); usage.ok()) {
+      for (const auto& u : *usage) {
+        w.Gauge("aquifer_pool_used_bytes", "Bytes of blocks stored in each pool on this node",
+                static_cast<double>(u.bytes), {{"pool", u.name}});
+        w.Gauge("aquifer_pool_blocks", "Blocks stored in each pool on this node", static_cast<double>(u.blocks),
+                {{"pool", u.name}});
+      }
+    }
+    for (const auto& one : *series_copy) WriteSeries(one, &w);
+    std::vector<monitor::Column> machine;
+    for (auto& c : sampler.Take().columns) {
+      if (c.values.empty() || c.name.rfind("node.", 0) == 0) continue;  // the node's own: counters above
+      c.values = {c.values.back()};
+      machine.push_back(std::move(c));
+    }
+    monitor::WriteSampled(machine, &w);
+    return w.Text();
+  };
   http::ServerOptions ho;
   ho.host = host;
   ho.port = port;
   ho.threads = 2;
   ho.max_connections = 64;
   ho.tls = std::move(tls);
-  m->http_ = AQ_TRY(http::Server::Start(ho, [&sampler, stats_json](http::Exchange& ex) {
+  m->http_ = AQ_TRY(http::Server::Start(ho, [stats_json, prometheus_text](http::Exchange& ex) {
     http::Headers h;
     if (ex.request().method != "GET" && ex.request().method != "HEAD") {
       (void)ex.Respond(405, std::move(h), "GET /metrics or /stats\n");
     } else if (ex.request().path == "/metrics") {
-      std::vector<monitor::Column> cols;
-      for (auto& c : sampler.Take().columns) {
-        if (!c.values.empty()) c.values = {c.values.back()};
-        cols.push_back(std::move(c));
-      }
       h.Add("Content-Type", "text/plain; version=0.0.4");
-      (void)ex.Respond(200, std::move(h), monitor::PrometheusText(cols));
+      (void)ex.Respond(200, std::move(h), prometheus_text());
     } else if (ex.request().path == "/stats") {
       h.Add("Content-Type", "application/json");
       (void)ex.Respond(200, std::move(h), stats_json());

@@ -23,6 +23,7 @@
 #include "common/mutex.h"
 #include "common/status.h"
 #include "http/server.h"
+#include "monitor/prometheus.h"
 #include "monitor/sampler.h"
 #include "store/object_store.h"
 
@@ -63,6 +64,9 @@ class NodeStats {
   //  "client_errors", "server_errors", "errors_by_status": {"404": N, ...}, "bytes_in", "bytes_out",
   //  "bodies": {"resumed", "cut"}, "denied"}
   nlohmann::json ToJson() const;
+  // The same as Prometheus counters and a request-duration histogram per
+  // operation (aquifer_s3_*).
+  void WritePrometheus(monitor::PrometheusWriter* out) const;
 
  private:
   struct PerOp {

@@ -71,12 +71,17 @@ bench_pid=$!
 got=""
 for _ in $(seq 40); do
   got=$($PY -c "import urllib.request,sys; print(urllib.request.urlopen('http://127.0.0.1:$port/metrics', timeout=1).read().decode())" 2>/dev/null) && \
-    echo "$got" | grep -q aquifer_bench_read_mb_per_second && break
+    echo "$got" | grep -q aquifer_bench_read_bytes_per_second && break
   sleep 0.1
 done
 echo "$got" >"$T/metrics"
-contains "$T/metrics" "# TYPE aquifer_bench_read_mb_per_second gauge" "prometheus exposition"
-contains "$T/metrics" "aquifer_cpu_user_percent" "prometheus system metrics"
+contains "$T/metrics" "# TYPE aquifer_bench_read_bytes_per_second gauge" "prometheus exposition"
+contains "$T/metrics" "aquifer_cpu_user_ratio" "prometheus system metrics"
+if command -v promtool >/dev/null; then
+  promtool check metrics <"$T/metrics" >"$T/promtool" 2>&1 && ok || bad "promtool check metrics: $(cat "$T/promtool")"
+else
+  echo "SKIP: promtool (Debian's prometheus) is not installed: the exposition's conventions are not checked"
+fi
 wait "$bench_pid" && ok || bad "bench with --prometheus exited non-zero"
 
 # bench train with an emulated GPU: GPU-bound when slow, input-bound when not.

@@ -278,10 +278,19 @@ try:
         import time
         for _ in range(30):  # the node samples once a second; wait for its first sample
             text = urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=5).read().decode()
-            if "aquifer_node_get_requests_s" in text:
+            if "aquifer_cpu_user_ratio" in text:
                 break
             time.sleep(0.1)
-        check("aquifer_node_get_requests_s" in text and "aquifer_cpu_user_percent" in text, "node /metrics")
+        gets = [float(line.split()[1]) for line in text.splitlines()
+                if line.startswith('aquifer_s3_requests_total{operation="get"}')]
+        check(gets and gets[0] >= 4 and "aquifer_cpu_user_ratio" in text and
+              'aquifer_s3_request_duration_seconds_bucket{operation="get",le="+Inf"}' in text, "node /metrics")
+        if shutil.which("promtool"):
+            r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+            check(r.returncode == 0 and not r.stdout.strip() and not r.stderr.strip(),
+                  f"promtool check metrics finds nothing to say: {r.stdout} {r.stderr}")
+        else:
+            print("SKIP: promtool (Debian's prometheus) is not installed: /metrics conventions not checked")
         r = subprocess.run([AQ, "stats", f"127.0.0.1:{mport}"], capture_output=True, text=True)
         get_line = [l for l in r.stdout.splitlines() if l.strip().startswith("get ")]
         check(r.returncode == 0 and get_line and int(get_line[0].split()[1]) >= 4, "aquifer stats: " + r.stdout)

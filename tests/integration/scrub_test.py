@@ -177,7 +177,7 @@ try:
                 if line.startswith(line_name + " "):
                     return float(line.split()[1])
         return None
-    bad_pieces = [metric(n, "aquifer_node_scrub_unrepaired_pieces") for n in nodes]
+    bad_pieces = [metric(n, "aquifer_scrub_unrepaired_pieces") for n in nodes]
     check(None not in bad_pieces and sum(bad_pieces) >= 2,
           f"/metrics has the pieces the scrubbers could not rebuild: {bad_pieces}")
 
