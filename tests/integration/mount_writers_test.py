@@ -159,10 +159,21 @@ try:
         print("note: python3-h5py is not installed; HDF5 not tried")
     if h5py is not None:
         def hdf5(path):
-            with h5py.File(path, "w", libver="latest", track_order=True) as f:
+            # The newest format, creation order tracked, and no timestamps
+            # anywhere (HDF5 stamps groups to the second: a local write and
+            # the mount's a second apart would differ in those bytes alone).
+            fcpl = h5py.h5p.create(h5py.h5p.FILE_CREATE)
+            fcpl.set_obj_track_times(False)
+            fcpl.set_link_creation_order(h5py.h5p.CRT_ORDER_TRACKED | h5py.h5p.CRT_ORDER_INDEXED)
+            fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+            fapl.set_libver_bounds(h5py.h5f.LIBVER_LATEST, h5py.h5f.LIBVER_LATEST)
+            with h5py.File(h5py.h5f.create(path.encode(), h5py.h5f.ACC_TRUNC, fcpl=fcpl, fapl=fapl)) as f:
                 f.attrs["epoch"] = 3
                 f.create_dataset("x", data=rng_big[:1_000_000], chunks=(65536, 4), track_times=False)
-                g = f.create_group("opt")
+                gcpl = h5py.h5p.create(h5py.h5p.GROUP_CREATE)
+                gcpl.set_obj_track_times(False)
+                gcpl.set_link_creation_order(h5py.h5p.CRT_ORDER_TRACKED | h5py.h5p.CRT_ORDER_INDEXED)
+                g = h5py.Group(h5py.h5g.create(f.id, b"opt", gcpl=gcpl))
                 d = g.create_dataset("grow", shape=(0, 16), maxshape=(None, 16), chunks=(1024, 16),
                                      dtype="f4", track_times=False)
                 for i in range(8):  # grown in place: the writer goes back to its index and header

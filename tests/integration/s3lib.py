@@ -359,10 +359,21 @@ class ClusterNode:
         self.start()
 
     def start(self):
-        self.p = subprocess.Popen(self.args, stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
-        if not until(lambda: "cluster: node" in open(self.log).read(), 20):
+        for attempt in range(5):
+            self.p = subprocess.Popen(self.args, stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
+            if until(lambda: "cluster: node" in open(self.log).read() or self.p.poll() is not None, 20) and \
+                    self.p.poll() is None:
+                return
             self.p.kill()
-            raise SystemExit(f"node {self.name} did not start:\n" + open(self.log).read())
+            self.p.wait()
+            text = open(self.log).read()
+            # A port picked free was taken by another test meanwhile: new ports, again.
+            if "the port is in use" not in text or attempt == 4:
+                raise SystemExit(f"node {self.name} did not start:\n" + text)
+            old = (f"127.0.0.1:{self.port}", f"127.0.0.1:{self.metrics}")
+            self.port, self.metrics = free_port(), free_port()
+            new = (f"127.0.0.1:{self.port}", f"127.0.0.1:{self.metrics}")
+            self.args = [new[old.index(a)] if a in old else a for a in self.args]
 
     def stop(self, sig=signal.SIGTERM):
         if self.p.poll() is None:
