@@ -81,6 +81,12 @@ void CheckHeads(const std::string& out) {
                                                "x-amz-version-id",
                                                "location",
                                                "x-amz-bucket-region",
+                                               "x-amz-checksum-crc32",
+                                               "x-amz-checksum-crc32c",
+                                               "x-amz-checksum-crc64nvme",
+                                               "x-amz-checksum-sha1",
+                                               "x-amz-checksum-sha256",
+                                               "x-amz-checksum-type",
                                                "x-aquifer-layout"};
   size_t at = 0;
   while ((at = out.find("HTTP/1.1 ", at)) != std::string::npos) {
