@@ -23,10 +23,12 @@ of one save carry a token of their own, so a second try at the same folder
 never mixes with a torn first one. "Stored" means the node acknowledged the
 close: what that survives is the node's durability (docs/cli.md, serve).
 """
+import atexit
 import io
 import pickle
 import re
 import secrets
+import time
 
 from . import _aquifer
 from .files import open as _open
@@ -71,6 +73,28 @@ def _size(value):
     return 0
 
 
+_exit_hook = []
+
+
+def _settle_at_exit():
+    """Gives the process group's worker threads a moment with the GIL.
+
+    A gloo worker drops its reference to a finished collective's tensors
+    after the caller has returned; when that is the last reference it takes
+    the GIL to free them. If the interpreter is finalizing by then (a job
+    that saves and exits at once), the thread is ended in the middle of a
+    C++ destructor and the process aborts ("terminate called without an
+    active exception"). Sleeping at exit, before finalization begins, lets
+    those releases finish."""
+    time.sleep(0.05)
+
+
+def _collective(dist):
+    if not _exit_hook:
+        _exit_hook.append(atexit.register(_settle_at_exit))
+    return dist
+
+
 def _first(dist, group):
     return dist.get_global_rank(group, 0) if group is not None else 0
 
@@ -84,6 +108,8 @@ def save(state, folder, *, group=None, credentials=None, profile=None):
     checkpoint is not complete."""
     import torch
     dist = _dist()
+    if dist:
+        _collective(dist)
     rank, world = (dist.get_rank(group), dist.get_world_size(group)) if dist else (0, 1)
     if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
         raise TypeError("checkpoint.save: state must be a dict with str keys")
