@@ -84,16 +84,13 @@ fuzz: deps fuzz-build fuzz-run
 fuzz-build: $(FUZZ_BUILD)/build.ninja
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
 
+FUZZ_TARGETS = fuzz_tfrecord fuzz_example fuzz_recordio fuzz_tar fuzz_jpeg fuzz_region_decode fuzz_image_decode \
+	fuzz_index fuzz_manifest fuzz_report fuzz_s3_xml fuzz_s3_request fuzz_layout fuzz_plan fuzz_same_host fuzz_post_form \
+	fuzz_header_echo
+
+# Every target for FUZZ_SECONDS, JOBS at a time (scripts/fuzz_run.sh).
 fuzz-run:
-	@rm -rf $(FUZZ_BUILD)/seeds && /usr/bin/python3 fuzz/make_seeds.py $(FUZZ_BUILD)/seeds
-	@set -e; for t in fuzz_tfrecord fuzz_example fuzz_recordio fuzz_tar fuzz_jpeg fuzz_region_decode fuzz_image_decode fuzz_index fuzz_manifest fuzz_report fuzz_s3_xml fuzz_s3_request fuzz_layout fuzz_plan fuzz_same_host fuzz_post_form fuzz_header_echo; do \
-	  mkdir -p $(FUZZ_BUILD)/corpus/$$t; \
-	  echo "fuzz: $$t for $(FUZZ_SECONDS)s"; \
-	  $(FUZZ_BUILD)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 -print_final_stats=0 -artifact_prefix=$(FUZZ_BUILD)/ \
-	    $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/seeds/$$t > $(FUZZ_BUILD)/$$t.log 2>&1 \
-	    || { tail -40 $(FUZZ_BUILD)/$$t.log; exit 1; }; \
-	  grep -E "^#[0-9]+.*DONE" $(FUZZ_BUILD)/$$t.log | tail -1; \
-	done
+	@bash scripts/fuzz_run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(JOBS) $(FUZZ_TARGETS)
 
 # The sanitizers (docs/testing.md says which suite runs where, and why).
 # `make sanitize` (CI): every unit test, and the end-to-end tests labelled
