@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/progress.h"
+#include "common/service_notify.h"
 #include "common/units.h"
 #include "http/client.h"
 #include "http/tls.h"
@@ -26,6 +27,7 @@
 #include "node/node.h"
 #include "s3/auth.h"
 #include "s3/endpoint.h"
+#include "server/s3_server.h"
 #include "store/block_store.h"
 
 namespace aq::cli {
@@ -147,20 +149,42 @@ Status Serve(const ServeFlags& f) {
   if (tls) std::printf("  tls: %s (SIGHUP reloads it)\n", tls->Describe().c_str());
   std::fflush(stdout);
   if (tls && !tls->DateWarning().empty()) log::warn("{}", tls->DateWarning());
+  // Under systemd (Type=notify): ready once the ports answer.
+  const std::string serving = fmt::format("STATUS=serving on {}", n->address());
+  auto notify = [](const std::string& state) {
+    if (Status s = NotifyServiceManager(state); !s.ok())
+      log::warn("service manager not told '{}': {}", state, s.ToString());
+  };
+  notify("READY=1\n" + serving);
   int sig = 0;
   for (;;) {
     sigwait(&set, &sig);
     if (sig != SIGHUP) break;
+    notify(ReloadingMessage());
     // A renewed certificate: new connections get it, open ones keep theirs.
     if (!tls) {
-      log::info("SIGHUP: nothing to reload (no --tls-cert)");
+      log::info("SIGHUP: no TLS certificate to reload (no --tls-cert)");
     } else if (Status s = tls->Reload(); s.ok()) {
       log::info("SIGHUP: TLS certificate reloaded: {}", tls->Describe());
       if (!tls->DateWarning().empty()) log::warn("{}", tls->DateWarning());
     } else {
       log::error("SIGHUP: the TLS certificate was not reloaded, the current one stays: {}", s.ToString());
     }
+    // The credentials file read again: a key added works at once, a key
+    // removed is refused from now on. A file that does not load changes
+    // nothing.
+    if (!f.credentials.empty()) {
+      if (auto keys = s3::LoadCredentials(f.credentials); !keys.ok()) {
+        log::error("SIGHUP: the credentials file was not reloaded, the current keys stay: {}",
+                   keys.status().ToString());
+      } else {
+        log::info("SIGHUP: credentials reloaded: {} key(s) from {}", keys->size(), f.credentials);
+        n->s3().SetAdminKeys(std::move(*keys));
+      }
+    }
+    notify("READY=1\n" + serving);
   }
+  notify("STOPPING=1\nSTATUS=stopping");
   n->Stop();
   std::printf("aquifer serve: stopped (signal %d)\n", sig);
   std::fputs(n->Summary().c_str(), stdout);

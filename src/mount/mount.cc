@@ -28,6 +28,7 @@
 #include "common/latency.h"
 #include "common/log.h"
 #include "common/mutex.h"
+#include "common/service_notify.h"
 #include "mount/mount_fs.h"
 
 namespace aq::mount {
@@ -505,7 +506,12 @@ Status Mount(io::FileSystem& store, const MountOptions& options, const std::func
   kernel.set_session(se);
   if (ready) ready();
   fuse_daemonize(o.foreground ? 1 : 0);  // threads start after this: they do not survive a fork
+  // Under systemd (Type=notify, with -f): ready once the kernel has the mount.
+  if (Status s = NotifyServiceManager("READY=1\nSTATUS=mounted on " + o.mountpoint); !s.ok()) {
+    log::warn("service manager not told the mount is ready: {}", s.ToString());
+  }
   const int rc = Serve(se, kernel, o);
+  (void)NotifyServiceManager("STOPPING=1\nSTATUS=unmounting");
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);

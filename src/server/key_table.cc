@@ -8,29 +8,42 @@ namespace aq::server {
 
 KeyTable::KeyTable(std::vector<s3::Credential> admin_keys, s3::Credential node_key, store::MetaStore* meta,
                    double refresh_s, double miss_refresh_s)
-    : admin_keys_(std::move(admin_keys)),
-      node_key_(std::move(node_key)),
-      meta_(meta),
-      refresh_s_(refresh_s),
-      miss_refresh_s_(miss_refresh_s) {
-  auto first = Read();
+    : node_key_(std::move(node_key)), meta_(meta), refresh_s_(refresh_s), miss_refresh_s_(miss_refresh_s) {
+  auto admin = std::make_shared<const std::vector<s3::Credential>>(std::move(admin_keys));
+  auto first = Read(*admin);
   if (!first) {
     // Unreadable at start: only the file's and the node's keys.
     auto snap = std::make_shared<KeySnapshot>();
-    AddFixedKeys(*snap);
+    AddFixedKeys(*snap, *admin);
     first = snap;
   }
   MutexLock lock(mu_);
+  admin_keys_ = std::move(admin);
   current_ = std::move(first);
   read_at_ = Clock::now();
 }
 
-void KeyTable::AddFixedKeys(KeySnapshot& snap) const {
-  for (const auto& c : admin_keys_) snap.keys[c.access_key] = KeyEntry{c, KeyEntry::Kind::kAdmin, {}};
+void KeyTable::SetAdminKeys(std::vector<s3::Credential> admin_keys) {
+  auto admin = std::make_shared<const std::vector<s3::Credential>>(std::move(admin_keys));
+  MutexLock lock(mu_);
+  // The stored keys as last read, the old file's keys out, the new ones in.
+  // A stored key an old file key hid comes back at the next read, which is
+  // due at once.
+  auto snap = std::make_shared<KeySnapshot>(*current_);
+  std::erase_if(snap->keys, [](const auto& kv) { return kv.second.kind == KeyEntry::Kind::kAdmin; });
+  AddFixedKeys(*snap, *admin);
+  admin_keys_ = std::move(admin);
+  ++admin_generation_;
+  current_ = std::move(snap);
+  read_at_ = Clock::time_point{};
+}
+
+void KeyTable::AddFixedKeys(KeySnapshot& snap, const std::vector<s3::Credential>& admin_keys) const {
+  for (const auto& c : admin_keys) snap.keys[c.access_key] = KeyEntry{c, KeyEntry::Kind::kAdmin, {}};
   if (!node_key_.access_key.empty()) snap.keys[node_key_.access_key] = KeyEntry{node_key_, KeyEntry::Kind::kNode, {}};
 }
 
-std::shared_ptr<const KeySnapshot> KeyTable::Read() {
+std::shared_ptr<const KeySnapshot> KeyTable::Read(const std::vector<s3::Credential>& admin_keys) {
   auto snap = std::make_shared<KeySnapshot>();
   if (meta_ != nullptr) {
     auto text = meta_->GetSetting(s3::kKeysSetting);
@@ -52,12 +65,14 @@ std::shared_ptr<const KeySnapshot> KeyTable::Read() {
     for (auto& k : *stored)
       snap->keys[k.key.access_key] = KeyEntry{k.key, KeyEntry::Kind::kStored, std::move(k.grants)};
   }
-  AddFixedKeys(*snap);  // last: they win over a stored key of the same id
+  AddFixedKeys(*snap, admin_keys);  // last: they win over a stored key of the same id
   return snap;
 }
 
 std::shared_ptr<const KeySnapshot> KeyTable::Get(const std::string* access_key) {
   const auto now = Clock::now();
+  std::shared_ptr<const std::vector<s3::Credential>> admin;
+  uint64_t generation = 0;
   {
     MutexLock lock(mu_);
     const double age = std::chrono::duration<double>(now - read_at_).count();
@@ -76,11 +91,15 @@ std::shared_ptr<const KeySnapshot> KeyTable::Get(const std::string* access_key) 
     if (!stale || reloading_) return current_;
     reloading_ = true;
     read_at_ = now;
+    admin = admin_keys_;
+    generation = admin_generation_;
   }
-  auto snap = Read();
+  auto snap = Read(*admin);
   MutexLock lock(mu_);
   reloading_ = false;
-  if (snap) current_ = std::move(snap);
+  // Read with the file's keys of before a SetAdminKeys meanwhile: dropped
+  // (the next request reads again).
+  if (snap && generation == admin_generation_) current_ = std::move(snap);
   return current_;
 }
 

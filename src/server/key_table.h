@@ -6,6 +6,7 @@
 // on average, in bursts of 10), so `aquifer key add` works at once and
 // `key rm|grant|revoke` within seconds on every node, without a restart.
 // If the metadata cannot be read the last keys read stay in force.
+// SetAdminKeys swaps the credentials file's keys (the node's SIGHUP).
 //
 // Thread safety: every method may be called from any thread; a snapshot is
 // immutable and stays valid while held.
@@ -13,6 +14,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -50,6 +52,9 @@ class KeyTable {
   // As Current(), after reading again if `access_key` is unknown (within
   // the budget for such reads).
   std::shared_ptr<const KeySnapshot> ForKey(const std::string& access_key);
+  // Replaces the credentials file's keys: requests signed with a removed
+  // key are refused from now on, a new key is accepted at once.
+  void SetAdminKeys(std::vector<s3::Credential> admin_keys);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -59,15 +64,17 @@ class KeyTable {
   // The credentials file's keys and the node key, over any stored key of
   // the same id (`aquifer key add` never makes one; a stale record must not
   // demote an administrator or give a user the node's key).
-  void AddFixedKeys(KeySnapshot& snap) const;
-  // The keys as the metadata has them now; null if it cannot be read.
-  std::shared_ptr<const KeySnapshot> Read();
+  void AddFixedKeys(KeySnapshot& snap, const std::vector<s3::Credential>& admin_keys) const;
+  // The keys as the metadata has them now, with `admin_keys`; null if the
+  // metadata cannot be read.
+  std::shared_ptr<const KeySnapshot> Read(const std::vector<s3::Credential>& admin_keys);
 
-  const std::vector<s3::Credential> admin_keys_;
+  Mutex mu_;
+  std::shared_ptr<const std::vector<s3::Credential>> admin_keys_ AQ_GUARDED_BY(mu_);
+  uint64_t admin_generation_ AQ_GUARDED_BY(mu_) = 0;  // counts SetAdminKeys
   const s3::Credential node_key_;
   store::MetaStore* const meta_;
   const double refresh_s_, miss_refresh_s_;
-  Mutex mu_;
   std::shared_ptr<const KeySnapshot> current_ AQ_GUARDED_BY(mu_);
   Clock::time_point read_at_ AQ_GUARDED_BY(mu_);
   bool reloading_ AQ_GUARDED_BY(mu_) = false;

@@ -106,6 +106,8 @@ class S3Handler {
   S3Handler(store::ObjectStore& objects, S3HandlerOptions options);
   void Handle(http::Exchange& ex);
   const S3HandlerOptions& options() const { return o_; }
+  // Replaces the credentials file's keys (KeyTable::SetAdminKeys).
+  void SetAdminKeys(std::vector<s3::Credential> keys) { keys_->SetAdminKeys(std::move(keys)); }
 
  private:
   // ---- s3_handler.cc ----

@@ -29,6 +29,8 @@ class S3Server {
   int port() const { return http_->port(); }
   http::ServerStats Stats() const { return http_->Stats(); }
   void Stop();
+  // Replaces the credentials file's keys (KeyTable::SetAdminKeys).
+  void SetAdminKeys(std::vector<s3::Credential> keys) { handler_->SetAdminKeys(std::move(keys)); }
 
  private:
   S3Server() = default;

@@ -82,6 +82,34 @@ TEST(KeyTableTest, UnreadableKeysLeaveTheLastOnesInForce) {
   EXPECT_EQ(still->grants.size(), 1u);
 }
 
+TEST(KeyTableTest, NewAdminKeysTakeOverAtOnceAndStoredKeysStay) {
+  auto meta = store::OpenSqliteMetaStore(":memory:").value();
+  ASSERT_TRUE(meta->PutSetting(s3::kKeysSetting, s3::KeysToJson({Stored("USER", "data"), Stored("NEXT", "x")})).ok());
+  // A long refresh: only SetAdminKeys changes what the table holds.
+  KeyTable table({{"OLD", "old-secret"}, {"NEXT", "file-secret"}}, {"aquifer-node", "node-secret"}, meta.get(),
+                 /*refresh_s=*/3600);
+  auto before = table.Current();
+  EXPECT_EQ(before->Find("NEXT")->kind, KeyEntry::Kind::kAdmin);
+  table.SetAdminKeys({{"NEW", "new-secret"}});
+  auto snap = table.Current();
+  EXPECT_EQ(snap->Find("OLD"), nullptr);
+  ASSERT_NE(snap->Find("NEW"), nullptr);
+  EXPECT_EQ(snap->Find("NEW")->kind, KeyEntry::Kind::kAdmin);
+  EXPECT_EQ(snap->Find("NEW")->credential.secret, "new-secret");
+  EXPECT_EQ(snap->Find("USER")->kind, KeyEntry::Kind::kStored);
+  EXPECT_EQ(snap->Find("aquifer-node")->kind, KeyEntry::Kind::kNode);
+  // The stored key the old file's key hid is read again at once.
+  ASSERT_NE(snap->Find("NEXT"), nullptr);
+  EXPECT_EQ(snap->Find("NEXT")->kind, KeyEntry::Kind::kStored);
+  EXPECT_EQ(snap->Find("NEXT")->credential.secret, "secret-NEXT");
+  // A snapshot held from before keeps its keys.
+  EXPECT_NE(before->Find("OLD"), nullptr);
+  // A file's key of the node key's id cannot take the node key's place.
+  table.SetAdminKeys({{"aquifer-node", "guess"}});
+  EXPECT_EQ(table.Current()->Find("aquifer-node")->kind, KeyEntry::Kind::kNode);
+  EXPECT_EQ(table.Current()->Find("aquifer-node")->credential.secret, "node-secret");
+}
+
 // A node's S3 handler over an in-memory store, driven by raw requests.
 class InProcess {
  public:
