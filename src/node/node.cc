@@ -447,6 +447,51 @@ Status Node::StartImpl() {
         {"node.scrub.unrepaired", "pieces", scrub(&store::ScrubStats::unrepaired), false},
         {"node.scrub.objects_at_risk", "objects",
          [sc] { return static_cast<double>(sc->Stats().objects_at_risk.size()); }, false}};
+    if (cluster) {
+      // Protection and repair as this node's last pass over the namespace
+      // saw them (every node passes over all of it: take the max across
+      // nodes), the members it knows up and down, and the work it did.
+      auto repair = [this](auto field) {
+        return [this, field] { return repairer_ ? static_cast<double>(repairer_->Stats().*field) : 0.0; };
+      };
+      auto members = [this](bool up) {
+        return [this, up] {
+          if (!membership_) return 0.0;
+          double n = 0;
+          for (const auto& m : membership_->Nodes()) {
+            if (m.state != cluster::NodeState::kRemoved && m.up == up) ++n;
+          }
+          return n;
+        };
+      };
+      auto blocks = [this](uint64_t cluster::ClusterBlockStats::*field) {
+        return [this, field] { return static_cast<double>(cluster_blocks_->Stats().*field); };
+      };
+      for (server::MetricsServer::Series s : std::vector<server::MetricsServer::Series>{
+               {"node.cluster.nodes_up", "nodes", members(true), false},
+               {"node.cluster.nodes_down", "nodes", members(false), false},
+               {"node.repair.under_protected", "blocks", repair(&cluster::RepairStats::under_protected), false},
+               {"node.repair.misplaced", "blocks", repair(&cluster::RepairStats::misplaced), false},
+               {"node.repair.fully_protected", "", repair(&cluster::RepairStats::fully_protected), false},
+               {"node.repair.tier_misplaced", "blocks", repair(&cluster::RepairStats::tier_misplaced), false},
+               {"node.repair.drops_pending", "pieces", repair(&cluster::RepairStats::drops_pending), false},
+               {"node.repair.last_pass_seconds", "", repair(&cluster::RepairStats::last_pass_seconds), false},
+               {"node.repair.passes", "passes/s", repair(&cluster::RepairStats::passes), true},
+               {"node.repair.copied", "blocks/s", repair(&cluster::RepairStats::copied), true},
+               {"node.repair.copied_bytes", "MB/s",
+                [this] { return repairer_ ? static_cast<double>(repairer_->Stats().bytes_copied) / 1e6 : 0.0; }, true},
+               {"node.repair.reprotected", "blocks/s", repair(&cluster::RepairStats::reprotected), true},
+               {"node.repair.tiered_bytes", "MB/s",
+                [this] { return repairer_ ? static_cast<double>(repairer_->Stats().bytes_tiered) / 1e6 : 0.0; }, true},
+               {"node.repair.errors", "errors/s", repair(&cluster::RepairStats::errors), true},
+               {"node.cluster.remote_reads", "blocks/s", blocks(&cluster::ClusterBlockStats::remote_reads), true},
+               {"node.cluster.degraded_reads", "blocks/s", blocks(&cluster::ClusterBlockStats::degraded_reads), true},
+               {"node.cluster.failovers", "blocks/s", blocks(&cluster::ClusterBlockStats::failovers), true},
+               {"node.cluster.repaired_on_read", "pieces/s", blocks(&cluster::ClusterBlockStats::repaired_on_read),
+                true}}) {
+        series.push_back(std::move(s));
+      }
+    }
     if (server::SameHostReads* sh = same_host_.get()) {
       series.push_back({"node.same_host.blocks_sent", "blocks/s",
                         [sh] { return static_cast<double>(sh->Stats().blocks_sent); }, true});

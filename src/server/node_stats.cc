@@ -1,6 +1,7 @@
 #include "server/node_stats.h"
 
 #include <fmt/format.h>
+#include <sys/statvfs.h>
 
 #include <chrono>
 
@@ -346,6 +347,17 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
         w.Gauge("aquifer_pool_blocks", "Blocks stored in each pool on this node", static_cast<double>(u.blocks),
                 {{"pool", u.name}});
       }
+    }
+    // Each pool's file system: its size and what is left of it (a pool
+    // shares its disk with whatever else is there).
+    for (const auto& pool : objects.blocks().pools()) {
+      struct statvfs v {};
+      if (::statvfs(pool.path.c_str(), &v) != 0) continue;  // not a local directory (tests' memory pools)
+      const std::string media(store::MediaName(pool.media));
+      w.Gauge("aquifer_pool_size_bytes", "Size of the file system each pool is on",
+              static_cast<double>(v.f_blocks) * v.f_frsize, {{"pool", pool.name}, {"media", media}});
+      w.Gauge("aquifer_pool_available_bytes", "Bytes still free for this node on each pool's file system",
+              static_cast<double>(v.f_bavail) * v.f_frsize, {{"pool", pool.name}, {"media", media}});
     }
     for (const auto& one : *series_copy) WriteSeries(one, &w);
     std::vector<monitor::Column> machine;
