@@ -20,6 +20,8 @@ PACKAGES=(
   libcpp-httplib-dev liburing-dev
   # promtool, which checks the nodes' and benches' /metrics against Prometheus' conventions
   prometheus
+  # the Slurm recipe (examples/slurm) run by a real Slurm on this machine; systemd-analyze for the units
+  slurm-wlm munge systemd
   # aquifer mount (FUSE low-level API) and fusermount3
   libfuse3-dev fuse3
   # the storage node's metadata and ETags; HTTP parsing (Boost.Beast); checksums (zlib)

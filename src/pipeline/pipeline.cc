@@ -276,6 +276,25 @@ struct Pipeline::Impl {
     }
   }
 
+  // The reads of runs [from, to): consecutive runs of one file's
+  // contiguous records are one read.
+  std::vector<io::FileSystem::PlannedRead> PlannedReads(size_t from, size_t to) const {
+    std::vector<io::FileSystem::PlannedRead> reads;
+    for (size_t k = from; k < to; ++k) {
+      const Run& run = runs[k];
+      const SampleRef& first = SampleAt(run.epoch, run.first);
+      uint64_t bytes = 0;
+      for (uint64_t i = 0; i < run.count; ++i) bytes += SampleAt(run.epoch, run.first + i).size;
+      const std::string& path = cat->files[first.file];
+      if (!reads.empty() && reads.back().path == path && reads.back().offset + reads.back().length == first.offset) {
+        reads.back().length += bytes;
+      } else {
+        reads.push_back({path, first.offset, bytes});
+      }
+    }
+    return reads;
+  }
+
   // Sends the next window of the read plan: the runs from `r` (the one a
   // reader is about to read) or from where the last window ended, up to
   // plan_ahead runs past `r`; the next is sent when readers are half way
@@ -291,19 +310,7 @@ struct Pipeline::Impl {
       static std::atomic<uint64_t> pipelines{0};
       plan_stream = fmt::format("pipeline-{}-{}-rank{}", ::getpid(), pipelines.fetch_add(1), o.rank);
     }
-    std::vector<io::FileSystem::PlannedRead> reads;
-    for (size_t k = from; k < to; ++k) {
-      const Run& run = runs[k];
-      const SampleRef& first = SampleAt(run.epoch, run.first);
-      uint64_t bytes = 0;
-      for (uint64_t i = 0; i < run.count; ++i) bytes += SampleAt(run.epoch, run.first + i).size;
-      const std::string& path = cat->files[first.file];
-      if (!reads.empty() && reads.back().path == path && reads.back().offset + reads.back().length == first.offset) {
-        reads.back().length += bytes;
-      } else {
-        reads.push_back({path, first.offset, bytes});
-      }
-    }
+    std::vector<io::FileSystem::PlannedRead> reads = PlannedReads(from, to);
     plan_sent = to;
     plan_next = to >= runs.size() ? SIZE_MAX : std::max(r + 1, to - std::min<size_t>(to - r, o.plan_ahead / 2));
     if (reads.empty()) return;
@@ -1022,7 +1029,9 @@ void Pipeline::Impl::StartThreads() {
   for (size_t w = 0; w < o.workers; ++w) threads.emplace_back([this] { WorkerLoop(); });
 }
 
-Result<std::unique_ptr<Pipeline>> Pipeline::Create(io::FileSystem& fs, const PipelineOptions& options) {
+// Create's steps up to the plan of runs: options checked, catalog, epoch
+// plans, runs. Nothing is read beyond the indexes and no thread started.
+Result<std::unique_ptr<Pipeline::Impl>> Pipeline::Plan(io::FileSystem& fs, const PipelineOptions& options) {
   std::unique_ptr<io::MultiRootFileSystem> multi;
   PipelineOptions opts = options;
   if (options.data.find(':') != std::string::npos) {
@@ -1051,10 +1060,32 @@ Result<std::unique_ptr<Pipeline>> Pipeline::Create(io::FileSystem& fs, const Pip
   o.catalog.reset();
   AQ_TRY(impl->PlanEpochs());
   impl->PlanRuns();
+  return impl;
+}
+
+Result<std::unique_ptr<Pipeline>> Pipeline::Create(io::FileSystem& fs, const PipelineOptions& options) {
+  auto impl = AQ_TRY(Plan(fs, options));
   AQ_TRY(impl->PlanMemory());
   AQ_TRY(impl->PrepareBuffers());
   impl->StartThreads();
   return std::unique_ptr<Pipeline>(new Pipeline(std::move(impl)));
+}
+
+Result<PlanSent> Pipeline::SendPlan(io::FileSystem& fs, const PipelineOptions& options, const std::string& stream) {
+  auto impl = AQ_TRY(Plan(fs, options));
+  PlanSent sent;
+  sent.stream = stream;
+  // In windows the size of a running pipeline's (the store bounds a plan
+  // request's size), in order, appended to one stream.
+  const size_t window = std::max<size_t>(impl->o.plan_ahead, 256);
+  for (size_t from = 0; from < impl->runs.size(); from += window) {
+    auto reads = impl->PlannedReads(from, std::min(impl->runs.size(), from + window));
+    if (reads.empty()) continue;
+    sent.taken_up += AQ_TRY(impl->fs.Plan(stream, reads));
+    sent.reads += reads.size();
+    for (const auto& r : reads) sent.bytes += r.length;
+  }
+  return sent;
 }
 
 Result<const Batch*> Pipeline::Next() { return impl_->Next(); }

@@ -243,9 +243,26 @@ class BatchLease {
   Batch batch_;
 };
 
+// What Pipeline::SendPlan sent: the reads of the plan (ranges of files in
+// the order the pipeline would read them), the bytes they name, and how many
+// the store took up for staging.
+struct PlanSent {
+  uint64_t reads = 0, bytes = 0, taken_up = 0;
+  std::string stream;  // the plan's name at the store
+};
+
 class Pipeline {
  public:
   static Result<std::unique_ptr<Pipeline>> Create(io::FileSystem& fs, const PipelineOptions& options);
+
+  // Sends the read plan a pipeline with these options would send for its
+  // epochs (options.epochs from options.first_epoch, this rank's share) to
+  // the store, without reading anything: the nodes stage those reads from
+  // their pools before the job starts (a Slurm prolog, a warm-up step).
+  // `stream` names the plan; the same options give the same order as the
+  // job's own pipeline. Fails as Create does on options and data, and with
+  // the store's error if it refuses the plan.
+  static Result<PlanSent> SendPlan(io::FileSystem& fs, const PipelineOptions& options, const std::string& stream);
   ~Pipeline();  // stops and joins all threads
 
   // The next batch in order, or nullptr after the last one. The batch stays
@@ -281,6 +298,8 @@ class Pipeline {
 
  private:
   struct Impl;
+  // Create's steps up to the plan of runs (pipeline.cc).
+  static Result<std::unique_ptr<Impl>> Plan(io::FileSystem& fs, const PipelineOptions& options);
   explicit Pipeline(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -818,6 +818,47 @@ TEST_F(PipelineTest, TheReadPlanNamesEachFileBeforeItIsReadInReadOrder) {
   EXPECT_NE(f.stats.plan_error.find("no node answered"), std::string::npos) << f.stats.plan_error;
 }
 
+// SendPlan (a job's plan sent ahead, e.g. by a Slurm prolog) names the same
+// reads in the same order as a running pipeline with the same options, for
+// every rank, and reads no data doing so.
+TEST_F(PipelineTest, APlanSentAheadIsTheOneTheJobReadsByWithoutReadingData) {
+  for (const char* data : {"/raw", "/tf"}) {
+    for (uint32_t rank = 0; rank < 2; ++rank) {
+      PipelineOptions o = Options(data);
+      o.world = 2;
+      o.rank = rank;
+      o.plan_ahead = 1 << 20;  // the running pipeline sends the whole epoch at its first read
+      PlanRecordingFileSystem running(*fs_);
+      RunAll(o, &running);
+      PlanRecordingFileSystem ahead(*fs_);
+      o.plan_ahead = 3;  // windows of at least 256 runs: the order does not depend on it
+      auto sent = Pipeline::SendPlan(ahead, o, "job-7-rank" + std::to_string(rank));
+      ASSERT_TRUE(sent.ok()) << sent.status().ToString();
+      ASSERT_FALSE(ahead.planned.empty()) << data;
+      ASSERT_EQ(ahead.planned.size(), running.planned.size()) << data << " rank " << rank;
+      uint64_t bytes = 0;
+      for (size_t k = 0; k < ahead.planned.size(); ++k) {
+        EXPECT_EQ(ahead.planned[k].path, running.planned[k].path) << k;
+        EXPECT_EQ(ahead.planned[k].offset, running.planned[k].offset) << k;
+        EXPECT_EQ(ahead.planned[k].length, running.planned[k].length) << k;
+        bytes += ahead.planned[k].length;
+      }
+      EXPECT_EQ(sent->reads, ahead.planned.size());
+      EXPECT_EQ(sent->taken_up, ahead.planned.size());
+      EXPECT_EQ(sent->bytes, bytes);
+      EXPECT_EQ(ahead.streams, std::set<std::string>{"job-7-rank" + std::to_string(rank)});
+      // Only indexes were opened, never a planned file's records.
+      if (std::string(data) == "/raw") EXPECT_TRUE(ahead.opens.empty()) << ahead.opens.front();
+    }
+  }
+  // A store that refuses the plan: the error, as Create's.
+  PlanRecordingFileSystem failing(*fs_, /*fail_plans=*/true);
+  auto refused = Pipeline::SendPlan(failing, Options("/raw"), "s");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("no node answered"), std::string::npos);
+  EXPECT_FALSE(Pipeline::SendPlan(*fs_, Options("/nonexistent"), "s").ok());
+}
+
 // Reads past `fail_after` bytes of any file fail with EIO, as a dying disk
 // or a dropped NFS mount does.
 class FailingFileSystem final : public io::ForwardingFileSystem {

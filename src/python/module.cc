@@ -564,6 +564,34 @@ PYBIND11_MODULE(_aquifer, m) {
       },
       "Every pipeline option's default as written and its help, by name");
   m.def(
+      "send_plan",
+      [](const std::string& stream, const py::kwargs& kw) {
+        int64_t rank = -1, world = -1;
+        std::string credentials, profile;
+        std::shared_ptr<const aq::pipeline::Catalog> catalog;
+        aq::client::ClientOptions client = aq::client::ClientOptionsFromEnvironment();
+        auto o = aq::python::OptionsFrom(kw, &rank, &world, &credentials, &profile, &catalog, &client);
+        if (rank < 0 || world < 1) throw py::value_error("send_plan: give rank and world_size");
+        const auto who = aq::python::Take(aq::pipeline::ResolveRank(rank, world));
+        o.rank = who.rank;
+        o.world = who.world;
+        auto& fs = aq::python::SharedFileSystem(credentials, profile);
+        auto sent = [&] {
+          py::gil_scoped_release unlocked;
+          return aq::pipeline::Pipeline::SendPlan(fs, o, stream);
+        }();
+        const auto s = aq::python::Take(std::move(sent));
+        py::dict d;
+        d["stream"] = s.stream;
+        d["reads"] = s.reads;
+        d["bytes"] = s.bytes;
+        d["taken_up"] = s.taken_up;
+        return d;
+      },
+      py::arg("stream"),
+      "Sends the read plan of one rank's pipeline (the same options as aquifer.Loader's) to the store without "
+      "reading: {stream, reads, bytes, taken_up}");
+  m.def(
       "list_dir",
       [](const std::string& path, const std::string& credentials, const std::string& profile) {
         auto& fs = aq::python::SharedFileSystem(credentials, profile);
