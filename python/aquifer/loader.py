@@ -26,6 +26,11 @@ _DTYPES = {"uint8": "uint8", "u8": "uint8", "float16": "float16", "fp16": "float
            "float32": "float32", "fp32": "float32", "float": "float32"}
 
 
+def _prom_escape(value):
+    """A Prometheus label value: backslash, quote and newline escaped."""
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
 def _torch_dtype_name(dtype):
     """'float16' for torch.float16 and the like; strings pass through."""
     name = str(dtype)
@@ -282,6 +287,51 @@ class Loader:
         if s is not None and self._hooks:
             s = dict(s, hook_seconds=self._hook_seconds, hook_samples=self._hook_samples)
         return s
+
+    def prometheus(self):
+        """stats() as Prometheus text (format 0.0.4), for a training job's own
+        /metrics endpoint (prometheus_client's, a web framework's): gauges
+        of the running epoch so far, each labelled with this loader's rank.
+        A new epoch starts its counts again, so they are gauges, not
+        counters: graph them as they are, not with rate()."""
+        s = self.stats() or {}
+        rank = str(self.rank)
+        out = []
+
+        def family(name, help_text, samples):
+            out.append(f"# HELP {name} {help_text}")
+            out.append(f"# TYPE {name} gauge")
+            for labels, value in samples:
+                text = ",".join(f'{k}="{_prom_escape(v)}"' for k, v in (("rank", rank),) + tuple(labels))
+                out.append(f"{name}{{{text}}} {float(value)!r}")
+
+        def one(name, help_text, key):
+            family(name, help_text, [((), s.get(key, 0) or 0)])
+
+        family("aquifer_loader_epoch", "The epoch the loader is in", [((), self.epoch)])
+        family("aquifer_loader_steps_per_epoch", "Batches per epoch on this rank", [((), self._steps)])
+        one("aquifer_loader_epoch_batches", "Batches delivered in this epoch so far", "batches")
+        one("aquifer_loader_epoch_images", "Images delivered in this epoch so far", "images")
+        one("aquifer_loader_epoch_read_bytes", "Bytes read from the data in this epoch so far", "bytes_read")
+        one("aquifer_loader_epoch_bad_samples", "Damaged samples replaced (or raised) in this epoch so far",
+            "bad_samples")
+        one("aquifer_loader_images_per_second", "Images per second delivered in this epoch", "images_per_second")
+        one("aquifer_loader_epoch_seconds", "Seconds since this epoch's pipeline started", "elapsed_seconds")
+        one("aquifer_loader_consumer_wait_seconds", "Seconds the training loop waited for a batch in this epoch",
+            "consumer_wait_seconds")
+        one("aquifer_loader_memory_bound_bytes", "The most memory the pipeline may hold", "memory_bound_bytes")
+        one("aquifer_loader_epoch_planned_reads", "Reads sent ahead to the store as a read plan in this epoch",
+            "planned")
+        one("aquifer_loader_epoch_plan_staged_reads", "Planned reads the store took up for staging in this epoch",
+            "plan_staged")
+        stages = s.get("stages", [])
+        family("aquifer_loader_stage_utilisation_ratio", "Busy time of each stage's threads over the epoch's time",
+               [((("stage", st["name"]),), st["utilisation"]) for st in stages])
+        family("aquifer_loader_stage_threads", "Threads of each stage", [((("stage", st["name"]),), st["threads"])
+                                                                          for st in stages])
+        family("aquifer_loader_limiting_stage", "1 for the stage that limits the pipeline's speed",
+               [((("stage", st["name"]),), 1 if st["name"] == s.get("limiting_stage") else 0) for st in stages])
+        return "\n".join(out) + "\n"
 
     def _hooked(self, run, count, pulled):
         """`count` batches of run.source with the hooks applied to their

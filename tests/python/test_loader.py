@@ -710,3 +710,27 @@ def test_installs_into_a_prefix(tmp_path):
     assert p.stdout.startswith(str(site))
     assert (tmp_path / "bin" / "aquifer").exists()
 
+
+
+def test_prometheus_text_of_the_running_epoch(datasets):
+    loader = small(datasets["tfrecord"], framework="numpy")
+    it = iter(loader)
+    for _ in range(3):
+        next(it)
+    text = loader.prometheus()
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    assert values['aquifer_loader_epoch_batches{rank="0"}'] >= 3
+    assert values['aquifer_loader_steps_per_epoch{rank="0"}'] == len(loader)
+    assert values['aquifer_loader_epoch_read_bytes{rank="0"}'] > 0
+    assert sum(v for k, v in values.items() if k.startswith("aquifer_loader_limiting_stage{")) == 1
+    assert 'aquifer_loader_stage_utilisation_ratio{rank="0",stage="decode"}' in values
+    for _ in it:
+        pass
+    if shutil.which("promtool"):
+        r = subprocess.run(["promtool", "check", "metrics"], input=loader.prometheus(), capture_output=True,
+                           text=True)
+        assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr
