@@ -8,6 +8,7 @@
 #include "client/s3_file_system.h"
 #include "common/units.h"
 #include "mount/mount.h"
+#include "s3/endpoint.h"
 
 namespace aq::cli {
 namespace {
@@ -19,7 +20,7 @@ struct MountFlags {
   double attr_ttl = 30, negative_ttl = 1;
   std::string max_read = "1MiB", read_ahead = "16MiB";
   unsigned threads = 16;
-  std::string stats_file;
+  std::string stats_file, metrics;
   double retry_deadline = -1;  // -1: AQUIFER_RETRY_DEADLINE or the client's default
 };
 
@@ -44,6 +45,12 @@ Status RunMount(Globals& g, const MountFlags& f) {
   o.negative_ttl_s = f.negative_ttl;
   o.threads = f.threads;
   o.stats_file = f.stats_file;
+  if (!f.metrics.empty()) {
+    auto at = s3::ParseHostPort(f.metrics);
+    if (!at.ok()) return at.status().WithContext("--metrics");
+    o.metrics_host = at->host;
+    o.metrics_port = at->port;
+  }
   const uint64_t max_read = AQ_TRY(units::ParseBytes(f.max_read));
   if (max_read < 4096 || max_read > (1u << 20)) {
     return InvalidArgument(fmt::format("--max-read {}: between 4KiB and 1MiB (the kernel's limit)", f.max_read));
@@ -105,6 +112,9 @@ void RegisterMountCommands(CLI::App& app, Globals& g) {
                   "before the call fails with EIO (default 60, or AQUIFER_RETRY_DEADLINE)");
   cmd->add_option("--stats-file", f->stats_file,
                   "Rewrite this file every second with the mount's counters and read latency (JSON)");
+  cmd->add_option("--metrics", f->metrics,
+                  "HOST:PORT: serve the mount's counters and read latency as Prometheus text on /metrics (port 0 "
+                  "picks one, logged)");
   cmd->callback([f, &g] {
     if (Status s = RunMount(g, *f); !s.ok()) Fail(g, s);
   });

@@ -154,6 +154,21 @@ std::string PrometheusText(const std::vector<Column>& columns) {
 
 Result<std::unique_ptr<PrometheusExporter>> PrometheusExporter::Start(const Sampler& sampler, const std::string& host,
                                                                       int port) {
+  return Serve(
+      [&sampler] {
+        std::vector<Column> cols;
+        Series s = sampler.Take();
+        for (auto& c : s.columns) {
+          if (!c.values.empty()) c.values = {c.values.back()};
+          cols.push_back(std::move(c));
+        }
+        return PrometheusText(cols);
+      },
+      host, port);
+}
+
+Result<std::unique_ptr<PrometheusExporter>> PrometheusExporter::Serve(std::function<std::string()> text,
+                                                                      const std::string& host, int port) {
   std::unique_ptr<PrometheusExporter> e(new PrometheusExporter());
   e->server_ = std::make_unique<httplib::Server>();
   // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would
@@ -162,14 +177,8 @@ Result<std::unique_ptr<PrometheusExporter>> PrometheusExporter::Start(const Samp
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
-  e->server_->Get("/metrics", [&sampler](const httplib::Request&, httplib::Response& res) {
-    std::vector<Column> cols;
-    Series s = sampler.Take();
-    for (auto& c : s.columns) {
-      if (!c.values.empty()) c.values = {c.values.back()};
-      cols.push_back(std::move(c));
-    }
-    res.set_content(PrometheusText(cols), "text/plain; version=0.0.4");
+  e->server_->Get("/metrics", [text = std::move(text)](const httplib::Request&, httplib::Response& res) {
+    res.set_content(text(), "text/plain; version=0.0.4");
   });
   if (port == 0) {
     e->port_ = e->server_->bind_to_any_port(host);

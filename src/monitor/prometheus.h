@@ -6,6 +6,7 @@
 // which is safe from any thread; Start/destruction from one thread.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -57,6 +58,10 @@ class PrometheusExporter {
  public:
   // Binds host:port (port 0 picks a free one) and serves in a thread.
   static Result<std::unique_ptr<PrometheusExporter>> Start(const Sampler& sampler, const std::string& host, int port);
+  // Serves what `text` returns (Prometheus text, PrometheusWriter::Text) on
+  // /metrics; `text` is called from the server's thread.
+  static Result<std::unique_ptr<PrometheusExporter>> Serve(std::function<std::string()> text, const std::string& host,
+                                                           int port);
   ~PrometheusExporter();
   int port() const { return port_; }
 

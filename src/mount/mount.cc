@@ -29,6 +29,7 @@
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/service_notify.h"
+#include "monitor/prometheus.h"
 #include "mount/mount_fs.h"
 
 namespace aq::mount {
@@ -510,7 +511,20 @@ Status Mount(io::FileSystem& store, const MountOptions& options, const std::func
   if (Status s = NotifyServiceManager("READY=1\nSTATUS=mounted on " + o.mountpoint); !s.ok()) {
     log::warn("service manager not told the mount is ready: {}", s.ToString());
   }
+  // After detaching: the exporter's thread must be this process's.
+  std::unique_ptr<monitor::PrometheusExporter> metrics;
+  if (o.metrics_port >= 0) {
+    auto e = monitor::PrometheusExporter::Serve([&kernel] { return kernel.fs().PrometheusText(); }, o.metrics_host,
+                                                o.metrics_port);
+    if (e.ok()) {
+      metrics = std::move(*e);
+      log::info("mount: metrics on http://{}:{}/metrics", o.metrics_host, metrics->port());
+    } else {
+      log::error("mount: --metrics: {} (the mount goes on without it)", e.status().ToString());
+    }
+  }
   const int rc = Serve(se, kernel, o);
+  metrics.reset();
   (void)NotifyServiceManager("STOPPING=1\nSTATUS=unmounting");
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);

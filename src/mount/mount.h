@@ -55,15 +55,17 @@ struct MountOptions {
   std::string root;        // aquifer://HOST:PORT/BUCKET[/PREFIX]
   std::string mountpoint;  // an existing, empty directory
   bool read_only = false;
-  bool allow_other = false;               // let users other than the mounter in (FUSE allow_other)
-  bool foreground = true;                 // else detach once mounted (fuse_daemonize)
-  double attr_ttl_s = 30;                 // the kernel's and the mount's cache of names and attributes
-  double negative_ttl_s = 1;              // how long "no such file" is remembered
-  uint32_t max_read = 1 << 20;            // largest read and write request
-  uint64_t read_ahead = 16 << 20;         // a sequential reader's bytes fetched ahead, in 4 MiB chunks (0: off)
-  unsigned threads = 16;                  // request threads at most
-  std::string stats_file;                 // rewritten every second with the stats (JSON), when set
-  std::vector<std::string> fuse_options;  // further -o options, passed to the kernel
+  bool allow_other = false;                // let users other than the mounter in (FUSE allow_other)
+  bool foreground = true;                  // else detach once mounted (fuse_daemonize)
+  double attr_ttl_s = 30;                  // the kernel's and the mount's cache of names and attributes
+  double negative_ttl_s = 1;               // how long "no such file" is remembered
+  uint32_t max_read = 1 << 20;             // largest read and write request
+  uint64_t read_ahead = 16 << 20;          // a sequential reader's bytes fetched ahead, in 4 MiB chunks (0: off)
+  unsigned threads = 16;                   // request threads at most
+  std::string stats_file;                  // rewritten every second with the stats (JSON), when set
+  std::string metrics_host = "127.0.0.1";  // with metrics_port >= 0: /metrics (Prometheus text) served there
+  int metrics_port = -1;                   // 0 picks a free port (logged); -1: off
+  std::vector<std::string> fuse_options;   // further -o options, passed to the kernel
 };
 
 // What the mount did; also the stats file's content.

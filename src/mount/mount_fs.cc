@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/thread_pool.h"
 #include "io/read_ahead.h"
+#include "monitor/prometheus.h"
 
 namespace aq::mount {
 
@@ -600,6 +601,47 @@ std::string MountFs::StatsText() {
                           {"p99", read_latency_.Quantile(0.99) / 1e6},
                           {"max", static_cast<double>(read_latency_.max_ns()) / 1e6}};
   return j.dump(1);
+}
+
+std::string MountFs::PrometheusText() {
+  monitor::PrometheusWriter w;
+  const monitor::PrometheusWriter::Labels at = {{"mountpoint", o_.mountpoint}};
+  auto counter = [&](const char* name, const char* help, const std::atomic<uint64_t>& v) {
+    w.Counter(name, help, static_cast<double>(v.load()), at);
+  };
+  const MountStats& s = stats_;
+  counter("aquifer_mount_lookups_total", "Names looked up in the store (the kernel's cache missed)", s.lookups);
+  counter("aquifer_mount_listings_total", "Directories listed from the store", s.listings);
+  counter("aquifer_mount_opens_total", "Files opened", s.opens);
+  counter("aquifer_mount_opens_kept_cache_total", "Opens that kept the kernel's page cache (the object unchanged)",
+          s.opens_kept_cache);
+  counter("aquifer_mount_reads_total", "Read requests answered", s.reads);
+  counter("aquifer_mount_read_bytes_total", "Bytes read", s.read_bytes);
+  counter("aquifer_mount_read_errors_total", "Reads that failed (EIO)", s.read_errors);
+  counter("aquifer_mount_read_ahead_bytes_total", "Bytes fetched ahead of sequential readers", s.read_ahead_bytes);
+  counter("aquifer_mount_read_ahead_used_bytes_total", "Bytes fetched ahead that a reader then read",
+          s.read_ahead_used_bytes);
+  counter("aquifer_mount_writes_total", "Write requests", s.writes);
+  counter("aquifer_mount_written_bytes_total", "Bytes written", s.written_bytes);
+  counter("aquifer_mount_uploads_total", "Files stored at their close", s.uploads);
+  counter("aquifer_mount_upload_errors_total", "Files whose store failed (their close failed)", s.upload_errors);
+  counter("aquifer_mount_refused_total", "Operations a write-once store cannot do, refused", s.refused);
+  counter("aquifer_mount_planned_reads_total", "Reads named in the plan file, sent to the store", s.planned);
+  counter("aquifer_mount_plan_staged_reads_total", "Planned reads the store took up for staging", s.plan_staged);
+  static const double kBounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                   0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
+  std::vector<std::pair<double, uint64_t>> buckets;
+  double sum = 0;
+  uint64_t count = 0;
+  {
+    MutexLock lock(latency_mu_);
+    for (double b : kBounds) buckets.emplace_back(b, read_latency_.CountAtMost(b * 1e9));
+    sum = static_cast<double>(read_latency_.sum_ns()) / 1e9;
+    count = read_latency_.count();
+  }
+  w.Histogram("aquifer_mount_read_duration_seconds", "Time to answer a read request (buckets to 1/16 of an octave)",
+              buckets, sum, count, at);
+  return w.Text();
 }
 
 // ---- inodes, listings ----

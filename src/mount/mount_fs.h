@@ -138,6 +138,9 @@ class MountFs {
 
   MountStats& stats() { return stats_; }
   std::string StatsText();
+  // The same counters as Prometheus text (`aquifer mount --metrics`):
+  // aquifer_mount_* counters and a read-duration histogram.
+  std::string PrometheusText();
   // Read-ahead runs on `threads` threads (started here; stopped by the destructor).
   void StartFetchers(unsigned threads);
 

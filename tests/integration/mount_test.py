@@ -116,7 +116,8 @@ try:
         f.write(os.urandom(21 << 20))  # several 4 MiB chunks, a sequential read ahead
 
     # A dead node is EIO after 3 s of failing over, not the default 60.
-    m = Mount(url + "/data", "--attr-ttl", "1", "--retry-deadline", "3")
+    metrics_port = s3lib.free_port()
+    m = Mount(url + "/data", "--attr-ttl", "1", "--retry-deadline", "3", "--metrics", f"127.0.0.1:{metrics_port}")
     check(run("mount").stdout.count(f"on {mnt} type fuse.aquifer") == 1, "mounted as fuse.aquifer")
 
     # ---- round trips ----
@@ -171,6 +172,24 @@ try:
 
     check(errno_of(lambda: plan_line("../outside\n")) == errno.EINVAL, "a plan line outside the mount: EINVAL")
     check(m.counters()["planned"] >= len(files), "the mount counts the planned reads")
+
+    # ---- the mount's /metrics: the same counters, Prometheus' conventions ----
+    import urllib.request
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            values[name.split("{")[0]] = values.get(name.split("{")[0], 0) + float(value)
+    check(values.get("aquifer_mount_read_bytes_total", 0) > 0 and
+          values.get("aquifer_mount_planned_reads_total", 0) >= len(files) and
+          values.get("aquifer_mount_read_duration_seconds_count", 0) > 0,
+          f"/metrics has the mount's reads, plans and read latency: {sorted(values)[:8]}")
+    check(f'mountpoint="{os.path.realpath(mnt)}"' in text, "series carry the mountpoint")
+    if shutil.which("promtool"):
+        r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+        check(r.returncode == 0 and not (r.stdout + r.stderr).strip(),
+              f"promtool check metrics on the mount's /metrics: {(r.stdout + r.stderr)[-400:]}")
 
     # ---- benches and fio through the mount ----
     r = run(AQ, "bench", "storage", os.path.join(mnt, "copy", "tf"), "--readers", "2", "--duration", "2", "--ramp",
