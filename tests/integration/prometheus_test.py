@@ -188,10 +188,6 @@ finally:
     if etcd:
         etcd.stop()
     if check.failed:
-        for name in ("n1.log", "n2.log", "n3.log", "prometheus.log"):
-            path = os.path.join(tmp, name)
-            if os.path.exists(path):
-                print(f"--- {name} (last lines)", file=sys.stderr)
-                print("".join(open(path).readlines()[-12:]), file=sys.stderr)
+        s3lib.print_logs(tmp, ("n1.log", "n2.log", "n3.log", "prometheus.log"), 12)
     shutil.rmtree(tmp, ignore_errors=True)
 check.finish()

@@ -79,6 +79,16 @@ class Node:
         return self.p.returncode
 
 
+def print_logs(directory, names, lines=12):
+    """The last `lines` lines of each log under `directory` that exists, on
+    stderr: what a failed test shows of its servers."""
+    for name in names:
+        path = os.path.join(directory, name)
+        if os.path.exists(path):
+            print(f"--- {name} (last lines)", file=sys.stderr)
+            print("".join(open(path, errors="replace").readlines()[-lines:]), file=sys.stderr)
+
+
 def require_fuse():
     """Exits 77 (skipped) where a FUSE mount cannot be made."""
     import shutil

@@ -192,10 +192,6 @@ finally:
     if etcd:
         etcd.stop()
     if check.failed:
-        for name in ("slurm/log/slurmctld.log", "slurm/log/slurmd.log", "n1.log"):
-            path = os.path.join(tmp, name)
-            if os.path.exists(path):
-                print(f"--- {name} (last lines)", file=sys.stderr)
-                print("".join(open(path).readlines()[-15:]), file=sys.stderr)
+        s3lib.print_logs(tmp, ("slurm/log/slurmctld.log", "slurm/log/slurmd.log", "n1.log"), 15)
     shutil.rmtree(tmp, ignore_errors=True)
 check.finish()
