@@ -103,7 +103,9 @@ fuzz-run:
 # test under ASan instead. TSan uses clang, which also checks the lock
 # annotations (-Wthread-safety); GCC 12's TSan runtime crashes at startup on
 # kernels with 28+ bits of mmap ASLR.
-ASAN_ENV = UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# AQ_SANITIZED: the few end-to-end tests whose scale is only about time use
+# less data there (the same code paths).
+ASAN_ENV = UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 AQ_SANITIZED=1
 TSAN_TESTS = pipeline_test common_test http_test store_test server_test node_test mount_fs_test
 
 sanitize:
