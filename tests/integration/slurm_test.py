@@ -168,7 +168,9 @@ try:
     # The loaders send plans of their own as they read: every block they
     # named was found staged already (shared), none had to be staged again,
     # and no read waited for a staging read.
-    check(staged > 0 and delta["staged"] == staged and delta["shared"] > 0,
+    # (`staged` counts blocks two ranks' plans shared once per plan: at least
+    # the blocks the first step read from the pools.)
+    check(staged > 0 and delta["staged"] <= staged and delta["shared"] > 0,
           f"the training step's own plans found every block staged by the first step: {delta}")
     check(hits > 0 and delta["late_hits"] == 0, f"its reads were served from staging without waiting: {delta}")
 finally:
