@@ -1335,6 +1335,14 @@ Status StoreFs::MakeDirs(const std::string& path) {
   if (res.status == 200 || (res.status == 409 && s3::ParseErrorXml(res.body).first == "BucketAlreadyOwnedByYou")) {
     return Status::Ok();
   }
+  // Other S3 stores answer a PUT of an existing bucket 409
+  // BucketAlreadyExists (not ...OwnedByYou), and a key without the right to
+  // create buckets 403, although the bucket is there to write in: one that
+  // answers HEAD is.
+  if (res.status == 409 || res.status == 403) {
+    auto head = AQ_TRY(Call(p, "HEAD", Resource(p), "", {}, kEmptySha));
+    if (head.status == 200) return Status::Ok();
+  }
   return Failure(res, fmt::format("create bucket for {}", path));
 }
 
