@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -481,9 +482,25 @@ TEST_F(TrainBenchTest, DoctorJudgesEachFormByItsOwnFigures) {
   o.cores = 1;
   o.storage_mb_per_second = 1e6;
   o.progress = false;
+  o.rounds = 3;
+  o.min_round_seconds = 0;
+  o.noisy = 0;  // any spread at all is reported
   auto r = RunDoctor(*fs, o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(r->forms.size(), 4u);
+  size_t spread = 0;
+  for (const auto& f : r->forms) {
+    ASSERT_EQ(f.decode_rounds.size(), 3u) << f.form;
+    std::vector<double> v = f.decode_rounds;
+    std::sort(v.begin(), v.end());
+    EXPECT_DOUBLE_EQ(f.images_per_second_per_core, v[1]) << "the median round counts: " << f.form;
+    EXPECT_NEAR(f.decode_spread, (v[2] - v[0]) / v[1], 1e-12) << f.form;
+    spread += f.decode_spread > 0;
+  }
+  EXPECT_EQ(r->warnings.size(), spread) << "every form whose runs differ is reported at --noisy 0";
+  for (const auto& w : r->warnings) EXPECT_NE(w.find("noisy"), std::string::npos) << w;
+  o.rounds = 1;  // one run has no spread to report
+  o.noisy = 0.25;
   EXPECT_EQ(r->images, 48u);
   const double rate = FindModel("resnet50", "a100", "fp16")->train_images_per_second;
   EXPECT_DOUBLE_EQ(r->demand_images_per_second, 4 * rate);
@@ -501,6 +518,7 @@ TEST_F(TrainBenchTest, DoctorJudgesEachFormByItsOwnFigures) {
   o.cores = 1e6;  // decode is never short, nor storage: the GPUs are the limit, and the form stays
   r = RunDoctor(*fs, o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->warnings.empty());
   for (const auto& f : r->forms) EXPECT_EQ(f.limit, "gpu") << f.form;
   EXPECT_EQ(r->pick, 0u);
   EXPECT_NE(r->verdict.find("keep the form as stored"), std::string::npos) << r->verdict;

@@ -57,9 +57,13 @@ Result<std::vector<std::string>> SampleImages(io::FileSystem& fs, const std::str
   return images;
 }
 
-// Images/s one decode thread delivers over `data` (in `fs`): training
-// crops, later-epoch reads (each file only as far as its crop).
-Result<double> DecodeRate(io::FileSystem& fs, const std::string& data, size_t images, size_t decoded, int image_size) {
+struct Decoded {
+  double images = 0, seconds = 0;
+};
+
+// Images one decode thread delivers over `data` (in `fs`) and the seconds
+// it took: training crops, later-epoch reads (each file only as far as its crop).
+Result<Decoded> DecodeRate(io::FileSystem& fs, const std::string& data, size_t images, size_t decoded, int image_size) {
   pipeline::PipelineOptions o;
   o.data = data;
   o.batch_size = static_cast<uint32_t>(std::min<size_t>(32, images));
@@ -75,7 +79,41 @@ Result<double> DecodeRate(io::FileSystem& fs, const std::string& data, size_t im
   if (st.bad_samples > 0 && !st.problems.empty()) {
     return Corruption(fmt::format("doctor: sample '{}' has damaged images: {}", data, st.problems[0].message));
   }
-  return static_cast<double>(st.images) / std::max(1e-9, st.elapsed_seconds);
+  return Decoded{static_cast<double>(st.images), st.elapsed_seconds};
+}
+
+// Each form's decode rate, as the median of `o.rounds` runs. The rounds go
+// over every form in turn (form 1, 2, 3, 4, then 1, 2, ...), so that a
+// slower spell of the machine falls on all of them rather than on one;
+// each run covers half the images `o.decoded` asks for (two passes of the
+// sample at least) and lasts `o.min_round_seconds` at least: a fast form's
+// runs would otherwise last a few scheduler slices and differ by that much.
+Status MeasureDecode(io::FileSystem& fs, const std::vector<std::string>& data, size_t images, const DoctorOptions& o,
+                     int image_size, std::vector<DoctorForm>& forms, Progress& progress) {
+  const size_t rounds = std::max<size_t>(1, o.rounds);
+  const size_t each = std::max<size_t>(2 * images, o.decoded / 2);
+  for (auto& f : forms) f.decode_rounds.clear();
+  for (size_t i = 0; i < rounds; ++i) {
+    for (size_t k = 0; k < forms.size(); ++k) {
+      Decoded round;
+      do {
+        const Decoded d = AQ_TRY(DecodeRate(fs, data[k], images, each, image_size));
+        if (d.images <= 0) return Corruption(fmt::format("doctor: no image of the {} form decoded", forms[k].form));
+        round.images += d.images;
+        round.seconds += d.seconds;
+      } while (round.seconds < o.min_round_seconds);
+      forms[k].decode_rounds.push_back(round.images / std::max(1e-9, round.seconds));
+    }
+    progress.Add(1, 0);
+  }
+  for (auto& f : forms) {
+    std::vector<double> sorted = f.decode_rounds;
+    std::sort(sorted.begin(), sorted.end());
+    const double median = rounds % 2 ? sorted[rounds / 2] : (sorted[rounds / 2 - 1] + sorted[rounds / 2]) / 2;
+    f.images_per_second_per_core = median;
+    f.decode_spread = median > 0 ? (sorted.back() - sorted.front()) / median : 0;
+  }
+  return Status::Ok();
 }
 
 struct Sampled {
@@ -215,7 +253,7 @@ Result<DoctorReport> RunDoctor(io::FileSystem& fs, const DoctorOptions& o) {
   r.format = std::string(dataset::FormatName(cat.format));
   r.images = cat.samples.size();
   r.dataset_bytes = cat.total_bytes;
-  Progress progress({"doctor", 6, 0, "steps", o.progress});
+  Progress progress({"doctor", 5 + std::max<size_t>(1, o.rounds), 0, "steps", o.progress});
   const std::vector<std::string> images = AQ_TRY(SampleImages(fs, o.data, cat, o.sample));
   progress.Add(1, 0);
 
@@ -231,9 +269,8 @@ Result<DoctorReport> RunDoctor(io::FileSystem& fs, const DoctorOptions& o) {
   stored.pack_flags = "no repack";
   stored.bytes_per_image = static_cast<double>(cat.total_bytes) / static_cast<double>(std::max<size_t>(1, r.images));
   const Sampled s0 = AQ_TRY(AsStored(*mem, images));
-  stored.images_per_second_per_core = AQ_TRY(DecodeRate(*mem, s0.data, images.size(), o.decoded, model.image_size));
+  std::vector<std::string> sampled = {s0.data};
   r.forms.push_back(stored);
-  progress.Add(1, 0);
   for (dataset::ImageForm form : {dataset::ImageForm::kReencode, dataset::ImageForm::kRaw, dataset::ImageForm::kAuto}) {
     const Sampled s = AQ_TRY(InForm(*mem, o, form));
     DoctorForm f;
@@ -242,10 +279,11 @@ Result<DoctorReport> RunDoctor(io::FileSystem& fs, const DoctorOptions& o) {
     if (form != dataset::ImageForm::kRaw) f.pack_flags += fmt::format(" --quality {}", o.quality);
     if (form == dataset::ImageForm::kAuto) f.pack_flags += fmt::format(" --raw-max-pixels {}", o.raw_max_pixels);
     f.bytes_per_image = s.bytes_per_image;
-    f.images_per_second_per_core = AQ_TRY(DecodeRate(*mem, s.data, images.size(), o.decoded, model.image_size));
+    sampled.push_back(s.data);
     r.forms.push_back(f);
     progress.Add(1, 0);
   }
+  AQ_TRY(MeasureDecode(*mem, sampled, images.size(), o, model.image_size, r.forms, progress));
 
   if (o.storage_mb_per_second > 0) {
     r.storage_mb_per_second = o.storage_mb_per_second;
@@ -271,6 +309,16 @@ Result<DoctorReport> RunDoctor(io::FileSystem& fs, const DoctorOptions& o) {
   progress.Finish();
 
   for (auto& f : r.forms) Judge(f, r, o, model.train_images_per_second);
+  for (const auto& f : r.forms) {
+    if (f.decode_rounds.size() < 2 || f.decode_spread <= o.noisy) continue;
+    std::string runs;
+    for (double v : f.decode_rounds) runs += fmt::format("{}{:.0f}", runs.empty() ? "" : ", ", v);
+    r.warnings.push_back(fmt::format(
+        "{}: the decode rate is noisy: its {} runs gave {} images/s per core ({:.0f}% apart), so the machine's "
+        "speed changed meanwhile (another process, or shared virtual CPUs). Rerun on an idle machine, or with more "
+        "--rounds",
+        f.form, f.decode_rounds.size(), runs, 100 * f.decode_spread));
+  }
   r.pick = Pick(r.forms);
   r.verdict = Verdict(r, o);
   r.assumptions = {
@@ -278,8 +326,9 @@ Result<DoctorReport> RunDoctor(io::FileSystem& fs, const DoctorOptions& o) {
                   o.gpu, o.precision, model.source),
       fmt::format("decode: measured on this machine, one pipeline thread per core, {} images sampled evenly from the "
                   "dataset, training crops at {} px (RandomResizedCrop + flip, fp32), later-epoch reads (a first epoch "
-                  "of an unverified dataset also reads every JPEG to its end; `dataset verify --decode` removes that)",
-                  images.size(), model.image_size),
+                  "of an unverified dataset also reads every JPEG to its end; `dataset verify --decode` removes that); "
+                  "the median of {} runs per form",
+                  images.size(), model.image_size, std::max<size_t>(1, o.rounds)),
       fmt::format("cores: {:.0f} decode for the {} GPUs ({})", r.cores, o.gpus,
                   o.cores > 0 ? "given" : "this machine's; give --cores for the training host's"),
       fmt::format("bytes per image: as stored, the dataset's mean ({} records, framing included); the forms, the "
@@ -300,6 +349,8 @@ nlohmann::json ToJson(const DoctorReport& r) {
                      {"pack_flags", f.pack_flags},
                      {"bytes_per_image", f.bytes_per_image},
                      {"images_per_second_per_core", f.images_per_second_per_core},
+                     {"decode_rounds", f.decode_rounds},
+                     {"decode_spread", f.decode_spread},
                      {"cores_needed", f.cores_needed},
                      {"mb_per_second_per_gpu", f.mb_per_second_per_gpu},
                      {"demand_mb_per_second", f.demand_mb_per_second},
@@ -322,7 +373,8 @@ nlohmann::json ToJson(const DoctorReport& r) {
           {"pick", r.forms.empty() ? "" : r.forms[r.pick].form},
           {"limit", r.forms.empty() ? "" : r.forms[0].limit},
           {"verdict", r.verdict},
-          {"assumptions", r.assumptions}};
+          {"assumptions", r.assumptions},
+          {"warnings", r.warnings}};
 }
 
 }  // namespace aq::bench

@@ -14,6 +14,9 @@
 //   cores needed    = demand / decode images/s per core
 //   MB/s per GPU    = the model's images/s per GPU x bytes per image
 //   nodes           = `aquifer size` with that MB/s per GPU
+// Each decode rate is the median of a few runs; when the runs disagree by
+// more than `noisy`, the report says so (another process sharing the
+// cores moved the figure) and names the rounds.
 // The limit of each form is the smallest of GPU (1), cores / cores needed
 // and storage MB/s / demand MB/s; the doctor picks the form that lets the
 // GPUs run at full speed with the fewest bytes (else the fastest one), and
@@ -42,6 +45,9 @@ struct DoctorOptions {
   std::string node = "f800";  // node profile for node counts (aquifer size)
   size_t sample = 256;        // images packed into each form
   size_t decoded = 1024;      // images each form's decode rate is measured over (two passes at least)
+  size_t rounds = 3;          // each form's decode rate: the median of this many runs
+  double min_round_seconds = 0.3;  // each run lasts this long at least (repeating its passes)
+  double noisy = 0.25;        // a spread of the runs ((max - min) / median) above this is reported
   uint32_t max_side = 256;    // the forms' longer side
   int quality = 90;           // reencode's JPEG quality
   uint64_t raw_max_pixels = 256 * 256;
@@ -52,7 +58,9 @@ struct DoctorForm {
   std::string form;        // "as stored", "reencode", "raw", "auto"
   std::string pack_flags;  // how to make it with dataset pack
   double bytes_per_image = 0;
-  double images_per_second_per_core = 0;
+  double images_per_second_per_core = 0;  // the median of the rounds
+  std::vector<double> decode_rounds;      // images/s per core of each round
+  double decode_spread = 0;               // (max - min) / median of the rounds
   double cores_needed = 0;
   double mb_per_second_per_gpu = 0;
   double demand_mb_per_second = 0;
@@ -76,6 +84,7 @@ struct DoctorReport {
   size_t pick = 0;  // index into forms
   std::string verdict;
   std::vector<std::string> assumptions;
+  std::vector<std::string> warnings;  // figures not to trust as they stand (a noisy decode rate)
 };
 
 Result<DoctorReport> RunDoctor(io::FileSystem& fs, const DoctorOptions& options);

@@ -669,9 +669,14 @@ void PrintDoctor(const bench::DoctorReport& r, const bench::DoctorOptions& o) {
                 f.mb_per_second_per_gpu, f.demand_mb_per_second, f.nodes, 100 * f.gpu_utilisation, f.limit.c_str());
   }
   std::printf("\n  verdict    %s\n", r.verdict.c_str());
-  if (r.pick != 0) {
-    std::printf("  make it    aquifer dataset pack FOLDER -o OUT %s\n", r.forms[r.pick].pack_flags.c_str());
+  if (r.pick != 0 && r.format == "folder") {
+    std::printf("  make it    aquifer dataset pack %s -o OUT %s\n", r.data.c_str(), r.forms[r.pick].pack_flags.c_str());
+  } else if (r.pick != 0) {
+    // dataset pack reads image folders, not records.
+    std::printf("  make it    aquifer dataset pack FOLDER -o OUT %s   (FOLDER: the images %s was packed from)\n",
+                r.forms[r.pick].pack_flags.c_str(), r.data.c_str());
   }
+  for (const auto& w : r.warnings) std::printf("  WARNING    %s\n", w.c_str());
   std::printf("  assumptions:\n");
   for (const auto& a : r.assumptions) std::printf("    - %s\n", a.c_str());
 }
@@ -698,6 +703,10 @@ void RegisterDoctor(CLI::App& app, Globals& g) {
   cmd->add_option("--max-side", f->o.max_side, "The forms' longer side")->capture_default_str();
   cmd->add_option("--quality", f->o.quality, "JPEG quality of the reencode and auto forms")->capture_default_str();
   cmd->add_option("--raw-max-pixels", f->o.raw_max_pixels, "auto: raw up to this many pixels")->capture_default_str();
+  cmd->add_option("--rounds", f->o.rounds,
+                  "Decode runs per form: the median counts, and a spread over 25% is reported as noise")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 15));
   AddResultFlags(cmd, f->out, false);
   AddOutputFlags(cmd, g);
   cmd->callback([f, &g] {

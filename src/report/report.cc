@@ -509,6 +509,46 @@ std::string SizeCard(const json& r) {
          "<div class=\"figs\">" + figs + "</div><div class=\"charts\">" + charts + "</div>" + list + "</ul>";
 }
 
+// `doctor`: what limits training for each image form, against the GPUs' demand.
+std::string DoctorCard(const json& r) {
+  const json& sum = Obj(r, "summary");
+  const double demand = Num(sum, "demand_images_per_second"), cores = Num(sum, "cores");
+  std::string figs = Fig(fmt::format("{:.0f}", demand), "images/s the GPUs need") +
+                     Fig(fmt::format("{:g}", cores), "decode cores") +
+                     Fig(units::Rate(1e6 * Num(sum, "storage_mb_per_second")), "storage") +
+                     Fig(Str(sum, "limit"), "limit as stored");
+  BarChart delivered{"Images per second each form delivers with these cores (the GPUs' demand first)", "images/s",
+                     {}, 0};
+  delivered.bars.push_back({"GPUs' demand", demand, fmt::format("{:.0f}", demand)});
+  BarChart mbps{"MB/s per GPU each form needs from storage", "MB/s", {}, 0};
+  std::string table =
+      "<table><tr><th>form</th><th>bytes/image</th><th>images/s/core</th><th>cores needed</th><th>MB/s per "
+      "GPU</th><th>MB/s total</th><th>nodes</th><th>GPU</th><th>limit</th><th>pack with</th></tr>";
+  const std::string pick = Str(sum, "pick");
+  for (const auto& f : Arr(sum, "forms")) {
+    const std::string form = Str(f, "form");
+    const double rate = std::min(demand, cores * Num(f, "images_per_second_per_core"));
+    delivered.bars.push_back({form, rate, fmt::format("{:.0f}%", 100 * Num(f, "gpu_utilisation"))});
+    mbps.bars.push_back({form, Num(f, "mb_per_second_per_gpu"), units::Rate(1e6 * Num(f, "mb_per_second_per_gpu"))});
+    table += fmt::format(
+        "<tr{}><td>{}</td><td>{}</td><td>{:.0f}</td><td>{:.1f}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0f}%</td>"
+        "<td>{}</td><td><code>{}</code></td></tr>",
+        form == pick ? " class=\"pick\"" : "", Esc(form) + (form == pick ? " (pick)" : ""),
+        units::Bytes(Num(f, "bytes_per_image")), Num(f, "images_per_second_per_core"), Num(f, "cores_needed"),
+        units::Rate(1e6 * Num(f, "mb_per_second_per_gpu")), units::Rate(1e6 * Num(f, "demand_mb_per_second")),
+        Int(Num(f, "nodes")), 100 * Num(f, "gpu_utilisation"), Esc(Str(f, "limit")), Esc(Str(f, "pack_flags")));
+  }
+  table += "</table>";
+  std::string charts;
+  if (delivered.bars.size() > 1) charts = RenderSvg(delivered) + RenderSvg(mbps);
+  std::string list = "<ul class=\"assume\">";
+  for (const auto& a : Arr(sum, "assumptions")) list += "<li>" + Esc(Text(a)) + "</li>";
+  for (const auto& a : Arr(sum, "warnings")) list += "<li>warning: " + Esc(Text(a)) + "</li>";
+  const std::string verdict = Str(sum, "verdict");
+  return Banner(Str(sum, "limit") == "gpu" ? "ok" : "info", verdict) + "<div class=\"figs\">" + figs +
+         "</div><div class=\"charts\">" + charts + "</div>" + table + list + "</ul>";
+}
+
 std::string CacheCard(const json& r) {
   const json& sum = Obj(r, "summary");
   BarChart b{"Where reads are served (model: cache / dataset)", "%", {}, 100};
@@ -546,6 +586,8 @@ std::string Card(const Input& in, size_t index) {
     body = SizeCard(r);
   } else if (cmd == "model cache") {
     body = CacheCard(r);
+  } else if (cmd == "doctor") {
+    body = DoctorCard(r);
   } else {
     body = "<div class=\"verdict info\">No chart for this command; its summary is below.</div>";
   }
@@ -599,6 +641,11 @@ std::pair<std::string, std::string> KeyAndVerdict(const json& r) {
     if (sum.contains("measured") && sum["measured"].is_object()) {
       verdict += fmt::format("; measured client hits {:.1f}%", 100 * Num(Obj(sum, "measured"), "client_hit"));
     }
+  }
+  if (cmd == "doctor") {
+    key = fmt::format("{} ({}, {} images): {:.0f} images/s needed", Str(sum, "data"), Str(sum, "format"),
+                      Int(Num(sum, "images")), Num(sum, "demand_images_per_second"));
+    verdict = Str(sum, "verdict");
   }
   if (cmd.rfind("bench sweep", 0) == 0) {
     std::string line;

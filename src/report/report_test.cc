@@ -111,6 +111,51 @@ TEST(ReportTest, SelfContainedHtmlWithChartsPerCommand) {
   EXPECT_EQ(html.find("<link"), std::string::npos);
 }
 
+// A doctor result gets its own card: the verdict, both charts (images/s
+// each form delivers against the demand, MB/s per GPU), a row per form
+// with the pick marked, the warnings, and a line in the overview.
+TEST(ReportTest, DoctorResultsShowEachFormAndTheVerdict) {
+  auto form = [](const char* name, double rate, double mbps) {
+    return nlohmann::json{{"form", name},
+                          {"pack_flags", std::string("--image-form ") + name},
+                          {"bytes_per_image", 1000.0},
+                          {"images_per_second_per_core", rate},
+                          {"cores_needed", 100.0 / rate},
+                          {"mb_per_second_per_gpu", mbps},
+                          {"demand_mb_per_second", 8 * mbps},
+                          {"nodes", 1},
+                          {"gpu_utilisation", 0.5},
+                          {"limit", "cpu decode"}};
+  };
+  nlohmann::json doctor = {
+      {"schema", "aquifer-result/1"},
+      {"command", "doctor"},
+      {"config", {{"gpus", 8}}},
+      {"machine", nlohmann::json::object()},
+      {"summary",
+       {{"data", "shards"},
+        {"format", "tfrecord"},
+        {"images", 64},
+        {"demand_images_per_second", 19760.0},
+        {"cores", 2.0},
+        {"storage_mb_per_second", 500.0},
+        {"forms", {form("as stored", 950, 277), form("reencode", 3500, 48), form("rawform", 6100, 365)}},
+        {"pick", "rawform"},
+        {"limit", "cpu decode"},
+        {"verdict", "as stored, CPU decode limits training <here>"},
+        {"assumptions", {"GPU demand: table"}},
+        {"warnings", {"reencode: the decode rate is noisy"}}}}};
+  std::string html = RenderHtml({{"d.json", doctor}}, "t");
+  EXPECT_EQ(html.find("No chart for this command"), std::string::npos);
+  EXPECT_EQ(CountCharts(html), 2u);
+  EXPECT_NE(html.find("as stored, CPU decode limits training &lt;here&gt;"), std::string::npos);
+  EXPECT_NE(html.find("rawform (pick)"), std::string::npos);
+  EXPECT_NE(html.find("--image-form reencode"), std::string::npos);
+  EXPECT_NE(html.find("warning: reencode: the decode rate is noisy"), std::string::npos);
+  EXPECT_NE(html.find("shards (tfrecord, 64 images)"), std::string::npos) << "the overview's key figure";
+  EXPECT_NE(TextSummary({{"d.json", doctor}}).find("CPU decode limits training"), std::string::npos);
+}
+
 TEST(ReportTest, MalformedResultsRenderWithoutThrowing) {
   // Result files are input: wrong types and missing fields render as empty.
   std::vector<nlohmann::json> bad = {
@@ -120,6 +165,7 @@ TEST(ReportTest, MalformedResultsRenderWithoutThrowing) {
       {{"command", "size"}, {"summary", {{"assumptions", {1, {{"a", 2}}}}}}, {"config", "f800"}},
       {{"command", "bench storage"}, {"series", {{"t", {"a", 1}}, {"columns", {1, {{"name", 2}}}}}}},
       {{"command", 7}, {"argv", {1, 2}}, {"machine", {{"cores", "two"}}}},
+      {{"command", "doctor"}, {"summary", {{"forms", {1, {{"form", 2}}, nullptr}}, {"warnings", "w"}}}},
   };
   for (const auto& j : bad) {
     std::vector<Input> in = {{"bad.json", j}};
