@@ -49,6 +49,12 @@ void EmitResult(Globals& g, const ResultFlags& f, const std::string& command, co
     std::cout << format::DumpJson(result, 1) << std::endl;
   } else {
     print(result);
+    // A figure from the page cache is a memory speed: said here as the
+    // report's banner says it, not only in a residency percentage.
+    if (command.rfind("bench ", 0) == 0) {
+      const report::DataPath d = report::DescribeDataPath(result);
+      if (d.memory_speed) std::printf("  WARNING    %s\n", d.note.c_str());
+    }
   }
   if (!f.out.empty()) {
     auto path = bench::WriteResult(f.out, result);

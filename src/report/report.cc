@@ -129,16 +129,27 @@ struct SeriesView {
   }
 };
 
-// Where a result's bytes came from: the title every card carries, so two
-// runs of one command (page cache vs a node, say) cannot be mistaken for
-// each other, and the warning that page-cache figures are memory speeds.
-struct DataPath {
-  std::string kind;   // "local disk", "page cache", "storage node", "aquifer mount", ...
-  std::string where;  // the path or URL and what it is on
-  std::string note;   // a caveat to show as a banner; may be empty
-};
+// What to do about figures served from the page cache. A cache dropped
+// before the run (--drop-caches) does not help when the dataset fits in
+// RAM: every file read a second time comes from memory again.
+std::string PageCacheAdvice(const json& r) {
+  const json& cfg = Obj(r, "config");
+  const double dataset = Num(Obj(r, "summary"), "dataset_bytes"), ram = Num(Obj(r, "machine"), "memory_bytes");
+  if (Bool(cfg, "drop_caches")) {
+    return fmt::format(
+        "The cache was dropped before the run (--drop-caches), but the dataset{} fits in this machine's RAM{}, so "
+        "after each file's first read it came from memory again: to measure the storage, read a dataset larger "
+        "than RAM (aquifer dataset expand), read with O_DIRECT (--direct), or run for less than one pass.",
+        dataset > 0 ? " (" + units::Bytes(dataset) + ")" : "", ram > 0 ? " (" + units::Bytes(ram) + ")" : "");
+  }
+  return "Drop the cache first (--drop-caches) and read a dataset larger than RAM (or with --direct) to measure "
+         "the storage.";
+}
 
-DataPath DescribeDataPath(const json& r, const SeriesView& s) {
+}  // namespace
+
+DataPath DescribeDataPath(const json& r) {
+  const SeriesView s(r);
   const json& cfg = Obj(r, "config");
   const json& sum = Obj(r, "summary");
   DataPath d;
@@ -167,6 +178,7 @@ DataPath DescribeDataPath(const json& r, const SeriesView& s) {
   }
   if (fs == "tmpfs" || fs == "ramfs") {
     d.kind = "RAM (" + fs + ")";
+    d.memory_speed = true;
     d.note = "The files live in memory: these are memory speeds, not a disk's.";
     return d;
   }
@@ -188,11 +200,11 @@ DataPath DescribeDataPath(const json& r, const SeriesView& s) {
     double frac = std::clamp(device / all, 0.0, 1.0);
     if (frac < 0.1) {
       d.kind = "page cache";
+      d.memory_speed = true;
       d.note = fmt::format(
           "Served from this machine's page cache: only {:.1f}% of the bytes this process read came from the "
-          "device (/proc/self/io). These are memory speeds, not the storage's; drop the cache (--drop-caches) or "
-          "read a dataset larger than RAM to measure the storage.",
-          100 * frac);
+          "device (/proc/self/io). These are memory speeds, not the storage's. {}",
+          100 * frac, PageCacheAdvice(r));
     } else if (frac < 0.9) {
       d.kind += " + page cache";
       d.note = fmt::format(
@@ -202,10 +214,11 @@ DataPath DescribeDataPath(const json& r, const SeriesView& s) {
     }
   } else if (before >= 0.9) {
     d.kind = "page cache";
+    d.memory_speed = true;
     d.note = fmt::format(
         "{:.0f}% of the files were in this machine's page cache before the run: these are "
-        "memory speeds, not the storage's.",
-        100 * before);
+        "memory speeds, not the storage's. {}",
+        100 * before, PageCacheAdvice(r));
   } else if (before >= 0) {
     if (before > 0.1) d.kind += fmt::format(" + page cache ({:.0f}% resident before)", 100 * before);
   } else if (d.kind == "local disk") {
@@ -213,6 +226,8 @@ DataPath DescribeDataPath(const json& r, const SeriesView& s) {
   }
   return d;
 }
+
+namespace {
 
 Line MakeLine(const std::string& name, const std::vector<double>& t, const std::vector<double>& v) {
   return {name, t, v, false};
@@ -570,7 +585,7 @@ std::string Card(const Input& in, size_t index) {
   const auto& r = in.result;
   const std::string cmd = Str(r, "command");
   SeriesView s(r);
-  DataPath d = DescribeDataPath(r, s);
+  DataPath d = DescribeDataPath(r);
   std::string body;
   if (cmd == "bench storage") {
     body = StorageCard(r, s, d);
@@ -664,7 +679,7 @@ std::string TextSummary(const std::vector<Input>& inputs) {
   std::string out;
   for (const auto& in : inputs) {
     auto [key, verdict] = KeyAndVerdict(in.result);
-    std::string kind = DescribeDataPath(in.result, SeriesView(in.result)).kind;
+    std::string kind = DescribeDataPath(in.result).kind;
     out += fmt::format("  {:<18} {}{}\n", Str(in.result, "command"), key, kind.empty() ? "" : " [" + kind + "]");
     if (!verdict.empty()) out += fmt::format("  {:<18} -> {}\n", "", verdict);
   }
@@ -691,7 +706,7 @@ std::string RenderHtml(const std::vector<Input>& inputs, const std::string& titl
     const auto& r = inputs[i].result;
     std::string cmd = Str(r, "command");
     auto [key, verdict] = KeyAndVerdict(r);
-    std::string kind = DescribeDataPath(r, SeriesView(r)).kind;
+    std::string kind = DescribeDataPath(r).kind;
     overview += fmt::format("<tr><td><a href=\"#r{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", i,
                             i + 1, Esc(cmd), Esc(kind), Esc(key), Esc(verdict));
     cards += Card(inputs[i], i);

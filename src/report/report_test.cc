@@ -156,6 +156,34 @@ TEST(ReportTest, DoctorResultsShowEachFormAndTheVerdict) {
   EXPECT_NE(TextSummary({{"d.json", doctor}}).find("CPU decode limits training"), std::string::npos);
 }
 
+// Figures served from the page cache are called memory speeds, and the
+// advice fits the run: a cache dropped before it does not help a dataset
+// that fits in RAM, so that run is told to read more than RAM or O_DIRECT.
+TEST(ReportTest, PageCacheFiguresSayWhatWouldMeasureTheStorage) {
+  nlohmann::json series = {{"t", {1, 2, 3}},
+                           {"columns",
+                            {{{"name", "process.read"}, {"unit", "MB/s"}, {"values", {0.1, 0, 0}}},
+                             {{"name", "process.rchar"}, {"unit", "MB/s"}, {"values", {500, 900, 900}}}}}};
+  nlohmann::json r = {{"schema", "aquifer-result/1"},
+                      {"command", "bench storage"},
+                      {"config", {{"data", "/d"}, {"drop_caches", true}}},
+                      {"machine", {{"memory_bytes", 25e9}}},
+                      {"summary", {{"mb_per_second", 900.0}, {"dataset_bytes", 33e6}}},
+                      {"series", series}};
+  DataPath d = DescribeDataPath(r);
+  EXPECT_TRUE(d.memory_speed);
+  EXPECT_EQ(d.kind, "page cache");
+  EXPECT_NE(d.note.find("dropped before the run (--drop-caches), but the dataset (33.0 MB) fits"), std::string::npos)
+      << d.note;
+  r["config"]["drop_caches"] = false;
+  d = DescribeDataPath(r);
+  EXPECT_NE(d.note.find("Drop the cache first (--drop-caches)"), std::string::npos) << d.note;
+  // Mostly from the device: no warning.
+  r["series"]["columns"][0]["values"] = {400, 800, 800};
+  d = DescribeDataPath(r);
+  EXPECT_FALSE(d.memory_speed) << d.note;
+}
+
 TEST(ReportTest, MalformedResultsRenderWithoutThrowing) {
   // Result files are input: wrong types and missing fields render as empty.
   std::vector<nlohmann::json> bad = {
