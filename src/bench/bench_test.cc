@@ -186,6 +186,60 @@ TEST(SizingTest, BadRequestsAreClearErrors) {
   EXPECT_FALSE(Size(r).ok());
 }
 
+// aquifer's own nodes: a bench storage result read from a node sizes the
+// cluster with its MB/s, and says what the figure leaves out; results that
+// did not read from a node are refused with the command that would.
+TEST(SizingTest, MeasuredNodeFromABenchStorageResult) {
+  nlohmann::json r = {{"command", "bench storage"},
+                      {"started", "2026-11-28T00:17:03Z"},
+                      {"config", {{"data", "aquifer://10.0.0.5:9000/data/ds"}, {"readers", 4}, {"request_bytes", 1 << 20}}},
+                      {"summary", {{"mb_per_second", 800.0}, {"seconds", 60.0}}}};
+  auto m = NodeFromStorageResult(r, "nb.json");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_DOUBLE_EQ(m->mb_per_second, 800);
+  EXPECT_NE(m->source.find("aquifer://10.0.0.5:9000/data/ds with 4 reader(s) of 1 MiB"), std::string::npos)
+      << m->source;
+  for (const auto& c : m->caveats) {
+    EXPECT_EQ(c.find("own machine"), std::string::npos) << "another host: " << c;
+    EXPECT_EQ(c.find("s run"), std::string::npos) << "a 60 s run is long enough: " << c;
+  }
+  SizeRequest q;
+  q.gpus = 16;  // 16 x 90 MB/s = 1440 MB/s over 800 MB/s a node: 1.8 -> 2
+  q.node = "measured";
+  q.node_mb_per_second = m->mb_per_second;
+  q.node_mb_per_second_source = m->source;
+  auto a = Size(q);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_DOUBLE_EQ(a->nodes_exact, 1.8);
+  EXPECT_EQ(a->nodes, 2);
+  bool named = false;
+  for (const auto& s : a->assumptions) {
+    named |= s.find("one aquifer node delivers 800 MB/s (measured: bench storage") != std::string::npos;
+    EXPECT_EQ(s.find("spec for comparison"), std::string::npos) << "no vendor spec for a measured node";
+  }
+  EXPECT_TRUE(named);
+
+  r["config"]["data"] = "aquifer://127.0.0.1:9000/data/ds";  // the client shared the node's machine
+  r["summary"]["seconds"] = 2.5;
+  m = NodeFromStorageResult(r, "nb.json");
+  ASSERT_TRUE(m.ok());
+  std::string all;
+  for (const auto& c : m->caveats) all += c + "\n";
+  EXPECT_NE(all.find("node's own machine"), std::string::npos) << all;
+  EXPECT_NE(all.find("a 2.5 s run"), std::string::npos) << all;
+
+  r["config"]["data"] = "/local/ds";
+  EXPECT_NE(NodeFromStorageResult(r, "x.json").status().ToString().find("not an aquifer node"), std::string::npos);
+  r["command"] = "bench train";
+  EXPECT_FALSE(NodeFromStorageResult(r, "x.json").ok());
+  EXPECT_FALSE(NodeFromStorageResult(nlohmann::json::array(), "x.json").ok());
+  q.node_mb_per_second.reset();  // measured without a figure
+  EXPECT_FALSE(Size(q).ok());
+  q.node_mb_per_second = 800;  // a workload without MB/s per GPU and no GPUs-per-node figure
+  q.workload = "resnet50-train-a100";
+  EXPECT_NE(Size(q).status().ToString().find("--mbps-per-gpu"), std::string::npos);
+}
+
 TEST(CacheModelTest, TheDocumentsFigures) {
   // 512 GB client RAM and 2 TB storage cache over 22.2 TB: ~2%, ~9%, ~91% from SSD.
   auto m = ModelCache({22.2e12, 512e9, 2e12});

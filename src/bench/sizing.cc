@@ -4,8 +4,12 @@
 
 #include <cmath>
 
+#include "common/units.h"
+
 namespace aq::bench {
 namespace {
+
+constexpr const char* kMeasuredNode = "measured";
 
 const char* kTable =
     "Dell EMC Isilon + DGX-1 and DSS 8440 papers, 'Sizing consideration based on benchmarked workloads' table";
@@ -99,6 +103,58 @@ Result<ResultDemand> DemandFromDoctorResult(const nlohmann::json& j, const std::
   return InvalidArgument(fmt::format("{}: no form '{}' in the doctor's result (it has: {})", where, want, known));
 }
 
+Result<MeasuredNode> NodeFromStorageResult(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object() || !j.contains("summary") || !j["summary"].is_object() || !j.contains("config") ||
+      !j["config"].is_object()) {
+    return InvalidArgument(fmt::format("{}: not a bench result (no summary and config)", where));
+  }
+  if (j.value("command", "") != "bench storage") {
+    return InvalidArgument(fmt::format("{}: a node is measured by `aquifer bench storage aquifer://NODE/BUCKET/...`; "
+                                       "this is a '{}' result",
+                                       where, j.value("command", "?")));
+  }
+  const auto& sum = j["summary"];
+  const auto& cfg = j["config"];
+  MeasuredNode m;
+  m.url = cfg.contains("data") && cfg["data"].is_string() ? cfg["data"].get<std::string>() : "";
+  if (m.url.rfind("aquifer://", 0) != 0 && m.url.rfind("aquifers://", 0) != 0) {
+    return InvalidArgument(fmt::format(
+        "{}: it read '{}', not an aquifer node: measure one with `aquifer bench storage aquifer://NODE/BUCKET/...`",
+        where, m.url));
+  }
+  m.mb_per_second = sum.contains("mb_per_second") && sum["mb_per_second"].is_number() ? sum["mb_per_second"].get<double>()
+                                                                                       : 0;
+  if (!(m.mb_per_second > 0)) return InvalidArgument(fmt::format("{}: no MB/s measured", where));
+  auto number = [](const nlohmann::json& o, const char* k, double d) {
+    return o.contains(k) && o[k].is_number() ? o[k].get<double>() : d;
+  };
+  const double seconds = number(sum, "seconds", 0), processes = number(cfg, "processes", 1);
+  const double readers = number(cfg, "readers", 0) * processes;
+  const std::string when = j.contains("started") && j["started"].is_string() ? j["started"].get<std::string>() : "";
+  m.source = fmt::format("measured: bench storage on {} with {:g} reader(s) of {} requests for {:.1f} s{}; {}", m.url,
+                         readers, units::IecBytes(static_cast<uint64_t>(number(cfg, "request_bytes", 0))), seconds,
+                         when.empty() ? "" : ", " + when, where);
+  const std::string host = [&] {
+    const std::string rest = m.url.substr(m.url.find("://") + 3);
+    return rest.substr(0, rest.find('/'));
+  }();
+  if (host.rfind("127.", 0) == 0 || host.rfind("localhost", 0) == 0 || host.rfind("[::1]", 0) == 0) {
+    m.caveats.push_back("the client ran on the node's own machine (" + host +
+                        "): they shared its cores, so a node on a host of its own delivers more");
+  }
+  if (seconds > 0 && seconds < 10) {
+    m.caveats.push_back(fmt::format("a {:.1f} s run: a node's RAM cache and its disks' own caches weigh more in a "
+                                    "short run than in an epoch (measure for 30 s or more, with a dataset larger "
+                                    "than the node's RAM)",
+                                    seconds));
+  }
+  m.caveats.push_back(
+      "read through one node's URL: on a cluster, blocks held elsewhere came from the other nodes, so this is what "
+      "the cluster delivered through that node; measure a node alone (a single-node store on the same hardware) for "
+      "a per-node figure");
+  return m;
+}
+
 Result<ResultDemand> DemandFromTrainResult(const nlohmann::json& j, const std::string& where) {
   if (!j.contains("summary") || !j["summary"].is_object() || !j.contains("config") || !j["config"].is_object()) {
     return InvalidArgument(fmt::format("{}: not a bench result (no summary and config)", where));
@@ -160,7 +216,16 @@ Result<SizeAnswer> Size(const SizeRequest& r) {
   }
   if (r.node_mb_per_second && !(*r.node_mb_per_second > 0)) return InvalidArgument("a node's MB/s must be positive");
   auto w = AQ_TRY(FindWorkload(r.workload));
-  auto n = AQ_TRY(FindNode(r.node));
+  const bool measured = r.node == kMeasuredNode;
+  if (measured && !r.node_mb_per_second) {
+    return InvalidArgument("a measured node needs its MB/s (size --node-from a bench storage result)");
+  }
+  NodeProfile n;
+  if (measured) {
+    n.name = kMeasuredNode;
+  } else {
+    n = AQ_TRY(FindNode(r.node));
+  }
   SizeAnswer a;
   auto& as = a.assumptions;
   auto gpn = n.gpus_per_node.find(w.name);
@@ -179,7 +244,9 @@ Result<SizeAnswer> Size(const SizeRequest& r) {
 
   if (r.node_mb_per_second) {
     a.node_mb_per_second = *r.node_mb_per_second;
-    as.push_back(fmt::format("one {} node delivers {:g} MB/s (given)", n.name, a.node_mb_per_second));
+    as.push_back(fmt::format("one {} node delivers {:.0f} MB/s ({})", measured ? "aquifer" : n.name,
+                             a.node_mb_per_second,
+                             r.node_mb_per_second_source.empty() ? "given" : r.node_mb_per_second_source));
   } else if (a.gpus_per_node > 0 && w.mb_per_second_per_gpu) {
     a.node_mb_per_second = a.gpus_per_node * *w.mb_per_second_per_gpu;
     as.push_back(
@@ -195,6 +262,12 @@ Result<SizeAnswer> Size(const SizeRequest& r) {
   if (per_gpu && a.node_mb_per_second > 0) {
     a.nodes_exact = a.demand_mb_per_second / a.node_mb_per_second;
   } else {
+    if (!(a.gpus_per_node > 0)) {
+      return InvalidArgument(fmt::format(
+          "workload {} states no MB/s per GPU, and a {} node has no GPUs-per-node figure for it: give the demand "
+          "(--mbps-per-gpu, or --from a bench train or doctor result)",
+          w.name, n.name));
+    }
     a.nodes_exact = r.gpus / a.gpus_per_node;
     as.push_back(fmt::format("nodes = GPUs / {:g} GPUs per {} node", a.gpus_per_node, n.name));
   }
@@ -211,7 +284,10 @@ Result<SizeAnswer> Size(const SizeRequest& r) {
   // Rounding up tolerates floating-point noise (8.0000000001 nodes is 8).
   a.nodes = static_cast<int>(std::ceil(a.nodes_exact * (1 + r.headroom) - 1e-9)) + r.spare_nodes;
   if (r.spare_nodes > 0) as.push_back(fmt::format("{} spare node(s) added", r.spare_nodes));
-  as.push_back(fmt::format("{} spec for comparison: {:g} MB/s sequential read per node", n.name, n.spec_mb_per_second));
+  if (!measured) {
+    as.push_back(
+        fmt::format("{} spec for comparison: {:g} MB/s sequential read per node", n.name, n.spec_mb_per_second));
+  }
   return a;
 }
 

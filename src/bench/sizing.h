@@ -45,10 +45,11 @@ Result<NodeProfile> FindNode(const std::string& name);
 struct SizeRequest {
   double gpus = 0;
   std::string workload = "resnet50-train-small";
-  std::string node = "f800";
+  std::string node = "f800";  // a node profile; "measured" with node_mb_per_second from an aquifer node
   std::optional<double> mb_per_second_per_gpu;  // overrides the profile (or a measured result)
   std::string mb_per_second_source;             // where the override came from
   std::optional<double> node_mb_per_second;     // overrides the node's benchmarked MB/s
+  std::string node_mb_per_second_source;        // where that figure came from ("" = given)
   double headroom = 0;                          // 0.2 = plan for 20% more than the demand
   int spare_nodes = 0;                          // e.g. 1 to stay sized with one node failed
 };
@@ -87,6 +88,20 @@ Result<ResultDemand> DemandFromTrainResult(const nlohmann::json& result, const s
 // form's bytes per image.
 Result<ResultDemand> DemandFromDoctorResult(const nlohmann::json& result, const std::string& where,
                                             const std::string& form);
+
+// aquifer's own nodes, measured: what a `bench storage` result read from an
+// aquifer node (aquifer://, aquifers://) says one node delivers. The figure
+// is the run's MB/s; the source line says how it was measured and what it
+// leaves out (a client sharing the node's cores, a cluster behind the URL,
+// a run too short or from the node's RAM cache).
+struct MeasuredNode {
+  double mb_per_second = 0;
+  std::string url;
+  std::string source;  // for the assumption line
+  std::vector<std::string> caveats;
+};
+Result<MeasuredNode> NodeFromStorageResult(const nlohmann::json& result, const std::string& where);
+
 nlohmann::json ToJson(const SizeRequest& request, const SizeAnswer& answer);
 
 // The documents' sizing table, computed from the profiles: one row per

@@ -524,7 +524,7 @@ void RegisterSweep(CLI::App& group, Globals& g) {
 struct SizeFlags {
   bench::SizeRequest r;
   double mbps = 0, node_mbps = 0;
-  std::string from, form;
+  std::string from, form, node_from;
   bool table = false;
   ResultFlags out;
 };
@@ -567,6 +567,10 @@ void RegisterSize(CLI::App& app, Globals& g) {
                   "With --from a doctor result: the image form whose MB/s per GPU to size for (default: the one the "
                   "doctor picked)");
   cmd->add_option("--node-mbps", f->node_mbps, "MB/s one node delivers (overrides the node profile)");
+  cmd->add_option("--node-from", f->node_from,
+                  "Size aquifer nodes from a measured profile: a bench storage result read from an aquifer node "
+                  "(aquifer://NODE/BUCKET/...); its MB/s is one node's")
+      ->excludes("--node-mbps");
   cmd->add_option("--headroom", f->r.headroom, "Plan for this fraction more than the demand (0.2 = 20%)")
       ->capture_default_str();
   cmd->add_option("--spare-nodes", f->r.spare_nodes, "Nodes added for failure tolerance")->capture_default_str();
@@ -594,6 +598,19 @@ void RegisterSize(CLI::App& app, Globals& g) {
     auto req = f->r;
     if (f->mbps > 0) req.mb_per_second_per_gpu = f->mbps;
     if (f->node_mbps > 0) req.node_mb_per_second = f->node_mbps;
+    std::vector<std::string> node_caveats;
+    if (!f->node_from.empty()) {
+      auto text = io::ReadFileToString(*g.fs, f->node_from);
+      if (!text.ok()) return Fail(g, text.status());
+      auto j = nlohmann::json::parse(*text, nullptr, false);
+      if (j.is_discarded()) return (void)UsageError(g, InvalidArgument(f->node_from + ": not JSON"));
+      auto m = bench::NodeFromStorageResult(j, f->node_from);
+      if (!m.ok()) return (void)UsageError(g, m.status());
+      req.node = "measured";
+      req.node_mb_per_second = m->mb_per_second;
+      req.node_mb_per_second_source = m->source;
+      node_caveats = m->caveats;
+    }
     if (!f->from.empty()) {
       auto text = io::ReadFileToString(*g.fs, f->from);
       if (!text.ok()) return Fail(g, text.status());
@@ -626,6 +643,7 @@ void RegisterSize(CLI::App& app, Globals& g) {
     }
     auto a = bench::Size(req);
     if (!a.ok()) return (void)UsageError(g, a.status());
+    for (const auto& c : node_caveats) a->assumptions.push_back("measured node: " + c);
     auto json = bench::ToJson(req, *a);
     nlohmann::json config = {{"gpus", req.gpus},
                              {"workload", req.workload},
@@ -635,13 +653,15 @@ void RegisterSize(CLI::App& app, Globals& g) {
     EmitResult(g, f->out, "size", {}, config, json, nullptr, [&](const nlohmann::json&) {
       auto w = bench::FindWorkload(req.workload);
       std::printf("aquifer size: %g GPUs, %s, on %s nodes\n", req.gpus,
-                  w.ok() ? w->description.c_str() : req.workload.c_str(), req.node.c_str());
+                  w.ok() ? w->description.c_str() : req.workload.c_str(),
+                  req.node == "measured" ? ("aquifer (measured: " + f->node_from + ")").c_str() : req.node.c_str());
       if (a->demand_mb_per_second > 0) {
         std::printf("  demand     %.0f MB/s (%g GPUs x %g MB/s)\n", a->demand_mb_per_second, req.gpus,
                     a->demand_mb_per_second / req.gpus);
       }
       if (a->node_mb_per_second > 0) std::printf("  one node   %.0f MB/s for this workload\n", a->node_mb_per_second);
-      std::printf("  nodes      %.2f -> %d %s node(s)\n", a->nodes_exact, a->nodes, req.node.c_str());
+      std::printf("  nodes      %.2f -> %d %s node(s)\n", a->nodes_exact, a->nodes,
+                  req.node == "measured" ? "aquifer" : req.node.c_str());
       std::printf("  assumptions:\n");
       for (const auto& s : a->assumptions) std::printf("    - %s\n", s.c_str());
     });
