@@ -53,8 +53,9 @@ PACKAGES=(
   python3-opencv
   # the Python package (pybind11 extension for /usr/bin/python3) and its tests
   pybind11-dev python3-dev python3-pytest
-  # the peer the storage bench is compared with; the browser that checks the HTML report
-  fio chromium
+  # the peer the storage bench is compared with; the browser that checks the HTML report,
+  # and its DevTools client for the live dashboard's test
+  fio chromium python3-websocket
   # formatting
   clang-format
 )

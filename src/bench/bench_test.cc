@@ -42,6 +42,24 @@ TEST(LatencyTest, QuantilesWithinBucketError) {
   EXPECT_NEAR(j["max_us"].get<double>(), 1000, 1e-9);
 }
 
+// The last interval of a cumulative histogram: what was recorded since a
+// copy, with its own quantiles (the node's per-second latency series).
+TEST(LatencyTest, SinceAnEarlierCopyIsTheIntervalBetween) {
+  LatencyHistogram h;
+  for (int i = 0; i < 1000; ++i) h.Record(1'000'000);  // 1 ms, before
+  const LatencyHistogram before = h;
+  for (int i = 0; i < 100; ++i) h.Record(50'000);  // 50 us, since
+  LatencyHistogram d = h.Since(before);
+  EXPECT_EQ(d.count(), 100u);
+  EXPECT_NEAR(d.Quantile(0.99), 50e3, 50e3 * 0.05);
+  EXPECT_NEAR(d.mean_ns(), 50e3, 1);
+  EXPECT_LE(d.max_ns(), 1'000'000u);
+  EXPECT_GE(d.max_ns(), 50'000u);
+  EXPECT_LT(d.max_ns(), 60'000u) << "the top of the highest bucket of the interval, not the old max";
+  EXPECT_EQ(h.Since(h).count(), 0u);
+  EXPECT_EQ(h.Since(h).Quantile(0.99), 0);
+}
+
 // The documents' sizing table, reproduced from the profiles.
 TEST(SizingTest, ReproducesTheDocumentsTable) {
   auto rows = SizingTable();
@@ -190,10 +208,11 @@ TEST(SizingTest, BadRequestsAreClearErrors) {
 // cluster with its MB/s, and says what the figure leaves out; results that
 // did not read from a node are refused with the command that would.
 TEST(SizingTest, MeasuredNodeFromABenchStorageResult) {
-  nlohmann::json r = {{"command", "bench storage"},
-                      {"started", "2026-11-28T00:17:03Z"},
-                      {"config", {{"data", "aquifer://10.0.0.5:9000/data/ds"}, {"readers", 4}, {"request_bytes", 1 << 20}}},
-                      {"summary", {{"mb_per_second", 800.0}, {"seconds", 60.0}}}};
+  nlohmann::json r = {
+      {"command", "bench storage"},
+      {"started", "2026-11-28T00:17:03Z"},
+      {"config", {{"data", "aquifer://10.0.0.5:9000/data/ds"}, {"readers", 4}, {"request_bytes", 1 << 20}}},
+      {"summary", {{"mb_per_second", 800.0}, {"seconds", 60.0}}}};
   auto m = NodeFromStorageResult(r, "nb.json");
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_DOUBLE_EQ(m->mb_per_second, 800);

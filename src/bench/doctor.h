@@ -41,15 +41,15 @@ struct DoctorOptions {
   double storage_seconds = 4;
   std::string model = "resnet50", gpu = "a100", precision = "fp16";
   double gpus = 8;
-  double cores = 0;           // cores that decode for those GPUs (0: this machine's)
-  std::string node = "f800";  // node profile for node counts (aquifer size)
-  size_t sample = 256;        // images packed into each form
-  size_t decoded = 1024;      // images each form's decode rate is measured over (two passes at least)
-  size_t rounds = 3;          // each form's decode rate: the median of this many runs
+  double cores = 0;                // cores that decode for those GPUs (0: this machine's)
+  std::string node = "f800";       // node profile for node counts (aquifer size)
+  size_t sample = 256;             // images packed into each form
+  size_t decoded = 1024;           // images each form's decode rate is measured over (two passes at least)
+  size_t rounds = 3;               // each form's decode rate: the median of this many runs
   double min_round_seconds = 0.3;  // each run lasts this long at least (repeating its passes)
-  double noisy = 0.25;        // a spread of the runs ((max - min) / median) above this is reported
-  uint32_t max_side = 256;    // the forms' longer side
-  int quality = 90;           // reencode's JPEG quality
+  double noisy = 0.25;             // a spread of the runs ((max - min) / median) above this is reported
+  uint32_t max_side = 256;         // the forms' longer side
+  int quality = 90;                // reencode's JPEG quality
   uint64_t raw_max_pixels = 256 * 256;
   bool progress = true;
 };

@@ -109,9 +109,10 @@ Result<MeasuredNode> NodeFromStorageResult(const nlohmann::json& j, const std::s
     return InvalidArgument(fmt::format("{}: not a bench result (no summary and config)", where));
   }
   if (j.value("command", "") != "bench storage") {
-    return InvalidArgument(fmt::format("{}: a node is measured by `aquifer bench storage aquifer://NODE/BUCKET/...`; "
-                                       "this is a '{}' result",
-                                       where, j.value("command", "?")));
+    return InvalidArgument(
+        fmt::format("{}: a node is measured by `aquifer bench storage aquifer://NODE/BUCKET/...`; "
+                    "this is a '{}' result",
+                    where, j.value("command", "?")));
   }
   const auto& sum = j["summary"];
   const auto& cfg = j["config"];
@@ -122,8 +123,8 @@ Result<MeasuredNode> NodeFromStorageResult(const nlohmann::json& j, const std::s
         "{}: it read '{}', not an aquifer node: measure one with `aquifer bench storage aquifer://NODE/BUCKET/...`",
         where, m.url));
   }
-  m.mb_per_second = sum.contains("mb_per_second") && sum["mb_per_second"].is_number() ? sum["mb_per_second"].get<double>()
-                                                                                       : 0;
+  m.mb_per_second =
+      sum.contains("mb_per_second") && sum["mb_per_second"].is_number() ? sum["mb_per_second"].get<double>() : 0;
   if (!(m.mb_per_second > 0)) return InvalidArgument(fmt::format("{}: no MB/s measured", where));
   auto number = [](const nlohmann::json& o, const char* k, double d) {
     return o.contains(k) && o[k].is_number() ? o[k].get<double>() : d;
@@ -143,10 +144,11 @@ Result<MeasuredNode> NodeFromStorageResult(const nlohmann::json& j, const std::s
                         "): they shared its cores, so a node on a host of its own delivers more");
   }
   if (seconds > 0 && seconds < 10) {
-    m.caveats.push_back(fmt::format("a {:.1f} s run: a node's RAM cache and its disks' own caches weigh more in a "
-                                    "short run than in an epoch (measure for 30 s or more, with a dataset larger "
-                                    "than the node's RAM)",
-                                    seconds));
+    m.caveats.push_back(
+        fmt::format("a {:.1f} s run: a node's RAM cache and its disks' own caches weigh more in a "
+                    "short run than in an epoch (measure for 30 s or more, with a dataset larger "
+                    "than the node's RAM)",
+                    seconds));
   }
   m.caveats.push_back(
       "read through one node's URL: on a cluster, blocks held elsewhere came from the other nodes, so this is what "

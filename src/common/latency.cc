@@ -34,6 +34,22 @@ void LatencyHistogram::Merge(const LatencyHistogram& o) {
   max_ = std::max(max_, o.max_);
 }
 
+LatencyHistogram LatencyHistogram::Since(const LatencyHistogram& earlier) const {
+  LatencyHistogram d;
+  int top = -1;
+  for (int i = 0; i < kBuckets; ++i) {
+    d.buckets_[i] = buckets_[i] >= earlier.buckets_[i] ? buckets_[i] - earlier.buckets_[i] : 0;
+    d.count_ += d.buckets_[i];
+    if (d.buckets_[i] > 0) top = i;
+  }
+  d.sum_ = sum_ >= earlier.sum_ ? sum_ - earlier.sum_ : 0;
+  if (top >= 0) {
+    const double hi = top < kSub ? top + 1.0 : BucketLow(top + 1);
+    d.max_ = std::min(max_, static_cast<uint64_t>(hi));
+  }
+  return d;
+}
+
 uint64_t LatencyHistogram::CountAtMost(double ns) const {
   uint64_t n = 0;
   for (int b = 0; b < kBuckets; ++b) {

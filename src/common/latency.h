@@ -15,6 +15,10 @@ class LatencyHistogram {
  public:
   void Record(uint64_t nanoseconds);
   void Merge(const LatencyHistogram& other);
+  // The recordings made since `earlier`, a copy of this histogram taken
+  // before (a cumulative histogram's last interval). The max becomes the top
+  // of the highest bucket still holding a recording (capped at the max).
+  LatencyHistogram Since(const LatencyHistogram& earlier) const;
   uint64_t count() const { return count_; }
   double mean_ns() const { return count_ ? static_cast<double>(sum_) / static_cast<double>(count_) : 0; }
   uint64_t max_ns() const { return max_; }

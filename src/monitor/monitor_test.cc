@@ -84,6 +84,32 @@ TEST(MachineTest, LongestMountPrefixWins) {
   EXPECT_EQ(m.roots[0].mount_point, "/");
 }
 
+// A long-running sampler (a node's metrics) keeps the last keep_samples:
+// its memory and Take() stay bounded however long it runs, and what it
+// keeps is the newest, with every column as long as the time axis.
+TEST(SamplerTest, KeepsOnlyTheLastSamplesWhenBounded) {
+  SamplerOptions o;
+  o.interval_seconds = 0;
+  o.system = false;
+  o.keep_samples = 10;
+  Sampler s(o);
+  double n = 0;
+  s.AddGauge("n", "", [&] { return n; });
+  s.Start();
+  for (int i = 0; i < 1000; ++i) {
+    n = i;
+    s.SampleNow();
+    const Series now = s.Take();
+    ASSERT_LE(now.t.size(), 10u + 10u / 4 + 1) << i;
+    ASSERT_EQ(now.columns[0].values.size(), now.t.size()) << i;
+    ASSERT_EQ(now.columns[0].values.back(), i);
+  }
+  const Series last = s.Take();
+  ASSERT_GE(last.t.size(), 10u);
+  EXPECT_EQ(last.columns[0].values.front(), 1000.0 - static_cast<double>(last.t.size()));
+  s.Stop();
+}
+
 TEST(SamplerTest, CountersBecomeRatesGaugesAsRead) {
   SamplerOptions o;
   o.interval_seconds = 0;  // driven by SampleNow()

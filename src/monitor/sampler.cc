@@ -213,6 +213,16 @@ void Sampler::SampleNow() {
   last_t_ = t;
   MutexLock lock(mu_);
   series_.t.push_back(t);
+  // Trimmed a quarter at a time, so that a sample costs O(1) amortised.
+  const size_t keep = options_.keep_samples;
+  if (keep > 0 && series_.t.size() > keep + keep / 4 + 1) {
+    const auto drop = static_cast<std::ptrdiff_t>(series_.t.size() - keep);
+    series_.t.erase(series_.t.begin(), series_.t.begin() + drop);
+    for (auto& c : series_.columns) {
+      if (static_cast<std::ptrdiff_t>(c.values.size()) >= drop)
+        c.values.erase(c.values.begin(), c.values.begin() + drop);
+    }
+  }
 }
 
 void Sampler::Stop() {

@@ -49,6 +49,10 @@ struct SamplerOptions {
   // (-1 = off, 0 = any free port); see prometheus.h.
   int prometheus_port = -1;
   std::string prometheus_host = "127.0.0.1";
+  // Samples kept (0 = all, for a bench's whole run). A long-running process
+  // (a node's metrics) keeps the last few minutes: its memory, and the cost
+  // of Take(), stay bounded however long it runs.
+  size_t keep_samples = 0;
 };
 
 class Sampler {
@@ -70,7 +74,8 @@ class Sampler {
   // Takes one sample now. REQUIRES: Start() with interval_seconds <= 0.
   void SampleNow();
 
-  // Latest value of every column (for Prometheus), and the whole series.
+  // Latest value of every column (for Prometheus), and the whole series
+  // (the last keep_samples or more, when bounded).
   std::vector<std::pair<std::string, double>> Latest() const;
   Series Take() const;
 

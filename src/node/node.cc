@@ -1,10 +1,14 @@
 #include "node/node.h"
 
 #include <fmt/format.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <future>
 #include <nlohmann/json.hpp>
 
 #include "cluster/cluster_blocks.h"
@@ -28,6 +32,39 @@
 #include "store/stager.h"
 
 namespace aq::node {
+namespace {
+
+// Whether something accepts TCP connections at HOST:PORT within
+// `timeout_ms` (a member killed a moment ago refuses at once; its lease
+// says so only when it expires).
+bool Answers(const std::string& address, int timeout_ms) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return false;
+  std::string host = address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  const std::string port = address.substr(colon + 1);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0 || res == nullptr) return false;
+  bool ok = false;
+  const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    if (::connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+      ok = true;
+    } else if (errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      int err = 0;
+      socklen_t len = sizeof err;
+      ok = ::poll(&p, 1, timeout_ms) == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(res);
+  return ok;
+}
+
+}  // namespace
 
 Status NodeOptions::Validate() const {
   if (block_size < 4096 || block_size > (1ull << 30)) {
@@ -498,10 +535,53 @@ Status Node::StartImpl() {
       series.push_back(
           {"node.same_host.shared", "bytes", [sh] { return static_cast<double>(sh->Stats().shared_bytes); }, false});
     }
+    std::function<nlohmann::json()> dashboard = [this]() -> nlohmann::json {
+      if (!membership_) return {{"node", s3::HostPort{o_.host, s3_->port()}.ToString()}};  // a single node
+      return DashboardMembers();
+    };
     metrics_ = AQ_TRY(server::MetricsServer::Start(*stats_, *objects_, o_.metrics_host, o_.metrics_port, extra,
-                                                   std::move(series), o_.tls));
+                                                   std::move(series), o_.tls, std::move(dashboard)));
   }
   return Status::Ok();
+}
+
+nlohmann::json Node::DashboardMembers() {
+  const std::vector<cluster::NodeInfo> nodes = membership_->Nodes();
+  // Who answers, probed at most once a second however many pages poll.
+  std::map<std::string, bool> answers;
+  {
+    MutexLock lock(dashboard_mu_);
+    const double now = Clock::Real().Now();
+    if (now - dashboard_probed_ >= 1) {
+      std::vector<std::pair<std::string, std::future<bool>>> probes;
+      for (const auto& n : nodes) {
+        probes.emplace_back(n.address, std::async(std::launch::async, Answers, n.address, 300));
+      }
+      dashboard_answers_.clear();
+      for (auto& [address, f] : probes) dashboard_answers_[address] = f.get();
+      dashboard_probed_ = Clock::Real().Now();
+    }
+    answers = dashboard_answers_;
+  }
+  nlohmann::json members = nlohmann::json::array();
+  for (const auto& n : nodes) {
+    nlohmann::json pools = nlohmann::json::array();
+    for (size_t i = 0; i < n.pools.size(); ++i) {
+      pools.push_back({{"name", n.pools[i]}, {"media", i < n.pool_media.size() ? n.pool_media[i] : ""}});
+    }
+    auto status = nlohmann::json::parse(n.status_json.empty() ? "{}" : n.status_json, nullptr, false);
+    const auto a = answers.find(n.address);
+    members.push_back({{"id", n.id},
+                       {"address", n.address},
+                       {"state", cluster::NodeStateName(n.state)},
+                       {"up", n.up},
+                       {"answers", a != answers.end() && a->second},
+                       {"self", n.id == node_id_},
+                       {"pools", std::move(pools)},
+                       {"capacity_bytes", n.capacity_bytes},
+                       {"status", status.is_discarded() ? nlohmann::json::object() : status}});
+  }
+  return {{"node", node_id_}, {"members", std::move(members)}};
 }
 
 Status Node::JoinCluster() {
@@ -564,6 +644,19 @@ Status Node::JoinCluster() {
       j["cache_bytes"] = c.bytes;
     }
     j["remote_reads"] = cluster_blocks_->Stats().remote_reads;
+    if (repairer_) {  // what the dashboard sums over the members
+      const auto r = repairer_->Stats();
+      j["repair"] = {{"passes", r.passes},
+                     {"under_protected", r.under_protected},
+                     {"misplaced", r.misplaced},
+                     {"copied", r.copied},
+                     {"bytes_copied", r.bytes_copied},
+                     {"reprotected", r.reprotected},
+                     {"tiered", r.tiered},
+                     {"bytes_tiered", r.bytes_tiered},
+                     {"tier_misplaced", r.tier_misplaced},
+                     {"tier_blocked", r.tier_blocked}};
+    }
     if (scrubber_) {  // what `aquifer cluster status` reports as found on disk
       const auto sc = scrubber_->Stats();
       j["scrub"] = {{"passes", sc.passes},

@@ -17,7 +17,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -213,6 +215,12 @@ class Node {
   std::unique_ptr<server::NodeStats> stats_;
   std::unique_ptr<server::S3Server> s3_;
   std::unique_ptr<cluster::Membership> membership_;
+  // The dashboard's view of the members (server/node_stats.h): each one's
+  // record, and whether it answers (probed at most once a second).
+  nlohmann::json DashboardMembers();
+  Mutex dashboard_mu_;
+  double dashboard_probed_ AQ_GUARDED_BY(dashboard_mu_) = -1;
+  std::map<std::string, bool> dashboard_answers_ AQ_GUARDED_BY(dashboard_mu_);
   std::unique_ptr<cluster::Repairer> repairer_;
   std::unique_ptr<store::Scrubber> scrubber_;
   Status StartScrubber();

@@ -528,12 +528,11 @@ std::string SizeCard(const json& r) {
 std::string DoctorCard(const json& r) {
   const json& sum = Obj(r, "summary");
   const double demand = Num(sum, "demand_images_per_second"), cores = Num(sum, "cores");
-  std::string figs = Fig(fmt::format("{:.0f}", demand), "images/s the GPUs need") +
-                     Fig(fmt::format("{:g}", cores), "decode cores") +
-                     Fig(units::Rate(1e6 * Num(sum, "storage_mb_per_second")), "storage") +
-                     Fig(Str(sum, "limit"), "limit as stored");
-  BarChart delivered{"Images per second each form delivers with these cores (the GPUs' demand first)", "images/s",
-                     {}, 0};
+  std::string figs =
+      Fig(fmt::format("{:.0f}", demand), "images/s the GPUs need") + Fig(fmt::format("{:g}", cores), "decode cores") +
+      Fig(units::Rate(1e6 * Num(sum, "storage_mb_per_second")), "storage") + Fig(Str(sum, "limit"), "limit as stored");
+  BarChart delivered{
+      "Images per second each form delivers with these cores (the GPUs' demand first)", "images/s", {}, 0};
   delivered.bars.push_back({"GPUs' demand", demand, fmt::format("{:.0f}", demand)});
   BarChart mbps{"MB/s per GPU each form needs from storage", "MB/s", {}, 0};
   std::string table =

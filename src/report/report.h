@@ -32,9 +32,9 @@ std::string TextSummary(const std::vector<Input>& inputs);
 // each other, and the warning that page-cache figures are memory speeds.
 // The benches print the same on the terminal.
 struct DataPath {
-  std::string kind;   // "local disk", "page cache", "storage node", "aquifer mount", ...
-  std::string where;  // the path or URL and what it is on
-  std::string note;   // a caveat to show as a banner; may be empty
+  std::string kind;           // "local disk", "page cache", "storage node", "aquifer mount", ...
+  std::string where;          // the path or URL and what it is on
+  std::string note;           // a caveat to show as a banner; may be empty
   bool memory_speed = false;  // the figures are mostly the page cache's (or RAM's), not the storage's
 };
 DataPath DescribeDataPath(const nlohmann::json& result);

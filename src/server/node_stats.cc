@@ -4,9 +4,11 @@
 #include <sys/statvfs.h>
 
 #include <chrono>
+#include <set>
 
 #include "monitor/latency_json.h"
 #include "monitor/prometheus.h"
+#include "server/dashboard_page.h"
 
 namespace aq::server {
 
@@ -67,6 +69,12 @@ nlohmann::json NodeStats::ToJson() const {
           {"bytes_out", bytes_out_.load()},
           {"bodies", {{"resumed", bodies_resumed_.load()}, {"cut", bodies_cut_.load()}}},
           {"denied", denied_.load()}};
+}
+
+LatencyHistogram NodeStats::Latency(Op op) const {
+  const PerOp& s = ops_[static_cast<size_t>(op)];
+  MutexLock lock(s.mu);
+  return s.latency;
 }
 
 void NodeStats::WritePrometheus(monitor::PrometheusWriter* w) const {
@@ -159,9 +167,11 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
                                                             const std::string& host, int port,
                                                             std::function<nlohmann::json()> extra,
                                                             std::vector<Series> series,
-                                                            std::shared_ptr<http::TlsServer> tls) {
+                                                            std::shared_ptr<http::TlsServer> tls,
+                                                            std::function<nlohmann::json()> dashboard) {
   std::unique_ptr<MetricsServer> m(new MetricsServer());
   monitor::SamplerOptions so;
+  so.keep_samples = kDashboardHistorySamples;  // the dashboard's last minutes; bounded memory
   m->sampler_ = std::make_unique<monitor::Sampler>(so);
   auto& sampler = *m->sampler_;
   for (size_t i = 0; i < kOps; ++i) {
@@ -177,6 +187,21 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
                      [&stats] { return static_cast<double>(stats.bodies_resumed()); });
   sampler.AddCounter("node.bodies.cut", "responses/s", [&stats] { return static_cast<double>(stats.bodies_cut()); });
   sampler.AddCounter("node.requests.denied", "requests/s", [&stats] { return static_cast<double>(stats.denied()); });
+  // Each second's latency quantiles (of the requests finished in it), from
+  // the difference of the cumulative histogram with its copy a second ago.
+  for (const Op op : {Op::kGet, Op::kPut}) {
+    auto last = std::make_shared<LatencyHistogram>();
+    auto interval = std::make_shared<LatencyHistogram>();
+    sampler.AddGauge(fmt::format("node.{}.p99_ms", OpName(op)), "ms", [&stats, op, last, interval] {
+      const LatencyHistogram now = stats.Latency(op);
+      *interval = now.Since(*last);
+      *last = now;
+      return interval->Quantile(0.99) / 1e6;
+    });
+    // Read just after the p99 above (probes run in order): the same interval.
+    sampler.AddGauge(fmt::format("node.{}.p50_ms", OpName(op)), "ms",
+                     [interval] { return interval->Quantile(0.5) / 1e6; });
+  }
   sampler.AddCounter(
       "node.in", "MB/s", [&stats] { return static_cast<double>(stats.bytes_in()); }, 1e-6);
   sampler.AddCounter(
@@ -289,13 +314,50 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
                     {"early", rs.early}, {"pending", rs.pending}, {"readers", rs.pins}};
     nlohmann::json pools = nlohmann::json::array();
     if (auto usage = objects.blocks().Usage(); usage.ok()) {
-      for (const auto& u : *usage) pools.push_back({{"name", u.name}, {"blocks", u.blocks}, {"bytes", u.bytes}});
+      for (const auto& u : *usage) {
+        nlohmann::json p = {{"name", u.name}, {"blocks", u.blocks}, {"bytes", u.bytes}};
+        for (const auto& pool : objects.blocks().pools()) {
+          if (pool.name != u.name) continue;
+          p["media"] = store::MediaName(pool.media);
+          struct statvfs v {};
+          if (::statvfs(pool.path.c_str(), &v) == 0) {  // its file system (shared with whatever else is there)
+            p["size_bytes"] = static_cast<double>(v.f_blocks) * v.f_frsize;
+            p["available_bytes"] = static_cast<double>(v.f_bavail) * v.f_frsize;
+          }
+        }
+        pools.push_back(std::move(p));
+      }
     }
     j["pools"] = pools;
     nlohmann::json latest = nlohmann::json::object();
     for (const auto& [name, value] : sampler.Latest()) latest[name] = value;
     j["machine"] = latest;
-    return j.dump(1);
+    return j;
+  };
+  // The dashboard's poll: /stats, the series its charts draw (the last
+  // kDashboardHistorySamples seconds), and the cluster part.
+  auto dashboard_json = [&sampler, stats_json, dashboard]() {
+    nlohmann::json j = {
+        {"stats", stats_json()},
+        {"time", std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()}};
+    const monitor::Series series = sampler.Take();
+    nlohmann::json history = {{"t", series.t}};
+    for (const auto& c : series.columns) {
+      static const std::set<std::string> kDrawn = {"node.get",           "node.put",
+                                                   "node.head",          "node.list",
+                                                   "node.delete",        "node.in",
+                                                   "node.out",           "node.errors.client",
+                                                   "node.errors.server", "node.get.p50_ms",
+                                                   "node.get.p99_ms",    "node.put.p50_ms",
+                                                   "node.put.p99_ms",    "node.cache.hit_ratio",
+                                                   "cpu.user",           "cpu.system",
+                                                   "cpu.iowait",         "node.staging.staged",
+                                                   "node.staging.hits",  "node.scrub.verified_bytes"};
+      if (kDrawn.count(c.name)) history[c.name] = c.values;
+    }
+    j["history"] = std::move(history);
+    j["cluster"] = dashboard ? dashboard() : nlohmann::json(nullptr);
+    return j;
   };
   // /metrics: the node's own counters as counters (their rates are
   // Prometheus' to take), its gauges, and the machine's sampled gauges.
@@ -375,18 +437,33 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
   ho.threads = 2;
   ho.max_connections = 64;
   ho.tls = std::move(tls);
-  m->http_ = AQ_TRY(http::Server::Start(ho, [stats_json, prometheus_text](http::Exchange& ex) {
+  m->http_ = AQ_TRY(http::Server::Start(ho, [stats_json, prometheus_text, dashboard_json](http::Exchange& ex) {
     http::Headers h;
+    const std::string& path = ex.request().path;
     if (ex.request().method != "GET" && ex.request().method != "HEAD") {
-      (void)ex.Respond(405, std::move(h), "GET /metrics or /stats\n");
-    } else if (ex.request().path == "/metrics") {
+      (void)ex.Respond(405, std::move(h), "GET /metrics, /stats or /dashboard\n");
+    } else if (path == "/metrics") {
       h.Add("Content-Type", "text/plain; version=0.0.4");
       (void)ex.Respond(200, std::move(h), prometheus_text());
-    } else if (ex.request().path == "/stats") {
+    } else if (path == "/stats") {
       h.Add("Content-Type", "application/json");
-      (void)ex.Respond(200, std::move(h), stats_json());
+      (void)ex.Respond(200, std::move(h), stats_json().dump(1));
+    } else if (path == "/dashboard" || path == "/dashboard/" || path == "/") {
+      h.Add("Content-Type", "text/html; charset=utf-8");
+      h.Add("Cache-Control", "no-store");
+      // The page runs only its own inline script and fetches only this address.
+      h.Add("Content-Security-Policy",
+            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; "
+            "img-src data:");
+      h.Add("X-Content-Type-Options", "nosniff");
+      (void)ex.Respond(200, std::move(h), std::string(kDashboardPage));
+    } else if (path == "/dashboard.json") {
+      h.Add("Content-Type", "application/json");
+      h.Add("Cache-Control", "no-store");
+      (void)ex.Respond(200, std::move(h), dashboard_json().dump());
     } else {
-      (void)ex.Respond(404, std::move(h), "not found: the metrics address serves /metrics and /stats\n");
+      (void)ex.Respond(404, std::move(h),
+                       "not found: the metrics address serves /metrics, /stats, /dashboard and /dashboard.json\n");
     }
   }));
   m->port_ = m->http_->port();

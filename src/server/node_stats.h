@@ -60,6 +60,8 @@ class NodeStats {
   uint64_t bodies_cut() const { return bodies_cut_.load(); }
   uint64_t bytes_in() const { return bytes_in_.load(); }
   uint64_t bytes_out() const { return bytes_out_.load(); }
+  // A copy of one operation's cumulative latency histogram.
+  LatencyHistogram Latency(Op op) const;
   // {"ops": {"get": {"requests", "client_errors", "server_errors", "bytes_in", "bytes_out", "latency"}, ...},
   //  "client_errors", "server_errors", "errors_by_status": {"404": N, ...}, "bytes_in", "bytes_out",
   //  "bodies": {"resumed", "cut"}, "denied"}
@@ -81,8 +83,18 @@ class NodeStats {
   std::map<int, uint64_t> by_status_ AQ_GUARDED_BY(status_mu_);  // error statuses only
 };
 
+// Seconds of 1 Hz samples the metrics address keeps (the dashboard's
+// charts); older ones are dropped.
+inline constexpr size_t kDashboardHistorySamples = 600;
+
 // The metrics address: /metrics (Prometheus) and /stats (JSON) from the
-// node's counters, its cache and a 1 Hz machine sampler.
+// node's counters, its cache and a 1 Hz machine sampler, and the live
+// dashboard: /dashboard, a self-contained page (server/dashboard_page.h)
+// that polls /dashboard.json every second: /stats, the last minutes of the
+// node's series, and the cluster as this node sees it (`dashboard`).
+// Read-only, no object data and no keys, like /metrics: the address is off
+// unless asked for (serve --metrics), on 127.0.0.1 by default, and HTTPS
+// when the node has a certificate.
 class MetricsServer {
  public:
   // `extra` (optional) adds sections to /stats (the cluster's, for one).
@@ -97,7 +109,8 @@ class MetricsServer {
                                                       const std::string& host, int port,
                                                       std::function<nlohmann::json()> extra = nullptr,
                                                       std::vector<Series> series = {},
-                                                      std::shared_ptr<http::TlsServer> tls = nullptr);
+                                                      std::shared_ptr<http::TlsServer> tls = nullptr,
+                                                      std::function<nlohmann::json()> dashboard = nullptr);
   ~MetricsServer();
   int port() const { return port_; }
 
