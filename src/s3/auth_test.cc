@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 #include <vector>
 
@@ -374,6 +376,52 @@ TEST(S3Test, XmlAndListings) {
   EXPECT_EQ(ParseErrorXml("<Error><Code>NoSuchKey</Code><Message>m</Message></Error>").first, "NoSuchKey");
 }
 
+// s3://BUCKET/KEY at the endpoint the AWS settings name, in the AWS CLI's
+// order: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, then the profile's
+// endpoint_url in the config file (its s3 sub-section first).
+TEST(EndpointTest, S3UrlsTakeTheEndpointFromTheAwsSettings) {
+  char dir[] = "/tmp/aq_endpoint_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string config = std::string(dir) + "/config";
+  for (const char* v : {"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_PROFILE"}) ::unsetenv(v);
+  ::setenv("AWS_CONFIG_FILE", config.c_str(), 1);
+  auto none = ParseStoreUrl("s3://b/k");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("AWS_ENDPOINT_URL"), std::string::npos) << none.status().ToString();
+  {
+    std::ofstream f(config);
+    f << "[default]\nregion = eu-west-1\nendpoint_url = http://top:9000\n"
+         "s3 =\n  endpoint_url = https://store.example:8443/\n  addressing_style = path\n"
+         "[profile lab]\n# a comment\nendpoint_url = http://10.0.0.5\n";
+  }
+  auto u = ParseStoreUrl("s3://bkt/a/b");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_TRUE(u->tls);
+  EXPECT_EQ(u->address(), "store.example:8443");
+  EXPECT_EQ(u->bucket, "bkt");
+  EXPECT_EQ(u->key, "a/b");
+  ::setenv("AWS_PROFILE", "lab", 1);
+  u = ParseStoreUrl("s3://bkt/");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_FALSE(u->tls);
+  EXPECT_EQ(u->address(), "10.0.0.5:80");
+  ::setenv("AWS_PROFILE", "absent", 1);
+  EXPECT_FALSE(ParseStoreUrl("s3://bkt/").ok());
+  ::setenv("AWS_ENDPOINT_URL", "http://[::1]:9000", 1);
+  u = ParseStoreUrl("s3://bkt/k");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->address(), "[::1]:9000");
+  ::setenv("AWS_ENDPOINT_URL_S3", "https://s3only", 1);
+  EXPECT_EQ(ParseStoreUrl("s3://bkt/k")->address(), "s3only:443");
+  for (const char* bad : {"ftp://x", "http://h/path", "https://"}) {
+    ::setenv("AWS_ENDPOINT_URL_S3", bad, 1);
+    EXPECT_FALSE(ParseStoreUrl("s3://bkt/k").ok()) << bad;
+  }
+  EXPECT_TRUE(IsStoreUrl("s3://bkt"));
+  for (const char* v : {"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_PROFILE", "AWS_CONFIG_FILE"}) ::unsetenv(v);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(S3Test, EndpointsAndLayouts) {
   EXPECT_EQ(ParseHostPort("127.0.0.1:9000")->port, 9000);
   EXPECT_EQ(ParseHostPort("[::1]:80")->host, "::1");
@@ -397,7 +445,6 @@ TEST(S3Test, EndpointsAndLayouts) {
   EXPECT_EQ(many.key, "k");
   EXPECT_FALSE(ParseStoreUrl("aquifer://h:1,/bkt").ok());
   EXPECT_FALSE(ParseStoreUrl("aquifer://h:1,h:x/bkt").ok());
-  EXPECT_FALSE(ParseStoreUrl("s3://h/b").ok());
   Layout l{300, 7, "\"x\"", {{"a", "p", 100, 1, {"n1:1", "n2:2"}}, {"b", "p", 200, 2, {}}}};
   auto back = LayoutFromJson(LayoutToJson(l)).value();
   EXPECT_EQ(back.blocks[0].addresses, l.blocks[0].addresses);

@@ -28,7 +28,23 @@ inline constexpr std::string_view kScheme = "aquifer://";
 // The same over TLS (HTTPS), as rediss:// or wss:// are to their schemes.
 inline constexpr std::string_view kTlsScheme = "aquifers://";
 
-// "aquifer://host:port/bucket/key" -> parts. The key may be empty (the
+// s3://BUCKET/KEY: a bucket of any S3-compatible store, at the endpoint the
+// AWS settings name, read as the AWS CLI and SDKs read them:
+// AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL, else `endpoint_url` of the
+// profile (AWS_PROFILE, default "default") in AWS_CONFIG_FILE or
+// ~/.aws/config, in its `s3 =` sub-section or at its top level. An http://
+// endpoint is read as aquifer://, https:// as aquifers://. No endpoint is
+// an error naming these settings (AWS itself: give its regional endpoint).
+inline constexpr std::string_view kS3Scheme = "s3://";
+
+// The endpoint those settings name ("https://host[:port]"), and where it
+// was found; NotFound when none does.
+struct S3Endpoint {
+  std::string url, source;
+};
+Result<S3Endpoint> ResolveS3Endpoint();
+
+// "aquifer://host:port/bucket/key" -> parts (s3://bucket/key too, above). The key may be empty (the
 // bucket itself) or end in '/' (a prefix). The authority may name several
 // nodes of one cluster, "aquifer://h1:p1,h2:p2/bucket/key": the first is
 // asked first, the others when it cannot answer.

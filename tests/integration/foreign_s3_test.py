@@ -12,6 +12,12 @@ which offers the S3 API and none of aquifer's /_aquifer/ routes.
   store has no staging: plans are advice).
 - The mount reads every file with the same bytes and stores a new one
   (skipped without /dev/fuse).
+- s3://BUCKET/KEY paths at the endpoint the AWS settings give
+  (AWS_ENDPOINT_URL, endpoint_url of a profile in the config file): ls,
+  cp -r and aquifer.Loader; without one, an error naming those settings.
+- The same store over HTTPS (s3rver --cert/--key, a test CA): aquifers://
+  and s3:// at an https:// endpoint, verified with AWS_CA_BUNDLE; a CA
+  that does not verify the store is refused.
 Skips (77) where npm, node or the registry is missing.
 usage: foreign_s3_test.py path/to/aquifer [CACHE_DIR]"""
 import hashlib
@@ -141,6 +147,56 @@ try:
                 aq("umount", mnt)
     else:
         print("SKIP (part): /dev/fuse is missing: the mount is not checked")
+
+    # ---- s3:// paths, the endpoint from the AWS settings ----
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    r = aq("ls", "s3://datasets/tf", env={**env, "AWS_CONFIG_FILE": os.path.join(tmp, "none")})
+    check(r.returncode != 0 and "AWS_ENDPOINT_URL" in r.stderr,
+          f"s3:// without an endpoint names the settings that give one: {r.stderr[-300:]}")
+    r = aq("ls", "s3://datasets/tf", env={**env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"})
+    check(r.returncode == 0 and r.stdout.count("train-") == 3, f"s3:// with AWS_ENDPOINT_URL: {r.stdout} {r.stderr}")
+    config = os.path.join(tmp, "aws-config")
+    with open(config, "w") as f:
+        f.write(f"[profile lab]\nregion = us-east-1\ns3 =\n    endpoint_url = http://127.0.0.1:{port}\n")
+    lab = {**env, "AWS_CONFIG_FILE": config, "AWS_PROFILE": "lab"}
+    back3 = os.path.join(tmp, "back-s3")
+    r = aq("cp", "-r", "s3://datasets/raw", back3, env=lab)
+    got = {k: v for k, v in digests(back3).items() if k != "note.txt"}  # written through the mount above
+    check(r.returncode == 0 and got == digests(raw),
+          f"s3:// with endpoint_url in ~/.aws/config's profile: cp -r, the same bytes: {r.stderr[-300:]}")
+    try:
+        import numpy as np  # noqa: F811
+        r = subprocess.run(
+            ["/usr/bin/python3", "-c", "import sys, aquifer\n"
+             "n = sum(len(y) for _, y in aquifer.Loader('s3://datasets/tf', credentials=sys.argv[1], batch_size=8,"
+             " image_size=32, framework='numpy', threads=2))\nprint(n)", keys],
+            capture_output=True, text=True, timeout=120, env={**lab, "PYTHONPATH": PYTHONPATH})
+        check(r.returncode == 0 and r.stdout.strip() == "48", f"aquifer.Loader('s3://...'): {r.stdout} {r.stderr[-300:]}")
+    except ImportError:
+        pass
+
+    # ---- the foreign store over HTTPS ----
+    ca, cert, key = s3lib.make_certificates(os.path.join(tmp, "pki"), "s3rver")
+    tls_port = s3lib.free_port()
+    tls_server = subprocess.Popen(
+        [os.path.join(CACHE, "node_modules", ".bin", "s3rver"), "-d", os.path.join(tmp, "store"), "-a", "127.0.0.1",
+         "-p", str(tls_port), "--key", key, "--cert", cert, "--silent"],
+        stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "s3rver-tls.log"), "w"))
+    try:
+        tls_env = {**env, "AWS_CA_BUNDLE": ca}
+        check(s3lib.until(lambda: aq("ls", f"aquifers://127.0.0.1:{tls_port}/datasets/tf", env=tls_env).returncode
+                          == 0, 30, 0.5), "s3rver answers over HTTPS")
+        r = aq("ls", f"aquifers://127.0.0.1:{tls_port}/datasets/tf", env=tls_env)
+        check(r.stdout.count("train-") == 3, f"aquifers:// to a foreign store: {r.stdout} {r.stderr[-300:]}")
+        back_tls = os.path.join(tmp, "back-tls")
+        r = aq("cp", "-r", "s3://datasets/tf", back_tls, env={**tls_env, "AWS_ENDPOINT_URL": f"https://127.0.0.1:{tls_port}"})
+        check(r.returncode == 0 and digests(back_tls) == digests(tf),
+              f"s3:// at an https:// endpoint, verified with AWS_CA_BUNDLE: {r.stderr[-300:]}")
+        r = aq("ls", f"aquifers://127.0.0.1:{tls_port}/datasets/tf", env={**env, "AWS_CA_BUNDLE": "/dev/null"})
+        check(r.returncode != 0, "a store whose certificate the CAs do not verify is refused")
+    finally:
+        tls_server.terminate()
+        tls_server.wait(timeout=30)
 finally:
     if server:
         server.terminate()
