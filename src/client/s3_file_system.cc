@@ -92,6 +92,9 @@ class StoreFs final : public io::FileSystem {
   // POST /_aquifer/plan to the node each file is opened at first, in
   // order, a few thousand reads per request.
   Result<size_t> Plan(const std::string& stream, const std::vector<PlannedRead>& reads) override;
+  // DELETE /_aquifer/plan?stream=: the node forgets the stream, and tells
+  // the cluster's other members to.
+  Status CancelPlan(const std::string& where, const std::string& stream) override;
 
   // One signed request to `address` (HOST:PORT). A 2xx body goes into
   // `into` when given (at most `capacity` bytes).
@@ -1161,6 +1164,15 @@ Result<std::unique_ptr<io::RandomAccessFile>> StoreFs::OpenRead(const std::strin
       *this, p, path, size, res.headers.Get("ETag"), std::move(head), std::move(layout), std::move(grant)));
 }
 
+Status StoreFs::CancelPlan(const std::string& where, const std::string& stream) {
+  const StorePath p = AQ_TRY(ParseStorePath(where));
+  AQ_TRY(UseScheme(p));
+  auto res = AQ_TRY(Call(p, "DELETE", "/_aquifer/plan", "stream=" + s3::UriEncode(stream, true), {}, kEmptySha));
+  if (res.status == 204 || res.status == 200) return Status::Ok();
+  if (res.status == 404 || res.status == 405 || res.status == 501) return Status::Ok();  // a store without staging
+  return Failure(res, fmt::format("cancel the read plan '{}'", stream));
+}
+
 Result<size_t> StoreFs::Plan(const std::string& stream, const std::vector<PlannedRead>& reads) {
   constexpr size_t kPerRequest = 8192;
   // Runs of consecutive reads that go to the same node, each sent as one
@@ -1410,6 +1422,10 @@ class RoutingFs final : public io::FileSystem {
     if (!store.empty()) n += AQ_TRY(store_->Plan(stream, store));
     if (!local.empty()) n += AQ_TRY(local_->Plan(stream, local));
     return n;
+  }
+
+  Status CancelPlan(const std::string& where, const std::string& stream) override {
+    return For(where).CancelPlan(where, stream);
   }
 
  private:

@@ -146,6 +146,14 @@ class FileSystem {
     (void)reads;
     return size_t{0};
   }
+  // Forgets what `stream` planned (reads not yet staged, blocks held for
+  // it), on the store `where` names (any path of it). A file system
+  // without staging does nothing.
+  virtual Status CancelPlan(const std::string& where, const std::string& stream) {
+    (void)where;
+    (void)stream;
+    return Status::Ok();
+  }
   // Makes a directory private to its owner (mode 0700): what a storage
   // node keeps there is no other local user's to read. No-op where there
   // are no such modes.

@@ -592,6 +592,21 @@ PYBIND11_MODULE(_aquifer, m) {
       "Sends the read plan of one rank's pipeline (the same options as aquifer.Loader's) to the store without "
       "reading: {stream, reads, bytes, taken_up}");
   m.def(
+      "cancel_plan",
+      [](const std::string& stream, const std::string& data, const std::string& credentials,
+         const std::string& profile) {
+        auto& fs = aq::python::SharedFileSystem(credentials, profile);
+        aq::Status s;
+        {
+          py::gil_scoped_release unlocked;
+          s = fs.CancelPlan(data, stream);
+        }
+        if (!s.ok()) aq::python::RaiseIo(s);
+      },
+      py::arg("stream"), py::arg("data"), py::arg("credentials") = "", py::arg("profile") = "",
+      "Tells the store that `data` is on to forget what the stream `stream` planned (reads not yet staged, blocks "
+      "held for it)");
+  m.def(
       "list_dir",
       [](const std::string& path, const std::string& credentials, const std::string& profile) {
         auto& fs = aq::python::SharedFileSystem(credentials, profile);

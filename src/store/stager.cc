@@ -58,14 +58,58 @@ size_t Stager::Plan(const std::string& stream, const std::vector<BlockRef>& bloc
 
 void Stager::Cancel(const std::string& stream) {
   MutexLock lock(mu_);
-  auto it = streams_.find(stream);
-  if (it == streams_.end()) return;
-  for (const auto& e : it->second) {
-    Unwant(e.ref.id);
-    ++stats_.skipped;
+  if (auto it = streams_.find(stream); it != streams_.end()) {  // not staged yet: dropped
+    for (const auto& e : it->second) {
+      Unwant(e.ref.id);
+      ++stats_.skipped;
+    }
+    queued_ -= it->second.size();
+    streams_.erase(it);
   }
-  queued_ -= it->second.size();
-  streams_.erase(it);
+  // Staged for it and not read yet: its wants go, and a block nobody else
+  // wants is freed now rather than at its ttl.
+  auto owed = owed_.find(stream);
+  if (owed == owed_.end()) return;
+  const auto debts = std::move(owed->second);
+  owed_.erase(owed);
+  for (const auto& [id, n] : debts) {
+    auto& who = owers_[id];
+    for (uint32_t k = 0; k < n; ++k) {
+      if (auto w = std::find(who.begin(), who.end(), stream); w != who.end()) who.erase(w);
+      Unwant(id);
+    }
+    if (who.empty()) owers_.erase(id);
+  }
+}
+
+void Stager::Owe(const std::string& stream, const std::string& id) {
+  ++owed_[stream][id];
+  owers_[id].push_back(stream);
+}
+
+void Stager::Repaid(const std::string& id) {
+  auto who = owers_.find(id);
+  if (who == owers_.end() || who->second.empty()) return;
+  const std::string stream = who->second.back();
+  who->second.pop_back();
+  if (who->second.empty()) owers_.erase(who);
+  auto owed = owed_.find(stream);
+  if (owed == owed_.end()) return;
+  auto n = owed->second.find(id);
+  if (n != owed->second.end() && --n->second == 0) owed->second.erase(n);
+  if (owed->second.empty()) owed_.erase(owed);
+}
+
+void Stager::Forget(const std::string& id) {
+  auto who = owers_.find(id);
+  if (who == owers_.end()) return;
+  for (const std::string& stream : who->second) {
+    auto owed = owed_.find(stream);
+    if (owed == owed_.end()) continue;
+    owed->second.erase(id);
+    if (owed->second.empty()) owed_.erase(owed);
+  }
+  owers_.erase(who);
 }
 
 void Stager::Unwant(const std::string& id) {
@@ -88,6 +132,7 @@ void Stager::Sweep(double now) {
       ++stats_.expired;
       held_ -= std::min(held_, s.bytes);
       wanted_.erase(it->first);
+      Forget(it->first);
       it = slots_.erase(it);
     } else {
       ++it;
@@ -105,7 +150,7 @@ void Stager::Sweep(double now) {
   }
 }
 
-bool Stager::Next(Entry* out) {
+bool Stager::Next(Entry* out, std::string* stream) {
   while (!streams_.empty()) {
     auto it = streams_.upper_bound(cursor_);
     if (it == streams_.end()) it = streams_.begin();
@@ -120,6 +165,7 @@ bool Stager::Next(Entry* out) {
         break;
       } else {
         ++stats_.shared;
+        Owe(it->first, ref.id);
       }
       --queued_;
       q.pop_front();
@@ -132,6 +178,8 @@ bool Stager::Next(Entry* out) {
     *out = q.front();
     if (held_ + out->ref.size > options_.memory_bytes && held_ > 0) return false;  // wait for room
     cursor_ = it->first;
+    *stream = it->first;
+    Owe(it->first, out->ref.id);
     --queued_;
     q.pop_front();
     if (q.empty()) streams_.erase(it);
@@ -147,7 +195,8 @@ void Stager::Worker() {
     const double now = Now();
     if (now - last_sweep_ > std::min(1.0, options_.ttl_s / 2)) Sweep(now);
     Entry e;
-    if (!Next(&e)) {
+    std::string stream;
+    if (!Next(&e, &stream)) {
       // Entries settled without a read wake those waiting on the stats.
       if (const uint64_t n = stats_.skipped + stats_.resident + stats_.expired + stats_.shared; n != settled) {
         settled = n;
@@ -160,6 +209,7 @@ void Stager::Worker() {
     if (resident_ && resident_(id)) {
       // In RAM already: its reader finds it there. Not wanted from here.
       ++stats_.resident;
+      Repaid(id);
       Unwant(id);
       continue;
     }
@@ -187,6 +237,7 @@ void Stager::Worker() {
       // of it came and went while it was being read.
       held_ -= std::min(held_, slot->bytes);
       slots_.erase(current);
+      Forget(id);
     } else if (!mine) {
       held_ -= std::min(held_, slot->bytes);  // removed meanwhile
     }
@@ -211,10 +262,12 @@ Result<std::shared_ptr<const std::string>> Stager::Read(const BlockRef& ref) {
       if (slot->done && slot->data) {
         ++(waited ? stats_.late_hits : stats_.hits);
         auto data = slot->data;
+        Repaid(ref.id);
         Unwant(ref.id);
         return data;
       }
     }
+    Repaid(ref.id);
     Unwant(ref.id);  // read by its reader before (or without) staging
   }
   return inner_.Read(ref);
@@ -229,6 +282,7 @@ Status Stager::Remove(const BlockRef& ref) {
       slots_.erase(it);
     }
     wanted_.erase(ref.id);
+    Forget(ref.id);
   }
   return inner_.Remove(ref);
 }

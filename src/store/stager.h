@@ -83,7 +83,10 @@ class Stager final : public BlockService {
   // Appends `blocks`, in the order they will be read, to plan `stream`.
   // Returns how many were queued (none past max_queued).
   size_t Plan(const std::string& stream, const std::vector<BlockRef>& blocks);
-  // Forgets the stream's waiting entries (its staged blocks stay until read or expired).
+  // Forgets the stream: its waiting entries are dropped, and the blocks
+  // staged for it and not read yet are freed unless another stream wants
+  // them (reads do not name their stream: a read of a block pays any one
+  // stream's planned read of it).
   void Cancel(const std::string& stream);
   StagerStats Stats() const;
   // Whether readers' plans are being staged now (entries waiting or reads
@@ -111,12 +114,20 @@ class Stager final : public BlockService {
   void Worker();
   // The next entry to stage (round robin across streams), or false when
   // none waits. REQUIRES: mu_ held.
-  bool Next(Entry* out) AQ_REQUIRES(mu_);
+  bool Next(Entry* out, std::string* stream) AQ_REQUIRES(mu_);
   // Drops staged blocks and entries older than ttl_s. REQUIRES: mu_ held.
   void Sweep(double now) AQ_REQUIRES(mu_);
   // One planned read of `id` happened (or will not): the staged copy goes
   // when none is left. REQUIRES: mu_ held.
   void Unwant(const std::string& id) AQ_REQUIRES(mu_);
+  // A planned read of `id` by `stream` was taken off its queue (staged or
+  // shared with a staged copy) and is owed until a read of `id` comes.
+  void Owe(const std::string& stream, const std::string& id) AQ_REQUIRES(mu_);
+  // A read of `id` came: one stream's debt of it is paid (reads do not say
+  // whose plan they follow; any owing stream's will do).
+  void Repaid(const std::string& id) AQ_REQUIRES(mu_);
+  // `id` left staging: nobody owes a read of it any more.
+  void Forget(const std::string& id) AQ_REQUIRES(mu_);
   StagerStats StatsLocked() const AQ_REQUIRES(mu_);
   static double Now();
 
@@ -134,6 +145,10 @@ class Stager final : public BlockService {
   // Planned reads outstanding per block id, and the staged (or staging) copies.
   std::unordered_map<std::string, uint32_t> wanted_ AQ_GUARDED_BY(mu_);
   std::unordered_map<std::string, std::shared_ptr<Slot>> slots_ AQ_GUARDED_BY(mu_);
+  // Reads owed per stream (block id -> count) and the streams owing each
+  // block: what Cancel gives back of a stream already staged.
+  std::unordered_map<std::string, std::unordered_map<std::string, uint32_t>> owed_ AQ_GUARDED_BY(mu_);
+  std::unordered_map<std::string, std::vector<std::string>> owers_ AQ_GUARDED_BY(mu_);
   uint64_t held_ AQ_GUARDED_BY(mu_) = 0;
   size_t queued_ AQ_GUARDED_BY(mu_) = 0;
   size_t reading_ AQ_GUARDED_BY(mu_) = 0;

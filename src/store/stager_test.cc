@@ -245,6 +245,30 @@ TEST_F(StagerTest, ACancelledPlanStagesNothingMore) {
   EXPECT_EQ(st->Stats().queued, 0u);
 }
 
+// A plan cancelled after it was staged (the job ended, or was cancelled)
+// frees what was staged for it and not read, now rather than at the ttl;
+// blocks another stream also planned stay for it.
+TEST_F(StagerTest, ACancelledPlanFreesWhatWasStagedForItButNotWhatOthersWant) {
+  auto st = Make(2);
+  st->Plan("rank0", Refs({0, 1, 2, 3}));
+  st->Plan("rank1", Refs({2, 3, 4}));
+  ASSERT_TRUE(st->WaitUntil(Idle, seconds(10)));
+  EXPECT_EQ(st->Stats().bytes_held, 5000u);
+  EXPECT_EQ(Read(*st, 0), data_[0]);  // rank0 read its first block
+  EXPECT_EQ(st->Stats().bytes_held, 4000u);
+  st->Cancel("rank0");
+  EXPECT_EQ(st->Stats().bytes_held, 3000u) << "block 1 freed; 2 and 3 kept for rank1, and 4";
+  st->Cancel("rank0");   // twice: nothing more
+  st->Cancel("nobody");  // never planned: nothing
+  EXPECT_EQ(st->Stats().bytes_held, 3000u);
+  for (int i : {2, 3, 4}) EXPECT_EQ(Read(*st, i), data_[i]);
+  EXPECT_EQ(st->Stats().bytes_held, 0u);
+  EXPECT_EQ(st->Stats().hits, 4u);
+  EXPECT_EQ(service_->order().size(), 5u) << "every block from media once";
+  st->Cancel("rank1");  // all read already: nothing to free, nothing breaks
+  EXPECT_EQ(st->Stats().bytes_held, 0u);
+}
+
 TEST_F(StagerTest, TheQueueIsBounded) {
   StagerOptions o;
   o.threads = 1;

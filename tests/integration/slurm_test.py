@@ -173,6 +173,35 @@ try:
     check(staged > 0 and delta["staged"] <= staged and delta["shared"] > 0,
           f"the training step's own plans found every block staged by the first step: {delta}")
     check(hits > 0 and delta["late_hits"] == 0, f"its reads were served from staging without waiting: {delta}")
+    check("plans cancelled: 2 stream(s)" in text, "the job's exit trap cancelled its 2 plans on the nodes")
+
+    # A plan cancelled after the nodes staged it: the blocks held for it are
+    # freed at once, not after their 30 s.
+    def held():
+        return sum(staging(n)["bytes_held"] for n in nodes)
+    script = ("import sys, aquifer.stage as s\n"
+              "kw = dict(world_size=2, stream='cancel-check', credentials=sys.argv[2])\n"
+              "if sys.argv[3] == 'stage':\n"
+              "    print(s.stage(sys.argv[1], batch_size=16, seed=11, node_stats=sys.argv[4].split(','), **kw))\n"
+              "else:\n"
+              "    print(s.cancel(sys.argv[1], **kw))\n")
+    stats_addrs = ",".join(f"127.0.0.1:{n.metrics}" for n in nodes)
+    # Other objects than the job's (whose blocks its loaders' plans still hold).
+    r = subprocess.run([AQ, "--credentials", creds, "cp", "-r", tf, f"aquifer://127.0.0.1:{nodes[0].port}/imagenet/tf2"],
+                       capture_output=True, text=True, timeout=300)
+    check(r.returncode == 0, f"a second copy of the shards uploaded: {r.stderr[-300:]}")
+    data2 = data[:-len("/tf")] + "/tf2"
+    held_before = held()
+    r = subprocess.run(["/usr/bin/python3", "-c", script, data2, creds, "stage", stats_addrs], capture_output=True,
+                       text=True, timeout=120, env=dict(os.environ, PYTHONPATH=PYTHONPATH))
+    held_staged = held()
+    check(r.returncode == 0 and held_staged > held_before,
+          f"a second plan staged: {held_before} -> {held_staged} bytes held; {r.stdout[-300:]} {r.stderr[-300:]}")
+    r = subprocess.run(["/usr/bin/python3", "-c", script, data2, creds, "cancel"], capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ, PYTHONPATH=PYTHONPATH))
+    check(r.returncode == 0 and "cancel-check-rank1" in r.stdout, f"cancel(): {r.stdout} {r.stderr[-300:]}")
+    check(s3lib.until(lambda: held() <= held_before, 5, 0.2),
+          f"the cancelled plan's blocks are freed at once: {held_staged} -> {held()} bytes held (was {held_before})")
 finally:
     subprocess.run(["scancel", "--full", "--quiet", "-u", "root"], env=dict(os.environ, SLURM_CONF=os.path.join(
         tmp, "slurm", "slurm.conf")), capture_output=True, timeout=30)
