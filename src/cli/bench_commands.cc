@@ -648,6 +648,7 @@ void RegisterBenchCommands(CLI::App& app, Globals& g) {
   RegisterTrainCommand(*group, g);
   RegisterInferCommand(*group, g);
   RegisterMeasureCommands(app, *group, g);
+  RegisterCheckpointCommand(*group, g);
 }
 
 }  // namespace aq::cli

@@ -90,5 +90,7 @@ void RegisterTierCommands(CLI::App& app, Globals& g);
 void RegisterKeyCommands(CLI::App& app, Globals& g);
 // bench storage / train / sweep under the bench group; size, model, report.
 void RegisterMeasureCommands(CLI::App& app, CLI::App& bench_group, Globals& g);
+// bench checkpoint (checkpoint_commands.cc).
+void RegisterCheckpointCommand(CLI::App& group, Globals& g);
 
 }  // namespace aq::cli

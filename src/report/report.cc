@@ -563,6 +563,37 @@ std::string DoctorCard(const json& r) {
          "</div><div class=\"charts\">" + charts + "</div>" + table + list + "</ul>";
 }
 
+// `bench checkpoint`: saves and restores per target against the local disk.
+std::string CheckpointCard(const json& r) {
+  const json& sum = Obj(r, "summary");
+  const json& targets = Obj(sum, "targets");
+  BarChart save{"Save MB/s (all ranks, the slowest counting)", "MB/s", {}, 0};
+  BarChart restore{"Restore MB/s (rank r reads rank r+1's file)", "MB/s", {}, 0};
+  std::string table =
+      "<table><tr><th>target</th><th>save MB/s</th><th>x local</th><th>slowest rank</th><th>restore MB/s</th>"
+      "<th>x local</th><th>slowest rank</th></tr>";
+  for (const auto& [name, t] : targets.items()) {
+    const json& sv = Obj(t, "save");
+    const json& rs = Obj(t, "restore");
+    save.bars.push_back({name, Num(sv, "median_total_mb_per_second"), fmt::format("{:.2f}x", Num(t, "save_vs_local"))});
+    restore.bars.push_back(
+        {name, Num(rs, "median_total_mb_per_second"), fmt::format("{:.2f}x", Num(t, "restore_vs_local"))});
+    table += fmt::format(
+        "<tr><td>{}</td><td>{:.1f}</td><td>{:.2f}x</td><td>{:.2f} s</td><td>{:.1f}</td><td>{:.2f}x</td><td>{:.2f} "
+        "s</td></tr>",
+        Esc(name), Num(sv, "median_total_mb_per_second"), Num(t, "save_vs_local"), Num(sv, "median_slowest_seconds"),
+        Num(rs, "median_total_mb_per_second"), Num(t, "restore_vs_local"), Num(rs, "median_slowest_seconds"));
+  }
+  table += "</table>";
+  std::string list = "<ul class=\"assume\">";
+  for (const auto& a : Arr(sum, "semantics")) list += "<li>" + Esc(Text(a)) + "</li>";
+  const std::string charts = save.bars.empty() ? "" : RenderSvg(save) + RenderSvg(restore);
+  return Banner("info",
+                fmt::format("{} ranks x {} ({}), medians of {} saves and restores", Int(Num(sum, "ranks")),
+                            units::Bytes(Num(sum, "bytes_per_rank")), Str(sum, "scale"), Int(Num(sum, "saves")))) +
+         "<div class=\"charts\">" + charts + "</div>" + table + list + "</ul>";
+}
+
 std::string CacheCard(const json& r) {
   const json& sum = Obj(r, "summary");
   BarChart b{"Where reads are served (model: cache / dataset)", "%", {}, 100};
@@ -602,6 +633,8 @@ std::string Card(const Input& in, size_t index) {
     body = CacheCard(r);
   } else if (cmd == "doctor") {
     body = DoctorCard(r);
+  } else if (cmd == "bench checkpoint") {
+    body = CheckpointCard(r);
   } else {
     body = "<div class=\"verdict info\">No chart for this command; its summary is below.</div>";
   }
@@ -654,6 +687,13 @@ std::pair<std::string, std::string> KeyAndVerdict(const json& r) {
                           100 * Num(sum, "client_hit"), 100 * Num(sum, "storage_hit"), 100 * Num(sum, "storage_media"));
     if (sum.contains("measured") && sum["measured"].is_object()) {
       verdict += fmt::format("; measured client hits {:.1f}%", 100 * Num(Obj(sum, "measured"), "client_hit"));
+    }
+  }
+  if (cmd == "bench checkpoint") {
+    key = fmt::format("{} ranks x {}", Int(Num(sum, "ranks")), units::Bytes(Num(sum, "bytes_per_rank")));
+    for (const auto& [name, t] : Obj(sum, "targets").items()) {
+      verdict += fmt::format("{}{}: save {:.2f}x, restore {:.2f}x", verdict.empty() ? "" : "; ", name,
+                             Num(t, "save_vs_local"), Num(t, "restore_vs_local"));
     }
   }
   if (cmd == "doctor") {

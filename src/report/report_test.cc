@@ -184,6 +184,33 @@ TEST(ReportTest, PageCacheFiguresSayWhatWouldMeasureTheStorage) {
   EXPECT_FALSE(d.memory_speed) << d.note;
 }
 
+TEST(ReportTest, CheckpointResultsShowEachTargetAgainstTheLocalDisk) {
+  auto target = [](double save, double restore) {
+    return nlohmann::json{{"save", {{"median_total_mb_per_second", save}, {"median_slowest_seconds", 1.5}}},
+                          {"restore", {{"median_total_mb_per_second", restore}, {"median_slowest_seconds", 0.5}}},
+                          {"save_vs_local", save / 500},
+                          {"restore_vs_local", restore / 2000}};
+  };
+  nlohmann::json r = {{"schema", "aquifer-result/1"},
+                      {"command", "bench checkpoint"},
+                      {"config", nlohmann::json::object()},
+                      {"machine", nlohmann::json::object()},
+                      {"summary",
+                       {{"ranks", 4},
+                        {"bytes_per_rank", 268e6},
+                        {"saves", 3},
+                        {"scale", "Llama-3 8B"},
+                        {"targets", {{"local disk", target(500, 2000)}, {"aquifer://", target(300, 400)}}},
+                        {"semantics", {"local disk: write, fsync <close>"}}}}};
+  std::string html = RenderHtml({{"c.json", r}}, "t");
+  EXPECT_EQ(html.find("No chart for this command"), std::string::npos);
+  EXPECT_EQ(CountCharts(html), 2u);
+  EXPECT_NE(html.find("0.60x"), std::string::npos) << "aquifer:// saves at 300 of 500 MB/s";
+  EXPECT_NE(html.find("0.20x"), std::string::npos) << "and restores at 400 of 2000";
+  EXPECT_NE(html.find("write, fsync &lt;close&gt;"), std::string::npos);
+  EXPECT_NE(TextSummary({{"c.json", r}}).find("aquifer://: save 0.60x, restore 0.20x"), std::string::npos);
+}
+
 TEST(ReportTest, MalformedResultsRenderWithoutThrowing) {
   // Result files are input: wrong types and missing fields render as empty.
   std::vector<nlohmann::json> bad = {
@@ -194,6 +221,8 @@ TEST(ReportTest, MalformedResultsRenderWithoutThrowing) {
       {{"command", "bench storage"}, {"series", {{"t", {"a", 1}}, {"columns", {1, {{"name", 2}}}}}}},
       {{"command", 7}, {"argv", {1, 2}}, {"machine", {{"cores", "two"}}}},
       {{"command", "doctor"}, {"summary", {{"forms", {1, {{"form", 2}}, nullptr}}, {"warnings", "w"}}}},
+      {{"command", "bench checkpoint"}, {"summary", {{"targets", {{"x", 1}, {"y", {{"save", "s"}}}}}}}},
+      {{"command", "bench checkpoint"}, {"summary", {{"targets", nlohmann::json::array()}}}},
   };
   for (const auto& j : bad) {
     std::vector<Input> in = {{"bad.json", j}};

@@ -10,6 +10,9 @@
   aquifer.checkpoint.save (each rank writing its share), killed with SIGKILL at a random moment,
   resumes from checkpoint.latest() and ends with weights bit-identical to
   an uninterrupted run's.
+- `aquifer bench checkpoint`: 2 ranks on the local disk and through
+  aquifer://, two saves and two restores, every rank timed, the slowest
+  counting, everything it wrote removed; an unreachable store is an error.
 - Crash trials: a saver (or, every other trial, the node) killed with
   SIGKILL at random moments, --trials times. After each kill the newest complete checkpoint restores exactly
   the state of its step, every checkpoint the saver reported saved is
@@ -185,6 +188,37 @@ try:
     if os.path.exists(ref_out) and os.path.exists(resumed_out):
         ref, res = torch.load(ref_out), torch.load(resumed_out)
         check(all(equal(ref[k], res[k]) for k in ref), "resumed weights are bit-identical to the uninterrupted run's")
+
+    # ---- aquifer bench checkpoint: 2 ranks, local disk and aquifer:// ----
+    local = os.path.join(tmp, "bench-local")
+    os.makedirs(local)
+    r = subprocess.run([AQ, "--credentials", creds, "bench", "checkpoint", "--ranks", "2", "--size", "12MiB",
+                        "--saves", "2", "--url", base + "/bench", "--local", local, "--json"],
+                       capture_output=True, text=True, timeout=300)
+    check(r.returncode == 0, f"aquifer bench checkpoint: {r.stderr[-500:]}")
+    if r.returncode == 0:
+        res = json.loads(r.stdout)
+        s = res["summary"]
+        check(res["command"] == "bench checkpoint" and s["ranks"] == 2 and s["bytes_per_rank"] == 12 << 20,
+              f"the result names its shape: {s['ranks']} x {s['bytes_per_rank']}")
+        for name in ("local disk", "aquifer://"):
+            t = s["targets"].get(name, {})
+            for op in ("save", "restore"):
+                runs = t.get(op, {}).get("runs", [])
+                check(len(runs) == 2 and all(len(x["rank_seconds"]) == 2 and x["slowest_seconds"] ==
+                                             max(x["rank_seconds"]) for x in runs),
+                      f"{name} {op}: two runs of two ranks, the slowest counting: {runs}")
+                check(t[op]["median_total_mb_per_second"] > 0, f"{name} {op}: a rate")
+        check(abs(s["targets"]["local disk"]["save_vs_local"] - 1) < 1e-9, "local disk is the baseline (1.00x)")
+        check(not os.listdir(local), f"the local files are removed afterwards: {os.listdir(local)}")
+        left = s3lib.boto(node.port).list_objects_v2(Bucket="ckpt", Prefix="bench/").get("KeyCount", 0)
+        check(left == 0, f"the store's files are removed afterwards: {left} left")
+    # A store that cannot be reached fails the command, naming it.
+    r = subprocess.run([AQ, "--credentials", creds, "bench", "checkpoint", "--ranks", "1", "--size", "1MiB",
+                        "--saves", "1", "--url", "aquifer://127.0.0.1:1/ckpt", "--local", local],
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, AQUIFER_RETRY_DEADLINE="1"))
+    check(r.returncode != 0 and "127.0.0.1:1" in r.stderr, f"an unreachable store is an error: {r.stderr[-300:]}")
 
     # ---- crash trials ----
     root = base + "/crash"
