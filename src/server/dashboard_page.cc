@@ -24,6 +24,8 @@ table{border-collapse:collapse;width:100%;font-size:13px}
 th,td{text-align:left;padding:4px 6px;border-bottom:1px solid #eef1f5;vertical-align:top;overflow-wrap:anywhere}
 th{background:#f0f3f7;font-weight:600}
 .tablewrap{overflow-x:auto}
+.tablewrap table{min-width:780px}
+.tablewrap th,.tablewrap td{white-space:nowrap;overflow-wrap:normal}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;font-weight:600;white-space:nowrap}
 .ok{background:#d8f3dc;color:#1b4332}.warn{background:#ffe8cc;color:#7f4f00}.bad{background:#ffd6d6;color:#8a0000}
 .off{background:#e9ecef;color:#495057}
@@ -352,6 +354,12 @@ window.aquiferLayout = function () {
   const shown = document.body.innerText;
   for (const bad of [/\bNaN\b/, /\bnan\b/, /Infinity/, /\d[eE][+-]\d/, /undefined/, /\[object/])
     if (bad.test(shown)) problems.push("shows " + bad);
+  // A table squeezed into a narrow window instead of scrolling: cells a
+  // few characters wide, their words broken over many lines.
+  for (const td of document.querySelectorAll("td")) {
+    const r = td.getBoundingClientRect();
+    if (td.textContent.trim().length > 3 && r.height > 60) problems.push(`table cell squeezed: "${td.textContent.trim().slice(0, 30)}"`);
+  }
   for (const s of document.querySelectorAll("section")) {
     if (s.scrollWidth > s.clientWidth + 1 && !s.querySelector(".tablewrap")) problems.push(`section overflows: ${s.id || s.querySelector("h2").textContent}`);
   }
