@@ -56,7 +56,7 @@ def parse_args(argv=None):
     ap.add_argument("--label-smoothing", type=float, default=0.0)
     ap.add_argument("--amp", action="store_true", help="mixed precision (CUDA only)")
     ap.add_argument("--threads", type=int, default=0, help="decode threads per process (0: cores / processes)")
-    ap.add_argument("--memory-limit", default="1GiB",
+    ap.add_argument("--memory-limit", default="2GiB",
                     help="what each aquifer.Loader's pipeline may hold (batch buffers, records in flight, decode "
                          "scratch): its estimate is checked against this at the start (e.g. 4GiB for large photos)")
     ap.add_argument("--loader", choices=["aquifer", "torchvision"], default="aquifer")

@@ -114,7 +114,7 @@ class Loader:
         repeats some instead.
     threads, readers, prefetch, memory_limit: decode threads (0: one per
         core), reader threads, batches prepared ahead, the most the pipeline
-        may hold (bytes or "1GiB"; checked before starting).
+        may hold (bytes or "2GiB"; checked before starting).
     plan_ahead: over aquifer://, this many reads ahead of the readers are
         sent to the nodes in the epoch's order, so they stage the files from
         slow (hdd) pools while earlier ones are decoded (0: off).
@@ -169,7 +169,7 @@ class Loader:
                  crop_scale=(0.08, 1.0), crop_ratio=(3 / 4, 4 / 3), jitter=None, bbox_crop=False,
                  dtype="float32", layout="NCHW", mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
                  seed=1, shuffle=True, shuffle_buffer=1024, rank=None, world_size=None, remainder="drop",
-                 threads=0, readers=1, plan_ahead=1024, prefetch=2, memory_limit="1GiB", on_error="skip", format="auto",
+                 threads=0, readers=1, plan_ahead=1024, prefetch=2, memory_limit="2GiB", on_error="skip", format="auto",
                  labels_zero_based=True, allow_empty_classes=False, wds_image="jpg;jpeg;png;ppm;pgm;pnm;bmp;gif;webp",
                  wds_label="cls;cls2;class;label", damage_check=True, use_manifest=True, framework="torch", device="cpu",
                  ids=False, fields=None, extras=False, hooks=None, credentials=None, profile=None, retry_deadline=None):
@@ -394,8 +394,10 @@ class Loader:
                 run = self._open_run(self.epoch, self._step, self._epochs_per_run(self.epoch))
             self._run = run
         self._source = run.source
-        # The next pipeline starts this many batches before its first epoch.
-        lead = self._options["prefetch"] + 1
+        # The next pipeline starts this many batches before its first epoch:
+        # once the running one has taken the buffer of its last batch, so
+        # the two hold no more buffers together than the memory bound counts.
+        lead = max(1, self._options["prefetch"])
         pulled = [0]
         hooked = self._hooks and self._hooked(run, self._steps - self._step, pulled)
         consumed = 0
@@ -418,6 +420,7 @@ class Loader:
                     run.epoch += 1
                     run.step = 0
                 yield self._wrap(batch)
+                batch = None  # the consumer holds it, or nobody does: not this frame while the next one is awaited
             self.epoch += 1
             self._step = 0
         finally:

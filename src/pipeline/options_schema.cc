@@ -412,7 +412,7 @@ const std::vector<OptionSpec>& Table() {
        [](const O& o) -> V { return static_cast<int64_t>(o.prefetch_batches); }},
       {"memory_limit",
        OptionType::kText,
-       "1GiB",
+       "2GiB",
        "the most the pipeline may hold (batches, payloads, scratch), checked before it starts",
        {},
        0,

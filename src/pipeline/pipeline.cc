@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -67,7 +68,16 @@ struct Run {
 };
 
 constexpr uint64_t kMaxRunBytes = 64ull << 20;
-constexpr uint64_t kDecodeScratchBytes = 24ull << 20;  // per worker: decoded region + resampler rows
+constexpr uint64_t kReadBufferBytes = 4ull << 20;  // per reader: one run's bytes at a time, at most
+// Per worker: the decoded region, the decoder's own buffers and the
+// resampler's rows. A JPEG is decoded at the DCT scale nearest its output,
+// so its region is about the output's size, but a progressive JPEG keeps
+// every coefficient of the image and a PNG is decoded whole: counted as a
+// whole decode of the largest record at 1.5 bits per pixel or more
+// (kBytesPerRecordByte per byte of it), up to 8 megapixels.
+constexpr uint64_t kDecodeScratchBytes = 24ull << 20;
+constexpr uint64_t kDecodeScratchBase = 2ull << 20;
+constexpr uint64_t kBytesPerRecordByte = 16;
 
 }  // namespace
 
@@ -92,7 +102,50 @@ struct BatchBuffers {
   std::mutex mu;
   std::vector<std::unique_ptr<BatchBuffer>> all;  // guarded by mu
   std::vector<BatchBuffer*> free;                 // guarded by mu
+  // Storage for records in flight, by size class (eight per octave), kept
+  // across the pipelines that share these buffers: a reader takes a string
+  // of its record's class and the worker gives it back once the record is
+  // decoded. Memory is then reused whichever thread read or decoded a
+  // record; malloc keeps what a thread freed in that thread's arena, and
+  // each pipeline's new threads left more of it behind.
+  std::vector<std::vector<std::string>> free_records;  // guarded by mu
+  uint64_t record_bytes = 0;                           // every record string made (guarded by mu)
 
+  static size_t RecordClass(uint64_t n) {
+    if (n <= 4096) return 0;
+    const int o = std::bit_width(n - 1) - 1;  // 2^o < n <= 2^(o+1)
+    const uint64_t step = (uint64_t{1} << o) / 8;
+    const uint64_t q = (n - (uint64_t{1} << o) + step - 1) / step;  // 1..8
+    return static_cast<size_t>(o - 12) * 8 + static_cast<size_t>(q);
+  }
+  static uint64_t ClassBytes(size_t k) {
+    if (k == 0) return 4096;
+    const int o = static_cast<int>((k - 1) / 8) + 12;
+    const uint64_t q = (k - 1) % 8 + 1;
+    return (uint64_t{1} << o) + q * ((uint64_t{1} << o) / 8);
+  }
+  // `out` (empty) gets room for n bytes without growing.
+  void TakeRecord(uint64_t n, std::string* out) {
+    const size_t k = RecordClass(n);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (k < free_records.size() && !free_records[k].empty()) {
+        out->swap(free_records[k].back());
+        free_records[k].pop_back();
+        return;
+      }
+      record_bytes += ClassBytes(k);
+    }
+    out->reserve(static_cast<size_t>(ClassBytes(k)));
+  }
+  void GiveRecord(std::string&& s) {
+    if (s.capacity() < 4096) return;  // never taken (a file that did not open)
+    size_t k = RecordClass(s.capacity());
+    if (ClassBytes(k) > s.capacity()) --k;  // not one of ours: the class it covers
+    std::lock_guard<std::mutex> lock(mu);
+    if (free_records.size() <= k) free_records.resize(k + 1);
+    free_records[k].push_back(std::move(s));
+  }
   Result<BatchBuffer*> Take() {
     std::lock_guard<std::mutex> lock(mu);
     if (!free.empty()) {
@@ -137,7 +190,8 @@ struct Pipeline::Impl {
   size_t sample_bytes = 0;
   size_t depth = 0;              // batch buffers
   uint64_t capacity = 0;         // payload slots
-  uint64_t typical_payload = 0;  // 99th percentile of record sizes
+  uint64_t mean_payload = 0;     // record sizes: mean
+  uint64_t typical_payload = 0;  // ... 99th percentile
   uint64_t memory_bound = 0;
   std::vector<Run> runs;
 
@@ -146,6 +200,8 @@ struct Pipeline::Impl {
     Status error;
   };
   std::vector<Slot> slots;
+  std::atomic<uint64_t> payload_allocated{0};  // the records in the slots now: their strings' capacities
+  std::atomic<uint64_t> payload_peak{0};       // ... at most so far
   std::shared_ptr<BatchBuffers> pool;
   uint64_t window = 1;  // batches workers fill ahead of the next one delivered
 
@@ -268,8 +324,8 @@ struct Pipeline::Impl {
       }
       uint64_t run_bytes = 0;
       for (uint64_t k = 0; k < run.count; ++k) run_bytes += SampleAt(run.epoch, run.first + k).size;
-      io::SequentialReader in(*file, static_cast<size_t>(std::clamp<uint64_t>(run_bytes, 4096, 4u << 20)), first.offset,
-                              &read_buffer);
+      io::SequentialReader in(*file, static_cast<size_t>(std::clamp<uint64_t>(run_bytes, 4096, kReadBufferBytes)),
+                              first.offset, &read_buffer);
       for (uint64_t k = 0; k < run.count; ++k) {
         if (!Deliver(run.epoch, run.first + k, &in, Status::Ok())) return;
       }
@@ -342,7 +398,11 @@ struct Pipeline::Impl {
       const SampleRef& ref = SampleAt(epoch, pos);
       auto t0 = Clock::now();
       in->Seek(ref.offset);
+      pool->TakeRecord(ref.size, &slot.data);
       auto got = in->Read(static_cast<size_t>(ref.size), &slot.data);
+      const uint64_t now = payload_allocated += slot.data.capacity();
+      for (uint64_t was = payload_peak.load(); now > was && !payload_peak.compare_exchange_weak(was, now);) {
+      }
       read_ns += Nanos(t0, Clock::now());
       if (!got.ok()) {
         slot.error = got.status();
@@ -589,6 +649,16 @@ struct Pipeline::Impl {
     return Status::Ok();
   }
 
+  // A slot's record once it is decoded (the worker still owns the slot):
+  // back to the shared record storage, so slots hold only the records in
+  // flight, each in its size class. Slots kept their largest record's
+  // memory before, and a long run's slots each met a large one.
+  void FreeSlotMemory(std::string& data) {
+    payload_allocated -= data.capacity();
+    pool->GiveRecord(std::move(data));
+    std::string().swap(data);
+  }
+
   // Output j's slot and its batch's buffer, once its batch is within the
   // window and its record is read; nullopt when the pipeline stops.
   struct Claim {
@@ -624,11 +694,9 @@ struct Pipeline::Impl {
   // Gives the slot back and records the sample's outcome; whether its
   // batch is now complete.
   bool Release(int32_t s, BatchBuffer& buf, const SampleRef& ref, const Status& status, uint64_t gpos) {
+    FreeSlotMemory(slots[s].data);
     std::lock_guard<std::mutex> lock(mu);
     slot_of[gpos] = -2;
-    if (slots[s].data.capacity() > 4 * typical_payload) {
-      std::string().swap(slots[s].data);  // a rare large record: give its memory back
-    }
     free_slots.push_back(s);
     --held;
     ++outputs_done;
@@ -908,40 +976,61 @@ void Pipeline::Impl::PlanRuns() {
   }
 }
 
-// Memory: batch buffers + payload slots + per-worker decode scratch. A
-// slot holds one record; its size is planned at the 99th percentile of
-// the dataset's records (a few records of many MB in ImageNet must not
-// make every slot that large), and a slot that had to grow past four
-// times that is shrunk again once its record is decoded.
+// Memory: batch buffers + records in flight + per-worker decode scratch,
+// as the pipeline fills them (the estimate is checked against a process's
+// peak in tests/python/test_loader_memory.py):
+// - batch buffers: the production window (prefetch), the batch handed
+//   out, and those the consumer still holds when it asks for the next;
+// - records: every slot full (the shuffle buffer and the lookahead), each
+//   record in its own size (a slot frees it once decoded), at the mean
+//   record size plus a quarter for what the allocator keeps between
+//   records of different sizes; a record of any size in each reader and
+//   worker;
+// - overlapped: a Loader opens the next pipeline once this one has taken
+//   the buffer of its last batch (prefetch batches before the end), so
+//   from then on this one holds at most its last window and what the
+//   consumer holds, and the next one its production window; counted as
+//   the next one's window instead of the batch handed out, its decode
+//   scratch, and this one's last records while the next fills its slots.
 Status Pipeline::Impl::PlanMemory() {
   sample_bytes = static_cast<size_t>(o.image_size) * o.image_size * 3 * image::DTypeSize(o.store.dtype);
   depth = o.prefetch_batches + 1;
   window = std::max<uint64_t>(1, o.prefetch_batches);
-  uint64_t max_payload = 0;
+  uint64_t max_payload = 0, sum_payload = 0;
   std::vector<uint64_t> sizes;
   sizes.reserve(cat->samples.size());
   for (const auto& s : cat->samples) {
     max_payload = std::max(max_payload, s.size);
+    sum_payload += s.size;
     sizes.push_back(s.size);
   }
   auto p99_at = sizes.begin() + static_cast<std::ptrdiff_t>(sizes.size() * 99 / 100);
   std::nth_element(sizes.begin(), p99_at, sizes.end());
-  typical_payload = std::max<uint64_t>(*p99_at, 4096);
-  const uint64_t batch_mem = depth * static_cast<uint64_t>(o.batch_size) * sample_bytes;
-  const uint64_t scratch_mem = o.workers * (kDecodeScratchBytes + 2 * max_payload);
+  typical_payload = *p99_at;
+  mean_payload = sizes.empty() ? 0 : sum_payload / sizes.size();
+  const uint64_t batch_bytes = static_cast<uint64_t>(o.batch_size) * sample_bytes;
+  const uint64_t batches = o.held_batches + window + (o.overlapped ? window : 1);
+  const uint64_t batch_mem = batches * batch_bytes;
+  const uint64_t scratch_per_worker =
+      std::min(kDecodeScratchBytes, kDecodeScratchBase + kBytesPerRecordByte * max_payload) + 2 * max_payload;
+  const uint64_t scratch_mem = (o.overlapped ? 2 : 1) * o.workers * scratch_per_worker + o.readers * kReadBufferBytes;
   capacity = std::max<uint64_t>(o.shuffle_buffer, 1) + depth * o.batch_size + 2 * o.workers + 16;
   capacity = std::min<uint64_t>(capacity, std::max<uint64_t>(1, total));  // a small dataset
-  const uint64_t payload_mem = capacity * typical_payload + (o.readers + o.workers) * max_payload;
+  const uint64_t tail = o.overlapped ? std::min<uint64_t>(capacity, window * o.batch_size) : 0;
+  const uint64_t payload_mem =
+      (capacity + tail) * (mean_payload + mean_payload / 4 + 64) + (o.readers + o.workers) * max_payload;
   memory_bound = batch_mem + scratch_mem + payload_mem;
   if (memory_bound > o.memory_limit) {
     return InvalidArgument(fmt::format(
-        "pipeline needs up to {:.0f} MiB but the memory limit is {:.0f} MiB: {} batch buffers of {:.1f} MiB, "
-        "{:.0f} MiB for {} records in flight (shuffle buffer {} + lookahead; 99% of records are at most {:.2f} MiB, "
-        "the largest {:.2f} MiB), decode scratch {:.0f} MiB. Lower the batch size, the prefetch depth or the "
-        "shuffle buffer, or raise the memory limit",
-        memory_bound / 1048576.0, o.memory_limit / 1048576.0, depth, o.batch_size * sample_bytes / 1048576.0,
-        payload_mem / 1048576.0, capacity, o.shuffle_buffer, typical_payload / 1048576.0, max_payload / 1048576.0,
-        scratch_mem / 1048576.0));
+        "pipeline needs up to {:.0f} MiB but the memory limit is {:.0f} MiB: {} batch buffers of {:.1f} MiB ({} "
+        "prefetched, {}{}), {:.0f} MiB for {} records in flight (shuffle buffer {} + lookahead{}; records are "
+        "{:.2f} MiB on average, 99% at most {:.2f} MiB), decode scratch {:.0f} MiB. Lower the batch size, the "
+        "prefetch depth or the shuffle buffer, or raise the memory limit",
+        memory_bound / 1048576.0, o.memory_limit / 1048576.0, batches, batch_bytes / 1048576.0, window,
+        o.overlapped ? fmt::format("{} for the next epoch's start", window) : std::string("1 handed out"),
+        o.held_batches ? fmt::format(", {} held by the loop", o.held_batches) : "", payload_mem / 1048576.0,
+        capacity + tail, o.shuffle_buffer, tail ? fmt::format(" + {} of the next epoch's start", tail) : "",
+        mean_payload / 1048576.0, typical_payload / 1048576.0, scratch_mem / 1048576.0));
   }
   return Status::Ok();
 }
@@ -985,13 +1074,23 @@ static void ReadManifest(io::FileSystem& fs, const std::string& data, const Cata
   dc.manifest = fmt::format("{}: {} of {} samples verified", path, n, cat.samples.size());
 }
 
-// Payload slots, the damage-check memory and the batch buffers: those of
-// an earlier pipeline when they fit (the next epoch's pipeline then
-// allocates and touches nothing), else new ones, allocated (and touched)
-// now, as the memory bound counts them.
+// Record slots, the damage-check memory and the batch buffers: those an
+// earlier pipeline shares when they fit (batch buffers and the slots it
+// handed over), else new ones.
 Status Pipeline::Impl::PrepareBuffers() {
+  const size_t buffer_bytes = (static_cast<size_t>(o.batch_size) * sample_bytes + 63) & ~size_t{63};
+  const bool shared = o.buffers && o.buffers->bytes == buffer_bytes && o.buffers->batch_size == o.batch_size &&
+                      o.buffers->fields_per_sample == o.fields.size();
+  if (shared) {
+    pool = o.buffers;
+  } else {
+    pool = std::make_shared<BatchBuffers>();
+    pool->bytes = buffer_bytes;
+    pool->batch_size = o.batch_size;
+    pool->fields_per_sample = o.fields.size();
+  }
+  o.buffers.reset();
   slots.resize(capacity);
-  for (auto& s : slots) s.data.reserve(static_cast<size_t>(typical_payload));
   free_slots.reserve(capacity);
   for (int64_t i = static_cast<int64_t>(capacity) - 1; i >= 0; --i) free_slots.push_back(static_cast<int32_t>(i));
   slot_of.assign(total, -1);
@@ -1002,19 +1101,16 @@ Status Pipeline::Impl::PrepareBuffers() {
   if (o.damage_check && o.use_manifest) {
     std::call_once(checked_clean->manifest_read, [&] { ReadManifest(fs, o.data, *cat, *checked_clean); });
   }
-  const size_t buffer_bytes = (static_cast<size_t>(o.batch_size) * sample_bytes + 63) & ~size_t{63};
-  if (o.buffers && o.buffers->bytes == buffer_bytes && o.buffers->batch_size == o.batch_size &&
-      o.buffers->fields_per_sample == o.fields.size()) {
-    pool = o.buffers;
-  } else {
-    pool = std::make_shared<BatchBuffers>();
-    pool->bytes = buffer_bytes;
-    pool->batch_size = o.batch_size;
-    pool->fields_per_sample = o.fields.size();
+  // New buffers are touched now, not while a batch is due. Shared ones
+  // were touched by the pipeline that made them; taking depth of them here
+  // would make more while that one still fills its last batches.
+  size_t have = 0;
+  {
+    std::lock_guard<std::mutex> lock(pool->mu);
+    have = pool->all.size();
   }
-  o.buffers.reset();
   std::vector<BatchBuffer*> first;
-  for (size_t i = 0; i < depth; ++i) first.push_back(AQ_TRY(pool->Take()));
+  for (size_t i = have; i < depth; ++i) first.push_back(AQ_TRY(pool->Take()));
   for (auto* b : first) pool->Give(b);
   return Status::Ok();
 }
@@ -1121,6 +1217,17 @@ PipelineStats Pipeline::Stats() const {
   s.bytes_read = m.bytes_read.load();
   s.payload_capacity = m.capacity;
   s.memory_bound_bytes = m.memory_bound;
+  s.payload_bytes = m.payload_allocated.load();
+  s.payload_peak_bytes = m.payload_peak.load();
+  {
+    std::lock_guard<std::mutex> lock(m.pool->mu);
+    s.payload_pool_bytes = m.pool->record_bytes;
+  }
+  {
+    std::lock_guard<std::mutex> lock(m.pool->mu);
+    s.batch_buffers = m.pool->all.size();
+    s.batch_buffer_bytes = s.batch_buffers * m.pool->bytes;
+  }
   s.dct_scaled = m.dct_scaled.load();
   s.manifest = m.o.use_manifest && m.o.damage_check ? m.checked_clean->manifest : "";
   s.manifest_trusted = m.checked_clean->trusted.load();

@@ -141,7 +141,7 @@ struct PipelineOptions {
   // staging ignores it.
   size_t plan_ahead = 1024;
   size_t prefetch_batches = 2;  // batch buffers beyond the one being consumed
-  uint64_t memory_limit = 1ull << 30;
+  uint64_t memory_limit = 2ull << 30;
   format::ErrorPolicy policy = format::ErrorPolicy::kSkip;
   bool verify_crc = true;
 
@@ -156,6 +156,15 @@ struct PipelineOptions {
   // Batch buffers of an earlier pipeline with the same batch shape: used
   // instead of allocating (and touching) new ones. Ignored if they differ.
   std::shared_ptr<BatchBuffers> buffers;
+
+  // What the memory bound counts beyond the pipeline itself. held_batches:
+  // batches the consumer still holds when it asks for the next (Next()
+  // gives the previous one back first: 0; a training loop's current batch
+  // while it fetches the next: 1). overlapped: another pipeline starts
+  // before this one ends, as a Loader's next epochs do: its production
+  // window, slots and decode scratch are counted with this one's tail.
+  uint32_t held_batches = 0;
+  bool overlapped = false;
 };
 
 struct Batch {
@@ -207,6 +216,11 @@ struct PipelineStats {
   double mean_payloads_held = 0;          // occupancy of the payload slots
   uint64_t payload_capacity = 0;
   uint64_t memory_bound_bytes = 0;  // what the pipeline may hold at most
+  uint64_t batch_buffers = 0;       // allocated now, shared with pipelines that share them (held batches too)
+  uint64_t batch_buffer_bytes = 0;  // ... and their bytes
+  uint64_t payload_bytes = 0;       // records held in slots now (their allocations)
+  uint64_t payload_peak_bytes = 0;  // ... at most so far
+  uint64_t payload_pool_bytes = 0;  // record storage made, in use or free (shared like the batch buffers)
   uint64_t bad_samples = 0;
   uint64_t lost_parts = 0;  // damaged tails of record files the catalog could not read (named in problems)
   std::vector<dataset::Problem> problems;  // first 100

@@ -630,6 +630,42 @@ TEST_F(PipelineTest, MemoryLimitIsEnforcedUpFront) {
   EXPECT_NE(p.status().message().find("memory limit"), std::string::npos);
 }
 
+// What the memory bound counts is what the pipeline holds: Next() gives
+// the previous batch back, so the batch buffers are the production window
+// and the batch handed out; every record goes back to the shared storage
+// once decoded; a second pipeline over the same buffers (a Loader's next
+// epochs) takes its records from that storage instead of allocating as
+// much again.
+TEST_F(PipelineTest, TheMemoryBoundCountsWhatThePipelineHolds) {
+  PipelineOptions o = Options("/tf");
+  o.epochs = 6;
+  o.prefetch_batches = 2;
+  auto first = Pipeline::Create(*fs_, o);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  uint64_t batches = 0;
+  for (auto b = (*first)->Next(); b.ok() && *b != nullptr; b = (*first)->Next()) ++batches;
+  ASSERT_EQ(batches, 6 * (*first)->steps_per_epoch());
+  const PipelineStats a = (*first)->Stats();
+  EXPECT_LE(a.batch_buffers, o.prefetch_batches + 1);
+  EXPECT_EQ(a.payload_bytes, 0u) << "records not given back";
+  EXPECT_GT(a.payload_peak_bytes, 0u);
+  EXPECT_LE(a.payload_peak_bytes, a.payload_pool_bytes);
+  EXPECT_LE(a.batch_buffer_bytes + a.payload_pool_bytes, a.memory_bound_bytes);
+
+  o.buffers = (*first)->buffers();
+  o.first_epoch = 6;
+  auto second = Pipeline::Create(*fs_, o);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  for (auto b = (*second)->Next(); b.ok() && *b != nullptr; b = (*second)->Next()) {
+  }
+  const PipelineStats b = (*second)->Stats();
+  EXPECT_EQ(b.batch_buffers, a.batch_buffers) << "the batch buffers are shared";
+  EXPECT_EQ(b.payload_bytes, 0u);
+  EXPECT_LT(b.payload_pool_bytes, a.payload_pool_bytes * 3 / 2)
+      << "the second pipeline allocated its records again: " << a.payload_pool_bytes << " then "
+      << b.payload_pool_bytes;
+}
+
 TEST_F(PipelineTest, RanksSplitTheDataset) {
   std::multiset<uint32_t> all;
   for (uint32_t r = 0; r < 2; ++r) {

@@ -203,6 +203,11 @@ class Source {
     options_.rank = who.rank;
     options_.world = who.world;
     options_.catalog = std::move(catalog);
+    // A Source serves aquifer.Loader: its loop holds the current batch while
+    // it asks for the next, and the next epochs' pipeline starts before
+    // this one ends. The memory bound counts both.
+    options_.held_batches = 1;
+    options_.overlapped = true;
     client::CredentialOptions co{credentials, profile};
     fs_ = client::NewRoutingFileSystem(
         io::NewPosixFileSystem(), client::NewStoreFileSystem([co] { return client::FindCredentials(co); }, client));
@@ -359,6 +364,11 @@ class Source {
     d["worker_wait_input_seconds"] = s.worker_wait_input_seconds;
     d["worker_wait_output_seconds"] = s.worker_wait_output_seconds;
     d["memory_bound_bytes"] = s.memory_bound_bytes;
+    d["batch_buffers"] = s.batch_buffers;
+    d["batch_buffer_bytes"] = s.batch_buffer_bytes;
+    d["payload_bytes"] = s.payload_bytes;
+    d["payload_peak_bytes"] = s.payload_peak_bytes;
+    d["payload_pool_bytes"] = s.payload_pool_bytes;
     d["bad_samples"] = s.bad_samples;
     d["lost_parts"] = s.lost_parts;
     d["manifest"] = FsStr(s.manifest);

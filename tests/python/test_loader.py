@@ -574,7 +574,7 @@ def test_loader_defaults_are_the_pipelines_own():
         elif isinstance(want, list) and want and isinstance(want[0], float):
             assert len(got) == len(want) and all(math.isclose(a, b, rel_tol=1e-6) for a, b in zip(got, want)), name
         elif name == "memory_limit":
-            assert got == "1GiB" and want == 1 << 30
+            assert got == "2GiB" and want == 2 << 30
         elif isinstance(want, str):
             assert got.lower() == want.lower(), (name, got, want)
         else:
