@@ -200,6 +200,19 @@ TEST(PlacementTest, APoolPlacesOnlyOnNodesThatHaveIt) {
   nodes[3].up = nodes[4].up = nodes[5].up = false;
   EXPECT_EQ(PoolForMedia(nodes, "hdd"), "");
   nodes[3].up = nodes[4].up = nodes[5].up = true;
+  // One rule for a cluster and a single node (a cluster of one): ties go
+  // to the pool seen first, so a node's first pool of the media wins.
+  using store::Media;
+  const std::vector<store::PoolConfig> one = {{.name = "fast", .media = Media::kSsd},
+                                              {.name = "slow", .media = Media::kHdd},
+                                              {.name = "cold", .media = Media::kHdd}};
+  EXPECT_EQ(store::PoolForMedia(one, "hdd"), "slow");
+  EXPECT_EQ(store::PoolForMedia(one, "ssd"), "fast");
+  EXPECT_EQ(store::PoolForMedia(std::vector<store::PoolConfig>{}, "ssd"), "");
+  const std::vector<std::vector<store::PoolConfig>> three = {{{.name = "slow", .media = Media::kHdd}},
+                                                             {{.name = "cold", .media = Media::kHdd}},
+                                                             {{.name = "cold", .media = Media::kHdd}}};
+  EXPECT_EQ(store::PoolForMedia(three, "hdd"), "cold");  // most members
   NodeInfo old;
   old.id = "old";
   EXPECT_TRUE(HasPool(old, "flash"));  // a member that published no pools takes any

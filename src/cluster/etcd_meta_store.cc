@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "common/clock.h"
 #include "common/log.h"
 
 namespace aq::cluster {
@@ -23,11 +24,6 @@ using store::UploadInfo;
 using Target = Compare::Target;
 using Op = Compare::Op;
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 Status BadRecord(const std::string& key, const std::string& why) {
   return Corruption(fmt::format("etcd record '{}': {}", key, why));
 }
@@ -38,7 +34,7 @@ class EtcdMetaStore final : public store::MetaStore {
 
   Status CreateBucket(const std::string& name) override {
     AQ_TRY(store::CheckBucketName(name));
-    json v = {{"created_ns", NowNs()}};
+    json v = {{"created_ns", Clock::Real().WallNanos()}};
     auto t = AQ_TRY(etcd_->Txn({{BucketKey(name), "", Target::kCreateRevision, Op::kEqual, 0, ""}},
                                {{TxnOp::Kind::kPut, BucketKey(name), "", v.dump(), 0}}));
     if (!t.succeeded) return AlreadyExists(Subject::kBucket, fmt::format("bucket '{}' exists", name));
@@ -249,7 +245,9 @@ class EtcdMetaStore final : public store::MetaStore {
 
   Status CreateUpload(const UploadInfo& u) override {
     AQ_TRY(store::CheckObjectKey(u.key));
-    json v = {{"bucket", u.bucket}, {"key", u.key}, {"created_ns", u.created_ns != 0 ? u.created_ns : NowNs()}};
+    json v = {{"bucket", u.bucket},
+              {"key", u.key},
+              {"created_ns", u.created_ns != 0 ? u.created_ns : Clock::Real().WallNanos()}};
     if (!u.headers.empty()) v["headers"] = u.headers;
     auto t = AQ_TRY(etcd_->Txn(
         {{BucketKey(u.bucket), "", Target::kCreateRevision, Op::kGreater, 0, ""},
@@ -288,7 +286,7 @@ class EtcdMetaStore final : public store::MetaStore {
     AQ_TRY(CheckSize(p.size, p.blocks, fmt::format("part {}", p.number)));
     json v = {{"size", p.size},
               {"etag", p.etag},
-              {"mtime_ns", p.mtime_ns != 0 ? p.mtime_ns : NowNs()},
+              {"mtime_ns", p.mtime_ns != 0 ? p.mtime_ns : Clock::Real().WallNanos()},
               {"blocks", json::parse(store::BlocksToJson(p.blocks))}};
     if (!p.checksum.empty()) v["checksum"] = p.checksum;
     auto t = AQ_TRY(etcd_->Txn({{UploadKey(id), "", Target::kCreateRevision, Op::kGreater, 0, ""}},
@@ -426,7 +424,7 @@ class EtcdMetaStore final : public store::MetaStore {
 
   static std::string ObjectJson(const ObjectMeta& o) {
     json v = {{"size", o.size},
-              {"mtime_ns", o.mtime_ns != 0 ? o.mtime_ns : NowNs()},
+              {"mtime_ns", o.mtime_ns != 0 ? o.mtime_ns : Clock::Real().WallNanos()},
               {"etag", o.etag},
               {"block_size", o.block_size},
               {"blocks", json::parse(store::BlocksToJson(o.blocks))},

@@ -6,6 +6,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/mutex.h"
 #include "store/block_store.h"
@@ -14,11 +15,6 @@ namespace aq::cluster {
 namespace {
 
 using nlohmann::json;
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 json MemberJson(const NodeInfo& n) {
   return {{"address", n.address},
@@ -278,7 +274,7 @@ Result<std::unique_ptr<Membership>> Membership::Join(std::shared_ptr<EtcdClient>
       self.joined_ns = v.value("joined_ns", self.joined_ns);
     }
   }
-  if (self.joined_ns == 0) self.joined_ns = NowNs();
+  if (self.joined_ns == 0) self.joined_ns = Clock::Real().WallNanos();
   AQ_TRY(etcd->Put(key, MemberJson(self).dump()));
   std::unique_ptr<Membership> m(new Membership(std::move(etcd), std::move(self), std::move(prefix), ttl_seconds));
   AQ_TRY(m->MarkAlive());
@@ -289,7 +285,7 @@ Result<std::unique_ptr<Membership>> Membership::Join(std::shared_ptr<EtcdClient>
 
 Status Membership::MarkAlive() {
   lease_ = AQ_TRY(etcd_->LeaseGrant(ttl_));
-  started_ns_ = NowNs();
+  started_ns_ = Clock::Real().WallNanos();
   return PublishAlive();
 }
 

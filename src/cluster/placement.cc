@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "store/block_store.h"
+
 namespace aq::cluster {
 namespace {
 
@@ -34,22 +36,16 @@ bool HasPool(const NodeInfo& node, const std::string& pool) {
 }
 
 std::string PoolForMedia(const std::vector<NodeInfo>& nodes, const std::string& media) {
-  std::map<std::string, int> count;
+  std::vector<std::vector<store::PoolConfig>> members;
   for (const auto& n : nodes) {
     if (!n.up || n.state != NodeState::kActive) continue;
+    auto& pools = members.emplace_back();
     for (size_t i = 0; i < n.pools.size() && i < n.pool_media.size(); ++i) {
-      if (n.pool_media[i] == media) count[n.pools[i]]++;
+      const auto m = store::ParseMedia(n.pool_media[i]);
+      if (m) pools.push_back({.name = n.pools[i], .media = *m});
     }
   }
-  std::string best;
-  int most = 0;
-  for (const auto& [pool, k] : count) {
-    if (k > most) {
-      best = pool;
-      most = k;
-    }
-  }
-  return best;
+  return store::PoolForMedia(members, media);
 }
 
 std::vector<std::string> Place(const std::string& block_id, const std::vector<NodeInfo>& nodes, size_t replicas,

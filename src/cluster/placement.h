@@ -27,8 +27,9 @@ std::vector<std::string> Place(const std::string& block_id, const std::vector<No
 // Whether a node stores blocks of `pool` (a member record without pools,
 // from a node that published none, takes any).
 bool HasPool(const NodeInfo& node, const std::string& pool);
-// The pool of media `media` ("ssd", "hdd") that the most nodes that are up
-// and active have (ties: the first name); empty if none has one.
+// store::PoolForMedia over the nodes that are up and active, each a member
+// with its published pools: the pool of media `media` ("ssd", "hdd") the
+// most of them have (ties: the first seen); empty if none has one.
 std::string PoolForMedia(const std::vector<NodeInfo>& nodes, const std::string& media);
 
 // An object's layout for clients: each block's holders' addresses, live

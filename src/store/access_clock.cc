@@ -1,7 +1,8 @@
 #include "store/access_clock.h"
 
 #include <algorithm>
-#include <chrono>
+
+#include "common/clock.h"
 
 namespace aq::store {
 namespace {
@@ -11,18 +12,13 @@ namespace {
 constexpr size_t kMaxRemembered = 1 << 20;
 constexpr size_t kMaxPending = 1 << 18;
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 AccessClock::AccessClock(double granularity_seconds)
     : granularity_ns_(static_cast<int64_t>(std::max(0.0, granularity_seconds) * 1e9)) {}
 
 void AccessClock::Touch(const std::string& bucket, const std::string& key) {
-  const int64_t now = NowNs();
+  const int64_t now = Clock::Real().WallNanos();
   std::string k = AccessKey(bucket, key);
   MutexLock lock(mu_);
   auto it = last_.find(k);

@@ -125,11 +125,28 @@ std::optional<Media> ParseMedia(std::string_view name) {
   return std::nullopt;
 }
 
-std::string PoolForMedia(const std::vector<PoolConfig>& pools, std::string_view media) {
-  for (const auto& p : pools) {
-    if (MediaName(p.media) == media) return p.name;
+std::string PoolForMedia(const std::vector<std::vector<PoolConfig>>& members, std::string_view media) {
+  std::vector<std::pair<std::string, int>> count;  // in the order first seen
+  for (const auto& pools : members) {
+    for (const auto& p : pools) {
+      if (MediaName(p.media) != media) continue;
+      auto it = std::find_if(count.begin(), count.end(), [&](const auto& c) { return c.first == p.name; });
+      if (it == count.end()) {
+        count.emplace_back(p.name, 1);
+      } else {
+        ++it->second;
+      }
+    }
   }
-  return {};
+  std::string best;
+  int most = 0;
+  for (const auto& [pool, k] : count) {
+    if (k > most) {
+      best = pool;
+      most = k;
+    }
+  }
+  return best;
 }
 
 Status PublishPools(MetaStore& meta, const std::vector<PoolConfig>& pools) {

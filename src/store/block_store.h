@@ -49,8 +49,14 @@ struct PoolConfig {
 // "NAME=PATH[,media=ssd|hdd][,direct][,latency=DURATION[,spindles=N]]" (DURATION: 8ms, 500us, 0.01s)
 Result<PoolConfig> ParsePool(std::string_view spec);
 
-// The first pool of `media` ("ssd", "hdd") in `pools`, in their order; "" if none.
-std::string PoolForMedia(const std::vector<PoolConfig>& pools, std::string_view media);
+// The one rule for which pool holds `media` ("ssd", "hdd"): the pool name
+// that most members have with that media, ties to the first seen in the
+// members' order; "" if none. A single node is a cluster of one member:
+// its first pool of that media.
+std::string PoolForMedia(const std::vector<std::vector<PoolConfig>>& members, std::string_view media);
+inline std::string PoolForMedia(const std::vector<PoolConfig>& pools, std::string_view media) {
+  return PoolForMedia(std::vector<std::vector<PoolConfig>>{pools}, media);
+}
 
 // A node publishes its pools (name, media, path) in its metadata at every
 // start: tools check a tiering policy's pool against them, and a restart

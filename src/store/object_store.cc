@@ -5,17 +5,13 @@
 
 #include <cctype>
 #include <charconv>
-#include <chrono>
+
+#include "common/clock.h"
 
 namespace aq::store {
 namespace {
 
 EVP_MD_CTX* Md5(void* p) { return static_cast<EVP_MD_CTX*>(p); }
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 }  // namespace
 
@@ -80,7 +76,7 @@ Result<ObjectMeta> ObjectWriter::Commit() {
   m.bucket = bucket_;
   m.key = key_;
   m.size = size_;
-  m.mtime_ns = NowNs();
+  m.mtime_ns = Clock::Real().WallNanos();
   m.etag = "\"" + hex + "\"";
   m.block_size = block_size_;
   m.blocks = written_;
@@ -231,7 +227,7 @@ Result<UploadInfo> ObjectStore::CreateUpload(const std::string& bucket, const st
   u.id = NewBlockId();
   u.bucket = bucket;
   u.key = key;
-  u.created_ns = NowNs();
+  u.created_ns = Clock::Real().WallNanos();
   u.headers = std::move(headers);
   AQ_TRY(meta_.CreateUpload(u));
   return u;
@@ -352,7 +348,7 @@ Result<ObjectMeta> ObjectStore::CompleteUpload(const std::string& upload_id, con
   ObjectMeta m;
   m.bucket = bucket;
   m.key = key;
-  m.mtime_ns = NowNs();
+  m.mtime_ns = Clock::Real().WallNanos();
   m.etag = MultipartEtag(quoted);
   m.block_size = options_.block_size;
   m.attrs.headers = upload.headers;

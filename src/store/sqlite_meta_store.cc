@@ -16,6 +16,7 @@
 #include <chrono>
 #include <mutex>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/mutex.h"
 #include "store/meta_store.h"
@@ -136,11 +137,6 @@ std::vector<std::string> SplitNodes(const std::string& s) {
   return out;
 }
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 constexpr off_t kReserveBytes = 4 << 20;
 
 // A file of kReserveBytes allocated blocks; false (and no file) without room.
@@ -181,7 +177,7 @@ class SqliteMetaStore final : public MetaStore {
     KeepReserve();
     MutexLock lock(mu_);
     Stmt s(db_, "INSERT INTO buckets(name, created_ns) VALUES(?, ?)");
-    s.Bind(1, name).Bind(2, NowNs());
+    s.Bind(1, name).Bind(2, Clock::Real().WallNanos());
     int rc = s.Step();
     if (rc == SQLITE_CONSTRAINT) return AlreadyExists(Subject::kBucket, fmt::format("bucket '{}' exists", name));
     if (rc != SQLITE_DONE) return Error("create bucket " + name);
@@ -283,7 +279,7 @@ class SqliteMetaStore final : public MetaStore {
       s.Bind(1, u.id)
           .Bind(2, u.bucket)
           .Bind(3, u.key)
-          .Bind(4, u.created_ns != 0 ? u.created_ns : NowNs())
+          .Bind(4, u.created_ns != 0 ? u.created_ns : Clock::Real().WallNanos())
           .Bind(5, AttrsToJson(attrs));
       int rc = s.Step();
       if (rc == SQLITE_CONSTRAINT) return AlreadyExists(Subject::kUpload, "upload id " + u.id + " exists");
@@ -360,7 +356,7 @@ class SqliteMetaStore final : public MetaStore {
           .Bind(2, static_cast<int64_t>(p.number))
           .Bind(3, static_cast<int64_t>(p.size))
           .Bind(4, p.etag)
-          .Bind(5, p.mtime_ns != 0 ? p.mtime_ns : NowNs())
+          .Bind(5, p.mtime_ns != 0 ? p.mtime_ns : Clock::Real().WallNanos())
           .Bind(6, p.checksum);
       if (ins.Step() != SQLITE_DONE) return Error("write part " + std::to_string(p.number));
       for (size_t i = 0; i < p.blocks.size(); ++i) {
@@ -731,7 +727,7 @@ class SqliteMetaStore final : public MetaStore {
     obj.Bind(1, o.bucket)
         .Bind(2, o.key)
         .Bind(3, static_cast<int64_t>(o.size))
-        .Bind(4, o.mtime_ns != 0 ? o.mtime_ns : NowNs())
+        .Bind(4, o.mtime_ns != 0 ? o.mtime_ns : Clock::Real().WallNanos())
         .Bind(5, o.etag)
         .Bind(6, static_cast<int64_t>(o.block_size))
         .Bind(7, version)
