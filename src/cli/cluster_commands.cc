@@ -21,7 +21,7 @@ struct ClusterFlags {
   std::string ec;
 };
 
-const char* kPrefix = "/aquifer/";
+const char* kPrefix = cluster::kClusterPrefix;
 
 Status Status_(Globals& g, const ClusterFlags& f) {
   auto etcd = std::shared_ptr<cluster::EtcdClient>(AQ_TRY(cluster::EtcdClient::Connect(f.meta)));

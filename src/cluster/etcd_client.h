@@ -19,6 +19,10 @@
 
 namespace aq::cluster {
 
+// Where a cluster's keys live in etcd: its map, members, settings and
+// metadata are under this prefix.
+inline constexpr const char* kClusterPrefix = "/aquifer/";
+
 struct KeyValue {
   std::string key, value;
   int64_t create_revision = 0, mod_revision = 0, version = 0, lease = 0;

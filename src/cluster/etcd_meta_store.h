@@ -3,7 +3,7 @@
 // node of a cluster sees the same namespace and a layout switch is atomic
 // cluster-wide (concurrent writers to one key: the last commit wins whole).
 //
-// Keys (PREFIX defaults to "/aquifer/"):
+// Keys (PREFIX defaults to kClusterPrefix, "/aquifer/"):
 //   PREFIX buckets/<bucket>                 {"created_ns"}
 //   PREFIX objects/<bucket>/<key>           {"size","mtime_ns","etag","block_size","blocks":[...]}
 //   PREFIX uploads/<id>                     {"bucket","key","created_ns"}
@@ -20,6 +20,7 @@
 
 namespace aq::cluster {
 
-std::unique_ptr<store::MetaStore> NewEtcdMetaStore(std::shared_ptr<EtcdClient> etcd, std::string prefix = "/aquifer/");
+std::unique_ptr<store::MetaStore> NewEtcdMetaStore(std::shared_ptr<EtcdClient> etcd,
+                                                   std::string prefix = kClusterPrefix);
 
 }  // namespace aq::cluster

@@ -117,7 +117,7 @@ class Membership {
   // under a lease of `ttl_seconds`, renewed by a thread; the cluster map is
   // re-read by the same thread every second.
   static Result<std::unique_ptr<Membership>> Join(std::shared_ptr<EtcdClient> etcd, NodeInfo self,
-                                                  std::string prefix = "/aquifer/", int ttl_seconds = 5);
+                                                  std::string prefix = kClusterPrefix, int ttl_seconds = 5);
   ~Membership();  // leaves: revokes the lease, so the node is down at once
 
   // A JSON object the node publishes with its alive key every few seconds

@@ -5,14 +5,14 @@
 #include <memory>
 #include <string>
 
+#include "cluster/etcd_client.h"
 #include "common/status.h"
 #include "io/file_system.h"
 #include "store/meta_store.h"
 
 namespace aq::node {
 
-// Where a cluster's metadata lives in etcd.
-inline constexpr const char* kClusterPrefix = "/aquifer/";
+using cluster::kClusterPrefix;  // where a cluster's metadata lives in etcd
 
 // The metadata of a node (`data`: its --data directory, SQLite) or of a
 // cluster (`etcd_url`: etcd://HOST:PORT, wins when given). NotFound, with

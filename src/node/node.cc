@@ -292,7 +292,7 @@ Status Node::StartImpl() {
   server::S3ServerOptions so;
   cluster::ClusterConfig config;
   if (cluster) {
-    config = AQ_TRY(cluster::EnsureClusterConfig(*etcd_, "/aquifer/", o_.replicas));
+    config = AQ_TRY(cluster::EnsureClusterConfig(*etcd_, cluster::kClusterPrefix, o_.replicas));
     so.s3.node_credential = {cluster::kNodeAccessKey, config.node_secret};
     std::shared_ptr<http::TlsClient> peer_tls;  // the other nodes serve HTTPS too
     if (o_.tls) peer_tls = AQ_TRY(http::TlsClient::Create(o_.tls_ca));
@@ -592,7 +592,7 @@ Status Node::JoinCluster() {
   self.tls = o_.tls != nullptr;
   // Nodes copy blocks to each other through their S3 ports: all speak TLS,
   // or none does.
-  const auto members = AQ_TRY(cluster::ReadClusterMap(*etcd_, "/aquifer/"));
+  const auto members = AQ_TRY(cluster::ReadClusterMap(*etcd_, cluster::kClusterPrefix));
   for (const auto& n : members) {
     if (n.id == node_id_ || n.state == cluster::NodeState::kRemoved || n.tls == self.tls) continue;
     return InvalidArgument(fmt::format(
@@ -628,7 +628,7 @@ Status Node::JoinCluster() {
   if (::statvfs(blocks_->pools().front().path.c_str(), &vfs) == 0) {
     self.capacity_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
   }
-  membership_ = AQ_TRY(cluster::Membership::Join(etcd_, self, "/aquifer/", o_.lease_ttl_s));
+  membership_ = AQ_TRY(cluster::Membership::Join(etcd_, self, cluster::kClusterPrefix, o_.lease_ttl_s));
   cluster_blocks_->Attach(membership_.get());
   // Load and cache, published with the alive key for `aquifer cluster status`.
   membership_->SetStatusProvider([this, last = std::make_shared<std::pair<double, uint64_t>>(0.0, 0)]() {
