@@ -77,14 +77,6 @@ Result<ClusterConfig> ReadClusterConfig(EtcdClient& etcd, const std::string& pre
   return c;
 }
 
-Result<size_t> ClusterReplicas(EtcdClient& etcd, const std::string& prefix) {
-  auto kv = AQ_TRY(etcd.Get(prefix + "config"));
-  if (!kv) return NotFound("no cluster here yet (no node has joined)");
-  json v = json::parse(kv->value, nullptr, false);
-  if (!v.is_object() || !v.contains("replicas")) return Corruption("etcd record 'config' is malformed");
-  return v["replicas"].get<size_t>();
-}
-
 Policy Policy::ForBlock(uint64_t bytes) const {
   if (!erasure_coded() || bytes >= kEcMinBlockBytes) return *this;
   Policy p;

@@ -67,7 +67,6 @@ inline constexpr const char* kNodeAccessKey = "aquifer-node";
 Result<ClusterConfig> EnsureClusterConfig(EtcdClient& etcd, const std::string& prefix, size_t replicas);
 // The configuration as it is (NotFound before any node joined).
 Result<ClusterConfig> ReadClusterConfig(EtcdClient& etcd, const std::string& prefix);
-Result<size_t> ClusterReplicas(EtcdClient& etcd, const std::string& prefix);
 
 // How blocks are protected: `replicas` whole copies, or erasure-coded as
 // K data + M parity fragments on K+M distinct nodes. An erasure-coded

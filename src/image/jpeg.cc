@@ -29,18 +29,6 @@ RegionDecoder& ThreadDecoder() {
 
 }  // namespace
 
-std::string_view JpegColorspaceName(JpegColorspace cs) {
-  switch (cs) {
-    case JpegColorspace::kRGB: return "RGB";
-    case JpegColorspace::kYCbCr: return "YCbCr";
-    case JpegColorspace::kGray: return "gray";
-    case JpegColorspace::kCMYK: return "CMYK";
-    case JpegColorspace::kYCCK: return "YCCK";
-    case JpegColorspace::kUnknown: return "unknown";
-  }
-  return "unknown";
-}
-
 bool LooksLikeJpeg(std::string_view d) {
   return d.size() >= 3 && static_cast<uint8_t>(d[0]) == 0xff && static_cast<uint8_t>(d[1]) == 0xd8 &&
          static_cast<uint8_t>(d[2]) == 0xff;

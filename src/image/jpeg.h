@@ -15,7 +15,6 @@
 namespace aq::image {
 
 enum class JpegColorspace { kRGB, kYCbCr, kGray, kCMYK, kYCCK, kUnknown };
-std::string_view JpegColorspaceName(JpegColorspace cs);
 
 struct JpegInfo {
   int width = 0;

@@ -39,7 +39,6 @@ class Resampler {
   // the CPU has is lowered to BestKernels()).
   void set_kernels(Kernels k) { kernels_ = std::min(k, BestKernels()); }
   Kernels kernels() const { return kernels_; }
-  void set_force_portable(bool v) { kernels_ = v ? Kernels::kPortable : BestKernels(); }
 
  private:
   struct Taps {

@@ -2,9 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
-#include <thread>
-
 namespace aq::io {
 
 class FaultWritableFile final : public WritableFile {
@@ -79,13 +76,7 @@ void FaultInjectionFileSystem::FailReads(std::string fragment) {
   read_fault_ = std::move(fragment);
 }
 
-void FaultInjectionFileSystem::Delay() const {
-  const double s = latency_s_.load();
-  if (s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(s));
-}
-
 Status FaultInjectionFileSystem::Mutate(const char* what, const std::string& path) {
-  Delay();
   const uint64_t n = ++ops_;
   MutexLock lock(mu_);
   if (crash_at_ != 0 && n >= crash_at_) crashed_ = true;
@@ -114,7 +105,6 @@ void FaultInjectionFileSystem::Synced(const std::string& path, const std::string
 }
 
 Result<std::unique_ptr<RandomAccessFile>> FaultInjectionFileSystem::OpenRead(const std::string& path, AccessHint hint) {
-  Delay();
   auto f = AQ_TRY(target_.OpenRead(path, hint));
   {
     MutexLock lock(mu_);
@@ -136,15 +126,9 @@ Result<std::unique_ptr<WritableFile>> FaultInjectionFileSystem::OpenWrite(const 
   return std::unique_ptr<WritableFile>(std::make_unique<FaultWritableFile>(*this, std::move(f), path));
 }
 
-Result<FileInfo> FaultInjectionFileSystem::Stat(const std::string& path) {
-  Delay();
-  return target_.Stat(path);
-}
+Result<FileInfo> FaultInjectionFileSystem::Stat(const std::string& path) { return target_.Stat(path); }
 
-Result<std::vector<FileInfo>> FaultInjectionFileSystem::List(const std::string& dir) {
-  Delay();
-  return target_.List(dir);
-}
+Result<std::vector<FileInfo>> FaultInjectionFileSystem::List(const std::string& dir) { return target_.List(dir); }
 
 Status FaultInjectionFileSystem::MakeDirs(const std::string& path) {
   AQ_TRY(Mutate("make directory", path));

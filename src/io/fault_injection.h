@@ -42,7 +42,6 @@ class FaultInjectionFileSystem final : public FileSystem {
   void FailWritesAfter(uint64_t bytes, StatusCode code = StatusCode::kNoSpace);
   // Reads of any path containing `fragment` fail with IoError ("" clears).
   void FailReads(std::string fragment);
-  void SetLatency(double seconds) { latency_s_ = seconds; }
   // Mutating operations so far.
   uint64_t ops() const { return ops_.load(); }
 
@@ -65,7 +64,6 @@ class FaultInjectionFileSystem final : public FileSystem {
   friend class FaultWritableFile;
   // Counts a mutating operation; an error when the crash has come.
   Status Mutate(const char* what, const std::string& path);
-  void Delay() const;
   Status Appended(const std::string& path, uint64_t n);
   void Synced(const std::string& path, const std::string& durable);
 
@@ -76,7 +74,6 @@ class FaultInjectionFileSystem final : public FileSystem {
 
   FileSystem& target_;
   std::atomic<uint64_t> ops_{0};
-  std::atomic<double> latency_s_{0};
   mutable Mutex mu_;
   uint64_t crash_at_ AQ_GUARDED_BY(mu_) = 0;  // absolute op count, 0 = never
   bool crashed_ AQ_GUARDED_BY(mu_) = false;

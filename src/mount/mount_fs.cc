@@ -35,18 +35,6 @@ int Errno(const Status& s) {
   }
 }
 
-std::string_view HandleStateName(HandleState s) {
-  switch (s) {
-    case HandleState::kReading: return "reading";
-    case HandleState::kExisting: return "existing";
-    case HandleState::kWriting: return "writing";
-    case HandleState::kSent: return "sent";
-    case HandleState::kBroken: return "broken";
-    case HandleState::kPlan: return "plan";
-  }
-  return "?";
-}
-
 // A range of a file read ahead for a sequential reader.
 struct Chunk {
   std::mutex mu;

@@ -79,7 +79,6 @@ enum class HandleState {
   kBroken,    // a write failed: nothing is ever sent, every later call fails with its errno
   kPlan,      // the plan file: lines written are sent as a read plan
 };
-std::string_view HandleStateName(HandleState s);
 
 // A read-ahead chunk, fetched on the thread pool.
 struct Chunk;

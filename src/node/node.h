@@ -154,7 +154,6 @@ class Node {
   int metrics_port() const;  // -1 without metrics
   const NodeOptions& options() const { return o_; }
   const std::string& node_id() const { return node_id_; }  // "" on a single node
-  const store::GcReport& start_gc() const { return gc_; }
   std::string address() const;
 
   store::ObjectStore& objects() { return *objects_; }
