@@ -320,6 +320,11 @@ class Loader:
         one("aquifer_loader_consumer_wait_seconds", "Seconds the training loop waited for a batch in this epoch",
             "consumer_wait_seconds")
         one("aquifer_loader_memory_bound_bytes", "The most memory the pipeline may hold", "memory_bound_bytes")
+        one("aquifer_loader_batch_buffer_bytes", "Batch buffers allocated, the loop's held batches included",
+            "batch_buffer_bytes")
+        one("aquifer_loader_payload_bytes", "Records read and not yet decoded", "payload_bytes")
+        one("aquifer_loader_payload_pool_bytes", "Storage made for records in flight, kept for the next epochs",
+            "payload_pool_bytes")
         one("aquifer_loader_epoch_planned_reads", "Reads sent ahead to the store as a read plan in this epoch",
             "planned")
         one("aquifer_loader_epoch_plan_staged_reads", "Planned reads the store took up for staging in this epoch",

@@ -728,6 +728,8 @@ def test_prometheus_text_of_the_running_epoch(datasets):
     assert values['aquifer_loader_epoch_read_bytes{rank="0"}'] > 0
     assert sum(v for k, v in values.items() if k.startswith("aquifer_loader_limiting_stage{")) == 1
     assert 'aquifer_loader_stage_utilisation_ratio{rank="0",stage="decode"}' in values
+    assert 0 < values['aquifer_loader_batch_buffer_bytes{rank="0"}'] < values['aquifer_loader_memory_bound_bytes{rank="0"}']
+    assert values['aquifer_loader_payload_pool_bytes{rank="0"}'] >= values['aquifer_loader_payload_bytes{rank="0"}']
     for _ in it:
         pass
     if shutil.which("promtool"):
