@@ -1075,8 +1075,8 @@ static void ReadManifest(io::FileSystem& fs, const std::string& data, const Cata
 }
 
 // Record slots, the damage-check memory and the batch buffers: those an
-// earlier pipeline shares when they fit (batch buffers and the slots it
-// handed over), else new ones.
+// earlier pipeline shares when they fit (its batch buffers and, with them,
+// its record storage), else new ones.
 Status Pipeline::Impl::PrepareBuffers() {
   const size_t buffer_bytes = (static_cast<size_t>(o.batch_size) * sample_bytes + 63) & ~size_t{63};
   const bool shared = o.buffers && o.buffers->bytes == buffer_bytes && o.buffers->batch_size == o.batch_size &&

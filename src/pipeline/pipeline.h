@@ -153,8 +153,9 @@ struct PipelineOptions {
   // one pipeline per epoch checks each file once, as one pipeline over all
   // epochs does. Ignored unless its size is the catalog's.
   std::shared_ptr<DamageChecked> damage_checked;
-  // Batch buffers of an earlier pipeline with the same batch shape: used
-  // instead of allocating (and touching) new ones. Ignored if they differ.
+  // Batch buffers of an earlier pipeline with the same batch shape, and
+  // the storage its records in flight took: used instead of allocating
+  // (and touching) new ones. Ignored if the shapes differ.
   std::shared_ptr<BatchBuffers> buffers;
 
   // What the memory bound counts beyond the pipeline itself. held_batches:
