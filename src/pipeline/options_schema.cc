@@ -526,6 +526,17 @@ const std::vector<OptionSpec>& Table() {
          return Status::Ok();
        },
        [](const O& o) -> V { return o.damage_check; }},
+      {"encoded_images",
+       OptionType::kBool,
+       "False",
+       "deliver each JPEG a GPU decoder takes undecoded, with its crop and flip (the Loader's decode=\"gpu\")",
+       {},
+       0,
+       [](O& o, const V& v) -> Status {
+         o.encoded_images = AQ_TRY(AsBool(v));
+         return Status::Ok();
+       },
+       [](const O& o) -> V { return o.encoded_images; }},
       {"use_manifest",
        OptionType::kBool,
        "True",

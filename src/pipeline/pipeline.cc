@@ -555,7 +555,15 @@ struct Pipeline::Impl {
     }
     Rng rng = Rng::Derive(o.seed, rng_key);
     auto t0 = Clock::now();
-    Status s = Decode(w, jpeg, rng, dst, sample_id, geo);
+    Status s;
+    bool passed = false;
+    if (o.encoded_images && image::LooksLikeJpeg(jpeg)) {
+      const size_t k = o.fields.size() - 1;
+      s = PassEncoded(w, jpeg, rng, sample_id, geo, &fields[k]);
+      passed = s.ok() && !fields[k].empty();
+      present[k] = passed ? 1 : 0;
+    }
+    if (s.ok() && !passed) s = Decode(w, jpeg, rng, dst, sample_id, geo);
     decode_ns += Nanos(t0, Clock::now());
     if (!s.ok()) {
       return s.WithContext(cat->format == dataset::Format::kFolder
@@ -625,6 +633,29 @@ struct Pipeline::Impl {
     }
     if (!dc.clean[sample_id].exchange(true, std::memory_order_relaxed)) dc.trusted += 1;
     return true;
+  }
+
+  // encoded_images: a JPEG a GPU decoder takes, into *out as it is, with
+  // the crop and flip Decode would choose (Choose first, from the same
+  // generator). Damage is checked as Decode checks it. Any other JPEG
+  // leaves *out empty and is decoded here.
+  Status PassEncoded(Worker& w, std::string_view jpeg, Rng& rng, uint32_t sample_id, const Geometry& geo,
+                     std::string* out) {
+    const image::JpegInfo info = AQ_TRY(w.decoder.ReadInfo(jpeg));
+    const bool takes =
+        !info.progressive && !info.arithmetic &&
+        (info.colorspace == image::JpegColorspace::kYCbCr || info.colorspace == image::JpegColorspace::kGray);
+    if (!takes) return Status::Ok();
+    if (o.damage_check && !checked_clean->clean[sample_id].load(std::memory_order_relaxed) &&
+        !Verified(sample_id, jpeg)) {
+      AQ_TRY(w.decoder.DecodeEntropy(jpeg));
+      checked_clean->clean[sample_id].store(true, std::memory_order_relaxed);
+    }
+    ChooseContext ctx{this, &rng, &w.boxes};
+    (void)Choose(image::JpegHeader{info.width, info.height, info.components}, &ctx);
+    geo.Set(ctx);
+    out->assign(jpeg.data(), jpeg.size());
+    return Status::Ok();
   }
 
   Status Decode(Worker& w, std::string_view jpeg, Rng& rng, void* dst, uint32_t sample_id, const Geometry& geo) {
@@ -1019,18 +1050,22 @@ Status Pipeline::Impl::PlanMemory() {
   const uint64_t tail = o.overlapped ? std::min<uint64_t>(capacity, window * o.batch_size) : 0;
   const uint64_t payload_mem =
       (capacity + tail) * (mean_payload + mean_payload / 4 + 64) + (o.readers + o.workers) * max_payload;
-  memory_bound = batch_mem + scratch_mem + payload_mem;
+  // encoded_images: each batch buffer's samples keep the bytes of the
+  // largest JPEG they held (a field's string keeps its capacity).
+  const uint64_t encoded_mem = o.encoded_images ? batches * o.batch_size * (typical_payload + 64) : 0;
+  memory_bound = batch_mem + scratch_mem + payload_mem + encoded_mem;
   if (memory_bound > o.memory_limit) {
     return InvalidArgument(fmt::format(
         "pipeline needs up to {:.0f} MiB but the memory limit is {:.0f} MiB: {} batch buffers of {:.1f} MiB ({} "
         "prefetched, {}{}), {:.0f} MiB for {} records in flight (shuffle buffer {} + lookahead{}; records are "
-        "{:.2f} MiB on average, 99% at most {:.2f} MiB), decode scratch {:.0f} MiB. Lower the batch size, the "
+        "{:.2f} MiB on average, 99% at most {:.2f} MiB), decode scratch {:.0f} MiB{}. Lower the batch size, the "
         "prefetch depth or the shuffle buffer, or raise the memory limit",
         memory_bound / 1048576.0, o.memory_limit / 1048576.0, batches, batch_bytes / 1048576.0, window,
         o.overlapped ? fmt::format("{} for the next epoch's start", window) : std::string("1 handed out"),
         o.held_batches ? fmt::format(", {} held by the loop", o.held_batches) : "", payload_mem / 1048576.0,
         capacity + tail, o.shuffle_buffer, tail ? fmt::format(" + {} of the next epoch's start", tail) : "",
-        mean_payload / 1048576.0, typical_payload / 1048576.0, scratch_mem / 1048576.0));
+        mean_payload / 1048576.0, typical_payload / 1048576.0, scratch_mem / 1048576.0,
+        encoded_mem ? fmt::format(", {:.0f} MiB of encoded images in the batches", encoded_mem / 1048576.0) : ""));
   }
   return Status::Ok();
 }
@@ -1143,6 +1178,17 @@ Result<std::unique_ptr<Pipeline::Impl>> Pipeline::Plan(io::FileSystem& fs, const
   if (o.image_size < 8 || o.image_size > 4096) return InvalidArgument("pipeline: image size must be in 8..4096");
   if (o.epochs == 0) return InvalidArgument("pipeline: at least one epoch");
   if (o.readers == 0) return InvalidArgument("pipeline: at least one reader thread");
+  if (o.encoded_images) {
+    if (o.decode_only || o.entropy_only) {
+      return InvalidArgument(
+          "pipeline: encoded images are delivered undecoded; decode_only/entropy_only measure decoding");
+    }
+    if (o.jitter.enabled()) {
+      return InvalidArgument(
+          "pipeline: colour jitter needs the pixels; with encoded images apply it where they are decoded");
+    }
+    o.fields.emplace_back(kEncodedImageField);
+  }
   impl->wds = AQ_TRY(format::ParseWdsSchema(o.wds_image, o.wds_label));
   if (o.workers == 0) o.workers = HardwareThreads();
   impl->cat = o.catalog ? o.catalog

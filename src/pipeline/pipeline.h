@@ -105,6 +105,15 @@ struct PipelineOptions {
   // random crop covers. Once per sample per run: a file read clean once is
   // only read as far as its crop in later epochs. false skips even that.
   bool damage_check = true;
+  // Decode elsewhere (a GPU): each JPEG a GPU decoder takes (sequential,
+  // Huffman-coded, YCbCr or greyscale) is delivered compressed, as one more
+  // field after `fields` (kEncodedImageField), with the crop and flip the
+  // CPU path would have chosen (the same random draws); its pixels in the
+  // batch are left as they were. Other samples (progressive, CMYK, PNG, ...)
+  // are decoded here as usual, the field absent. Damage is still checked
+  // here: an entropy decode, once per sample per run (see damage_check).
+  // Colour jitter needs the pixels: refused with it.
+  bool encoded_images = false;
   // Samples the dataset's verification manifest lists as verified clean
   // (`dataset pack`, `dataset verify --decode`) count as read clean while
   // their image bytes keep the CRC32C it gives: a verified dataset's first
@@ -168,6 +177,10 @@ struct PipelineOptions {
   bool overlapped = false;
 };
 
+// The field encoded_images delivers, after options.fields (a name no record
+// member can have).
+inline constexpr std::string_view kEncodedImageField = "\x01encoded-image";
+
 struct Batch {
   uint64_t index = 0;          // batch number over the whole run (from start_step)
   uint32_t epoch = 0;          // first_epoch + the run's epoch
@@ -185,7 +198,8 @@ struct Batch {
   const float* crops = nullptr;
   const uint8_t* flips = nullptr;
   // options.fields per sample (size x fields, sample-major) and whether
-  // each was present in the record.
+  // each was present in the record; with encoded_images, one more per
+  // sample: kEncodedImageField.
   const std::string* fields = nullptr;
   const uint8_t* present = nullptr;
 };

@@ -1,6 +1,7 @@
 #include "pipeline/pipeline.h"
 
 #include <gtest/gtest.h>
+#include <jpeglib.h>
 
 #include <cstring>
 #include <map>
@@ -17,6 +18,16 @@
 
 namespace aq::pipeline {
 namespace {
+
+// A 4x3 RGB PNG, written by PIL.
+constexpr unsigned char kPng[] = {
+    137, 80, 78,  71,  13,  10,  26,  10, 0,   0,   0,   13, 73,  72,  68,  82,  0,   0,   0,   4,   0,   0,
+    0,   3,  8,   2,   0,   0,   0,   59, 150, 57,  145, 0,  0,   0,   50,  73,  68,  65,  84,  120, 156, 1,
+    39,  0,  216, 255, 0,   255, 228, 34, 121, 243, 189, 6,  131, 102, 168, 82,  193, 0,   187, 150, 81,  243,
+    205, 24, 236, 8,   246, 164, 231, 36, 4,   23,  217, 91, 223, 24,  95,  8,   234, 179, 206, 219, 27,  146,
+    96,  19, 250, 21,  62,  12,  198, 0,  0,   0,   0,   73, 69,  78,  68,  174, 66,  96,  130};
+
+std::string TinyPng() { return std::string(reinterpret_cast<const char*>(kPng), sizeof kPng); }
 
 class PipelineTest : public testing::Test {
  protected:
@@ -345,20 +356,10 @@ TEST_F(PipelineTest, DamageAnywhereInAFileIsReportedEveryEpoch) {
   }
   ASSERT_FALSE(image::CheckJpeg(damaged_tail).ok()) << "libjpeg must see this damage";
   const std::string cut = jpeg.substr(0, jpeg.size() * 6 / 10);
-  static const unsigned char kPng[] = {
-      // 4x3 RGB, written by PIL
-      137, 80, 78,  71,  13,  10,  26,  10, 0,   0,   0,   13, 73,  72,  68,  82,  0,   0,   0,   4,   0,   0,
-      0,   3,  8,   2,   0,   0,   0,   59, 150, 57,  145, 0,  0,   0,   50,  73,  68,  65,  84,  120, 156, 1,
-      39,  0,  216, 255, 0,   255, 228, 34, 121, 243, 189, 6,  131, 102, 168, 82,  193, 0,   187, 150, 81,  243,
-      205, 24, 236, 8,   246, 164, 231, 36, 4,   23,  217, 91, 223, 24,  95,  8,   234, 179, 206, 219, 27,  146,
-      96,  19, 250, 21,  62,  12,  198, 0,  0,   0,   0,   73, 69,  78,  68,  174, 66,  96,  130};
   std::string shard;
   for (int i = 0; i < 12; ++i) {
     format::ImageRecord r;
-    r.encoded = i == 3   ? damaged_tail
-                : i == 5 ? cut
-                : i == 7 ? std::string(reinterpret_cast<const char*>(kPng), 107)
-                         : jpeg;
+    r.encoded = i == 3 ? damaged_tail : i == 5 ? cut : i == 7 ? TinyPng() : jpeg;
     r.label = 1 + i % 3;
     format::AppendTFRecord(format::SerializeExample(format::ToExample(r)), &shard);
   }
@@ -664,6 +665,131 @@ TEST_F(PipelineTest, TheMemoryBoundCountsWhatThePipelineHolds) {
   EXPECT_LT(b.payload_pool_bytes, a.payload_pool_bytes * 3 / 2)
       << "the second pipeline allocated its records again: " << a.payload_pool_bytes << " then "
       << b.payload_pool_bytes;
+}
+
+// A progressive JPEG of img (libjpeg's simple progression).
+std::string EncodeProgressive(const image::Image& img) {
+  jpeg_compress_struct c{};
+  jpeg_error_mgr err{};
+  c.err = jpeg_std_error(&err);
+  jpeg_create_compress(&c);
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;  // NOLINT(runtime/int): libjpeg's type
+  jpeg_mem_dest(&c, &buf, &size);
+  c.image_width = static_cast<JDIMENSION>(img.width);
+  c.image_height = static_cast<JDIMENSION>(img.height);
+  c.input_components = 3;
+  c.in_color_space = JCS_RGB;
+  jpeg_set_defaults(&c);
+  jpeg_simple_progression(&c);
+  jpeg_start_compress(&c, TRUE);
+  for (int y = 0; y < img.height; ++y) {
+    JSAMPROW row = const_cast<uint8_t*>(img.row(y));
+    jpeg_write_scanlines(&c, &row, 1);
+  }
+  jpeg_finish_compress(&c);
+  jpeg_destroy_compress(&c);
+  std::string out(reinterpret_cast<char*>(buf), size);
+  free(buf);  // NOLINT: allocated by libjpeg
+  return out;
+}
+
+// One pass of a pipeline, batch by batch: each sample's crop, flip, label,
+// pixels and (encoded_images) its delivered JPEG, or "" where it has none.
+struct Delivered {
+  std::vector<std::array<float, 4>> crops;
+  std::vector<uint8_t> flips;
+  std::vector<int32_t> labels;
+  std::vector<uint32_t> samples;
+  std::vector<std::string> pixels, encoded;
+  PipelineStats stats;
+};
+
+Delivered Deliver(io::FileSystem& fs, const PipelineOptions& o) {
+  Delivered d;
+  auto p = Pipeline::Create(fs, o);
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  if (!p.ok()) return d;
+  const size_t nf = o.fields.size() + (o.encoded_images ? 1 : 0);
+  for (auto b = (*p)->Next(); b.ok() && *b != nullptr; b = (*p)->Next()) {
+    const Batch& x = **b;
+    for (uint32_t i = 0; i < x.size; ++i) {
+      d.crops.push_back({x.crops[4 * i], x.crops[4 * i + 1], x.crops[4 * i + 2], x.crops[4 * i + 3]});
+      d.flips.push_back(x.flips[i]);
+      d.labels.push_back(x.labels[i]);
+      d.samples.push_back(x.samples[i]);
+      d.pixels.emplace_back(static_cast<const char*>(x.data) + i * x.sample_bytes, x.sample_bytes);
+      const size_t k = nf - 1;
+      d.encoded.push_back(o.encoded_images && x.present[i * nf + k] ? x.fields[i * nf + k] : std::string());
+    }
+  }
+  d.stats = (*p)->Stats();
+  return d;
+}
+
+// encoded_images (a GPU decodes): the JPEGs a GPU decoder takes come out as
+// they are stored, with the crop and flip the CPU path chooses for them
+// (the same random draws); progressive JPEGs and other formats are decoded
+// here, to the CPU path's pixels; damage is still found, every epoch.
+TEST_F(PipelineTest, EncodedImagesKeepTheCropsFlipsAndDamageChecks) {
+  auto fs = io::NewMemFileSystem();
+  const std::string jpeg = *io::ReadFileToString(*fs_, "/raw/n01000000/n01000000_0.JPEG");
+  const image::Image photo = *image::DecodeJpeg(jpeg);
+  const std::string progressive = EncodeProgressive(photo);
+  const std::string png = TinyPng();
+  std::string damaged = jpeg;  // scrambled just before the end marker
+  for (size_t i = damaged.size() - 200; i < damaged.size() - 100; ++i) {
+    damaged[i] = static_cast<char>((i * 37 + 11) % 255);
+  }
+  const std::string cut = jpeg.substr(0, jpeg.size() * 6 / 10);
+  std::vector<std::string> records;
+  for (int i = 0; i < 24; ++i) {
+    records.push_back(i == 3 ? damaged : i == 5 ? cut : i == 7 ? progressive : i == 9 ? png : jpeg);
+  }
+  std::string shard;
+  for (size_t i = 0; i < records.size(); ++i) {
+    format::ImageRecord r;
+    r.encoded = records[i];
+    r.label = static_cast<int64_t>(1 + i % 3);
+    format::AppendTFRecord(format::SerializeExample(format::ToExample(r)), &shard);
+  }
+  ASSERT_TRUE(io::WriteFileAtomic(*fs, "/d/train-00000-of-00001", shard).ok());
+  PipelineOptions o = Options("/d");
+  o.batch_size = 6;
+  o.epochs = 2;
+  o.fields = {"image/class/label"};  // a field of the caller's own beside the encoded one
+  const Delivered cpu = Deliver(*fs, o);
+  o.encoded_images = true;
+  const Delivered gpu = Deliver(*fs, o);
+  ASSERT_EQ(cpu.samples.size(), 48u) << "24 samples, two epochs";
+  ASSERT_EQ(gpu.samples, cpu.samples);
+  EXPECT_EQ(gpu.labels, cpu.labels);
+  EXPECT_EQ(gpu.crops, cpu.crops) << "the crops are the CPU path's";
+  EXPECT_EQ(gpu.flips, cpu.flips);
+  EXPECT_EQ(gpu.stats.bad_samples, cpu.stats.bad_samples);
+  EXPECT_EQ(gpu.stats.bad_samples, 4u) << "two damaged records in each of two epochs";
+  size_t passed = 0, here = 0;
+  for (size_t i = 0; i < gpu.samples.size(); ++i) {
+    const std::string& stored = records[gpu.samples[i]];
+    if (stored == progressive || stored == png) {
+      EXPECT_EQ(gpu.encoded[i], "") << "sample " << gpu.samples[i] << " is decoded here";
+      EXPECT_EQ(gpu.pixels[i], cpu.pixels[i]) << "sample " << gpu.samples[i];
+      ++here;
+    } else {
+      EXPECT_EQ(gpu.encoded[i], stored) << "sample " << gpu.samples[i];
+      ++passed;
+    }
+  }
+  EXPECT_GT(here, 0u);
+  EXPECT_GT(passed, here);
+
+  o.jitter.brightness = 0.2f;
+  auto refused = Pipeline::Create(*fs, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("jitter"), std::string::npos) << refused.status().ToString();
+  o.jitter = {};
+  o.entropy_only = true;
+  EXPECT_FALSE(Pipeline::Create(*fs, o).ok());
 }
 
 TEST_F(PipelineTest, RanksSplitTheDataset) {

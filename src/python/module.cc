@@ -274,6 +274,7 @@ class Source {
     info["crops"] = crops;
     info["flips"] = flips;
     if (!options_.fields.empty()) info["fields"] = Fields(b);
+    if (options_.encoded_images) info["encoded"] = Encoded(b);
     // The array owns the lease: the batch buffer returns to the pipeline
     // when Python drops the last view of it.
     void* data = lease->mutable_data();
@@ -283,17 +284,37 @@ class Source {
     return py::make_tuple(images, labels, info);
   }
 
+  // encoded_images: the JPEGs delivered undecoded, as (bytes, offsets):
+  // one uint8 array of them all and int64 offsets (size + 1); sample i's
+  // JPEG is bytes[offsets[i]:offsets[i + 1]], empty where it was decoded
+  // here (its pixels are in the batch).
+  py::tuple Encoded(const pipeline::Batch& b) const {
+    const size_t nf = options_.fields.size() + 1, k = options_.fields.size();
+    py::array_t<int64_t> offsets(static_cast<py::ssize_t>(b.size) + 1);
+    int64_t* off = offsets.mutable_data();
+    off[0] = 0;
+    for (uint32_t i = 0; i < b.size; ++i) {
+      off[i + 1] = off[i] + (b.present[i * nf + k] ? static_cast<int64_t>(b.fields[i * nf + k].size()) : 0);
+    }
+    py::array_t<uint8_t> bytes(static_cast<py::ssize_t>(off[b.size]));
+    uint8_t* out = bytes.mutable_data();
+    for (uint32_t i = 0; i < b.size; ++i) {
+      if (b.present[i * nf + k]) std::memcpy(out + off[i], b.fields[i * nf + k].data(), b.fields[i * nf + k].size());
+    }
+    return py::make_tuple(bytes, offsets);
+  }
+
   // Each sample's options_.fields as a dict: a WebDataset member's bytes;
   // a tf.Example feature as a list of bytes, or a numpy array of int64 or
   // float32; None where the record has no such field.
   py::list Fields(const pipeline::Batch& b) const {
     py::list out;
-    const size_t nf = options_.fields.size();
+    const size_t nf = options_.fields.size() + (options_.encoded_images ? 1 : 0);  // the stride
     const dataset::Format format = pipe_->catalog()->format;
     const bool example = format == dataset::Format::kTFRecord;
     for (uint32_t i = 0; i < b.size; ++i) {
       py::dict d;
-      for (size_t k = 0; k < nf; ++k) {
+      for (size_t k = 0; k < options_.fields.size(); ++k) {
         const std::string& raw = b.fields[i * nf + k];
         if (!b.present[i * nf + k]) {
           d[py::str(options_.fields[k])] = py::none();
