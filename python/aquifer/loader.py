@@ -137,6 +137,13 @@ class Loader:
     framework: "torch" (tensors) or "numpy" (arrays). device: "cpu" or a
         CUDA device, where batches are copied asynchronously from pinned
         memory on a side stream.
+    decode: "cpu" (the pipeline's threads decode and crop) or "gpu" (with a
+        CUDA device): the pipeline reads, checks damage and chooses each
+        crop and flip; JPEGs are decoded on the device in one batched call
+        (torchvision.io.decode_jpeg, nvJPEG), then cropped, resized
+        (bilinear, antialiased), flipped and normalised there. JPEGs the
+        GPU decoder does not take (progressive, CMYK) and other formats are
+        decoded on the CPU as before. Colour jitter is refused with it.
     ids: also yield each sample's id (a numpy array): its place in the
         dataset's catalog (files in name order, records in file order).
     fields: names of extra fields to deliver with each sample: tf.Example
@@ -171,13 +178,19 @@ class Loader:
                  seed=1, shuffle=True, shuffle_buffer=1024, rank=None, world_size=None, remainder="drop",
                  threads=0, readers=1, plan_ahead=1024, prefetch=2, memory_limit="2GiB", on_error="skip", format="auto",
                  labels_zero_based=True, allow_empty_classes=False, wds_image="jpg;jpeg;png;ppm;pgm;pnm;bmp;gif;webp",
-                 wds_label="cls;cls2;class;label", damage_check=True, use_manifest=True, framework="torch", device="cpu",
+                 wds_label="cls;cls2;class;label", damage_check=True, use_manifest=True, framework="torch", device="cpu", decode="cpu",
                  ids=False, fields=None, extras=False, hooks=None, credentials=None, profile=None, retry_deadline=None):
         dtype = _DTYPES.get(_torch_dtype_name(dtype))
         if dtype is None:
             raise ValueError("dtype must be float32, float16 or uint8")
         if framework not in ("torch", "numpy"):
             raise ValueError("framework must be 'torch' or 'numpy'")
+        if decode not in ("cpu", "gpu"):
+            raise ValueError("decode must be 'cpu' or 'gpu'")
+        if decode == "gpu" and (framework != "torch" or not str(device).startswith("cuda")):
+            raise ValueError("decode='gpu' needs framework='torch' and a CUDA device (device='cuda')")
+        if decode == "gpu" and jitter:
+            raise ValueError("decode='gpu': colour jitter is applied where images are decoded, on the CPU only")
         if rank is None and world_size is None:
             rank, world_size = _distributed_rank()
         self._options = dict(
@@ -190,7 +203,7 @@ class Loader:
             on_error=on_error, format=format, labels_zero_based=labels_zero_based,
             allow_empty_classes=allow_empty_classes, wds_image=wds_image,
             wds_label=wds_label, damage_check=damage_check,
-            use_manifest=use_manifest,
+            use_manifest=use_manifest, encoded_images=decode == "gpu",
             credentials=credentials, profile=profile, retry_deadline=retry_deadline,
             fields=list(fields) if fields else None)
         self.framework = framework
@@ -225,7 +238,9 @@ class Loader:
         if self.framework == "torch":
             import torch
             self._torch = torch
-            if self.device.startswith("cuda"):
+            if decode == "gpu":
+                self._cuda = _JpegDecoder(torch, torch.device(self.device), self._options)
+            elif self.device.startswith("cuda"):
                 self._cuda = _CudaCopier(torch, torch.device(self.device))
         elif self.device != "cpu":
             raise ValueError("device applies to framework='torch' only")
@@ -461,6 +476,8 @@ class Loader:
 
     def close(self):
         """Stop the pipeline's threads now; batches handed out stay valid."""
+        if isinstance(getattr(self, "_cuda", None), _CudaCopier):
+            self._cuda.release()
         self._close_run()
         self._close_next()
 
@@ -487,7 +504,9 @@ class Loader:
             torch = self._torch
             images = torch.from_numpy(images)  # shares the buffer (and keeps it alive)
             labels = torch.from_numpy(labels)
-            if self._cuda is not None:
+            if isinstance(self._cuda, _JpegDecoder):
+                images, labels = self._cuda.decode(images, labels, info)
+            elif self._cuda is not None:
                 images, labels = self._cuda.copy(images, labels)
         if self.extras:
             extra = {"ids": info["samples"], "crops": info["crops"], "flips": info["flips"]}
@@ -497,34 +516,161 @@ class Loader:
         return (images, labels, info["samples"]) if self.ids else (images, labels)
 
 
+def _clear_cuda_error():
+    """Resets the CUDA runtime's last error after a call that failed and was
+    handled (torch checks it after each kernel launch and would blame the
+    kernel): cudaGetLastError from the runtime torch loaded."""
+    import ctypes
+    try:
+        with open("/proc/self/maps") as fh:
+            path = next(line.split()[-1] for line in fh if "libcudart.so" in line)
+        ctypes.CDLL(path).cudaGetLastError()
+    except (OSError, StopIteration, AttributeError):
+        pass
+
+
 class _CudaCopier:
-    """Host-to-GPU copies on a side stream: each batch is staged in pinned
-    memory (a small ring, so a staging buffer is reused only after its copy
-    finished) and copied asynchronously; the caller's stream waits for it."""
+    """Host-to-GPU copies on a side stream, the caller's stream waiting for
+    them. The pipeline's batch buffers are page-locked where they are
+    (cudaHostRegister, once per buffer: the pipelines of a loader reuse
+    them), so a batch is copied by DMA straight from the buffer it was
+    decoded into, with no copy on the CPU; a buffer is held until its copy
+    is done. Where registering fails, a batch is staged in pinned memory
+    first (a small ring, reused once its copy finished)."""
 
     def __init__(self, torch, device, depth=2):
         self.torch = torch
         self.device = device
         self.stream = torch.cuda.Stream(device=device)
         self.depth = depth
-        self.staging = collections.deque()  # (pinned images, pinned labels, event)
+        self.inflight = collections.deque()  # (host tensors kept alive, event)
+        self.registered = {}  # host address -> bytes page-locked there
+        self.refused = set()  # addresses CUDA would not register: staged instead
+        self.cudart = torch.cuda.cudart()
+
+    def _register(self, t):
+        """Page-locks t's memory where it is; False if CUDA refuses."""
+        ptr, size = t.data_ptr(), t.numel() * t.element_size()
+        if self.registered.get(ptr, -1) >= size:
+            return True
+        if ptr in self.refused:
+            return False
+        ok = self.cudart.cudaError.success
+        if ptr in self.registered:
+            self.cudart.cudaHostUnregister(ptr)
+            del self.registered[ptr]
+        if self.cudart.cudaHostRegister(ptr, size, 0) != ok:
+            # Memory freed while registered and allocated again at the same
+            # address is still registered (for the old size): start over.
+            _clear_cuda_error()
+            self.cudart.cudaHostUnregister(ptr)
+            _clear_cuda_error()
+            if self.cudart.cudaHostRegister(ptr, size, 0) != ok:
+                _clear_cuda_error()
+                self.refused.add(ptr)
+                return False
+        self.registered[ptr] = size
+        return True
+
+    def release(self):
+        """Waits for the copies in flight and unregisters every buffer
+        (before the pipeline frees them)."""
+        while self.inflight:
+            self.inflight.popleft()[1].synchronize()
+        for ptr in self.registered:
+            self.cudart.cudaHostUnregister(ptr)
+        self.registered.clear()
 
     def copy(self, images, labels):
         torch = self.torch
-        if len(self.staging) >= self.depth:
-            old = self.staging.popleft()
-            old[2].synchronize()
-        pin_images = torch.empty(images.shape, dtype=images.dtype, pin_memory=True)
+        while self.inflight and self.inflight[0][1].query():
+            self.inflight.popleft()
+        if len(self.inflight) >= self.depth:
+            self.inflight.popleft()[1].synchronize()
+        if not (images.is_contiguous() and self._register(images)):
+            staged = torch.empty(images.shape, dtype=images.dtype, pin_memory=True)
+            staged.copy_(images)
+            images = staged
         pin_labels = torch.empty(labels.shape, dtype=labels.dtype, pin_memory=True)
-        pin_images.copy_(images)
         pin_labels.copy_(labels)
         with torch.cuda.stream(self.stream):
-            gpu_images = pin_images.to(self.device, non_blocking=True)
+            gpu_images = images.to(self.device, non_blocking=True)
             gpu_labels = pin_labels.to(self.device, non_blocking=True)
             event = torch.cuda.Event()
             event.record(self.stream)
         torch.cuda.current_stream(self.device).wait_stream(self.stream)
         gpu_images.record_stream(torch.cuda.current_stream(self.device))
         gpu_labels.record_stream(torch.cuda.current_stream(self.device))
-        self.staging.append((pin_images, pin_labels, event))
+        self.inflight.append(((images, pin_labels), event))
         return gpu_images, gpu_labels
+
+
+class _JpegDecoder:
+    """decode="gpu": a batch's JPEGs decoded on the device in one call
+    (torchvision.io.decode_jpeg: nvJPEG's batched decoder on CUDA), each
+    resampled from the crop box the pipeline chose to the output size
+    (torchvision.ops.roi_align: bilinear samples averaged over each output
+    pixel's footprint, an area filter like the CPU path's), flipped as it
+    chose, normalised and stored in the batch's dtype and layout. Samples
+    the pipeline decoded itself (no JPEG bytes delivered) are taken from its
+    batch. Works on any device torchvision decodes on (the CPU in tests)."""
+
+    def __init__(self, torch, device, options):
+        import torchvision
+        from torchvision.io import ImageReadMode, decode_jpeg
+        from torchvision.ops import roi_align
+        self.torch, self.device = torch, device
+        self.decode_jpeg, self.rgb, self.roi_align = decode_jpeg, ImageReadMode.RGB, roi_align
+        # A list in one call (nvJPEG's batched decode) from torchvision 0.19.
+        major, minor = (int(x) for x in torchvision.__version__.split(".")[:2])
+        self.batched = (major, minor) >= (0, 19)
+        self.work = torch.float16 if device.type == "cuda" else torch.float32  # 0..255 exact in both
+        self.size = int(options["image_size"])
+        self.dtype = {"float32": torch.float32, "float16": torch.float16, "uint8": torch.uint8}[options["dtype"]]
+        self.nhwc = options["layout"] == "NHWC"
+        self.mean = torch.tensor([m * 255 for m in options["mean"]], device=device).view(1, 3, 1, 1)
+        self.std = torch.tensor([v * 255 for v in options["std"]], device=device).view(1, 3, 1, 1)
+
+    def decode(self, images, labels, info):
+        """(images, labels) on the device from a batch of the pipeline's
+        (its images and labels as tensors or arrays, its info)."""
+        torch, n = self.torch, self.size
+        images, labels = torch.as_tensor(images), torch.as_tensor(labels)
+        data, offsets = info["encoded"]
+        offsets = offsets.tolist()
+        b = len(offsets) - 1
+        on_gpu = [i for i in range(b) if offsets[i + 1] > offsets[i]]
+        on_cpu = [i for i in range(b) if offsets[i + 1] == offsets[i]]
+        flat = torch.from_numpy(data)
+        jpegs = [flat[offsets[i]:offsets[i + 1]] for i in on_gpu]
+        if not jpegs:
+            decoded = []
+        elif self.batched:
+            decoded = self.decode_jpeg(jpegs, mode=self.rgb, device=self.device)
+        else:
+            decoded = [self.decode_jpeg(j, mode=self.rgb, device=str(self.device)) for j in jpegs]
+        # Each crop box in its image's pixels (roi_align's rows: image index
+        # in the call, x0, y0, x1, y1), moved to the device in one copy.
+        boxes = torch.zeros((len(decoded), 5))
+        if decoded:
+            wh = torch.tensor([img.shape[-1:-3:-1] for img in decoded], dtype=torch.float32).repeat(1, 2)
+            boxes[:, 1:] = torch.from_numpy(info["crops"][on_gpu]) * wh
+        boxes = boxes.to(self.device, self.work)
+        parts = [self.roi_align(img[None].to(self.work), boxes[k:k + 1], (n, n), 1.0, -1, True)
+                 for k, img in enumerate(decoded)]
+        out = torch.empty((b, 3, n, n), dtype=self.work, device=self.device)
+        if parts:
+            sel = torch.tensor(on_gpu, device=self.device)
+            flips = torch.from_numpy(info["flips"][on_gpu]).to(self.device).view(-1, 1, 1, 1)
+            got = torch.cat(parts)
+            out[sel] = torch.where(flips, got.flip(-1), got)
+        if self.dtype == torch.uint8:
+            out = out.round_().clamp_(0, 255).to(torch.uint8)
+        else:
+            out = ((out.float() - self.mean) / self.std).to(self.dtype)
+        if self.nhwc:
+            out = out.permute(0, 2, 3, 1).contiguous()
+        if on_cpu:  # decoded by the pipeline: already in the batch's form
+            index = torch.tensor(on_cpu)
+            out[index.to(self.device)] = images[index].to(self.device)
+        return out, labels.to(self.device)

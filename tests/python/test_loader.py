@@ -698,6 +698,93 @@ def test_cuda_batches(datasets):
     assert all(torch.equal(a, b) for a, b in zip(cpu, gpu))
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_gpu_decode_batches(datasets):
+    cpu = list(small(datasets["tfrecord"], extras=True))
+    gpu = list(small(datasets["tfrecord"], extras=True, device="cuda", decode="gpu"))
+    assert len(cpu) == len(gpu)
+    for (a, la, ea), (b, lb, eb) in zip(cpu, gpu):
+        assert b.is_cuda and lb.is_cuda and b.dtype == a.dtype and b.shape == a.shape
+        assert torch.equal(la, lb.cpu()) and (ea["crops"] == eb["crops"]).all()
+        assert float((b.cpu() - a).abs().mean()) * 0.226 * 255 < 3  # nvJPEG's IDCT and upsampling differ a little
+
+
+def test_gpu_decode_is_refused_where_it_cannot_run(datasets):
+    with pytest.raises(ValueError, match="decode must be"):
+        small(datasets["tfrecord"], decode="fpga")
+    with pytest.raises(ValueError, match="CUDA device"):
+        small(datasets["tfrecord"], decode="gpu")  # device="cpu"
+    with pytest.raises(ValueError, match="CUDA device"):
+        small(datasets["tfrecord"], decode="gpu", device="cuda", framework="numpy")
+    with pytest.raises(ValueError, match="jitter"):
+        small(datasets["tfrecord"], decode="gpu", device="cuda", jitter=(0.2, 0.2, 0.2))
+
+
+@pytest.fixture(scope="module")
+def mixed_jpegs(tmp_path_factory):
+    """A folder of photos' crops as baseline JPEGs (4:2:0, 4:4:4, grey),
+    with a progressive JPEG and a PNG among them."""
+    from PIL import Image
+    root = tmp_path_factory.mktemp("mixed")
+    rng = np.random.default_rng(5)
+    for i in range(40):
+        d = root / f"c{i % 4}"
+        d.mkdir(exist_ok=True)
+        h, w = int(rng.integers(120, 300)), int(rng.integers(120, 300))
+        y, x = np.mgrid[0:h, 0:w]
+        pixels = np.stack([x * 255 // w, y * 255 // h, (x + y) * 128 // (w + h)], -1) + rng.integers(0, 8, (h, w, 3))
+        img = Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
+        if i == 7:
+            img.save(d / f"{i}.jpg", quality=90, progressive=True)
+        elif i == 11:
+            img.save(d / f"{i}.png")
+        elif i % 5 == 0:
+            img.convert("L").save(d / f"{i}.jpg", quality=90)
+        else:
+            img.save(d / f"{i}.jpg", quality=int(rng.integers(75, 96)), subsampling=0 if i % 2 else 2)
+    return str(root)
+
+
+@pytest.mark.parametrize("options", [{}, {"training": False}, {"dtype": "uint8", "layout": "NHWC"},
+                                     {"dtype": "float16"}])
+def test_encoded_batches_decode_to_the_cpu_paths_pixels(mixed_jpegs, options):
+    """decode="gpu"'s half on the host: the pipeline delivers each baseline
+    JPEG as stored, with the crop and flip it would have used; the decoder
+    (run here on torchvision's CPU decoder, as on nvJPEG) crops, resamples,
+    flips and normalises them to within a fraction of a grey level of the
+    CPU path's pixels. The progressive JPEG and the PNG come decoded."""
+    from aquifer.loader import _JpegDecoder
+    pytest.importorskip("torchvision")
+    opts = dict(data=mixed_jpegs, batch_size=8, image_size=48, seed=3, threads=2)
+    opts.update(options)
+    ref = aq._aquifer.Source(**opts)
+    enc = aq._aquifer.Source(**opts, encoded_images=True)
+    decoder = _JpegDecoder(torch, torch.device("cpu"), aq.Loader(mixed_jpegs, batch_size=8, image_size=48,
+                                                                 **options)._options)
+    scale = 1.0 if options.get("dtype") == "uint8" else 0.226 * 255
+    passed = here = 0
+    while True:
+        a, b = ref.next(), enc.next()
+        if a is None:
+            assert b is None
+            break
+        assert (a[2]["crops"] == b[2]["crops"]).all() and (a[2]["flips"] == b[2]["flips"]).all()
+        assert (a[1] == b[1]).all() and (a[2]["samples"] == b[2]["samples"]).all()
+        data, offsets = b[2]["encoded"]
+        sizes = offsets[1:] - offsets[:-1]
+        here += int((sizes == 0).sum())
+        passed += int((sizes > 0).sum())
+        images, labels = decoder.decode(b[0], b[1], b[2])
+        want = torch.from_numpy(a[0])
+        assert images.dtype == want.dtype and images.shape == want.shape
+        diff = (images.float() - want.float()).abs() * scale
+        assert float(diff.mean()) < 1.0, float(diff.mean())
+        for i in np.flatnonzero(sizes == 0):  # decoded by the pipeline: its very pixels
+            assert torch.equal(images[i], want[i])
+        assert torch.equal(labels, torch.from_numpy(a[1]))
+    assert here == 2 and passed == 38
+
+
 def test_installs_into_a_prefix(tmp_path):
     """cmake --install puts the package beside the binary; it imports from
     there alone."""
