@@ -29,12 +29,14 @@ LOADER = os.path.join(HERE, "..", "python", "aquifer", "loader.py")
 
 
 def load_copier():
-    """_CudaCopier's class definition from loader.py, compiled alone."""
+    """_CudaCopier's class definition from loader.py, compiled alone (with
+    the function it calls)."""
     with open(LOADER) as fh:
         tree = ast.parse(fh.read(), LOADER)
-    node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "_CudaCopier")
+    nodes = [n for n in tree.body
+             if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name in ("_CudaCopier", "_clear_cuda_error")]
     scope = {"collections": collections}
-    exec(compile(ast.Module(body=[node], type_ignores=[]), LOADER, "exec"), scope)
+    exec(compile(ast.Module(body=nodes, type_ignores=[]), LOADER, "exec"), scope)
     return scope["_CudaCopier"]
 
 
