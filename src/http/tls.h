@@ -93,9 +93,11 @@ class TlsConn {
   Step Handshake();
   // Bytes read (> 0) into out, or why none.
   Step ReadSome(char* out, size_t n, size_t* got);
-  // Decrypted bytes waiting inside (the socket may be quiet meanwhile).
+  // Bytes waiting inside, decrypted or read ahead and not yet decrypted
+  // (the socket may be quiet meanwhile).
   bool Pending() const;
-  // Up to n of those bytes, without consuming them (0 if none: never waits).
+  // Up to n bytes already decrypted, without consuming them (0 if none:
+  // never waits).
   size_t Peek(char* out, size_t n);
 
   // Blocking use (the socket's timeouts bound each wait). 0 = closed.

@@ -203,6 +203,36 @@ try:
             got += chunk
     check(got.count(b"HTTP/1.1 403") == 2, f"both pipelined requests over TLS answered: {got[:200]!r}")
 
+    # Two requests in two TLS records that arrive in one TCP segment: the
+    # node reads ahead, so when the first is answered the second waits
+    # inside OpenSSL still encrypted, where no epoll wakes for it.
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls_obj = ctx.wrap_bio(inc, out, server_hostname="127.0.0.1")
+    with socketlib.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        while True:
+            try:
+                tls_obj.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                raw.sendall(out.read())
+                inc.write(raw.recv(65536))
+        raw.sendall(out.read())
+        tls_obj.write(req)
+        tls_obj.write(req)
+        raw.sendall(out.read())  # both records in one send
+        got = b""
+        while got.count(b"HTTP/1.1 ") < 2:
+            data = raw.recv(65536)
+            if not data:
+                break
+            inc.write(data)
+            try:
+                while True:
+                    got += tls_obj.read(65536)
+            except ssl.SSLWantReadError:
+                pass
+    check(got.count(b"HTTP/1.1 403") == 2, f"two TLS records in one segment both answered: {got[:200]!r}")
+
     # Metrics over TLS.
     r = aq("--ca", ca, "stats", f"https://127.0.0.1:{node.metrics}")
     check(r.returncode == 0 and "client errors" in r.stdout, f"aquifer stats https://: {r.stderr}")
