@@ -34,6 +34,7 @@
 #include "http/client.h"
 #include "io/read_ahead.h"
 #include "s3/checksum.h"
+#include "s3/internal_routes.h"
 #include "s3/layout.h"
 #include "s3/plan.h"
 #include "s3/same_host.h"
@@ -243,7 +244,7 @@ std::vector<std::string> StoreFs::LearnMembers(std::vector<std::string> from) {
     });
   }
   for (const auto& a : from) {
-    auto res = CallAt(a, "GET", "/_aquifer/cluster", "", {}, kEmptySha);
+    auto res = CallAt(a, "GET", s3::internal::ClusterPath(), "", {}, kEmptySha);
     if (!res.ok() || res->status != 200) continue;
     auto j = nlohmann::json::parse(res->body, nullptr, false);
     if (!j.is_object() || !j.contains("nodes") || !j["nodes"].is_array()) continue;
@@ -686,7 +687,7 @@ class StoreFile final : public io::RandomAccessFile {
 
   Status Piece(const s3::LayoutBlock& b, uint64_t start, uint64_t in, size_t take, char* out) const {
     if (!b.fragments.empty()) return FragmentPieces(b, start, in, take, out);
-    const std::string resource = "/_aquifer/blocks/" + b.id;
+    const std::string resource = s3::internal::BlockPath(b.id);
     const std::string query = fmt::format("crc={}&length={}&offset={}&pool={}&size={}", b.crc32c, take, in,
                                           s3::UriEncode(b.pool, true), b.size);
     for (const auto& address : planned_ ? b.addresses : fs_.RankHolders(b.addresses)) {
@@ -723,7 +724,7 @@ class StoreFile final : public io::RandomAccessFile {
     }
     auto get = [&](int index, uint64_t offset, size_t len, char* into) -> bool {
       const auto& f = b.fragments[index];
-      const std::string resource = "/_aquifer/blocks/" + f.id;
+      const std::string resource = s3::internal::BlockPath(f.id);
       const std::string query = fmt::format("crc={}&length={}&offset={}&pool={}&size={}", f.crc32c, len, offset,
                                             s3::UriEncode(b.pool, true), f.size);
       for (const auto& address : f.addresses) {
@@ -1140,7 +1141,7 @@ Result<std::unique_ptr<io::RandomAccessFile>> StoreFs::OpenRead(const std::strin
   if (options_.balance != "off" && !lh.empty() && size > head.size()) {
     Result<s3::Layout> l = Internal("");
     if (lh == "fetch") {
-      const std::string resource = "/_aquifer/layout" + Resource(p);
+      const std::string resource = s3::internal::LayoutPath(Resource(p));
       auto got = Call(p, "GET", resource, "", {}, kEmptySha);
       l = !got.ok()            ? got.status()
           : got->status != 200 ? Failure(*got, fmt::format("layout of {}", path))
@@ -1167,7 +1168,8 @@ Result<std::unique_ptr<io::RandomAccessFile>> StoreFs::OpenRead(const std::strin
 Status StoreFs::CancelPlan(const std::string& where, const std::string& stream) {
   const StorePath p = AQ_TRY(ParseStorePath(where));
   AQ_TRY(UseScheme(p));
-  auto res = AQ_TRY(Call(p, "DELETE", "/_aquifer/plan", "stream=" + s3::UriEncode(stream, true), {}, kEmptySha));
+  auto res =
+      AQ_TRY(Call(p, "DELETE", s3::internal::PlanPath(), "stream=" + s3::UriEncode(stream, true), {}, kEmptySha));
   if (res.status == 204 || res.status == 200) return Status::Ok();
   if (res.status == 404 || res.status == 405 || res.status == 501) return Status::Ok();  // a store without staging
   return Failure(res, fmt::format("cancel the read plan '{}'", stream));
@@ -1189,8 +1191,8 @@ Result<size_t> StoreFs::Plan(const std::string& stream, const std::vector<Planne
     sent.swap(paths);
     http::Headers h;
     h.Add("Content-Type", "application/json");
-    auto res = AQ_TRY(Call(*first, "POST", "/_aquifer/plan", "stream=" + s3::UriEncode(stream, true), std::move(h),
-                           s3::Sha256Hex(body), body));
+    auto res = AQ_TRY(Call(*first, "POST", s3::internal::PlanPath(), "stream=" + s3::UriEncode(stream, true),
+                           std::move(h), s3::Sha256Hex(body), body));
     if (res.status == 200) {
       auto doc = nlohmann::json::parse(res.body, nullptr, false);
       if (doc.is_object() && doc.contains("queued") && doc["queued"].is_number_unsigned()) {

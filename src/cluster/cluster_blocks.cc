@@ -12,6 +12,7 @@
 #include "common/crc32c.h"
 #include "common/mutex.h"
 #include "ec/erasure.h"
+#include "s3/internal_routes.h"
 #include "s3/plan.h"
 #include "s3/sigv4.h"
 #include "s3/xml.h"
@@ -19,7 +20,7 @@
 namespace aq::cluster {
 namespace {
 
-std::string BlockPath(const store::BlockRef& ref) { return "/_aquifer/blocks/" + ref.id; }
+std::string BlockPath(const store::BlockRef& ref) { return s3::internal::BlockPath(ref.id); }
 std::string BlockQuery(const store::BlockRef& ref) {
   return fmt::format("crc={}&pool={}&size={}", ref.crc32c, s3::UriEncode(ref.pool, true), ref.size);
 }
@@ -115,7 +116,7 @@ Result<http::ClientResponse> BlockClient::Signed(const std::string& address, con
 }
 
 Result<std::vector<std::string>> BlockClient::Inventory(const std::string& address) {
-  auto res = Signed(address, "GET", "/_aquifer/inventory", "", {}, 1ull << 30);
+  auto res = Signed(address, "GET", s3::internal::InventoryPath(), "", {}, 1ull << 30);
   if (!res.ok()) return res.status().WithContext(fmt::format("block inventory of {}", address));
   if (res->status != 200) return HttpFailure(fmt::format("block inventory of {}", address), *res);
   auto j = nlohmann::json::parse(res->body, nullptr, false);
@@ -133,7 +134,7 @@ Result<size_t> BlockClient::Plan(const std::string& address, const std::string& 
   doc.reserve(pieces.size());
   for (const auto& p : pieces) doc.push_back({p.id, p.pool, p.size, p.crc32c});
   const std::string what = fmt::format("pass {} planned pieces to {}", pieces.size(), address);
-  auto res = Signed(address, "POST", "/_aquifer/plan", "pieces=1&stream=" + s3::UriEncode(stream, true),
+  auto res = Signed(address, "POST", s3::internal::PlanPath(), "pieces=1&stream=" + s3::UriEncode(stream, true),
                     s3::PiecesToJson(doc), 1 << 16);
   if (!res.ok()) return res.status().WithContext(what);
   if (res->status != 200) return HttpFailure(what, *res);
@@ -146,7 +147,8 @@ Result<size_t> BlockClient::Plan(const std::string& address, const std::string& 
 
 Status BlockClient::CancelPlan(const std::string& address, const std::string& stream) {
   const std::string what = fmt::format("cancel plan {} on {}", stream, address);
-  auto res = Signed(address, "DELETE", "/_aquifer/plan", "pieces=1&stream=" + s3::UriEncode(stream, true), {}, 1 << 16);
+  auto res = Signed(address, "DELETE", s3::internal::PlanPath(), "pieces=1&stream=" + s3::UriEncode(stream, true), {},
+                    1 << 16);
   if (!res.ok()) return res.status().WithContext(what);
   if (res->status != 204 && res->status != 200) return HttpFailure(what, *res);
   return Status::Ok();

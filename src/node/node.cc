@@ -24,6 +24,7 @@
 #include "http/server.h"
 #include "http/tls.h"
 #include "s3/endpoint.h"
+#include "s3/internal_routes.h"
 #include "s3/layout.h"
 #include "server/node_stats.h"
 #include "server/s3_server.h"
@@ -612,7 +613,8 @@ Status Node::JoinCluster() {
     http::Pool pool(co);
     for (const auto& n : members) {
       if (n.id == node_id_ || n.state == cluster::NodeState::kRemoved || !n.up) continue;
-      auto res = pool.Send(n.address, http::ClientRequest{"GET", "/_aquifer/cluster", {}, {}, 0, nullptr}, 1 << 20);
+      auto res =
+          pool.Send(n.address, http::ClientRequest{"GET", s3::internal::ClusterPath(), {}, {}, 0, nullptr}, 1 << 20);
       if (!res.ok() && res.status().code() == StatusCode::kPermissionDenied) {
         return Status(StatusCode::kPermissionDenied,
                       fmt::format("not joining: this node cannot verify node {}'s certificate with --tls-ca {}: {}",

@@ -20,6 +20,7 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
+#include "s3/internal_routes.h"
 #include "s3/plan.h"
 #include "server/s3_handler.h"
 
@@ -151,17 +152,17 @@ void S3Handler::PlanPieces(S3Request& r, const std::string& stream) {
 // branch each.
 void S3Handler::Internal(S3Request& r) {
   const std::string& m = r.req.method;
-  if (r.key == "cluster" && m == "GET") {
+  if (r.key == s3::internal::kCluster && m == "GET") {
     // A single node is a cluster of one that names no other member.
     http::Headers h;
     h.Add("Content-Type", "application/json");
     (void)r.ex.Respond(200, std::move(h), o_.cluster_json ? o_.cluster_json() : std::string(R"({"nodes":[]})"));
     return;
   }
-  if (r.key == "plan") return Plan(r);
-  if (r.key.rfind("layout/", 0) == 0 && m == "GET") {
+  if (r.key == s3::internal::kPlan) return Plan(r);
+  if (r.key.starts_with(s3::internal::kLayoutPrefix) && m == "GET") {
     if (!o_.layout_json) return SendError(r, {404, "NoSuchKey", "this node is not in a cluster"});
-    const std::string path = r.key.substr(7);
+    const std::string path = r.key.substr(s3::internal::kLayoutPrefix.size());
     const size_t slash = path.find('/');
     if (slash == std::string::npos) return SendError(r, {400, "InvalidArgument", "layout/BUCKET/KEY"});
     auto meta = objects_.Head(path.substr(0, slash), path.substr(slash + 1));
@@ -172,7 +173,7 @@ void S3Handler::Internal(S3Request& r) {
     return;
   }
   if (o_.node_blocks == nullptr) return SendError(r, {404, "NoSuchKey", "no such internal resource"});
-  if (r.key == "inventory" && m == "GET") {
+  if (r.key == s3::internal::kInventory && m == "GET") {
     auto ids = o_.node_blocks->store().List();
     if (!ids.ok()) return SendStatus(r, ids.status(), Subject::kBlock);
     http::Headers h;
@@ -180,7 +181,8 @@ void S3Handler::Internal(S3Request& r) {
     (void)r.ex.Respond(200, std::move(h), nlohmann::json(*ids).dump());
     return;
   }
-  if (r.key.rfind("blocks/", 0) != 0) return SendError(r, {404, "NoSuchKey", "no such internal resource"});
+  if (!r.key.starts_with(s3::internal::kBlocksPrefix))
+    return SendError(r, {404, "NoSuchKey", "no such internal resource"});
   const bool writes = m == "PUT" || m == "DELETE";
   if (writes && (o_.node_credential.access_key.empty() || r.auth.access_key != o_.node_credential.access_key)) {
     return SendError(r, {403, "AccessDenied", "only the cluster's nodes may store or remove replicas"});

@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "s3/checksum.h"
+#include "s3/internal_routes.h"
 #include "s3/sigv4.h"
 #include "s3/xml.h"
 
@@ -312,7 +313,7 @@ bool S3Handler::Authorize(S3Request& r) {
     return false;
   };
   const std::string object = r.bucket + "/" + r.key;
-  if (r.bucket == "_aquifer") {
+  if (r.bucket == s3::internal::kBucket) {
     // The node-to-node API: the cluster map is no secret; a layout is its
     // object's to read; block ids are capabilities learned from layouts
     // (random 128-bit), so reading one takes a key that may read something;
@@ -320,8 +321,8 @@ bool S3Handler::Authorize(S3Request& r) {
     // not even an administrator's (a replica planted or removed by hand is
     // damage the layouts do not know of).
     if (node) return true;
-    if (r.key == "cluster") return true;
-    if (r.key == "plan") {
+    if (r.key == s3::internal::kCluster) return true;
+    if (r.key == s3::internal::kPlan) {
       // Each object of a plan is checked on its own; a key that may read
       // nothing is refused before its body (up to 8 MiB) is read.
       if (admin) return true;
@@ -330,14 +331,14 @@ bool S3Handler::Authorize(S3Request& r) {
       }
       return deny("the key may read no object, so it has nothing to plan");
     }
-    if (r.key.rfind("layout/", 0) == 0) {
-      const std::string path = r.key.substr(7);
+    if (r.key.starts_with(s3::internal::kLayoutPrefix)) {
+      const std::string path = r.key.substr(s3::internal::kLayoutPrefix.size());
       const size_t slash = path.find('/');
       if (admin || slash == std::string::npos) return true;  // 400 follows a malformed one
       if (s3::Allows(g, s3::kRead, path.substr(0, slash), path.substr(slash + 1))) return true;
       return deny("the key may not read " + path);
     }
-    if (r.key.rfind("blocks/", 0) == 0 && m == "GET") {
+    if (r.key.starts_with(s3::internal::kBlocksPrefix) && m == "GET") {
       if (admin) return true;
       for (const auto& x : g) {
         if (x.actions & s3::kRead) return true;
@@ -433,7 +434,7 @@ void S3Handler::Route(S3Request& r) {
   if (IsFormUpload(r)) return PostObject(r);
   if (!Authenticate(r)) return;
   if (!Authorize(r)) return;
-  if (r.bucket == "_aquifer") return Internal(r);
+  if (r.bucket == s3::internal::kBucket) return Internal(r);
   if (RefuseUnsupported(r)) return;
   if (r.bucket.empty()) {
     if (m == "GET") return ListBuckets(r);
