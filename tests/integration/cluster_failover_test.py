@@ -84,9 +84,7 @@ def s3(name, attempts=1):
                                       retries={"max_attempts": attempts}, read_timeout=60))
 
 
-def aq(*args, env=None):
-    return subprocess.run([AQ, *map(str, args)], capture_output=True, text=True,
-                          env=dict(os.environ, **(env or {})))
+aq = s3lib.Cli(AQ)
 
 
 def node_stats(name):
@@ -302,12 +300,12 @@ try:
         r = subprocess.run(["aws", "--endpoint-url", f"http://{addr('n4')}", "s3", "cp", "s3://ecb/bad/x",
                             os.path.join(tmp, "aws-x")], capture_output=True, text=True, env=env)
         check(r.returncode != 0, "awscli reports the unreadable object: " + r.stderr.strip()[-200:])
-    r = aq("cp", f"aquifer://{addr('n5')}/ecb/bad/x", os.path.join(tmp, "cp-x"), env={"AQUIFER_RETRY_DEADLINE": "5"})
+    r = aq("cp", f"aquifer://{addr('n5')}/ecb/bad/x", os.path.join(tmp, "cp-x"), extra_env={"AQUIFER_RETRY_DEADLINE": "5"})
     check(r.returncode != 0, "aquifer cp reports the unreadable object: " + r.stderr.strip()[-200:])
     if os.path.exists("/dev/fuse") and os.geteuid() == 0:
         mnt = os.path.join(tmp, "mnt")
         os.makedirs(mnt)
-        m = aq("mount", f"aquifer://{addr('n5')}/ecb", mnt, env={"AQUIFER_RETRY_DEADLINE": "5"})
+        m = aq("mount", f"aquifer://{addr('n5')}/ecb", mnt, extra_env={"AQUIFER_RETRY_DEADLINE": "5"})
         if m.returncode == 0:
             try:
                 with open(os.path.join(mnt, "bad", "x"), "rb") as f:

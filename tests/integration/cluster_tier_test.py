@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -33,9 +32,7 @@ nodes = {}
 POOLS = {"f1": "flash", "f2": "flash", "a1": "archive", "a2": "archive"}
 
 
-def aq(*args, timeout=180):
-    return subprocess.run([AQ, *args], capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ, AQUIFER_CREDENTIALS=creds))
+aq = s3lib.Cli(AQ, timeout=180, env={"AQUIFER_CREDENTIALS": creds})
 
 
 def layout(key):

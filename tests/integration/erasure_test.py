@@ -62,8 +62,7 @@ def s3(name):
                                       retries={"max_attempts": 1}, read_timeout=30))
 
 
-def aq(*args):
-    return subprocess.run([AQ, *args], capture_output=True, text=True, env=dict(os.environ, AQUIFER_CREDENTIALS=creds))
+aq = s3lib.Cli(AQ, env={"AQUIFER_CREDENTIALS": creds})
 
 
 def status():

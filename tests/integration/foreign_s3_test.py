@@ -64,8 +64,7 @@ os.chmod(keys, 0o600)
 server = None
 
 
-def aq(*args, **kw):
-    return subprocess.run([AQ, "--credentials", keys, *args], capture_output=True, text=True, timeout=300, **kw)
+aq = s3lib.Cli(AQ, prefix=["--credentials", keys])
 
 
 def digests(root):

@@ -60,8 +60,7 @@ def key_file(path):
     return line.split()
 
 
-def aq(*args, **kw):
-    return subprocess.run([AQ, *args], capture_output=True, text=True, timeout=120, **kw)
+aq = s3lib.Cli(AQ, timeout=120)
 
 
 def node_secret(etcd_port):

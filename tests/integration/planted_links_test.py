@@ -14,7 +14,6 @@ usage: planted_links_test.py path/to/aquifer
 """
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -26,8 +25,7 @@ check = s3lib.Checks()
 tmp = tempfile.mkdtemp(prefix="aq_links_")
 
 
-def aq(*args):
-    return subprocess.run([AQ, *args, "--no-progress"], capture_output=True, text=True, timeout=300)
+aq = s3lib.Cli(AQ, suffix=["--no-progress"])
 
 
 def files_under(d):

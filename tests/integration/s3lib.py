@@ -304,6 +304,25 @@ def free_port():
     return port
 
 
+class Cli:
+    """A command as the tests run it: arguments of any type (passed as
+    str), output captured as text, and a timeout that turns a hang into a
+    failure. `prefix`/`suffix`: arguments around every call's own; `env`:
+    variables added to every call's environment. A call's `env=` is its
+    whole environment (as subprocess takes it), `extra_env=` is added to
+    the test's; `timeout=` replaces the default."""
+
+    def __init__(self, binary, prefix=(), suffix=(), timeout=300, env=None):
+        self.binary, self.prefix, self.suffix = binary, list(prefix), list(suffix)
+        self.timeout, self.env = timeout, dict(env or {})
+
+    def __call__(self, *args, timeout=None, env=None, extra_env=None, **kw):
+        import subprocess
+        full = dict(os.environ if env is None else env, **self.env, **(extra_env or {}))
+        return subprocess.run([self.binary, *map(str, [*self.prefix, *args, *self.suffix])], capture_output=True,
+                              text=True, timeout=timeout or self.timeout, env=full, **kw)
+
+
 def until(pred, timeout, step=0.3):
     """Calls pred until it returns true (exceptions count as false)."""
     import time

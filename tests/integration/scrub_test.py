@@ -18,7 +18,6 @@ import glob
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,8 +43,7 @@ nodes = {n: s3lib.ClusterNode(AQ, tmp, n, META, creds, "--replicas", "2", "--lea
 single = None
 
 
-def aq(*args):
-    return subprocess.run([AQ, *map(str, args)], capture_output=True, text=True)
+aq = s3lib.Cli(AQ)
 
 
 def client(port):

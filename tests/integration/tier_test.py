@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -32,8 +31,7 @@ args = ["--pool", f"ssd={tmp}/ssd,media=ssd", "--pool", f"hdd={tmp}/hdd,media=hd
         "--atime-granularity", "1"]
 
 
-def aq(*a):
-    return subprocess.run([AQ, *a], capture_output=True, text=True, timeout=120)
+aq = s3lib.Cli(AQ, timeout=120)
 
 
 def files(pool):

@@ -35,8 +35,7 @@ check = s3lib.Checks()
 creds = s3lib.write_credentials(os.path.join(tmp, "creds"))
 
 
-def aq(*args, timeout=60, env=None):
-    return subprocess.run([AQ, *args], capture_output=True, text=True, timeout=timeout, env=env)
+aq = s3lib.Cli(AQ, timeout=60)
 
 
 def peer_subject(port, ca):
