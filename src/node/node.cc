@@ -687,7 +687,7 @@ void Node::TierLoop() {
   // Records access times every few seconds. On a single node, also runs a
   // mover pass when one is due or asked for (`aquifer tier run` writes the
   // request setting; the report answers it), checking once a second.
-  auto seconds = [] { return Clock::Real().Now(); };
+  auto seconds = [this] { return clock().Now(); };
   double last = seconds(), flushed = last;
   std::string answered;
   if (mover_) {
@@ -738,7 +738,7 @@ void Node::TierLoop() {
 // Every so often (a quarter of the shortest limit, between 0.5 and 60 s):
 // abort the multipart uploads past their age limit, and count the rest.
 void Node::SweepUploads() {
-  const double now = Clock::Real().Now();
+  const double now = clock().Now();
   double every = std::min(60.0, o_.lifecycle_day_s / 4);
   if (o_.upload_expiry_s > 0) every = std::min(every, o_.upload_expiry_s / 4);
   if (uploads_swept_at_ > 0 && now - uploads_swept_at_ < std::max(0.5, every)) return;
@@ -746,7 +746,7 @@ void Node::SweepUploads() {
   store::UploadExpiryOptions uo;
   uo.max_age_s = o_.upload_expiry_s;
   uo.day_s = o_.lifecycle_day_s;
-  const int64_t now_ns = Clock::Real().WallNanos();
+  const int64_t now_ns = clock().WallNanos();
   auto sweep = store::ExpireUploads(*objects_, uo, now_ns);
   if (!sweep.ok()) {
     log::warn("uploads: the sweep for abandoned multipart uploads failed: {}", sweep.status().message());
@@ -795,6 +795,7 @@ Status Node::StartScrubber() {
   so.busy = Busy();
   so.bytes_per_second = o_.scrub_bytes_per_second;
   so.interval_s = o_.scrub_interval_s;
+  so.clock = &clock();
   scrubber_ = std::make_unique<store::Scrubber>(*blocks_, std::move(expected), std::move(repair), so);
   scrubber_->Start();
   return Status::Ok();

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "common/status.h"
 #include "http/tls.h"
@@ -137,6 +138,10 @@ struct NodeOptions {
   // and checked at this rate (0: off), a pass every scrub_interval_s.
   double scrub_bytes_per_second = 50e6;
   double scrub_interval_s = 86400;
+  // The time the node's own timers run on: upload expiry, the scrubber's
+  // passes, tiering passes and access-time flushes (null: the process's
+  // clock). Tests pass a ManualClock and move through days at once.
+  Clock* clock = nullptr;
   std::string node_id;  // default: generated once, kept in data_dir/node-id
 
   // What is wrong with the options, in words that name no command-line flag.
@@ -174,6 +179,7 @@ class Node {
   std::string Summary() const;
 
  private:
+  Clock& clock() const { return o_.clock != nullptr ? *o_.clock : Clock::Real(); }
   Node();
   Status StartImpl();
   Status JoinCluster();

@@ -14,8 +14,10 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "client/s3_file_system.h"
 #include "cluster/membership.h"
@@ -458,6 +460,58 @@ TEST(NodeTest, LargeWritesStreamTheirPartsAndSeekBackWritesAreSentAgain) {
   for (const auto& e : fs::directory_iterator(tmp ? tmp : "/tmp")) {
     EXPECT_EQ(e.path().filename().string().rfind("aquifer-put-", 0), std::string::npos) << e.path();
   }
+}
+
+// Polls `done` for up to `seconds` of real time (the node's threads run
+// meanwhile); whether it came true.
+bool Eventually(const std::function<bool()>& done, double seconds = 10) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return done();
+}
+
+// The node's timers run on its clock: with a ManualClock, an abandoned
+// multipart upload is aborted when the clock passes its expiry and the
+// scrubber's passes come a day apart on that clock, in a second of a test.
+// Nothing happens while the clock stands still.
+TEST(NodeTest, TimersRunOnTheNodesClock) {
+  TempDir dir;
+  ManualClock clock(1000, Clock::Real().WallNanos());
+  NodeOptions o = Options(dir, "n");
+  o.clock = &clock;
+  o.upload_expiry_s = 3600;
+  o.scrub_interval_s = 86400;
+  auto node = Node::Start(o);
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  Node& n = **node;
+  auto fs = Client();
+  const std::string base = "aquifer://" + n.address() + "/data";
+  ASSERT_TRUE(fs->MakeDirs(base).ok());
+  ASSERT_TRUE(Write(*fs, base + "/kept", Bytes(600'000, 3)).ok());
+  auto upload = n.objects().CreateUpload("data", "abandoned");
+  ASSERT_TRUE(upload.ok()) << upload.status().ToString();
+  auto upload_alive = [&] { return n.objects().GetUpload(upload->id, "data", "abandoned").ok(); };
+  auto passes = [&] { return n.scrubber()->Stats().passes; };
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // real time only
+  EXPECT_EQ(passes(), 0u) << "the first pass is due 5 s after the start, on the node's clock";
+  EXPECT_TRUE(upload_alive());
+
+  clock.Advance(6);
+  EXPECT_TRUE(Eventually([&] { return passes() == 1; })) << passes();
+  EXPECT_TRUE(upload_alive()) << "an hour has not passed";
+
+  clock.Advance(2 * 3600);
+  EXPECT_TRUE(Eventually([&] { return !upload_alive(); })) << "the upload outlived its expiry";
+  EXPECT_EQ(passes(), 1u) << "the next pass is a day after the first";
+
+  clock.Advance(86400);
+  EXPECT_TRUE(Eventually([&] { return passes() == 2; })) << passes();
+  EXPECT_EQ(ReadWhole(*fs, base + "/kept", 1 << 20), Bytes(600'000, 3));
+  EXPECT_EQ(n.scrubber()->Stats().corrupt, 0u);
 }
 
 TEST(NodeTest, StopsCleanlyAndRestartsWithItsData) {

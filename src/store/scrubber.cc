@@ -12,12 +12,6 @@
 #include "store/stager.h"
 
 namespace aq::store {
-namespace {
-
-double Seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-}  // namespace
-
 void PiecesHeldBy(const ObjectMeta& o, const std::string& self, std::vector<ExpectedPiece>* out) {
   const std::string object = o.bucket + "/" + o.key;
   for (const auto& b : o.blocks) {
@@ -34,7 +28,11 @@ void PiecesHeldBy(const ObjectMeta& o, const std::string& self, std::vector<Expe
 }
 
 Scrubber::Scrubber(BlockStore& store, ListExpected expected, Repair repair, ScrubOptions options)
-    : store_(store), expected_(std::move(expected)), repair_(std::move(repair)), o_(options) {
+    : store_(store),
+      clock_(options.clock != nullptr ? *options.clock : Clock::Real()),
+      expected_(std::move(expected)),
+      repair_(std::move(repair)),
+      o_(std::move(options)) {
   MutexLock lock(mu_);
   stats_.enabled = o_.bytes_per_second > 0;
 }
@@ -55,17 +53,28 @@ void Scrubber::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+bool Scrubber::WaitFor(double seconds, const std::atomic<bool>* stop) {
+  auto stopped = [&] { return stop != nullptr && stop->load(); };
+  if (&clock_ == &Clock::Real()) {
+    std::unique_lock<std::mutex> lock(wake_mu_);
+    wake_.wait_for(lock, std::chrono::duration<double>(std::max(0.0, seconds)), stopped);
+    return !stopped();
+  }
+  // Another clock moves when its owner moves it: look again every 20 ms.
+  const double until = clock_.Now() + seconds;
+  while (!stopped() && clock_.Now() < until) {
+    std::unique_lock<std::mutex> lock(wake_mu_);
+    wake_.wait_for(lock, std::chrono::milliseconds(20), stopped);
+  }
+  return !stopped();
+}
+
 void Scrubber::Loop() {
   // The first pass waits a little: a node that just started has other work.
-  double next = Seconds() + std::min(o_.interval_s, 5.0);
+  double next = clock_.Now() + std::min(o_.interval_s, 5.0);
   while (!stop_) {
-    {
-      std::unique_lock<std::mutex> lock(wake_mu_);
-      wake_.wait_for(lock, std::chrono::duration<double>(std::max(0.0, next - Seconds())),
-                     [&] { return stop_.load(); });
-    }
-    if (stop_) return;
-    const double started = Seconds();
+    if (!WaitFor(next - clock_.Now(), &stop_)) return;
+    const double started = clock_.Now();
     auto r = RunPass(&stop_);
     if (!r.ok()) log::warn("scrub: the pass stopped: {}", r.status().message());
     next = started + o_.interval_s;
@@ -74,7 +83,7 @@ void Scrubber::Loop() {
 
 Result<std::vector<ScrubFinding>> Scrubber::RunPass(const std::atomic<bool>* stop) {
   std::lock_guard<std::mutex> one(pass_mu_);
-  const double t0 = Seconds();
+  const double t0 = clock_.Now();
   auto expected = AQ_TRY(expected_());
   {
     MutexLock lock(mu_);
@@ -83,7 +92,7 @@ Result<std::vector<ScrubFinding>> Scrubber::RunPass(const std::atomic<bool>* sto
     stats_.pieces_done_in_pass = 0;
   }
   std::vector<std::pair<ExpectedPiece, std::string>> bad;  // piece, problem
-  RateLimiter pace(o_.bytes_per_second);                   // the pass never reads faster than its budget
+  RateLimiter pace(o_.bytes_per_second, 0.05, clock_);     // the pass never reads faster than its budget
   for (const auto& e : expected) {
     if (stop != nullptr && stop->load()) break;
     Status s = store_.Read(e.piece, 0, 0).status();  // reads and checks the whole piece
@@ -104,9 +113,10 @@ Result<std::vector<ScrubFinding>> Scrubber::RunPass(const std::atomic<bool>* sto
     } else if (!s.ok()) {
       log::warn("scrub: {} of {}: {}", e.piece.id, e.object, s.message());
     }
-    if (wait > 0) {
-      std::unique_lock<std::mutex> lock(wake_mu_);
-      wake_.wait_for(lock, std::chrono::duration<double>(wait), [&] { return stop != nullptr && stop->load(); });
+    if (wait > 0 && &clock_ != &Clock::Real()) {
+      clock_.SleepFor(wait);  // a test's clock: the pacing moves it
+    } else if (wait > 0) {
+      WaitFor(wait, stop);
     }
   }
   // Only what the metadata still names is damage: an object deleted or
@@ -132,7 +142,7 @@ Result<std::vector<ScrubFinding>> Scrubber::RunPass(const std::atomic<bool>* sto
 ScrubStats Scrubber::Stats() const {
   MutexLock lock(mu_);
   ScrubStats s = stats_;
-  s.last_pass_ended_s_ago = last_end_ < 0 ? -1 : Seconds() - last_end_;
+  s.last_pass_ended_s_ago = last_end_ < 0 ? -1 : clock_.Now() - last_end_;
   return s;
 }
 
@@ -178,8 +188,8 @@ void Scrubber::Record(const std::vector<ScrubFinding>& findings, double t0) {
   MutexLock lock(mu_);
   stats_.running = false;
   ++stats_.passes;
-  stats_.last_pass_seconds = Seconds() - t0;
-  last_end_ = Seconds();
+  stats_.last_pass_seconds = clock_.Now() - t0;
+  last_end_ = clock_.Now();
   stats_.unrepaired = 0;
   stats_.objects_at_risk.clear();
   stats_.last_findings.clear();

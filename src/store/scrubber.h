@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "common/status.h"
 #include "store/block_store.h"
@@ -38,6 +39,10 @@ struct ScrubOptions {
   // True while foreground reads need the disks (readers' plans being
   // staged): the pass then charges kYieldFactor times its bytes.
   std::function<bool()> busy;
+  // The time passes are due by and paced on (null: the process's clock).
+  // With a ManualClock a test moves a pass closer; the pass's pacing then
+  // advances that clock instead of waiting.
+  Clock* clock = nullptr;
 };
 
 // A piece this node should hold, with what it belongs to.
@@ -94,7 +99,10 @@ class Scrubber {
   ScrubFinding Rebuild(const ExpectedPiece& e, const std::string& problem);
   void Record(const std::vector<ScrubFinding>& findings, double t0);
   void Loop();
+  // Waits `seconds` on the clock, or until stop; false if stopped.
+  bool WaitFor(double seconds, const std::atomic<bool>* stop);
   BlockStore& store_;
+  Clock& clock_;
   ListExpected expected_;
   Repair repair_;
   const ScrubOptions o_;
