@@ -189,6 +189,47 @@ nlohmann::json OpJson(const std::vector<Run>& runs, double total_bytes, double b
           {"runs", list}};
 }
 
+// Bytes each rank saves, and how they were chosen: --size, or the model's
+// checkpoint times --scale split over the ranks.
+Result<std::pair<uint64_t, std::string>> BytesPerRank(const CheckpointFlags& f) {
+  uint64_t bytes = 0;
+  std::string note;
+  if (!f.size.empty()) {
+    auto b = units::ParseBytes(f.size);
+    if (!b.ok() || *b == 0) return InvalidArgument(fmt::format("--size '{}': a positive size", f.size));
+    bytes = *b;
+    note = fmt::format("{} per rank (--size)", units::Bytes(static_cast<double>(bytes)));
+  } else {
+    const double model = f.model == "70b" ? kLlama70b : kLlama8b;
+    const double scale = f.scale > 0 ? f.scale : static_cast<double>(1ull << 30) / model;  // 1 GiB in all
+    bytes = static_cast<uint64_t>(model * scale / f.ranks);
+    note = fmt::format("Llama-3 {} checkpoint ({}) x {:.6f} over {} ranks", f.model == "70b" ? "70B" : "8B",
+                       units::Bytes(model), scale, f.ranks);
+  }
+  if (bytes == 0) return InvalidArgument("checkpoint bench: 0 bytes per rank; raise --scale or --size");
+  return std::make_pair(bytes, note);
+}
+
+// Each target's saves and restores, and each against the local disk (the
+// first target); *dropped: whether every restore started with the page
+// cache dropped.
+nlohmann::json CompareTargets(const std::vector<TargetResult>& results, uint64_t bytes, uint32_t ranks, bool* dropped) {
+  const double total = static_cast<double>(bytes) * ranks, per = static_cast<double>(bytes);
+  const double base_save = OpJson(results[0].save, total, per)["median_total_mb_per_second"].get<double>();
+  const double base_restore = OpJson(results[0].restore, total, per)["median_total_mb_per_second"].get<double>();
+  nlohmann::json targets = nlohmann::json::object();
+  for (const auto& t : results) {
+    nlohmann::json s = OpJson(t.save, total, per);
+    nlohmann::json r = OpJson(t.restore, total, per);
+    for (const auto& one : t.restore) *dropped = *dropped && one.caches_dropped;
+    const double sv = s["median_total_mb_per_second"].get<double>() / base_save;
+    const double rv = r["median_total_mb_per_second"].get<double>() / base_restore;
+    targets[t.name] = {
+        {"save", std::move(s)}, {"restore", std::move(r)}, {"save_vs_local", sv}, {"restore_vs_local", rv}};
+  }
+  return targets;
+}
+
 void Execute(Globals& g, CheckpointFlags& f) {
   if (!f.worker_op.empty()) {
     g.exit_code = RunWorker(g, f);
@@ -196,21 +237,9 @@ void Execute(Globals& g, CheckpointFlags& f) {
   }
   if (f.ranks < 1 || f.ranks > 256) return Fail(g, InvalidArgument("--ranks must be 1 to 256"));
   if (f.saves < 1) return Fail(g, InvalidArgument("--saves must be at least 1"));
-  uint64_t bytes = 0;
-  std::string scale_note;
-  if (!f.size.empty()) {
-    auto b = units::ParseBytes(f.size);
-    if (!b.ok() || *b == 0) return Fail(g, InvalidArgument(fmt::format("--size '{}': a positive size", f.size)));
-    bytes = *b;
-    scale_note = fmt::format("{} per rank (--size)", units::Bytes(static_cast<double>(bytes)));
-  } else {
-    const double model = f.model == "70b" ? kLlama70b : kLlama8b;
-    const double scale = f.scale > 0 ? f.scale : static_cast<double>(1ull << 30) / model;  // 1 GiB in all
-    bytes = static_cast<uint64_t>(model * scale / f.ranks);
-    scale_note = fmt::format("Llama-3 {} checkpoint ({}) x {:.6f} over {} ranks", f.model == "70b" ? "70B" : "8B",
-                             units::Bytes(model), scale, f.ranks);
-  }
-  if (bytes == 0) return Fail(g, InvalidArgument("checkpoint bench: 0 bytes per rank; raise --scale or --size"));
+  auto sized = BytesPerRank(f);
+  if (!sized.ok()) return Fail(g, sized.status());
+  const auto& [bytes, scale_note] = *sized;
   if (!f.url.empty() && !s3::IsStoreUrl(f.url)) {
     return Fail(g, InvalidArgument(fmt::format("--url '{}': an aquifer://HOST:PORT/BUCKET[/PREFIX] URL", f.url)));
   }
@@ -236,22 +265,8 @@ void Execute(Globals& g, CheckpointFlags& f) {
   if (!f.mount.empty()) {
     if (Status s = run("mount", "mount", fmt::format("{}/{}", f.mount, tag)); !s.ok()) return Fail(g, s);
   }
-  const double total = static_cast<double>(bytes) * f.ranks;
-  nlohmann::json targets = nlohmann::json::object();
-  const nlohmann::json base_save = OpJson(results[0].save, total, static_cast<double>(bytes));
-  const nlohmann::json base_restore = OpJson(results[0].restore, total, static_cast<double>(bytes));
   bool dropped = true;
-  for (const auto& t : results) {
-    nlohmann::json s = OpJson(t.save, total, static_cast<double>(bytes));
-    nlohmann::json r = OpJson(t.restore, total, static_cast<double>(bytes));
-    for (const auto& one : t.restore) dropped = dropped && one.caches_dropped;
-    const double sv =
-        s["median_total_mb_per_second"].get<double>() / base_save["median_total_mb_per_second"].get<double>();
-    const double rv =
-        r["median_total_mb_per_second"].get<double>() / base_restore["median_total_mb_per_second"].get<double>();
-    targets[t.name] = {
-        {"save", std::move(s)}, {"restore", std::move(r)}, {"save_vs_local", sv}, {"restore_vs_local", rv}};
-  }
+  const nlohmann::json targets = CompareTargets(results, bytes, f.ranks, &dropped);
   const std::vector<std::string> semantics = {
       "local disk: write, fsync, close, rename into place, fsync of the folder",
       "aquifer://: the parallel multipart writer; done when its close returns (the node acknowledged the whole file)",

@@ -93,6 +93,53 @@ void AddSynth(CLI::App* group, Globals& g) {
   });
 }
 
+// pack's report: what was packed, converted, left out and warned about.
+void PrintPackResult(const dataset::PackReport& r, const dataset::PackOptions& o) {
+  std::printf("pack: %llu of %llu images, %llu classes -> %zu %s file(s) in %s\n",
+              static_cast<unsigned long long>(r.images), static_cast<unsigned long long>(r.found),
+              static_cast<unsigned long long>(r.classes), r.files.size(),
+              std::string(dataset::FormatName(r.format)).c_str(), r.out.c_str());
+  std::printf("  bytes      %s in, %s out\n", units::Bytes(static_cast<double>(r.bytes_in)).c_str(),
+              units::Bytes(static_cast<double>(r.bytes_out)).c_str());
+  std::printf("  time       %s (%s)\n", units::Duration(r.seconds).c_str(),
+              units::Rate(static_cast<double>(r.bytes_in) / r.seconds).c_str());
+  if (!r.converted.empty()) {
+    std::printf("  converted  %zu to JPEG (quality 100, 4:4:4)\n", r.converted.size());
+    for (size_t i = 0; i < r.converted.size() && i < 20; ++i) {
+      const auto& c = r.converted[i];
+      std::printf("    %s: %s, %s -> %s\n", c.file.c_str(), c.from.c_str(),
+                  units::Bytes(static_cast<double>(c.bytes_in)).c_str(),
+                  units::Bytes(static_cast<double>(c.bytes_out)).c_str());
+    }
+    if (r.converted.size() > 20) std::printf("    ... and %zu more (--json lists all)\n", r.converted.size() - 20);
+  }
+  PrintSkipped(r.skipped, true, "left out");
+  if (r.reencoded + r.raw > 0) {
+    std::printf("  form       %llu re-encoded (quality %d), %llu raw; longer side at most %s\n",
+                static_cast<unsigned long long>(r.reencoded), o.quality, static_cast<unsigned long long>(r.raw),
+                o.max_side > 0 ? std::to_string(o.max_side).c_str() : "as stored");
+  }
+  if (!r.warnings.empty()) {
+    std::printf("  warnings   %zu image(s) packed whole despite a decoder warning\n", r.warnings.size());
+    for (size_t i = 0; i < r.warnings.size() && i < 10; ++i) {
+      std::printf("    %s: %s\n", r.warnings[i].path.c_str(), r.warnings[i].reason.c_str());
+    }
+    if (r.warnings.size() > 10) std::printf("    ... and %zu more (--json lists all)\n", r.warnings.size() - 10);
+  }
+  if (!r.ignored.empty()) {
+    std::printf("  ignored    %zu file(s) not taken as images\n", r.ignored.size());
+    for (size_t i = 0; i < r.ignored.size() && i < 10; ++i) {
+      std::printf("    %s: %s\n", r.ignored[i].path.c_str(), r.ignored[i].reason.c_str());
+    }
+    if (r.ignored.size() > 10) std::printf("    ... and %zu more (--json lists all)\n", r.ignored.size() - 10);
+  }
+  for (const auto& c : r.empty_classes)
+    std::printf("  empty      class '%s' kept its label with no image\n", c.c_str());
+  std::printf("  manifest   %s (%s)\n", r.manifest.c_str(),
+              o.decode_check || o.form != dataset::ImageForm::kJpeg ? "every image verified"
+                                                                    : "images not decoded: unverified");
+}
+
 void AddPack(CLI::App* group, Globals& g) {
   auto* o = g.Own<dataset::PackOptions>();
   auto* cmd = group->add_subcommand(
@@ -151,49 +198,7 @@ void AddPack(CLI::App* group, Globals& g) {
       return Fail(g, OnErrorHint(OverwriteHint(r.status()), o->policy, "pack the other images and list this one"));
     }
     if (g.json) return PrintJson(dataset::ToJson(*r));
-    std::printf("pack: %llu of %llu images, %llu classes -> %zu %s file(s) in %s\n",
-                static_cast<unsigned long long>(r->images), static_cast<unsigned long long>(r->found),
-                static_cast<unsigned long long>(r->classes), r->files.size(),
-                std::string(dataset::FormatName(r->format)).c_str(), r->out.c_str());
-    std::printf("  bytes      %s in, %s out\n", units::Bytes(static_cast<double>(r->bytes_in)).c_str(),
-                units::Bytes(static_cast<double>(r->bytes_out)).c_str());
-    std::printf("  time       %s (%s)\n", units::Duration(r->seconds).c_str(),
-                units::Rate(static_cast<double>(r->bytes_in) / r->seconds).c_str());
-    if (!r->converted.empty()) {
-      std::printf("  converted  %zu to JPEG (quality 100, 4:4:4)\n", r->converted.size());
-      for (size_t i = 0; i < r->converted.size() && i < 20; ++i) {
-        const auto& c = r->converted[i];
-        std::printf("    %s: %s, %s -> %s\n", c.file.c_str(), c.from.c_str(),
-                    units::Bytes(static_cast<double>(c.bytes_in)).c_str(),
-                    units::Bytes(static_cast<double>(c.bytes_out)).c_str());
-      }
-      if (r->converted.size() > 20) std::printf("    ... and %zu more (--json lists all)\n", r->converted.size() - 20);
-    }
-    PrintSkipped(r->skipped, true, "left out");
-    if (r->reencoded + r->raw > 0) {
-      std::printf("  form       %llu re-encoded (quality %d), %llu raw; longer side at most %s\n",
-                  static_cast<unsigned long long>(r->reencoded), o->quality, static_cast<unsigned long long>(r->raw),
-                  o->max_side > 0 ? std::to_string(o->max_side).c_str() : "as stored");
-    }
-    if (!r->warnings.empty()) {
-      std::printf("  warnings   %zu image(s) packed whole despite a decoder warning\n", r->warnings.size());
-      for (size_t i = 0; i < r->warnings.size() && i < 10; ++i) {
-        std::printf("    %s: %s\n", r->warnings[i].path.c_str(), r->warnings[i].reason.c_str());
-      }
-      if (r->warnings.size() > 10) std::printf("    ... and %zu more (--json lists all)\n", r->warnings.size() - 10);
-    }
-    if (!r->ignored.empty()) {
-      std::printf("  ignored    %zu file(s) not taken as images\n", r->ignored.size());
-      for (size_t i = 0; i < r->ignored.size() && i < 10; ++i) {
-        std::printf("    %s: %s\n", r->ignored[i].path.c_str(), r->ignored[i].reason.c_str());
-      }
-      if (r->ignored.size() > 10) std::printf("    ... and %zu more (--json lists all)\n", r->ignored.size() - 10);
-    }
-    for (const auto& c : r->empty_classes)
-      std::printf("  empty      class '%s' kept its label with no image\n", c.c_str());
-    std::printf("  manifest   %s (%s)\n", r->manifest.c_str(),
-                o->decode_check || o->form != dataset::ImageForm::kJpeg ? "every image verified"
-                                                                        : "images not decoded: unverified");
+    PrintPackResult(*r, *o);
   });
 }
 
