@@ -59,6 +59,9 @@ def parse_args(argv=None):
     ap.add_argument("--memory-limit", default="2GiB",
                     help="what each aquifer.Loader's pipeline may hold (batch buffers, records in flight, decode "
                          "scratch): its estimate is checked against this at the start (e.g. 4GiB for large photos)")
+    ap.add_argument("--decode", choices=["cpu", "gpu"], default="cpu",
+                    help="--loader aquifer on CUDA: gpu decodes each batch's JPEGs with nvJPEG (torchvision's "
+                         "decode_jpeg) after the pipeline has read, checked and cropped them")
     ap.add_argument("--loader", choices=["aquifer", "torchvision"], default="aquifer")
     ap.add_argument("--workers", type=int, default=2, help="--loader torchvision: DataLoader worker processes")
     ap.add_argument("--seed", type=int, default=1)
@@ -95,12 +98,14 @@ def aquifer_loaders(args, device, world):
     import aquifer
     threads = args.threads or max(1, (os.cpu_count() or 1) // max(1, torch.cuda.device_count() or world))
     train = aquifer.Loader(args.train, batch_size=args.batch_size, image_size=args.image_size, seed=args.seed,
-                           threads=threads, device=device, memory_limit=args.memory_limit)
+                           threads=threads, device=device, memory_limit=args.memory_limit,
+                           decode=args.decode if str(device).startswith("cuda") else "cpu")
     val = None
     if args.val:
         val = aquifer.Loader(args.val, batch_size=args.batch_size, image_size=args.image_size, training=False,
                              eval_resize=round(args.image_size * 256 / 224), shuffle=False, remainder="pad",
-                             threads=threads, device=device, ids=True, memory_limit=args.memory_limit)
+                             threads=threads, device=device, ids=True, memory_limit=args.memory_limit,
+                             decode=args.decode if str(device).startswith("cuda") else "cpu")
     return train, val
 
 
