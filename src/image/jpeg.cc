@@ -62,8 +62,9 @@ Result<std::string> EncodeJpeg(const Image& img, EncodeOptions opt) {
   unsigned long size = 0;
   int pf = img.channels == 1 ? TJPF_GRAY : TJPF_RGB;
   int samp = img.channels == 1 ? TJSAMP_GRAY : (opt.subsample_420 ? TJSAMP_420 : TJSAMP_444);
-  if (tjCompress2(handle.get(), img.pixels.data(), img.width, 0, img.height, pf, &buf, &size, samp, opt.quality, 0) !=
-      0) {
+  const int flags = opt.progressive ? TJFLAG_PROGRESSIVE : 0;
+  if (tjCompress2(handle.get(), img.pixels.data(), img.width, 0, img.height, pf, &buf, &size, samp, opt.quality,
+                  flags) != 0) {
     if (buf != nullptr) tjFree(buf);
     Status st = Internal(fmt::format("JPEG encode failed: {}", tjGetErrorStr2(handle.get())));
     handle.reset(tjInitCompress());
@@ -71,6 +72,10 @@ Result<std::string> EncodeJpeg(const Image& img, EncodeOptions opt) {
   }
   std::string out(reinterpret_cast<const char*>(buf), size);
   tjFree(buf);
+  // TurboJPEG keeps the progressive scan script in the handle: the next
+  // sequential encode with it comes out with bad Huffman codes (libjpeg-
+  // turbo 2.1). A progressive encode leaves a fresh handle behind.
+  if (opt.progressive) handle.reset(tjInitCompress());
   return out;
 }
 

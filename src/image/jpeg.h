@@ -50,6 +50,7 @@ Status CheckJpeg(std::string_view data, std::string* notice = nullptr);
 struct EncodeOptions {
   int quality = 90;           // 1..100
   bool subsample_420 = true;  // 4:2:0 chroma; false = 4:4:4
+  bool progressive = false;   // libjpeg's simple progression instead of one sequential scan
 };
 Result<std::string> EncodeJpeg(const Image& image, EncodeOptions options = {});
 

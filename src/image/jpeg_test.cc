@@ -244,6 +244,20 @@ TEST(Jpeg, EveryDamagedFileIsNamedForWhatItIs) {
   EXPECT_EQ(code(ReadJpegInfo(PatchFrame(good, -1, 0, 0)).status()), StatusCode::kCorruption);
 }
 
+TEST(Jpeg, EncodesProgressiveOnRequest) {
+  EncodeOptions o;
+  o.progressive = true;
+  auto progressive = EncodeJpeg(TestPhoto(), o);
+  auto sequential = EncodeJpeg(TestPhoto());
+  ASSERT_TRUE(progressive.ok() && sequential.ok());
+  EXPECT_TRUE(ReadJpegInfo(*progressive)->progressive);
+  EXPECT_FALSE(ReadJpegInfo(*sequential)->progressive);
+  auto a = DecodeJpeg(*progressive), b = DecodeJpeg(*sequential);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(a->pixels, b->pixels) << "the same coefficients, sent in several scans";
+}
+
 TEST(Jpeg, HeaderWithoutScanDataIsCutShort) {
   for (bool progressive : {false, true}) {
     LibjpegOptions o;

@@ -1,7 +1,6 @@
 #include "pipeline/pipeline.h"
 
 #include <gtest/gtest.h>
-#include <jpeglib.h>
 
 #include <cstring>
 #include <map>
@@ -667,33 +666,6 @@ TEST_F(PipelineTest, TheMemoryBoundCountsWhatThePipelineHolds) {
       << b.payload_pool_bytes;
 }
 
-// A progressive JPEG of img (libjpeg's simple progression).
-std::string EncodeProgressive(const image::Image& img) {
-  jpeg_compress_struct c{};
-  jpeg_error_mgr err{};
-  c.err = jpeg_std_error(&err);
-  jpeg_create_compress(&c);
-  unsigned char* buf = nullptr;
-  unsigned long size = 0;  // NOLINT(runtime/int): libjpeg's type
-  jpeg_mem_dest(&c, &buf, &size);
-  c.image_width = static_cast<JDIMENSION>(img.width);
-  c.image_height = static_cast<JDIMENSION>(img.height);
-  c.input_components = 3;
-  c.in_color_space = JCS_RGB;
-  jpeg_set_defaults(&c);
-  jpeg_simple_progression(&c);
-  jpeg_start_compress(&c, TRUE);
-  for (int y = 0; y < img.height; ++y) {
-    JSAMPROW row = const_cast<uint8_t*>(img.row(y));
-    jpeg_write_scanlines(&c, &row, 1);
-  }
-  jpeg_finish_compress(&c);
-  jpeg_destroy_compress(&c);
-  std::string out(reinterpret_cast<char*>(buf), size);
-  free(buf);  // NOLINT: allocated by libjpeg
-  return out;
-}
-
 // One pass of a pipeline, batch by batch: each sample's crop, flip, label,
 // pixels and (encoded_images) its delivered JPEG, or "" where it has none.
 struct Delivered {
@@ -735,7 +707,9 @@ TEST_F(PipelineTest, EncodedImagesKeepTheCropsFlipsAndDamageChecks) {
   auto fs = io::NewMemFileSystem();
   const std::string jpeg = *io::ReadFileToString(*fs_, "/raw/n01000000/n01000000_0.JPEG");
   const image::Image photo = *image::DecodeJpeg(jpeg);
-  const std::string progressive = EncodeProgressive(photo);
+  image::EncodeOptions prog;
+  prog.progressive = true;
+  const std::string progressive = *image::EncodeJpeg(photo, prog);
   const std::string png = TinyPng();
   std::string damaged = jpeg;  // scrambled just before the end marker
   for (size_t i = damaged.size() - 200; i < damaged.size() - 100; ++i) {
