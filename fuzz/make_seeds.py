@@ -2,6 +2,7 @@
 """Writes small seed inputs for the fuzz targets (valid records of every
 format, built with the independent implementations in tests/compat/spec.py).
 usage: make_seeds.py OUTDIR"""
+import crcmod.predefined
 import io
 import os
 import sys
@@ -199,3 +200,14 @@ for fmt_name, fmt in (("ustar", tarfile.USTAR_FORMAT), ("gnu", tarfile.GNU_FORMA
                 info.size = len(data)
                 t.addfile(info, _io.BytesIO(data))
     put("fuzz_tar", fmt_name, buf.getvalue())
+
+# Block files: byte 0 odd: the payload is data to encode (and flip a byte of);
+# even: the payload is a block file, here a plain one with good checksums.
+text = b"".join(b"line %d of a block that compresses\n" % i for i in range(40))
+put("fuzz_block_file", "lz4", bytes([1, 0, 40, 0, 4]) + text)
+put("fuzz_block_file", "zstd", bytes([1, 1, 7, 1, 128]) + text)
+put("fuzz_block_file", "noise", bytes([1, 3, 0, 0, 0]) + bytes((i * 7919) % 251 for i in range(6000)))
+crc = crcmod.predefined.mkCrcFun("crc-32c")
+body = b"plain block bytes"
+head = b"AQBLK001" + len(body).to_bytes(8, "little") + crc(body).to_bytes(4, "little")
+put("fuzz_block_file", "plain", bytes([0, 0, 0, 0, 0]) + head + crc(head).to_bytes(4, "little") + body)

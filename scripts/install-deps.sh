@@ -26,6 +26,8 @@ PACKAGES=(
   libfuse3-dev fuse3
   # the storage node's metadata and ETags; HTTP parsing (Boost.Beast); checksums (zlib)
   libsqlite3-dev libssl-dev libexpat1-dev libboost-dev zlib1g-dev
+  # inline compression of blocks (a pool's compress= policy)
+  liblz4-dev libzstd-dev
   # erasure coding (Reed-Solomon kernels)
   libisal-dev
   # real S3 clients that test the node, used unmodified

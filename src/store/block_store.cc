@@ -21,9 +21,6 @@
 namespace aq::store {
 namespace {
 
-constexpr char kMagic[8] = {'A', 'Q', 'B', 'L', 'K', '0', '0', '1'};
-constexpr size_t kHeader = 24;
-
 // Aligned buffers for O_DIRECT reads, kept for the next read (a few, of
 // the largest size asked for) instead of freed: a fresh multi-MiB buffer
 // costs a page fault per 4 KiB on every block read.
@@ -77,23 +74,6 @@ class AlignedBuffers {
     }
   }
 };
-
-void Put64(char* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>(v >> (8 * i));
-}
-void Put32(char* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>(v >> (8 * i));
-}
-uint64_t Get64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
-uint32_t Get32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
 
 bool IsBlockId(std::string_view s) {
   if (s.size() != 32) return false;
@@ -151,7 +131,13 @@ std::string PoolForMedia(const std::vector<std::vector<PoolConfig>>& members, st
 
 Status PublishPools(MetaStore& meta, const std::vector<PoolConfig>& pools) {
   nlohmann::json a = nlohmann::json::array();
-  for (const auto& p : pools) a.push_back({{"name", p.name}, {"media", MediaName(p.media)}, {"path", p.path}});
+  for (const auto& p : pools) {
+    a.push_back({{"name", p.name},
+                 {"media", MediaName(p.media)},
+                 {"path", p.path},
+                 {"compress", p.compression.ToString()},
+                 {"min_saving", p.compression.min_saving}});
+  }
   return meta.PutSetting(kNodePoolsSetting, a.dump());
 }
 
@@ -170,6 +156,12 @@ Result<std::vector<PoolConfig>> PublishedPools(MetaStore& meta) {
     p.name = e["name"].get<std::string>();
     p.path = e.value("path", "");
     p.media = ParseMedia(e.value("media", "ssd")).value_or(Media::kSsd);
+    if (e.contains("compress") && e["compress"].is_string()) {
+      if (auto c = ParseCompression(e["compress"].get<std::string>()); c.ok()) p.compression = *c;
+    }
+    if (e.contains("min_saving") && e["min_saving"].is_number()) {
+      p.compression.min_saving = std::clamp(e["min_saving"].get<double>(), 0.0, 0.99);
+    }
     out.push_back(std::move(p));
   }
   return out;
@@ -211,9 +203,27 @@ Result<PoolConfig> ParsePool(std::string_view spec) {
         return InvalidArgument(fmt::format("pool '{}': spindles '{}' is not a count from 1 to 4096", spec, n));
       }
       p.spindles = static_cast<int>(v);
+    } else if (opt.rfind("compress=", 0) == 0) {
+      const double keep = p.compression.min_saving;
+      auto c = ParseCompression(opt.substr(9));
+      if (!c.ok()) return InvalidArgument(fmt::format("pool '{}': {}", spec, c.status().message()));
+      p.compression = *c;
+      p.compression.min_saving = keep;
+    } else if (opt.rfind("min-saving=", 0) == 0) {
+      std::string v(opt.substr(11));
+      if (!v.empty() && v.back() == '%') v.pop_back();
+      char* end = nullptr;
+      const double pct = std::strtod(v.c_str(), &end);
+      if (v.empty() || end != v.c_str() + v.size() || !(pct >= 0) || pct >= 100) {
+        return InvalidArgument(
+            fmt::format("pool '{}': min-saving '{}' is not a percentage from 0 to 99", spec, opt.substr(11)));
+      }
+      p.compression.min_saving = pct / 100;
     } else {
-      return InvalidArgument(fmt::format(
-          "pool '{}': unknown option '{}' (media=ssd|hdd, direct, latency=DURATION, spindles=N)", spec, opt));
+      return InvalidArgument(
+          fmt::format("pool '{}': unknown option '{}' (media=ssd|hdd, direct, latency=DURATION, spindles=N, "
+                      "compress=lz4|zstd[:LEVEL], min-saving=PERCENT)",
+                      spec, opt));
     }
   }
   if (p.spindles > 0 && p.read_latency_s <= 0) {
@@ -233,8 +243,12 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(io::FileSystem& fs, std::ve
 }
 
 BlockStore::BlockStore(io::FileSystem& fs, std::vector<PoolConfig> pools) : fs_(fs), pools_(std::move(pools)) {
+  MutexLock lock(usage_mu_);
+  MutexLock stats_lock(stats_mu_);
   for (const auto& p : pools_) {
     spindles_.push_back(p.spindles > 0 ? std::make_unique<std::counting_semaphore<>>(p.spindles) : nullptr);
+    logical_.emplace_back();
+    compression_.push_back(CompressionStats{p.name});
   }
 }
 
@@ -267,19 +281,29 @@ bool BlockStore::Has(const BlockRef& ref) const {
 Result<BlockRef> BlockStore::WriteWithId(const std::string& id, const std::string& pool_name, std::string_view data) {
   if (!IsBlockId(id)) return InvalidArgument(fmt::format("'{}' is not a block id", id));
   const PoolConfig* pool = AQ_TRY(Pool(pool_name));
+  const size_t index = static_cast<size_t>(pool - pools_.data());
   BlockRef ref{id, data.size(), crc32c::Value(data), pool->name};
   const std::string path = PathOf(ref);
   AQ_TRY(fs_.MakeDirs(std::string(io::DirName(path))));
-  char header[kHeader];
-  std::memcpy(header, kMagic, 8);
-  Put64(header + 8, data.size());
-  Put32(header + 16, ref.crc32c);
-  Put32(header + 20, crc32c::Value(std::string_view(header, 20)));
+  const auto t0 = std::chrono::steady_clock::now();
+  const EncodedBlock encoded = EncodeBlock(data, ref.crc32c, pool->compression);
+  if (pool->compression.enabled()) {
+    MutexLock lock(stats_mu_);
+    auto& c = compression_[index];
+    if (encoded.is_compressed()) {
+      ++c.compressed;
+      c.logical_in += data.size();
+      c.stored_out += encoded.compressed.size();
+    } else {
+      ++c.plain;
+    }
+    c.compress_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   const std::string tmp = path + ".tmp";
   Status st = [&]() -> Status {
     auto f = AQ_TRY(fs_.OpenWrite(tmp));
-    AQ_TRY(f->Append(std::string_view(header, kHeader)));
-    AQ_TRY(f->Append(data));
+    AQ_TRY(f->Append(encoded.header));
+    AQ_TRY(f->Append(encoded.is_compressed() ? std::string_view(encoded.compressed) : data));
     AQ_TRY(f->Sync());
     return f->Close();
   }();
@@ -288,6 +312,10 @@ Result<BlockRef> BlockStore::WriteWithId(const std::string& id, const std::strin
     return st;
   }
   AQ_TRY(fs_.Rename(tmp, path));
+  {
+    MutexLock lock(usage_mu_);
+    logical_[index][id] = KnownBlock{data.size(), encoded.is_compressed()};
+  }
   return ref;
 }
 
@@ -305,47 +333,61 @@ Result<std::string> BlockStore::Read(const BlockRef& ref, uint64_t offset, uint6
   auto corrupt = [&](const std::string& why) {
     return Status(StatusCode::kCorruption, fmt::format("block {} in pool '{}' ({}): {}", ref.id, ref.pool, path, why));
   };
+  auto damaged = [&](const Status& st) { return st.code() == StatusCode::kCorruption ? corrupt(st.message()) : st; };
   const uint64_t file_size = f->size();
-  if (file_size < kHeader) return corrupt(fmt::format("{} bytes, shorter than the header", file_size));
   // The header and the data, each read once into where it is checked; a
-  // whole-block read returns `whole` without another copy.
-  char header[kHeader];
-  std::string whole;
-  std::string_view data;
-  AlignedBuffers::Buffer aligned;
+  // whole plain block's read returns its buffer without another copy.
+  Result<std::string> block = Status::Ok();
+  BlockHeader h;
   if (pool->direct) {
     // O_DIRECT wants an aligned buffer and length: the file rounded up to
     // 4 KiB into a reused aligned buffer (the kernel stops at its end), so
     // that the page faults of a fresh buffer are not paid on every block.
     const size_t len = (file_size + 4095) & ~uint64_t{4095};
-    aligned = AlignedBuffers::Take(len);
+    AlignedBuffers::Buffer aligned = AlignedBuffers::Take(len);
     if (!aligned) return Status(StatusCode::kIoError, fmt::format("no memory for a {} byte read of {}", len, path));
     const size_t got = AQ_TRY(f->ReadAt(0, len, aligned.get()));
     if (got != file_size) return corrupt("shorter than when opened");
-    std::memcpy(header, aligned.get(), kHeader);
-    data = std::string_view(aligned.get() + kHeader, file_size - kHeader);
+    const std::string_view file(aligned.get(), file_size);
+    auto parsed = ParseBlockHeader(file.substr(0, kMaxBlockHeaderBytes));
+    if (!parsed.ok()) return damaged(parsed.status());
+    h = *parsed;
+    const auto t0 = std::chrono::steady_clock::now();
+    block = DecodeBlock(h, file.substr(h.header_bytes));
+    CountDecode(h, pool, t0);
   } else {
-    if (AQ_TRY(f->ReadAt(0, kHeader, header)) != kHeader) return corrupt("shorter than when opened");
-    whole.resize(file_size - kHeader);
-    if (AQ_TRY(f->ReadAt(kHeader, whole.size(), whole.data())) != whole.size()) {
+    char head[kMaxBlockHeaderBytes];
+    const size_t got = AQ_TRY(f->ReadAt(0, std::min<uint64_t>(file_size, sizeof head), head));
+    auto parsed = ParseBlockHeader(std::string_view(head, got));
+    if (!parsed.ok()) return damaged(parsed.status());
+    h = *parsed;
+    if (file_size < h.header_bytes) return corrupt("shorter than when opened");
+    std::string stored(file_size - h.header_bytes, '\0');
+    if (AQ_TRY(f->ReadAt(h.header_bytes, stored.size(), stored.data())) != stored.size()) {
       return corrupt("shorter than when opened");
     }
-    data = whole;
+    const auto t0 = std::chrono::steady_clock::now();
+    block = DecodeBlock(h, std::move(stored));
+    CountDecode(h, pool, t0);
   }
-  if (std::memcmp(header, kMagic, 8) != 0) return corrupt("bad magic");
-  if (Get32(header + 20) != crc32c::Value(std::string_view(header, 20))) return corrupt("header checksum mismatch");
-  const uint64_t size = Get64(header + 8);
-  if (size != data.size()) {
-    return corrupt(fmt::format("header says {} bytes, the file holds {}", size, data.size()));
-  }
+  if (!block.ok()) return damaged(block.status());
+  const uint64_t size = block->size();
   if (size != ref.size) return corrupt(fmt::format("{} bytes, the layout says {}", size, ref.size));
-  const uint32_t crc = crc32c::Value(data);
-  if (crc != Get32(header + 16) || crc != ref.crc32c) {
-    return corrupt(fmt::format("data checksum {:08x}, expected {:08x}", crc, ref.crc32c));
+  if (h.logical_crc != ref.crc32c) {
+    return corrupt(fmt::format("data checksum {:08x}, expected {:08x}", h.logical_crc, ref.crc32c));
   }
   if (offset > size) return InvalidArgument(fmt::format("offset {} past the block's {} bytes", offset, size));
-  if (!pool->direct && offset == 0 && n >= size) return whole;
-  return std::string(data.substr(offset, std::min<uint64_t>(n, size - offset)));
+  if (offset == 0 && n >= size) return block;
+  return std::string(std::string_view(*block).substr(offset, std::min<uint64_t>(n, size - offset)));
+}
+
+void BlockStore::CountDecode(const BlockHeader& h, const PoolConfig* pool, std::chrono::steady_clock::time_point t0) {
+  if (h.codec == Codec::kNone) return;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  MutexLock lock(stats_mu_);
+  auto& c = compression_[static_cast<size_t>(pool - pools_.data())];
+  ++c.decompressed;
+  c.decompress_seconds += s;
 }
 
 Status BlockStore::Remove(const BlockRef& ref) {
@@ -432,20 +474,70 @@ Result<std::vector<std::string>> BlockStore::List(const std::string& only_pool) 
 
 Result<std::vector<PoolUsage>> BlockStore::Usage() {
   std::vector<PoolUsage> out;
-  for (const auto& p : pools_) {
-    PoolUsage u{p.name, 0, 0};
+  for (size_t i = 0; i < pools_.size(); ++i) {
+    const auto& p = pools_[i];
+    PoolUsage u{p.name};
+    struct File {
+      std::string id;
+      uint64_t size;
+    };
+    std::vector<File> files;
     const std::string root = io::JoinPath(p.path, "blocks");
     for (const auto& dir : AQ_TRY(fs_.List(root))) {
       if (!dir.is_dir) continue;
       for (const auto& e : AQ_TRY(fs_.List(io::JoinPath(root, dir.name)))) {
-        if (e.is_dir || !IsBlockId(e.name)) continue;
-        ++u.blocks;
-        u.bytes += e.size;
+        if (!e.is_dir && IsBlockId(e.name)) files.push_back({e.name, e.size});
       }
+    }
+    // The logical size of a file seen before is known; a new one's header
+    // is read (outside the lock: a read may wait on the disk).
+    std::unordered_map<std::string, KnownBlock> known;
+    std::vector<size_t> unknown;
+    {
+      MutexLock lock(usage_mu_);
+      for (size_t k = 0; k < files.size(); ++k) {
+        auto it = logical_[i].find(files[k].id);
+        if (it == logical_[i].end()) {
+          unknown.push_back(k);
+        } else {
+          known.emplace(files[k].id, it->second);
+        }
+      }
+    }
+    for (size_t k : unknown) {
+      const std::string path = io::JoinPath(io::JoinPath(root, files[k].id.substr(0, 2)), files[k].id);
+      char head[kMaxBlockHeaderBytes];
+      auto f = fs_.OpenRead(path, io::AccessHint::kRandom);
+      if (!f.ok()) continue;  // removed since it was listed
+      auto got = (*f)->ReadAt(0, std::min<uint64_t>((*f)->size(), sizeof head), head);
+      auto h = got.ok() ? ParseBlockHeader(std::string_view(head, *got)) : Result<BlockHeader>(got.status());
+      // A damaged header counts as what the file holds; the scrubber
+      // reports the damage.
+      known.emplace(files[k].id,
+                    h.ok() ? KnownBlock{h->logical_size, h->codec != Codec::kNone} : KnownBlock{files[k].size, false});
+    }
+    for (const auto& file : files) {
+      auto it = known.find(file.id);
+      if (it == known.end()) continue;
+      ++u.blocks;
+      u.bytes += file.size;
+      u.logical_bytes += it->second.logical;
+      if (it->second.compressed) ++u.compressed_blocks;
+    }
+    {
+      // Blocks removed since are forgotten; one written while the pool was
+      // listed is too, and its header read next time.
+      MutexLock lock(usage_mu_);
+      logical_[i] = std::move(known);
     }
     out.push_back(u);
   }
   return out;
+}
+
+std::vector<CompressionStats> BlockStore::CompressionCounters() const {
+  MutexLock lock(stats_mu_);
+  return compression_;
 }
 
 }  // namespace aq::store

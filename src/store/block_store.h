@@ -4,9 +4,9 @@
 // checksum matches: a block corrupted on disk is an error naming the block,
 // pool and file, never silent bad bytes.
 //
-// On-disk block file:
-//   magic "AQBLK001" (8) | data size u64 LE | data CRC32C u32 LE |
-//   header CRC32C u32 LE (of the 20 bytes before it) | data
+// On-disk block file: a header, then the data, plain or compressed by the
+// pool's policy (block_format.h). Reads return the block's own bytes
+// whatever form its file has.
 //
 // Layout: <pool>/blocks/<first two hex digits of the id>/<id>. Temporary
 // files end in ".tmp"; CollectGarbage removes them and every block no
@@ -17,16 +17,20 @@
 // immutable and ids are random, so writers never share a file.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <semaphore>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "io/file_system.h"
+#include "store/block_format.h"
 #include "store/meta_store.h"
 
 namespace aq::store {
@@ -44,9 +48,13 @@ struct PoolConfig {
   // With a latency: at most this many reads wait it at once, the others
   // queue (a disk's heads serve one seek at a time; 0: no limit).
   int spindles = 0;
+  // Inline compression of the blocks written here (blocks that do not
+  // shrink by compression.min_saving are stored plain).
+  Compression compression;
 };
 
-// "NAME=PATH[,media=ssd|hdd][,direct][,latency=DURATION[,spindles=N]]" (DURATION: 8ms, 500us, 0.01s)
+// "NAME=PATH[,media=ssd|hdd][,direct][,latency=DURATION[,spindles=N]][,compress=lz4|zstd[:LEVEL]]
+// [,min-saving=PERCENT]" (DURATION: 8ms, 500us, 0.01s)
 Result<PoolConfig> ParsePool(std::string_view spec);
 
 // The one rule for which pool holds `media` ("ssd", "hdd"): the pool name
@@ -72,7 +80,23 @@ struct GcReport {
 
 struct PoolUsage {
   std::string name;
-  uint64_t blocks = 0, bytes = 0;
+  uint64_t blocks = 0;
+  uint64_t bytes = 0;          // physical: the block files' sizes on disk
+  uint64_t logical_bytes = 0;  // the blocks' own bytes (before compression)
+  uint64_t compressed_blocks = 0;
+  // bytes / logical_bytes (1 when empty): under 1 when compression saves.
+  double ratio() const {
+    return logical_bytes > 0 ? static_cast<double>(bytes) / static_cast<double>(logical_bytes) : 1.0;
+  }
+};
+
+// What a pool's compression did since the store opened.
+struct CompressionStats {
+  std::string pool;
+  uint64_t compressed = 0, plain = 0;       // blocks written each way under a compressing policy
+  uint64_t logical_in = 0, stored_out = 0;  // of the compressed ones
+  uint64_t decompressed = 0;                // blocks read back through the codec
+  double compress_seconds = 0, decompress_seconds = 0;
 };
 
 class BlockStore {
@@ -104,7 +128,11 @@ class BlockStore {
   // Removes temporaries and blocks whose ids are not in `referenced`.
   // REQUIRES: no write is in progress (run it before serving).
   Result<GcReport> CollectGarbage(const std::vector<std::string>& referenced);
+  // Per pool: blocks, physical and logical bytes. Reads the header of each
+  // block file it has not seen before (once per process), so the first
+  // call after a start costs one small read per block.
   Result<std::vector<PoolUsage>> Usage();
+  std::vector<CompressionStats> CompressionCounters() const;
   // The ids of every block in every pool (or in `only_pool`), sorted.
   Result<std::vector<std::string>> List(const std::string& only_pool = "");
 
@@ -116,9 +144,19 @@ class BlockStore {
  private:
   BlockStore(io::FileSystem& fs, std::vector<PoolConfig> pools);
   Result<const PoolConfig*> Pool(const std::string& name) const;
+  void CountDecode(const BlockHeader& h, const PoolConfig* pool, std::chrono::steady_clock::time_point t0);
   io::FileSystem& fs_;
   std::vector<PoolConfig> pools_;
   std::vector<std::unique_ptr<std::counting_semaphore<>>> spindles_;  // per pool, null: no limit
+  // What Usage knows of each block file it has seen, by pool and id.
+  struct KnownBlock {
+    uint64_t logical = 0;
+    bool compressed = false;
+  };
+  mutable Mutex usage_mu_;
+  std::vector<std::unordered_map<std::string, KnownBlock>> logical_ AQ_GUARDED_BY(usage_mu_);
+  mutable Mutex stats_mu_;
+  std::vector<CompressionStats> compression_ AQ_GUARDED_BY(stats_mu_);
 };
 
 // A new random block id (128 bits, 32 lowercase hex digits).

@@ -32,9 +32,13 @@ std::string Bytes(size_t n, uint32_t seed) {
 
 // One node's store over a fault-injecting file system; Restart() is a new
 // process on what survived.
+// compress: both pools compress (lz4, zstd) and blocks are large enough
+// to be compressed.
 class Node {
  public:
-  Node() : dir_(fs::temp_directory_path() / ("aq_crash_test_" + std::to_string(getpid()) + "_" + NewBlockId())) {
+  explicit Node(bool compress = false)
+      : compress_(compress),
+        dir_(fs::temp_directory_path() / ("aq_crash_test_" + std::to_string(getpid()) + "_" + NewBlockId())) {
     fs::create_directories(dir_);
     mem_ = io::NewMemFileSystem();
     faulty_ = std::make_unique<io::FaultInjectionFileSystem>(*mem_);
@@ -49,9 +53,14 @@ class Node {
   void Open() {
     objects_.reset();
     // A second pool, for the tiering mover's moves.
-    blocks_ = BlockStore::Open(*faulty_, {{"default", "/pool", Media::kSsd}, {"cold", "/cold", Media::kHdd}}).value();
+    PoolConfig hot{"default", "/pool", Media::kSsd}, cold{"cold", "/cold", Media::kHdd};
+    if (compress_) {
+      hot.compression = ParseCompression("lz4").value();
+      cold.compression = ParseCompression("zstd").value();
+    }
+    blocks_ = BlockStore::Open(*faulty_, {hot, cold}).value();
     ObjectStoreOptions o;
-    o.block_size = 1000;  // several blocks per object: several crash points
+    o.block_size = compress_ ? 8192 : 1000;  // several blocks per object: several crash points
     objects_ = std::make_unique<ObjectStore>(*meta_, *blocks_, o);
   }
   // After a crash: the power loss, then a restart with garbage collection.
@@ -114,6 +123,7 @@ class Node {
     }
   }
 
+  bool compress_;
   fs::path dir_;
   std::unique_ptr<io::FileSystem> mem_;
   std::unique_ptr<io::FaultInjectionFileSystem> faulty_;
@@ -125,10 +135,10 @@ class Node {
 // Runs `action` crashed at operation 1, 2, ... until it completes without
 // reaching the crash; after each crash the state must satisfy `check`.
 template <typename Prepare, typename Action, typename Check>
-void AtEveryOperation(Prepare prepare, Action action, Check check) {
+void AtEveryOperation(Prepare prepare, Action action, Check check, bool compress = false) {
   int crashes = 0;
   for (uint64_t k = 1; k < 500; ++k) {
-    Node n;
+    Node n(compress);
     prepare(n);
     n.faulty_->CrashAt(k);
     const Status s = action(n);
@@ -167,6 +177,36 @@ TEST(CrashTest, TieringMoveLeavesTheObjectWholeInOnePool) {
                        for (const auto& b : o.blocks) EXPECT_EQ(b.pool, "cold");
                      }
                    });
+}
+
+// The same on compressing pools: an overwrite, then a move from the lz4
+// pool to the zstd one, crashed at every operation; the blocks are text
+// (compressed) and noise (stored plain) in one object.
+TEST(CrashTest, CompressingPoolsOverwriteAndMove) {
+  std::string text;
+  for (int i = 0; text.size() < 20000; ++i) text += "line " + std::to_string(i % 50) + " of a compressible object\n";
+  const std::string v1 = text.substr(0, 12000) + Bytes(9000, 4), v2 = Bytes(8192, 5) + text;
+  const std::vector<TierPolicy> cold = {{"cold", "*", "*", 0, UINT64_MAX, 0, "cold"}};
+  AtEveryOperation([&](Node& n) { ASSERT_TRUE(n.Put("obj", v1).ok()); },
+                   [&](Node& n) -> Status {
+                     AQ_TRY(n.Put("obj", v2));
+                     Mover m(*n.meta_, *n.blocks_, n.objects_->reclaimer());
+                     auto r = AQ_TRY(m.Run(cold, {}));
+                     n.objects_->reclaimer().Drain();
+                     if (r.errors > 0) return IoError(r.last_error);
+                     return Status::Ok();
+                   },
+                   [&](Node& n, bool done) {
+                     const std::string got = n.Get("obj");
+                     EXPECT_TRUE(got == v1 || got == v2) << got.substr(0, 80);
+                     if (done) {
+                       EXPECT_EQ(got, v2);
+                       auto usage = n.blocks_->Usage().value();
+                       EXPECT_GT(usage[1].compressed_blocks, 0u);  // the zstd pool holds compressed blocks
+                       EXPECT_LT(usage[1].bytes, usage[1].logical_bytes);
+                     }
+                   },
+                   true);
 }
 
 TEST(CrashTest, NewObjectIsWholeOrAbsent) {
