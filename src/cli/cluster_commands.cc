@@ -76,6 +76,19 @@ Status Status_(Globals& g, const ClusterFlags& f) {
       static_cast<unsigned long long>(a.unavailable), a.efficiency(),
       units::Bytes(static_cast<double>(a.logical_bytes)).c_str(),
       units::Bytes(static_cast<double>(a.raw_bytes)).c_str());
+  {
+    // Data reduction: the block files' bytes on the nodes' disks against
+    // the blocks' own bytes (each node publishes its pools' sums).
+    double physical = 0, logical = 0;
+    for (const auto& [id, held] : a.per_node) {
+      physical += held.status.value("pool_bytes", 0.0);
+      logical += held.status.value("pool_logical_bytes", 0.0);
+    }
+    if (logical > 0) {
+      std::printf("  data reduction: %s of blocks stored in %s on disk (%.2fx; pools' compress= policies)\n",
+                  units::Bytes(logical).c_str(), units::Bytes(physical).c_str(), physical / logical);
+    }
+  }
   if (a.missing > 0 || a.pieces_gone > 0) {
     std::printf("  DAMAGE: %llu blocks held by no node that a layout names, %llu replicas missing on live nodes\n",
                 static_cast<unsigned long long>(a.missing), static_cast<unsigned long long>(a.pieces_gone));

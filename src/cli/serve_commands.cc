@@ -634,8 +634,17 @@ void PrintStats(const std::string& node, const nlohmann::json& now, const nlohma
     }
   }
   for (const auto& p : now.value("pools", nlohmann::json::array())) {
-    std::printf("  pool    %-10s %8.0f blocks %12s\n", p.value("name", "").c_str(), num(p, "blocks"),
+    const std::string codec = p.value("compression", "none");
+    std::printf("  pool    %-10s %8.0f blocks %12s on disk", p.value("name", "").c_str(), num(p, "blocks"),
                 units::Bytes(num(p, "bytes")).c_str());
+    if (codec != "none" || num(p, "compressed_blocks") > 0) {
+      // Physical against logical: what compression saves here.
+      std::printf(", %s of data (%.2fx), %.0f blocks compressed, policy %s",
+                  units::Bytes(num(p, "logical_bytes")).c_str(),
+                  num(p, "logical_bytes") > 0 ? num(p, "bytes") / num(p, "logical_bytes") : 1.0,
+                  num(p, "compressed_blocks"), codec.c_str());
+    }
+    std::printf("\n");
   }
 }
 
@@ -791,8 +800,10 @@ void RegisterServeCommands(CLI::App& app, Globals& g) {
   cmd->add_option("--data", f->o.data_dir, "Directory for metadata (and the default pool)")->capture_default_str();
   cmd->add_option("--listen", f->listen, "HOST:PORT to serve on (port 0 picks a free one)")->capture_default_str();
   cmd->add_option("--pool", f->pools,
-                  "A pool NAME=PATH[,media=ssd|hdd][,direct][,latency=8ms] (repeatable; the first is the default; "
-                  "direct: O_DIRECT reads; latency: added per block read, to emulate a slower device)");
+                  "A pool NAME=PATH[,media=ssd|hdd][,direct][,latency=8ms[,spindles=N]][,compress=lz4|zstd[:LEVEL]]"
+                  "[,min-saving=PERCENT] (repeatable; the first is the default; direct: O_DIRECT reads; latency: added "
+                  "per block read, to emulate a slower device; compress: blocks written here are stored compressed "
+                  "when that saves min-saving (default 10%) or more, others (JPEGs) plain)");
   cmd->add_option("--block-size", f->block_size, "Size of the blocks objects are cut into")->capture_default_str();
   cmd->add_option("--credentials", f->credentials,
                   "File of 'ACCESS_KEY_ID SECRET_ACCESS_KEY' lines (SigV4); created with a new key if missing");

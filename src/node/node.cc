@@ -633,7 +633,8 @@ Status Node::JoinCluster() {
   membership_ = AQ_TRY(cluster::Membership::Join(etcd_, self, cluster::kClusterPrefix, o_.lease_ttl_s));
   cluster_blocks_->Attach(membership_.get());
   // Load and cache, published with the alive key for `aquifer cluster status`.
-  membership_->SetStatusProvider([this, last = std::make_shared<std::pair<double, uint64_t>>(0.0, 0)]() {
+  membership_->SetStatusProvider([this, last = std::make_shared<std::pair<double, uint64_t>>(0.0, 0),
+                                  last_usage = std::make_shared<std::pair<double, std::pair<uint64_t, uint64_t>>>()]() {
     const double now = Clock::Real().Now();
     const uint64_t gets = stats_->requests(server::Op::kGet);
     const double rate = last->first > 0 ? (gets - last->second) / (now - last->first) : 0;
@@ -646,6 +647,20 @@ Status Node::JoinCluster() {
       j["cache_bytes"] = c.bytes;
     }
     j["remote_reads"] = cluster_blocks_->Stats().remote_reads;
+    // Physical and logical bytes of this node's pools (`cluster status`'s
+    // data reduction); a pool listing at most every 10 s.
+    if (now - last_usage->first >= 10 || last_usage->first == 0) {
+      if (auto usage = blocks_->Usage(); usage.ok()) {
+        uint64_t physical = 0, logical = 0;
+        for (const auto& u : *usage) {
+          physical += u.bytes;
+          logical += u.logical_bytes;
+        }
+        *last_usage = {now, {physical, logical}};
+      }
+    }
+    j["pool_bytes"] = last_usage->second.first;
+    j["pool_logical_bytes"] = last_usage->second.second;
     if (repairer_) {  // what the dashboard sums over the members
       const auto r = repairer_->Stats();
       j["repair"] = {{"passes", r.passes},
@@ -825,6 +840,10 @@ std::string Node::Describe() const {
     if (p.direct) extra += ", O_DIRECT";
     if (p.read_latency_s > 0) extra += fmt::format(", +{:.3g} ms per block read", p.read_latency_s * 1e3);
     if (p.spindles > 0) extra += fmt::format(" ({} at once)", p.spindles);
+    if (p.compression.enabled()) {
+      extra +=
+          fmt::format(", compress {} where it saves {:.0f}%", p.compression.ToString(), p.compression.min_saving * 100);
+    }
     out += fmt::format("  pool {:<10} {} ({}{})\n", p.name, p.path, store::MediaName(p.media), extra);
   }
   if (metrics_) {

@@ -315,10 +315,26 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
     nlohmann::json pools = nlohmann::json::array();
     if (auto usage = objects.blocks().Usage(); usage.ok()) {
       for (const auto& u : *usage) {
-        nlohmann::json p = {{"name", u.name}, {"blocks", u.blocks}, {"bytes", u.bytes}};
+        nlohmann::json p = {{"name", u.name},
+                            {"blocks", u.blocks},
+                            {"bytes", u.bytes},
+                            {"logical_bytes", u.logical_bytes},
+                            {"compressed_blocks", u.compressed_blocks},
+                            {"ratio", u.ratio()}};
+        for (const auto& c : objects.blocks().CompressionCounters()) {
+          if (c.pool != u.name) continue;
+          p["compression_writes"] = {{"compressed", c.compressed},
+                                     {"plain", c.plain},
+                                     {"logical_bytes", c.logical_in},
+                                     {"stored_bytes", c.stored_out},
+                                     {"seconds", c.compress_seconds},
+                                     {"decompressed", c.decompressed},
+                                     {"decompress_seconds", c.decompress_seconds}};
+        }
         for (const auto& pool : objects.blocks().pools()) {
           if (pool.name != u.name) continue;
           p["media"] = store::MediaName(pool.media);
+          p["compression"] = pool.compression.ToString();
           struct statvfs v {};
           if (::statvfs(pool.path.c_str(), &v) == 0) {  // its file system (shared with whatever else is there)
             p["size_bytes"] = static_cast<double>(v.f_blocks) * v.f_frsize;
@@ -408,7 +424,24 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
                 static_cast<double>(u.bytes), {{"pool", u.name}});
         w.Gauge("aquifer_pool_blocks", "Blocks stored in each pool on this node", static_cast<double>(u.blocks),
                 {{"pool", u.name}});
+        w.Gauge("aquifer_pool_logical_bytes",
+                "Bytes of the blocks stored in each pool before compression (physical: aquifer_pool_used_bytes)",
+                static_cast<double>(u.logical_bytes), {{"pool", u.name}});
+        w.Gauge("aquifer_pool_compressed_blocks", "Blocks each pool stores compressed",
+                static_cast<double>(u.compressed_blocks), {{"pool", u.name}});
       }
+    }
+    for (const auto& c : objects.blocks().CompressionCounters()) {
+      w.Counter("aquifer_pool_compression_writes_total",
+                "Blocks written under a compressing policy, by whether they were stored compressed",
+                static_cast<double>(c.compressed), {{"pool", c.pool}, {"stored", "compressed"}});
+      w.Counter("aquifer_pool_compression_writes_total",
+                "Blocks written under a compressing policy, by whether they were stored compressed",
+                static_cast<double>(c.plain), {{"pool", c.pool}, {"stored", "plain"}});
+      w.Counter("aquifer_pool_compression_seconds_total", "CPU time spent compressing blocks (kept or not)",
+                c.compress_seconds, {{"pool", c.pool}});
+      w.Counter("aquifer_pool_decompression_seconds_total", "Time spent decompressing blocks read from disk",
+                c.decompress_seconds, {{"pool", c.pool}});
     }
     // Each pool's file system: its size and what is left of it (a pool
     // shares its disk with whatever else is there).
