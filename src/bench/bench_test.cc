@@ -143,6 +143,45 @@ TEST(SizingTest, HeadroomSpareNodesAndAssumptions) {
   EXPECT_EQ(a->nodes, 4);
 }
 
+// Capacity by hand: 150 TB of data stored at 0.48 of its bytes (compressed),
+// 3 replicas: 216 TB on disk; 40 TB usable per node -> 5.4 nodes, more than
+// throughput's 4: 6 nodes, set by capacity. Without compression 450 TB ->
+// 11.25 -> 12. Erasure code 8+2: 150 x 0.48 x 1.25 = 90 TB -> 2.25: the
+// throughput count (4) stands.
+TEST(SizingTest, CapacityInPhysicalBytesWithTheStoredRatio) {
+  SizeRequest r;
+  r.gpus = 72;
+  r.workload = "inception4-train-large";
+  r.node_mb_per_second = 5400;
+  r.dataset_bytes = 150e12;
+  r.node_capacity_bytes = 40e12;
+  r.stored_ratio = 0.48;
+  r.protection = "3x";
+  auto a = Size(r);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_DOUBLE_EQ(a->stored_bytes, 216e12);
+  EXPECT_NEAR(a->capacity_nodes_exact, 5.4, 1e-9);
+  EXPECT_EQ(a->nodes, 6);
+  EXPECT_EQ(a->bound, "capacity");
+  r.stored_ratio = 1;
+  EXPECT_EQ(Size(r)->nodes, 12);
+  r.stored_ratio = 0.48;
+  r.protection = "8+2";
+  a = Size(r);
+  EXPECT_DOUBLE_EQ(a->stored_bytes, 90e12);
+  EXPECT_EQ(a->nodes, 4);
+  EXPECT_EQ(a->bound, "throughput");
+  EXPECT_DOUBLE_EQ(ProtectionFactor("3x").value(), 3);
+  EXPECT_DOUBLE_EQ(ProtectionFactor("4+2").value(), 1.5);
+  for (const char* bad : {"x", "0x", "3", "8+", "+2", "8+2x", "three"}) EXPECT_FALSE(ProtectionFactor(bad).ok()) << bad;
+  r.protection = "3x";
+  r.node_capacity_bytes = 0;  // half of the capacity question
+  EXPECT_EQ(Size(r).status().code(), StatusCode::kInvalidArgument);
+  r.node_capacity_bytes = 40e12;
+  r.stored_ratio = 7;
+  EXPECT_EQ(Size(r).status().code(), StatusCode::kInvalidArgument);
+}
+
 // `size --from`: the demand at full utilisation, whatever bound the run.
 // Hand calculation: 1,400 images/s per GPU x 130,714 bytes per image =
 // 183.0 MB/s per GPU; 32 GPUs demand 5,856 MB/s; at 1,000 MB/s per node

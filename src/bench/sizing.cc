@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
 
 #include "common/units.h"
 
@@ -283,8 +285,31 @@ Result<SizeAnswer> Size(const SizeRequest& r) {
         "no headroom: node failures, drive failures, administrative jobs and other tenants are not in "
         "these figures (add headroom or spare nodes for them)");
   }
+  double needed = a.nodes_exact * (1 + r.headroom);
+  if (r.dataset_bytes > 0 || r.node_capacity_bytes > 0) {
+    if (!(r.dataset_bytes > 0) || !(r.node_capacity_bytes > 0)) {
+      return InvalidArgument("sizing capacity needs both the dataset's size and a node's usable capacity");
+    }
+    if (!(r.stored_ratio > 0) || r.stored_ratio > 1.5) {
+      return InvalidArgument(fmt::format("a stored/logical ratio of {:g} is not plausible", r.stored_ratio));
+    }
+    const double factor = AQ_TRY(ProtectionFactor(r.protection));
+    a.stored_bytes = r.dataset_bytes * r.stored_ratio * factor;
+    a.capacity_nodes_exact = a.stored_bytes / r.node_capacity_bytes;
+    as.push_back(fmt::format(
+        "capacity: {} of data x {:.3f} stored/logical ({}) x {:g} for protection {} = {} on disk; {} usable per "
+        "node -> {:.2f} nodes",
+        units::Bytes(r.dataset_bytes), r.stored_ratio,
+        r.stored_ratio_source.empty() ? (r.stored_ratio == 1 ? "no data reduction" : "given") : r.stored_ratio_source,
+        factor, r.protection, units::Bytes(a.stored_bytes), units::Bytes(r.node_capacity_bytes),
+        a.capacity_nodes_exact));
+    if (a.capacity_nodes_exact > needed) {
+      needed = a.capacity_nodes_exact;
+      a.bound = "capacity";
+    }
+  }
   // Rounding up tolerates floating-point noise (8.0000000001 nodes is 8).
-  a.nodes = static_cast<int>(std::ceil(a.nodes_exact * (1 + r.headroom) - 1e-9)) + r.spare_nodes;
+  a.nodes = static_cast<int>(std::ceil(needed - 1e-9)) + r.spare_nodes;
   if (r.spare_nodes > 0) as.push_back(fmt::format("{} spare node(s) added", r.spare_nodes));
   if (!measured) {
     as.push_back(
@@ -293,8 +318,33 @@ Result<SizeAnswer> Size(const SizeRequest& r) {
   return a;
 }
 
+Result<double> ProtectionFactor(const std::string& protection) {
+  const std::string p = protection.empty() ? "1x" : protection;
+  char* end = nullptr;
+  if (p.back() == 'x') {
+    const long n = std::strtol(p.c_str(), &end, 10);
+    if (end == p.c_str() + p.size() - 1 && n >= 1 && n <= 16) return static_cast<double>(n);
+  } else if (const size_t plus = p.find('+'); plus != std::string::npos) {
+    const long k = std::strtol(p.c_str(), &end, 10);
+    const bool k_ok = end == p.c_str() + plus;
+    const bool m_digits = plus + 1 < p.size() && std::isdigit(static_cast<unsigned char>(p[plus + 1]));
+    const long m = std::strtol(p.c_str() + plus + 1, &end, 10);
+    if (k_ok && m_digits && end == p.c_str() + p.size() && k >= 1 && m >= 0 && k + m <= 64) {
+      return static_cast<double>(k + m) / static_cast<double>(k);
+    }
+  }
+  return InvalidArgument(fmt::format("protection '{}': expected NUMBERx (replicas, e.g. 3x) or K+M (e.g. 8+2)", p));
+}
+
 nlohmann::json ToJson(const SizeRequest& r, const SizeAnswer& a) {
   return {{"gpus", r.gpus},
+          {"dataset_bytes", r.dataset_bytes},
+          {"node_capacity_bytes", r.node_capacity_bytes},
+          {"stored_ratio", r.stored_ratio},
+          {"protection", r.protection},
+          {"stored_bytes", a.stored_bytes},
+          {"capacity_nodes_exact", a.capacity_nodes_exact},
+          {"bound", a.bound},
           {"workload", r.workload},
           {"node", r.node},
           {"headroom", r.headroom},

@@ -5,6 +5,11 @@
 // delivers for that workload (GPUs per node x MB/s per GPU). Then
 //   demand = GPUs x MB/s per GPU
 //   nodes  = demand x (1 + headroom) / node MB/s, rounded up, + spare nodes
+// With a dataset size and a node's usable capacity, capacity is sized too,
+// in physical bytes:
+//   stored = dataset x stored/logical ratio (measured on a node whose pools
+//            compress; 1 without) x protection (3 for 3 replicas, 1.25 for 8+2)
+//   nodes  = the larger of the two counts, rounded up, + spare nodes
 // Every figure used is returned as an assumption line with its source.
 //
 // Thread safety: the profile tables are immutable; functions are reentrant.
@@ -52,7 +57,16 @@ struct SizeRequest {
   std::string node_mb_per_second_source;        // where that figure came from ("" = given)
   double headroom = 0;                          // 0.2 = plan for 20% more than the demand
   int spare_nodes = 0;                          // e.g. 1 to stay sized with one node failed
+  // Capacity (0: not sized): the dataset's logical bytes and one node's usable bytes.
+  double dataset_bytes = 0;
+  double node_capacity_bytes = 0;
+  double stored_ratio = 1;          // physical / logical bytes (data reduction)
+  std::string stored_ratio_source;  // where the ratio came from ("" = given or none)
+  std::string protection = "1x";    // "3x" (replicas) or "K+M" (erasure code)
 };
+
+// Raw bytes per logical byte of a protection: "3x" -> 3, "8+2" -> 1.25.
+Result<double> ProtectionFactor(const std::string& protection);
 
 struct SizeAnswer {
   double demand_mb_per_second = 0;  // 0 when the workload gives no MB/s and none was given
@@ -60,6 +74,10 @@ struct SizeAnswer {
   double gpus_per_node = 0;  // for this workload
   double nodes_exact = 0;    // before rounding up, without headroom
   int nodes = 0;             // rounded up, with headroom and spare nodes
+  // Capacity, when sized: the physical bytes to store and the nodes they need.
+  double stored_bytes = 0;
+  double capacity_nodes_exact = 0;
+  std::string bound = "throughput";  // which count decided: throughput or capacity
   std::vector<std::string> assumptions;
 };
 

@@ -525,6 +525,8 @@ struct SizeFlags {
   bench::SizeRequest r;
   double mbps = 0, node_mbps = 0;
   std::string from, form, node_from;
+  std::string dataset, node_capacity, stored_from;
+  double stored_ratio = 0;
   bool table = false;
   ResultFlags out;
 };
@@ -547,6 +549,40 @@ void PrintTable() {
   std::printf("\nnodes:     ");
   for (const auto& n : bench::NodeProfiles()) std::printf("%s (%s)  ", n.name.c_str(), n.description.c_str());
   std::printf("\n");
+}
+
+// The capacity flags into the request: sizes parsed, and the stored/logical
+// ratio given or read from a node's pools (physical over logical bytes).
+Status CapacityFlags(const SizeFlags& f, bench::SizeRequest& req) {
+  if (!f.dataset.empty()) {
+    auto b = units::ParseBytes(f.dataset);
+    if (!b.ok()) return InvalidArgument(fmt::format("--dataset '{}': not a size (150TB, 2.5PiB)", f.dataset));
+    req.dataset_bytes = static_cast<double>(*b);
+  }
+  if (!f.node_capacity.empty()) {
+    auto b = units::ParseBytes(f.node_capacity);
+    if (!b.ok()) return InvalidArgument(fmt::format("--node-capacity '{}': not a size (200TB)", f.node_capacity));
+    req.node_capacity_bytes = static_cast<double>(*b);
+  }
+  if (f.stored_ratio > 0) req.stored_ratio = f.stored_ratio;
+  if (!f.stored_from.empty()) {
+    auto j = AQ_TRY(FetchStats(f.stored_from));
+    double physical = 0, logical = 0;
+    std::string policies;
+    for (const auto& p : j.value("pools", nlohmann::json::array())) {
+      physical += p.value("bytes", 0.0);
+      logical += p.value("logical_bytes", 0.0);
+      policies += (policies.empty() ? "" : ", ") + p.value("name", std::string("?")) + " " +
+                  p.value("compression", std::string("none"));
+    }
+    if (!(logical > 0)) {
+      return InvalidArgument(fmt::format("--stored-from {}: the node's pools hold no data to measure", f.stored_from));
+    }
+    req.stored_ratio = physical / logical;
+    req.stored_ratio_source = fmt::format("measured on {}: {} stored in {} ({})", f.stored_from, units::Bytes(logical),
+                                          units::Bytes(physical), policies);
+  }
+  return Status::Ok();
 }
 
 // Long by design: flag declarations and the sizing report, line by line.
@@ -574,6 +610,16 @@ void RegisterSize(CLI::App& app, Globals& g) {
   cmd->add_option("--headroom", f->r.headroom, "Plan for this fraction more than the demand (0.2 = 20%)")
       ->capture_default_str();
   cmd->add_option("--spare-nodes", f->r.spare_nodes, "Nodes added for failure tolerance")->capture_default_str();
+  cmd->add_option("--dataset", f->dataset, "Capacity too: the dataset's size (logical bytes, e.g. 150TB)");
+  cmd->add_option("--node-capacity", f->node_capacity, "Capacity: one node's usable bytes, e.g. 200TB");
+  cmd->add_option("--protection", f->r.protection, "Capacity: 3x (replicas) or K+M (erasure code, e.g. 8+2)")
+      ->capture_default_str();
+  cmd->add_option("--stored-ratio", f->stored_ratio,
+                  "Capacity: physical / logical bytes after compression (1: none; --stored-from measures it)");
+  cmd->add_option("--stored-from", f->stored_from,
+                  "Capacity: take the stored/logical ratio from a node holding a sample of the data "
+                  "(its metrics address HOST:PORT, as for aquifer stats)")
+      ->excludes("--stored-ratio");
   cmd->add_flag("--table", f->table, "Print the sizing table from the profiles");
   AddResultFlags(cmd, f->out, false);
   AddOutputFlags(cmd, g, false);
@@ -641,6 +687,7 @@ void RegisterSize(CLI::App& app, Globals& g) {
       }
       if (req.gpus == 0) req.gpus = j["config"].value("gpus", 0.0);
     }
+    if (Status s = CapacityFlags(*f, req); !s.ok()) return (void)UsageError(g, s);
     auto a = bench::Size(req);
     if (!a.ok()) return (void)UsageError(g, a.status());
     for (const auto& c : node_caveats) a->assumptions.push_back("measured node: " + c);
@@ -660,8 +707,13 @@ void RegisterSize(CLI::App& app, Globals& g) {
                     a->demand_mb_per_second / req.gpus);
       }
       if (a->node_mb_per_second > 0) std::printf("  one node   %.0f MB/s for this workload\n", a->node_mb_per_second);
-      std::printf("  nodes      %.2f -> %d %s node(s)\n", a->nodes_exact, a->nodes,
-                  req.node == "measured" ? "aquifer" : req.node.c_str());
+      if (a->stored_bytes > 0) {
+        std::printf("  capacity   %s on disk -> %.2f node(s)\n", units::Bytes(a->stored_bytes).c_str(),
+                    a->capacity_nodes_exact);
+      }
+      std::printf("  nodes      %.2f -> %d %s node(s)%s\n", std::max(a->nodes_exact, a->capacity_nodes_exact), a->nodes,
+                  req.node == "measured" ? "aquifer" : req.node.c_str(),
+                  a->stored_bytes > 0 ? fmt::format(" (set by {})", a->bound).c_str() : "");
       std::printf("  assumptions:\n");
       for (const auto& s : a->assumptions) std::printf("    - %s\n", s.c_str());
     });
