@@ -338,10 +338,12 @@ Result<http::ClientResponse> StoreFs::Call(const StorePath& p, const std::string
   AQ_TRY(Credentials());
   const double start = Now(), deadline = start + options_.retry_deadline_s;
   std::map<std::string, std::string> tried;  // node -> why it did not answer
+  std::map<std::string, int> cuts;           // node -> answers it began and cut
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   for (int round = 0;; ++round) {
     bool transient = false;  // a node that could not answer (not one that answered 500)
     std::optional<http::ClientResponse> failed;
+    std::optional<Status> cut;  // a node that cut its answer twice: its verdict
     for (const auto& address : Candidates(p, round > 0)) {
       auto res =
           CallAt(address, method, raw_path, query, headers, payload_hash, body, into, capacity, body_length, source);
@@ -355,6 +357,17 @@ Result<http::ClientResponse> StoreFs::Call(const StorePath& p, const std::string
           return res.status();
         }
         tried[address] = res.status().message();
+        if (res.status().code() == StatusCode::kTruncated) {
+          // The node answered, then cut its answer: it is up but could not
+          // finish (a block it cannot read). Asked again once; a second cut
+          // is its verdict, not an outage to wait out.
+          if (++cuts[address] >= 2) {
+            cut = res.status();
+          } else {
+            transient = true;
+          }
+          continue;
+        }
         MarkDown(address, res.status());
         transient = true;
         continue;
@@ -367,6 +380,12 @@ Result<http::ClientResponse> StoreFs::Call(const StorePath& p, const std::string
       }
     }
     if (!transient && failed) return std::move(*failed);
+    if (!transient && cut) {
+      return IoError(fmt::format(
+          "{} /{}: {}; the node cut its answer twice: it could not read a block of the object (damaged, or "
+          "unavailable beyond its repair; the node's log names the block)",
+          method, raw_path.substr(1), cut->message()));
+    }
     const double now = Now();
     if (now >= deadline) break;
     // Jittered exponential backoff: 50 ms, 100 ms, ... 2 s, never past the deadline.

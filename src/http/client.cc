@@ -181,9 +181,13 @@ Status ReceiveSized(Wire& w, uint64_t total, const std::string& buf, BodySink& s
     sink.Commit(want, r);
     if (r < 0 && err == EINTR) continue;
     if (r <= 0) {
-      return r == 0 ? Truncated(fmt::format("{}: the answer ended after {} of {} body bytes", address,
-                                            response.received, total))
-                    : RecvError(address, err);
+      // A reset after the head is a cut answer (the server gave up part
+      // way, or died), not a server that did not answer.
+      if (r == 0 || err == ECONNRESET) {
+        return Truncated(fmt::format("{}: the answer was cut after {} of {} body bytes{}", address, response.received,
+                                     total, r == 0 ? "" : " (connection reset)"));
+      }
+      return RecvError(address, err);
     }
   }
   return Status::Ok();
