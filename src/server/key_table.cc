@@ -35,7 +35,7 @@ void KeyTable::SetAdminKeys(std::vector<s3::Credential> admin_keys) {
   admin_keys_ = std::move(admin);
   ++admin_generation_;
   current_ = std::move(snap);
-  read_at_ = Clock::time_point{};
+  reread_ = true;  // not read_at_ = {}: a steady clock's zero is the boot, maybe minutes ago
 }
 
 void KeyTable::AddFixedKeys(KeySnapshot& snap, const std::vector<s3::Credential>& admin_keys) const {
@@ -87,9 +87,10 @@ std::shared_ptr<const KeySnapshot> KeyTable::Get(const std::string* access_key) 
       miss = true;
       miss_budget_ -= 1;
     }
-    const bool stale = meta_ != nullptr && (age >= refresh_s_ || miss);
+    const bool stale = meta_ != nullptr && (age >= refresh_s_ || miss || reread_);
     if (!stale || reloading_) return current_;
     reloading_ = true;
+    reread_ = false;
     read_at_ = now;
     admin = admin_keys_;
     generation = admin_generation_;

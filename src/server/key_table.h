@@ -77,6 +77,7 @@ class KeyTable {
   const double refresh_s_, miss_refresh_s_;
   std::shared_ptr<const KeySnapshot> current_ AQ_GUARDED_BY(mu_);
   Clock::time_point read_at_ AQ_GUARDED_BY(mu_);
+  bool reread_ AQ_GUARDED_BY(mu_) = false;  // a read is due at once (new admin keys)
   bool reloading_ AQ_GUARDED_BY(mu_) = false;
   static constexpr double kMissBurst = 10;
   double miss_budget_ AQ_GUARDED_BY(mu_) = kMissBurst;
