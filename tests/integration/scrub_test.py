@@ -4,7 +4,8 @@
 
   - pieces of 20 objects damaged on disk behind the nodes' backs (bytes
     flipped, files truncated, files deleted; erasure-code fragments of an
-    ec:2+1 bucket and replicas of a 2-replica bucket): one scrub pass on each
+    ec:2+1 bucket and replicas of a 2-replica bucket, on nodes whose pools
+    compress with lz4, zstd, zstd:9 or not at all): one scrub pass on each
     node finds every one and rebuilds it from the good pieces; every object
     then reads back whole; `cluster status` reports what was found and exits 0;
   - a stripe with more pieces damaged than it can lose: the scrubber cannot
@@ -38,8 +39,13 @@ SCRUB = ["--scrub-interval", "2s", "--scrub-rate", "500"]
 
 etcd = s3lib.Etcd(tmp)
 META = etcd.url
+# The nodes' pools compress differently (one not at all): a piece rebuilt
+# onto a node takes that node's form, and every form is verified.
+COMPRESS = {"n1": "lz4", "n2": "zstd", "n3": "none", "n4": "zstd:9"}
 nodes = {n: s3lib.ClusterNode(AQ, tmp, n, META, creds, "--replicas", "2", "--lease-ttl", "3", "--block-size", "1MiB",
-                              "--cache-size", "0", *SCRUB) for n in ("n1", "n2", "n3", "n4")}
+                              "--cache-size", "0", "--pool",
+                              f"default={os.path.join(tmp, n, 'pool-default')},compress={COMPRESS[n]}", *SCRUB)
+         for n in ("n1", "n2", "n3", "n4")}
 single = None
 
 
@@ -113,8 +119,12 @@ try:
         body = os.urandom((2 << 20) + 777 * i)
         c.put_object(Bucket="ecs", Key=f"e/{i:02d}", Body=body)
         objects[("ecs", f"e/{i:02d}")] = hashlib.md5(body).hexdigest()
+    # Text compresses (random bytes, above, do not): the rep bucket's
+    # replicas are stored compressed on n1, n2 and n4.
+    text = open("/usr/share/common-licenses/GPL-3", "rb").read()
     for i in range(10):
-        body = os.urandom((1 << 20) + 333 * i)
+        n = (1 << 20) + 333 * i
+        body = (os.urandom(16).hex().encode() + text * (n // len(text) + 1))[:n]
         c.put_object(Bucket="rep", Key=f"r/{i:02d}", Body=body)
         objects[("rep", f"r/{i:02d}")] = hashlib.md5(body).hexdigest()
     rc, st, err = status()
@@ -137,13 +147,35 @@ try:
           f"({repaired}): " + json.dumps({n: after[n].get("findings", [])[:3] for n in nodes})[:800])
     whole = [p for node, p, _, _ in damaged if os.path.exists(path_of(os.path.join(tmp, node), p))]
     check(len(whole) == 20, f"every damaged piece is on its node again ({len(whole)} of 20)")
+    # A rebuilt replica of a text block has its node's form again.
+    forms = {}
+    for node, p, name, how in damaged:
+        if name.startswith("rep/"):
+            with open(path_of(os.path.join(tmp, node), p), "rb") as f:
+                forms[(node, p)] = f.read(8)
+    wrong_form = {k: v for k, v in forms.items()
+                  if v != (b"AQBLK001" if COMPRESS[k[0]] == "none" else b"AQBLKZ01")}
+    check(forms and not wrong_form, f"rebuilt text replicas take their node's form: {len(forms)} looked at, "
+          f"wrong: {wrong_form}")
     verified = sum(hashlib.md5(client(nodes["n2"].port).get_object(Bucket=b, Key=k)["Body"].read()).hexdigest() == h
                    for (b, k), h in objects.items())
     check(verified == len(objects), f"every object reads back whole ({verified} of {len(objects)})")
+    # The nodes publish their counts with their status every 2 s: wait for the last repair to show.
+    until(lambda: status()[1].get("scrub", {}).get("repaired", 0) >= 20, 15, 0.5)
     rc, st, err = status()
     sc = st.get("scrub", {})
     check(rc == 0 and sc.get("repaired", 0) >= 20 and sc.get("unrepaired", 1) == 0,
           f"cluster status reports what the scrubbers found and exits 0: rc {rc} {json.dumps(sc)} {err}")
+    def reduction():
+        """(the text line, physical bytes, logical bytes) cluster status shows (nodes publish every 10 s)."""
+        line = [t for t in aq("cluster", "status", "--meta", META).stdout.splitlines() if "data reduction" in t]
+        js = status()[1].get("nodes", [])
+        return (line, sum(n.get("status", {}).get("pool_bytes", 0) for n in js),
+                sum(n.get("status", {}).get("pool_logical_bytes", 0) for n in js))
+    until(lambda: reduction()[1] < 0.9 * reduction()[2], 25, 1)
+    red = reduction()
+    check(red[0] and 0 < red[1] < 0.9 * red[2],
+          f"cluster status shows the data reduction, physical below logical: {red}")
     per_node_verified = sum(after[n].get("pieces_verified", 0) for n in nodes)
     print(f"  {per_node_verified} pieces verified, {found} found bad, {repaired} rebuilt")
 
