@@ -440,7 +440,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
                 static_cast<double>(c.plain), {{"pool", c.pool}, {"stored", "plain"}});
       w.Counter("aquifer_pool_compression_seconds_total", "CPU time spent compressing blocks (kept or not)",
                 c.compress_seconds, {{"pool", c.pool}});
-      w.Counter("aquifer_pool_decompression_seconds_total", "Time spent decompressing blocks read from disk",
+      w.Counter("aquifer_pool_decompression_seconds_total", "CPU time spent decompressing blocks read from disk",
                 c.decompress_seconds, {{"pool", c.pool}});
     }
     // Each pool's file system: its size and what is left of it (a pool

@@ -120,7 +120,8 @@ std::string Pixels(size_t pixels, uint64_t seed) {
 }
 
 TEST(BlockFormatTest, TheDeltaFilterInvertsExactly) {
-  for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{5}, size_t{1000}}) {
+  // Sizes around the 16-byte steps of the vector code and its scalar tail.
+  for (size_t n : {0, 1, 2, 3, 4, 5, 15, 16, 17, 31, 32, 33, 47, 48, 49, 1000, 65536 + 7}) {
     for (uint64_t seed = 0; seed < 4; ++seed) {
       const std::string x = Random(n, seed);
       std::string y = x;

@@ -17,7 +17,6 @@
 // immutable and ids are random, so writers never share a file.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -93,10 +92,10 @@ struct PoolUsage {
 // What a pool's compression did since the store opened.
 struct CompressionStats {
   std::string pool;
-  uint64_t compressed = 0, plain = 0;       // blocks written each way under a compressing policy
-  uint64_t logical_in = 0, stored_out = 0;  // of the compressed ones
-  uint64_t decompressed = 0;                // blocks read back through the codec
-  double compress_seconds = 0, decompress_seconds = 0;
+  uint64_t compressed = 0, plain = 0;                   // blocks written each way under a compressing policy
+  uint64_t logical_in = 0, stored_out = 0;              // of the compressed ones
+  uint64_t decompressed = 0;                            // blocks read back through the codec
+  double compress_seconds = 0, decompress_seconds = 0;  // CPU time of the threads that did it
 };
 
 class BlockStore {
@@ -144,7 +143,7 @@ class BlockStore {
  private:
   BlockStore(io::FileSystem& fs, std::vector<PoolConfig> pools);
   Result<const PoolConfig*> Pool(const std::string& name) const;
-  void CountDecode(const BlockHeader& h, const PoolConfig* pool, std::chrono::steady_clock::time_point t0);
+  void CountDecode(const BlockHeader& h, const PoolConfig* pool, double cpu_t0);
   io::FileSystem& fs_;
   std::vector<PoolConfig> pools_;
   std::vector<std::unique_ptr<std::counting_semaphore<>>> spindles_;  // per pool, null: no limit
