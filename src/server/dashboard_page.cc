@@ -227,6 +227,9 @@ function renderPools(d) {
     const used = size > 0 ? (size - avail) / size : 0;
     return `<div data-pool="${esc(p.name)}"><b>${esc(p.name)}</b> <span class="badge off">${esc(p.media || "?")}</span> ` +
            `${fmtBytes(num(p, "bytes"))} in ${fmtNum(num(p, "blocks"), 0)} blocks` +
+           (p.compression && p.compression !== "none" || num(p, "compressed_blocks") > 0
+              ? ` holding ${fmtBytes(num(p, "logical_bytes"))} (${esc(p.compression || "none")}: ` +
+                `${fmtNum(num(p, "ratio"), 2)}x stored)` : "") +
            (size > 0 ? `; its file system ${fmtNum(100 * used, 0)}% used (${fmtBytes(avail)} free of ${fmtBytes(size)})` : "") +
            `<div class="bar"><i class="${used > 0.9 ? "hot" : ""}" style="width:${Math.min(100, 100 * used).toFixed(1)}%"></i></div></div>`;
   }).join("");
