@@ -156,20 +156,22 @@ void AtEveryOperation(Prepare prepare, Action action, Check check, bool compress
   FAIL() << "the action never completed";
 }
 
+// One tiering pass under `policies`, the freed blocks released.
+Status MoveAll(Node& n, const std::vector<TierPolicy>& policies) {
+  Mover m(*n.meta_, *n.blocks_, n.objects_->reclaimer());
+  auto r = AQ_TRY(m.Run(policies, {}));
+  n.objects_->reclaimer().Drain();
+  if (r.errors > 0) return IoError(r.last_error);
+  return Status::Ok();
+}
+
 // A tiering pass moving an object's blocks to another pool, crashed at
 // every operation: the object reads back whole, each block sits in the pool
 // its layout names and nowhere else (after the restart's clean-up).
 TEST(CrashTest, TieringMoveLeavesTheObjectWholeInOnePool) {
   const std::string v = Bytes(3500, 9);
   const std::vector<TierPolicy> cold = {{"cold", "*", "*", 0, UINT64_MAX, 0, "cold"}};
-  AtEveryOperation([&](Node& n) { ASSERT_TRUE(n.Put("obj", v).ok()); },
-                   [&](Node& n) -> Status {
-                     Mover m(*n.meta_, *n.blocks_, n.objects_->reclaimer());
-                     auto r = AQ_TRY(m.Run(cold, {}));
-                     n.objects_->reclaimer().Drain();
-                     if (r.errors > 0) return IoError(r.last_error);
-                     return Status::Ok();
-                   },
+  AtEveryOperation([&](Node& n) { ASSERT_TRUE(n.Put("obj", v).ok()); }, [&](Node& n) { return MoveAll(n, cold); },
                    [&](Node& n, bool done) {
                      EXPECT_EQ(n.Get("obj"), v);
                      if (done) {
@@ -190,11 +192,7 @@ TEST(CrashTest, CompressingPoolsOverwriteAndMove) {
   AtEveryOperation([&](Node& n) { ASSERT_TRUE(n.Put("obj", v1).ok()); },
                    [&](Node& n) -> Status {
                      AQ_TRY(n.Put("obj", v2));
-                     Mover m(*n.meta_, *n.blocks_, n.objects_->reclaimer());
-                     auto r = AQ_TRY(m.Run(cold, {}));
-                     n.objects_->reclaimer().Drain();
-                     if (r.errors > 0) return IoError(r.last_error);
-                     return Status::Ok();
+                     return MoveAll(n, cold);
                    },
                    [&](Node& n, bool done) {
                      const std::string got = n.Get("obj");

@@ -39,9 +39,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
 import s3lib  # noqa: E402  (clears the caller's AWS settings)
 import damaged_photos  # noqa: E402
 
-import boto3  # noqa: E402
 from boto3.s3.transfer import TransferConfig  # noqa: E402
-from botocore.config import Config  # noqa: E402
 from PIL import Image  # noqa: E402
 
 AQ = os.path.abspath(sys.argv[1])
@@ -54,13 +52,6 @@ photos = damaged_photos.photo_dir(None, os.path.join(os.path.dirname(AQ), "photo
 DATA = os.path.join(tmp, "node")
 BLOCK = 256 << 10
 POOLS = ["--pool", f"fast={DATA}/fast,compress=lz4", "--pool", f"deep={DATA}/deep,media=hdd,compress=zstd:9"]
-
-
-def client(port):
-    return boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", aws_access_key_id=s3lib.KEY,
-                        aws_secret_access_key=s3lib.SECRET, region_name="us-east-1",
-                        config=Config(signature_version="s3v4", s3={"addressing_style": "path"},
-                                      retries={"max_attempts": 1}))
 
 
 def ppm(path):
@@ -120,7 +111,7 @@ try:
     r = aq("tier", "policy", "add", "deep", "--pool", "deep", "--key", "z/*", "--data", DATA)
     check(r.returncode == 0, f"tier policy for z/*: {r.stderr}")
     time.sleep(2.5)  # the node re-reads the policies every 2 s
-    c = client(node.port)
+    c = s3lib.boto(node.port)
     c.create_bucket(Bucket="data")
     want = objects()
     multipart = TransferConfig(multipart_threshold=1 << 20, multipart_chunksize=1 << 20)
@@ -202,7 +193,7 @@ try:
     node.stop()
     node = s3lib.Node(AQ, DATA, "--block-size", str(BLOCK), "--cache-size", "0",
                       "--pool", f"fast={DATA}/fast", "--pool", f"deep={DATA}/deep,media=hdd", credentials=creds)
-    c = client(node.port)
+    c = s3lib.boto(node.port)
     whole = sum(c.get_object(Bucket="data", Key=k)["Body"].read() == b for k, (b, _) in want.items())
     check(whole == len(want), f"without the policy every object still reads back whole ({whole} of {len(want)})")
     body = want["text/licenses.txt"][0]

@@ -26,8 +26,6 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import s3lib  # noqa: E402  (clears the caller's AWS settings)
 
-import boto3  # noqa: E402
-from botocore.config import Config  # noqa: E402
 
 AQ = os.path.abspath(sys.argv[1])
 check = s3lib.Checks()
@@ -52,11 +50,7 @@ single = None
 aq = s3lib.Cli(AQ)
 
 
-def client(port):
-    return boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", aws_access_key_id=s3lib.KEY,
-                        aws_secret_access_key=s3lib.SECRET, region_name="us-east-1",
-                        config=Config(signature_version="s3v4", s3={"addressing_style": "path"},
-                                      retries={"max_attempts": 1}))
+client = s3lib.boto
 
 
 def scrub(name):
