@@ -120,18 +120,6 @@ Result<std::string> Decompress(const BlockHeader& h, std::string_view stored) {
   return out;
 }
 
-Status CheckStored(const BlockHeader& h, std::string_view stored) {
-  if (stored.size() != h.stored_size) {
-    return Damaged(fmt::format("header says {} bytes, the file holds {}", h.stored_size, stored.size()));
-  }
-  const uint32_t crc = crc32c::Value(stored);
-  if (crc != h.stored_crc) {
-    return Damaged(fmt::format("{} checksum {:08x}, the header says {:08x}",
-                               h.codec == Codec::kNone ? "data" : "stored data", crc, h.stored_crc));
-  }
-  return Status::Ok();
-}
-
 Result<std::string> CheckLogical(const BlockHeader& h, std::string logical) {
   // A decompressor that returned the right length of the wrong bytes
   // (damage the stored CRC missed cannot reach here, but a codec bug can).
@@ -143,6 +131,18 @@ Result<std::string> CheckLogical(const BlockHeader& h, std::string logical) {
 }
 
 }  // namespace
+
+Status CheckStored(const BlockHeader& h, std::string_view stored) {
+  if (stored.size() != h.stored_size) {
+    return Damaged(fmt::format("header says {} bytes, the file holds {}", h.stored_size, stored.size()));
+  }
+  const uint32_t crc = crc32c::Value(stored);
+  if (crc != h.stored_crc) {
+    return Damaged(fmt::format("{} checksum {:08x}, the header says {:08x}",
+                               h.codec == Codec::kNone ? "data" : "stored data", crc, h.stored_crc));
+  }
+  return Status::Ok();
+}
 
 std::string_view CodecName(Codec c) {
   switch (c) {

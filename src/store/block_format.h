@@ -90,6 +90,9 @@ Result<std::string> DecodeBlock(const BlockHeader& h, std::string stored);
 // The same over a view (an aligned O_DIRECT buffer): one copy, or the
 // decompressor's output.
 Result<std::string> DecodeBlock(const BlockHeader& h, std::string_view stored);
+// Only the stored bytes' size and CRC (all a plain block needs: its bytes
+// are then the block's, to be copied where they are wanted).
+Status CheckStored(const BlockHeader& h, std::string_view stored);
 
 // What a block file of `data` would start with, and the bytes after it.
 struct EncodedBlock {
