@@ -308,7 +308,7 @@ EncodedBlock EncodeBlock(std::string_view data, uint32_t crc, const Compression&
     const size_t allowed = Allowed(sample.size(), policy.min_saving);
     auto plain = CompressInto(sample, policy, allowed);
     std::optional<std::string> delta;
-    if (policy.codec == Codec::kZstd) delta = CompressInto(sample, policy, allowed, Filter::kDelta);
+    delta = CompressInto(sample, policy, allowed, Filter::kDelta);
     // The filter must win clearly: it costs a pass on every read.
     if (delta && (!plain || delta->size() < plain->size() - plain->size() / 16)) {
       e.filter = Filter::kDelta;
