@@ -739,14 +739,15 @@ Status StatFile(Globals& g, const StatFileFlags& f) {
     std::printf("%s/%s: %s, %zu blocks of %s, version %llu, ETag %s\n", x.bucket.c_str(), x.key.c_str(),
                 units::Bytes(static_cast<double>(o.size)).c_str(), o.blocks.size(),
                 units::IecBytes(o.block_size).c_str(), static_cast<unsigned long long>(o.version), o.etag.c_str());
-    std::printf("  %12s %10s %-32s %-8s %-10s %-24s %s\n", "offset", "size", "block", "crc32c", "pool",
+    std::printf("  %12s %10s %-32s %-8s %-10s %-16s %-24s %s\n", "offset", "size", "block", "crc32c", "pool", "stored",
                 f.meta.empty() ? "" : "replicas", f.verify ? "state" : "");
     for (const auto& b : list) {
       std::string holders;
       for (const auto& n : b["nodes"]) holders += (holders.empty() ? "" : ",") + n.get<std::string>();
-      std::printf("  %12llu %10llu %-32s %-8s %-10s %-24s %s\n", b["offset"].get<unsigned long long>(),
+      std::printf("  %12llu %10llu %-32s %-8s %-10s %-16s %-24s %s\n", b["offset"].get<unsigned long long>(),
                   b["size"].get<unsigned long long>(), b["id"].get<std::string>().c_str(),
-                  b["crc32c"].get<std::string>().c_str(), b["pool"].get<std::string>().c_str(), holders.c_str(),
+                  b["crc32c"].get<std::string>().c_str(), b["pool"].get<std::string>().c_str(),
+                  b.value("stored", "").c_str(), holders.c_str(),
                   f.verify ? b["state"].get<std::string>().c_str() : "");
     }
     const auto& c = o.attrs.checksum;
@@ -769,7 +770,8 @@ Status StatFile(Globals& g, const StatFileFlags& f) {
 void RegisterStatFile(CLI::App& app, Globals& g) {
   auto* f = g.Own<StatFileFlags>();
   auto* cmd = app.add_subcommand(
-      "stat-file", "Where an object's blocks live on a node: offsets, block ids, checksums, pools, files");
+      "stat-file",
+      "Where an object's blocks live on a node: offsets, block ids, checksums, pools, stored forms, files");
   cmd->add_option("object", f->object, "BUCKET/KEY")->required();
   cmd->add_option("--data", f->data, "The node's --data directory")->capture_default_str();
   cmd->add_option("--pool", f->pools, "The node's pools, as given to serve");

@@ -41,6 +41,13 @@ nlohmann::json ObjectExamination::ToJson() const {
 
 namespace {
 
+// How a piece held here is stored ("plain", "zstd+delta 0.48"), or why that
+// cannot be told.
+std::string StoredAs(const store::BlockStore& blocks, const store::BlockRef& piece) {
+  auto form = blocks.Stored(piece);
+  return form.ok() ? form->Describe() : std::string(StatusCodeName(form.status().code()));
+}
+
 // The object's S3 checksum from its bytes, in order: the whole object's for
 // FULL_OBJECT, the checksum of the parts' checksums for COMPOSITE.
 class ObjectSum {
@@ -133,7 +140,8 @@ Result<ObjectExamination> ExamineObject(io::FileSystem& fs, const ExamineOptions
                              {"size", piece.size},
                              {"crc32c", fmt::format("{:08x}", piece.crc32c)},
                              {"node", holder},
-                             {"path", at_self ? blocks->PathOf(piece) : ""}});
+                             {"path", at_self ? blocks->PathOf(piece) : ""},
+                             {"stored", at_self ? StoredAs(*blocks, piece) : ""}});
       }
       ++index;
     }
@@ -167,6 +175,7 @@ Result<ObjectExamination> ExamineObject(io::FileSystem& fs, const ExamineOptions
         {"media", store::MediaName(blocks && blocks->IsSlow(b.pool) ? store::Media::kHdd : store::Media::kSsd)},
         {"nodes", b.nodes},
         {"path", here && !b.erasure_coded() ? blocks->PathOf(mine.front()) : ""},
+        {"stored", here && !b.erasure_coded() ? StoredAs(*blocks, mine.front()) : ""},
         {"state", state}};
     if (b.erasure_coded()) {
       entry["ec"] = fmt::format("{}+{}", b.ec_k, b.ec_m);

@@ -412,6 +412,26 @@ void BlockStore::CountDecode(const BlockHeader& h, const PoolConfig* pool, doubl
   c.decompress_seconds += s;
 }
 
+std::string BlockStore::StoredForm::Describe() const {
+  if (header.codec == Codec::kNone) return "plain";
+  return fmt::format("{}{} {:.2f}", CodecName(header.codec), header.filter == Filter::kDelta ? "+delta" : "",
+                     header.logical_size > 0
+                         ? static_cast<double>(header.stored_size) / static_cast<double>(header.logical_size)
+                         : 1.0);
+}
+
+Result<BlockStore::StoredForm> BlockStore::Stored(const BlockRef& ref) const {
+  if (!IsBlockId(ref.id)) return InvalidArgument(fmt::format("'{}' is not a block id", ref.id));
+  AQ_TRY(Pool(ref.pool));
+  auto f = AQ_TRY(fs_.OpenRead(PathOf(ref), io::AccessHint::kRandom));
+  char head[kMaxBlockHeaderBytes];
+  const size_t got = AQ_TRY(f->ReadAt(0, std::min<uint64_t>(f->size(), sizeof head), head));
+  StoredForm form;
+  form.header = AQ_TRY(ParseBlockHeader(std::string_view(head, got)));
+  form.file_bytes = f->size();
+  return form;
+}
+
 Status BlockStore::Remove(const BlockRef& ref) {
   AQ_TRY(Pool(ref.pool));
   if (!IsBlockId(ref.id)) return InvalidArgument(fmt::format("'{}' is not a block id", ref.id));

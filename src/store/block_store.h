@@ -113,6 +113,14 @@ class BlockStore {
   // The block's bytes [offset, offset + n) after checking the whole block's
   // CRC32C against the file's and the reference's. kCorruption on mismatch.
   Result<std::string> Read(const BlockRef& ref, uint64_t offset = 0, uint64_t n = UINT64_MAX);
+  // How the block's file stores it (its header, not verified against the
+  // data) and the file's size: for tools showing what compression did.
+  struct StoredForm {
+    BlockHeader header;
+    uint64_t file_bytes = 0;
+    std::string Describe() const;  // "plain", "lz4 0.33", "zstd+delta 0.48" (stored / logical bytes)
+  };
+  Result<StoredForm> Stored(const BlockRef& ref) const;
   // Removes a block file (missing is fine: removal is idempotent).
   Status Remove(const BlockRef& ref);
   // Moves a damaged block file aside, out of the way of a rebuilt copy and

@@ -158,6 +158,11 @@ try:
                 check(size - 40 <= 0.9 * b["size"], f"{key}: a compressed block saves a tenth ({size} of {b['size']})")
             else:
                 check(size == b["size"] + 24, f"{key}: a plain block is its bytes and the header ({size})")
+    shown = aq("stat-file", "data/z/raw/chelsea.ppm", "--data", DATA).stdout
+    check("zstd:" not in shown and "zstd+delta 0." in shown,
+          f"stat-file shows each block's stored form and ratio: {shown[-500:]}")
+    check(all(b.get("stored") == "plain" for b in blocks_of("jpeg/rocket.jpg")),
+          f"stat-file --json says a JPEG's blocks are plain: {blocks_of('jpeg/rocket.jpg')[:1]}")
     plain_photos = [k for k in ("jpeg/rocket.jpg", "jpeg/hubble_deep_field.jpg", "shards/jpegs-000000.tar")
                     if forms.get(k) == ["AQBLK001"]]
     check(len(plain_photos) >= 2, f"JPEG photographs and their shard are stored plain: {forms}")
