@@ -381,10 +381,10 @@ Result<http::ClientResponse> StoreFs::Call(const StorePath& p, const std::string
     }
     if (!transient && failed) return std::move(*failed);
     if (!transient && cut) {
-      return IoError(fmt::format(
-          "{} /{}: {}; the node cut its answer twice: it could not read a block of the object (damaged, or "
-          "unavailable beyond its repair; the node's log names the block)",
-          method, raw_path.substr(1), cut->message()));
+      return IoError(
+          fmt::format("{} /{}: {}; the node cut its answer twice: it could not read a block of the object (damaged, or "
+                      "unavailable beyond its repair; the node's log names the block)",
+                      method, raw_path.substr(1), cut->message()));
     }
     const double now = Now();
     if (now >= deadline) break;
