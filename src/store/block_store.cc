@@ -294,7 +294,7 @@ Result<BlockRef> BlockStore::WriteWithId(const std::string& id, const std::strin
   BlockRef ref{id, data.size(), crc32c::Value(data), pool->name};
   const std::string path = PathOf(ref);
   AQ_TRY(fs_.MakeDirs(std::string(io::DirName(path))));
-  const double t0 = ThreadCpuSeconds();
+  const double t0 = pool->compression.enabled() ? ThreadCpuSeconds() : 0;  // a system call: only when counted
   const EncodedBlock encoded = EncodeBlock(data, ref.crc32c, pool->compression);
   if (pool->compression.enabled()) {
     MutexLock lock(stats_mu_);
@@ -374,7 +374,7 @@ Result<std::string> BlockStore::Read(const BlockRef& ref, uint64_t offset, uint6
       }
       return std::string(stored.substr(offset, std::min<uint64_t>(n, stored.size() - offset)));
     }
-    const double t0 = ThreadCpuSeconds();
+    const double t0 = ThreadCpuSeconds();  // compressed here: plain blocks returned above
     block = DecodeBlock(h, stored);
     CountDecode(h, pool, t0);
   } else {
@@ -388,7 +388,7 @@ Result<std::string> BlockStore::Read(const BlockRef& ref, uint64_t offset, uint6
     if (AQ_TRY(f->ReadAt(h.header_bytes, stored.size(), stored.data())) != stored.size()) {
       return corrupt("shorter than when opened");
     }
-    const double t0 = ThreadCpuSeconds();
+    const double t0 = h.codec != Codec::kNone ? ThreadCpuSeconds() : 0;  // a system call: only when counted
     block = DecodeBlock(h, std::move(stored));
     CountDecode(h, pool, t0);
   }
