@@ -644,6 +644,15 @@ void PrintStats(const std::string& node, const nlohmann::json& now, const nlohma
                   num(p, "logical_bytes") > 0 ? num(p, "bytes") / num(p, "logical_bytes") : 1.0,
                   num(p, "compressed_blocks"), codec.c_str());
     }
+    if (p.value("dedup", false) || num(p, "shared_blocks") > 0) {
+      // Shared blocks: stored once for every object that names them.
+      std::printf(", dedup: %.0f shared blocks, %s saved", num(p, "shared_blocks"),
+                  units::Bytes(num(p, "dedup_saved_bytes")).c_str());
+      if (codec == "none") {
+        std::printf(" (%s of data, %.2fx)", units::Bytes(num(p, "logical_bytes")).c_str(),
+                    num(p, "logical_bytes") > 0 ? num(p, "bytes") / num(p, "logical_bytes") : 1.0);
+      }
+    }
     std::printf("\n");
   }
 }

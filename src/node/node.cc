@@ -95,6 +95,16 @@ Status NodeOptions::Validate() const {
     if (lease_ttl_s < 1) return InvalidArgument("a membership lease lasts at least 1 s");
     if (etcd_timeout_s <= 0) return InvalidArgument("the etcd request timeout must be > 0 s");
     if (!advertise.empty()) AQ_TRY(s3::ParseHostPort(advertise, false));
+    // A shared block is removed only when no layout names it: SQLite's
+    // layouts are indexed by block, etcd's are not.
+    for (const auto& p : pools) {
+      if (p.dedup) {
+        return Unsupported(
+            fmt::format("pool '{}': dedup needs a single node's metadata; a cluster's (etcd) does not "
+                        "track shared blocks yet",
+                        p.name));
+      }
+    }
   }
   if (reclaim_max_s <= 0) return InvalidArgument("the bound on holding freed blocks must be > 0 s");
   if (lifecycle_day_s <= 0) return InvalidArgument("a lifecycle day must be > 0 s");
@@ -135,7 +145,8 @@ nlohmann::json ScrubJson(const store::Scrubber& scrubber) {
                         {"problem", f.problem},
                         {"repaired", f.repaired},
                         {"repair_error", f.repair_error},
-                        {"quarantined", f.quarantined}});
+                        {"quarantined", f.quarantined},
+                        {"also", f.also}});
   }
   nlohmann::json quarantine = nlohmann::json::array();
   for (const auto& [path, bytes] : s.quarantine) quarantine.push_back({{"path", path}, {"bytes", bytes}});

@@ -313,14 +313,23 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
     j["reclaim"] = {{"freed", rs.freed}, {"removed", rs.removed}, {"deferred", rs.deferred}, {"forced", rs.forced},
                     {"early", rs.early}, {"pending", rs.pending}, {"readers", rs.pins}};
     nlohmann::json pools = nlohmann::json::array();
-    if (auto usage = objects.blocks().Usage(); usage.ok()) {
+    if (auto usage = objects.Usage(); usage.ok()) {
       for (const auto& u : *usage) {
+        // logical_bytes: what the objects hold, before compression and
+        // deduplication (bytes: what the files take).
         nlohmann::json p = {{"name", u.name},
                             {"blocks", u.blocks},
                             {"bytes", u.bytes},
-                            {"logical_bytes", u.logical_bytes},
+                            {"logical_bytes", u.referenced_bytes()},
                             {"compressed_blocks", u.compressed_blocks},
+                            {"shared_blocks", u.shared_blocks},
+                            {"dedup_saved_bytes", u.dedup_saved_bytes},
                             {"ratio", u.ratio()}};
+        for (const auto& d : objects.blocks().DedupCounters()) {
+          if (d.pool != u.name || d.written + d.found + d.kept == 0) continue;
+          p["dedup_writes"] = {{"written", d.written},   {"found", d.found}, {"found_bytes", d.found_bytes},
+                               {"repaired", d.repaired}, {"kept", d.kept},   {"hash_seconds", d.hash_seconds}};
+        }
         for (const auto& c : objects.blocks().CompressionCounters()) {
           if (c.pool != u.name) continue;
           p["compression_writes"] = {{"compressed", c.compressed},
@@ -335,6 +344,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
           if (pool.name != u.name) continue;
           p["media"] = store::MediaName(pool.media);
           p["compression"] = pool.compression.ToString();
+          p["dedup"] = pool.dedup;
           struct statvfs v {};
           if (::statvfs(pool.path.c_str(), &v) == 0) {  // its file system (shared with whatever else is there)
             p["size_bytes"] = static_cast<double>(v.f_blocks) * v.f_frsize;
@@ -418,17 +428,23 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
               static_cast<double>(rs.freed));
     w.Gauge("aquifer_reclaim_pending_blocks", "Blocks waiting to be freed (readers may hold them)",
             static_cast<double>(rs.pending));
-    if (auto usage = objects.blocks().Usage(); usage.ok()) {
+    if (auto usage = objects.Usage(); usage.ok()) {
       for (const auto& u : *usage) {
         w.Gauge("aquifer_pool_used_bytes", "Bytes of blocks stored in each pool on this node",
                 static_cast<double>(u.bytes), {{"pool", u.name}});
         w.Gauge("aquifer_pool_blocks", "Blocks stored in each pool on this node", static_cast<double>(u.blocks),
                 {{"pool", u.name}});
         w.Gauge("aquifer_pool_logical_bytes",
-                "Bytes of the blocks stored in each pool before compression (physical: aquifer_pool_used_bytes)",
-                static_cast<double>(u.logical_bytes), {{"pool", u.name}});
+                "Bytes the objects hold in each pool before compression and deduplication (physical: "
+                "aquifer_pool_used_bytes)",
+                static_cast<double>(u.referenced_bytes()), {{"pool", u.name}});
         w.Gauge("aquifer_pool_compressed_blocks", "Blocks each pool stores compressed",
                 static_cast<double>(u.compressed_blocks), {{"pool", u.name}});
+        w.Gauge("aquifer_pool_shared_blocks", "Content-addressed blocks each pool stores once for every object",
+                static_cast<double>(u.shared_blocks), {{"pool", u.name}});
+        w.Gauge("aquifer_pool_dedup_saved_bytes",
+                "Bytes the objects' layouts name beyond the shared blocks stored (what deduplication saves)",
+                static_cast<double>(u.dedup_saved_bytes), {{"pool", u.name}});
       }
     }
     for (const auto& c : objects.blocks().CompressionCounters()) {
@@ -442,6 +458,22 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
                 c.compress_seconds, {{"pool", c.pool}});
       w.Counter("aquifer_pool_decompression_seconds_total", "CPU time spent decompressing blocks read from disk",
                 c.decompress_seconds, {{"pool", c.pool}});
+    }
+    for (const auto& d : objects.blocks().DedupCounters()) {
+      const bool dedup = [&] {
+        for (const auto& pool : objects.blocks().pools()) {
+          if (pool.name == d.pool) return pool.dedup;
+        }
+        return false;
+      }();
+      if (!dedup) continue;
+      const char* help = "Blocks written to a dedup pool, by whether their content was stored already";
+      w.Counter("aquifer_pool_dedup_writes_total", help, static_cast<double>(d.written),
+                {{"pool", d.pool}, {"content", "new"}});
+      w.Counter("aquifer_pool_dedup_writes_total", help, static_cast<double>(d.found),
+                {{"pool", d.pool}, {"content", "found"}});
+      w.Counter("aquifer_pool_dedup_hash_seconds_total", "CPU time naming blocks by their content (SHA-256)",
+                d.hash_seconds, {{"pool", d.pool}});
     }
     // Each pool's file system: its size and what is left of it (a pool
     // shares its disk with whatever else is there).

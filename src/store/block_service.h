@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "store/block_cache.h"
@@ -32,6 +33,9 @@ class BlockService {
   virtual Result<std::shared_ptr<const std::string>> Read(const BlockRef& ref) = 0;
   // Removes the block (every replica); a missing block is not an error.
   virtual Status Remove(const BlockRef& ref) = 0;
+  // The writer of `blocks` is done with them (its layout committed, or it
+  // gave up): ends the holds Write took on shared (dedup) blocks.
+  virtual void Unhold(const std::vector<BlockRef>& /*blocks*/) {}
   // Whether the block can be read now, as far as can be told without
   // reading it (a holder is up, the file exists): checked before a response
   // is promised, so that a client gets an error instead of a cut body.
@@ -65,6 +69,7 @@ class LocalBlockService final : public BlockService {
     Keep(ref.id, block, slow);
     return block;
   }
+  void Unhold(const std::vector<BlockRef>& blocks) override { blocks_.Unhold(blocks); }
   Status Remove(const BlockRef& ref) override {
     if (cache_ != nullptr) cache_->Erase(ref.id);
     if (l3_ != nullptr) l3_->Erase(ref.id);

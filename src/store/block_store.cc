@@ -1,6 +1,7 @@
 #include "store/block_store.h"
 
 #include <fmt/format.h>
+#include <openssl/evp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "common/crc32c.h"
+#include "common/log.h"
 #include "common/units.h"
 
 namespace aq::store {
@@ -84,15 +86,32 @@ double ThreadCpuSeconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-bool IsBlockId(std::string_view s) {
-  if (s.size() != 32) return false;
+bool IsLowerHex(std::string_view s) {
   for (char c : s) {
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   }
   return true;
 }
 
+// A random id (32 hex digits) or a content id (64).
+bool IsBlockId(std::string_view s) { return (s.size() == 32 || s.size() == 64) && IsLowerHex(s); }
+
 }  // namespace
+
+std::string ContentId(std::string_view data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  EVP_Digest(data.data(), data.size(), digest, &len, EVP_sha256(), nullptr);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id(2 * len, '0');
+  for (unsigned i = 0; i < len; ++i) {
+    id[2 * i] = kHex[digest[i] >> 4];
+    id[2 * i + 1] = kHex[digest[i] & 15];
+  }
+  return id;
+}
+
+bool IsContentId(std::string_view id) { return id.size() == 64 && IsLowerHex(id); }
 
 bool BlockStore::IsSlow(const std::string& pool) const {
   for (const auto& p : pools_) {
@@ -145,7 +164,8 @@ Status PublishPools(MetaStore& meta, const std::vector<PoolConfig>& pools) {
                  {"media", MediaName(p.media)},
                  {"path", p.path},
                  {"compress", p.compression.ToString()},
-                 {"min_saving", p.compression.min_saving}});
+                 {"min_saving", p.compression.min_saving},
+                 {"dedup", p.dedup}});
   }
   return meta.PutSetting(kNodePoolsSetting, a.dump());
 }
@@ -171,6 +191,7 @@ Result<std::vector<PoolConfig>> PublishedPools(MetaStore& meta) {
     if (e.contains("min_saving") && e["min_saving"].is_number()) {
       p.compression.min_saving = std::clamp(e["min_saving"].get<double>(), 0.0, 0.99);
     }
+    p.dedup = e.contains("dedup") && e["dedup"].is_boolean() && e["dedup"].get<bool>();
     out.push_back(std::move(p));
   }
   return out;
@@ -228,10 +249,12 @@ Result<PoolConfig> ParsePool(std::string_view spec) {
             fmt::format("pool '{}': min-saving '{}' is not a percentage from 0 to 99", spec, opt.substr(11)));
       }
       p.compression.min_saving = pct / 100;
+    } else if (opt == "dedup") {
+      p.dedup = true;
     } else {
       return InvalidArgument(
           fmt::format("pool '{}': unknown option '{}' (media=ssd|hdd, direct, latency=DURATION, spindles=N, "
-                      "compress=lz4|zstd[:LEVEL], min-saving=PERCENT)",
+                      "compress=lz4|zstd[:LEVEL], min-saving=PERCENT, dedup)",
                       spec, opt));
     }
   }
@@ -258,6 +281,7 @@ BlockStore::BlockStore(io::FileSystem& fs, std::vector<PoolConfig> pools) : fs_(
     spindles_.push_back(p.spindles > 0 ? std::make_unique<std::counting_semaphore<>>(p.spindles) : nullptr);
     logical_.emplace_back();
     compression_.push_back(CompressionStats{p.name});
+    dedup_.push_back(DedupStats{p.name});
   }
 }
 
@@ -278,7 +302,9 @@ std::string BlockStore::PathOf(const BlockRef& ref) const {
 }
 
 Result<BlockRef> BlockStore::Write(const std::string& pool_name, std::string_view data) {
-  return WriteWithId(NewBlockId(), pool_name, data);
+  const PoolConfig* pool = AQ_TRY(Pool(pool_name));
+  if (pool->dedup) return WriteShared(pool, data);
+  return WriteFile(NewBlockId(), pool, data, crc32c::Value(data));
 }
 
 bool BlockStore::Has(const BlockRef& ref) const {
@@ -290,8 +316,67 @@ bool BlockStore::Has(const BlockRef& ref) const {
 Result<BlockRef> BlockStore::WriteWithId(const std::string& id, const std::string& pool_name, std::string_view data) {
   if (!IsBlockId(id)) return InvalidArgument(fmt::format("'{}' is not a block id", id));
   const PoolConfig* pool = AQ_TRY(Pool(pool_name));
+  return WriteFile(id, pool, data, crc32c::Value(data));
+}
+
+Result<BlockRef> BlockStore::WriteShared(const PoolConfig* pool, std::string_view data) {
   const size_t index = static_cast<size_t>(pool - pools_.data());
-  BlockRef ref{id, data.size(), crc32c::Value(data), pool->name};
+  const double t0 = ThreadCpuSeconds();
+  const std::string id = ContentId(data);
+  const double hash_s = ThreadCpuSeconds() - t0;
+  const BlockRef ref{id, data.size(), crc32c::Value(data), pool->name};
+  const std::string held = pool->name + "/" + id;
+  // Held before looking: a removal of the block between finding it and the
+  // caller's commit would lose it.
+  MutexLock stripe(Stripe(id));
+  {
+    MutexLock lock(holds_mu_);
+    ++holds_[held];
+  }
+  // Stored already: verified like any read before a new layout names it. A
+  // damaged copy is replaced by these bytes (every object naming the block
+  // reads the good ones from then on).
+  bool damaged = false;
+  if (fs_.Stat(PathOf(ref)).ok()) {
+    auto found = Read(ref);
+    if (found.ok()) {
+      MutexLock lock(stats_mu_);
+      auto& d = dedup_[index];
+      ++d.found;
+      d.found_bytes += data.size();
+      d.hash_seconds += hash_s;
+      return ref;
+    }
+    damaged = true;
+    log::warn("dedup: stored block {} in pool '{}' failed its check ({}); writing it again", id, pool->name,
+              found.status().message());
+  }
+  auto written = WriteFile(id, pool, data, ref.crc32c);
+  if (!written.ok()) {
+    Unhold({ref});
+    return written.status();
+  }
+  MutexLock lock(stats_mu_);
+  auto& d = dedup_[index];
+  ++d.written;
+  if (damaged) ++d.repaired;
+  d.hash_seconds += hash_s;
+  return written;
+}
+
+void BlockStore::Unhold(const std::vector<BlockRef>& blocks) {
+  MutexLock lock(holds_mu_);
+  for (const auto& b : blocks) {
+    if (!IsContentId(b.id)) continue;
+    auto it = holds_.find(b.pool + "/" + b.id);
+    if (it != holds_.end() && --it->second <= 0) holds_.erase(it);
+  }
+}
+
+Result<BlockRef> BlockStore::WriteFile(const std::string& id, const PoolConfig* pool, std::string_view data,
+                                       uint32_t crc) {
+  const size_t index = static_cast<size_t>(pool - pools_.data());
+  BlockRef ref{id, data.size(), crc, pool->name};
   const std::string path = PathOf(ref);
   AQ_TRY(fs_.MakeDirs(std::string(io::DirName(path))));
   const double t0 = pool->compression.enabled() ? ThreadCpuSeconds() : 0;  // a system call: only when counted
@@ -433,8 +518,29 @@ Result<BlockStore::StoredForm> BlockStore::Stored(const BlockRef& ref) const {
 }
 
 Status BlockStore::Remove(const BlockRef& ref) {
-  AQ_TRY(Pool(ref.pool));
+  const PoolConfig* pool = AQ_TRY(Pool(ref.pool));
   if (!IsBlockId(ref.id)) return InvalidArgument(fmt::format("'{}' is not a block id", ref.id));
+  if (IsContentId(ref.id)) {
+    MutexLock stripe(Stripe(ref.id));
+    bool keep = false;
+    {
+      MutexLock lock(holds_mu_);
+      keep = holds_.count(ref.pool + "/" + ref.id) > 0;
+    }
+    // Unknown (no metadata to ask, or it failed): kept. An orphan at worst,
+    // collected at the next start.
+    if (!keep) {
+      auto named = referenced_ ? referenced_(ref) : Result<bool>(Unsupported("no reference check"));
+      keep = !named.ok() || *named;
+    }
+    if (keep) {
+      MutexLock lock(stats_mu_);
+      ++dedup_[static_cast<size_t>(pool - pools_.data())].kept;
+      return Status::Ok();
+    }
+    Status st = fs_.Remove(PathOf(ref));
+    return st.code() == StatusCode::kNotFound ? Status::Ok() : st;
+  }
   Status st = fs_.Remove(PathOf(ref));
   if (st.code() == StatusCode::kNotFound) return Status::Ok();
   return st;
@@ -565,6 +671,7 @@ Result<std::vector<PoolUsage>> BlockStore::Usage() {
       u.bytes += file.size;
       u.logical_bytes += it->second.logical;
       if (it->second.compressed) ++u.compressed_blocks;
+      if (IsContentId(file.id)) ++u.shared_blocks;
     }
     {
       // Blocks removed since are forgotten; one written while the pool was
@@ -580,6 +687,11 @@ Result<std::vector<PoolUsage>> BlockStore::Usage() {
 std::vector<CompressionStats> BlockStore::CompressionCounters() const {
   MutexLock lock(stats_mu_);
   return compression_;
+}
+
+std::vector<DedupStats> BlockStore::DedupCounters() const {
+  MutexLock lock(stats_mu_);
+  return dedup_;
 }
 
 }  // namespace aq::store

@@ -13,11 +13,23 @@
 // object refers to (a crash between writing blocks and committing the
 // layout leaves such orphans).
 //
+// Deduplication (a pool's `dedup` policy): a block written there is named
+// by its content (ContentId: SHA-256, 64 hex digits), so equal blocks of
+// any objects are one file. Such a file is shared: the metadata's layouts
+// are its references, and Remove takes it away only when none names it
+// (set_reference_check) and no writer holds it. A writer holds each shared
+// block it wrote or found from Write until its layout committed or it gave
+// up (Unhold): removal between "the file is there" and the commit naming it
+// would lose the block.
+//
 // Thread safety: all methods may be called concurrently; blocks are
-// immutable and ids are random, so writers never share a file.
+// immutable and random ids never repeat, so writers share no file but a
+// shared block's, whose writes and removal are serialized by its id.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <semaphore>
@@ -50,10 +62,12 @@ struct PoolConfig {
   // Inline compression of the blocks written here (blocks that do not
   // shrink by compression.min_saving are stored plain).
   Compression compression;
+  // Content-addressed blocks: equal blocks are stored once.
+  bool dedup = false;
 };
 
 // "NAME=PATH[,media=ssd|hdd][,direct][,latency=DURATION[,spindles=N]][,compress=lz4|zstd[:LEVEL]]
-// [,min-saving=PERCENT]" (DURATION: 8ms, 500us, 0.01s)
+// [,min-saving=PERCENT][,dedup]" (DURATION: 8ms, 500us, 0.01s)
 Result<PoolConfig> ParsePool(std::string_view spec);
 
 // The one rule for which pool holds `media` ("ssd", "hdd"): the pool name
@@ -83,10 +97,29 @@ struct PoolUsage {
   uint64_t bytes = 0;          // physical: the block files' sizes on disk
   uint64_t logical_bytes = 0;  // the blocks' own bytes (before compression)
   uint64_t compressed_blocks = 0;
-  // bytes / logical_bytes (1 when empty): under 1 when compression saves.
+  uint64_t shared_blocks = 0;  // content-addressed (dedup) block files
+  // The bytes the objects' layouts name beyond the shared blocks' own:
+  // what deduplication saved (known to the metadata: ObjectStore::Usage).
+  uint64_t dedup_saved_bytes = 0;
+  // What the objects hold in this pool: each shared block counted once per reference.
+  uint64_t referenced_bytes() const { return logical_bytes + dedup_saved_bytes; }
+  // bytes / referenced_bytes() (1 when empty): under 1 when compression or
+  // deduplication saves.
   double ratio() const {
-    return logical_bytes > 0 ? static_cast<double>(bytes) / static_cast<double>(logical_bytes) : 1.0;
+    const uint64_t logical = referenced_bytes();
+    return logical > 0 ? static_cast<double>(bytes) / static_cast<double>(logical) : 1.0;
   }
+};
+
+// What a pool's deduplication did since the store opened.
+struct DedupStats {
+  std::string pool;
+  uint64_t written = 0;      // shared blocks written (content not stored yet)
+  uint64_t found = 0;        // ... found stored and verified: not written again
+  uint64_t found_bytes = 0;  // the bytes those would have written
+  uint64_t repaired = 0;     // found damaged and rewritten from the writer's bytes
+  uint64_t kept = 0;         // removals refused: a layout still names the block, or a writer holds it
+  double hash_seconds = 0;   // CPU time naming blocks by content
 };
 
 // What a pool's compression did since the store opened.
@@ -103,8 +136,20 @@ class BlockStore {
   static Result<std::unique_ptr<BlockStore>> Open(io::FileSystem& fs, std::vector<PoolConfig> pools);
 
   // Writes a new block of `data` into the pool (the first pool if empty)
-  // and makes it durable before returning its reference.
+  // and makes it durable before returning its reference. In a dedup pool:
+  // the block is named by its content, found (and verified) when stored
+  // already, and held for the caller, who must Unhold it once its layout
+  // committed or was given up.
   Result<BlockRef> Write(const std::string& pool, std::string_view data);
+  // Ends the holds Write took on the shared blocks among `blocks` (others
+  // are ignored), one per Write.
+  void Unhold(const std::vector<BlockRef>& blocks);
+  // Whether a layout names a shared block: Remove asks before it takes one
+  // away, and keeps the block when the answer is yes or an error, or when
+  // no check is set. Set while nothing removes (the object store sets its
+  // metadata's and clears it when it goes).
+  using ReferenceCheck = std::function<Result<bool>(const BlockRef&)>;
+  void set_reference_check(ReferenceCheck check) { referenced_ = std::move(check); }
   // The same with the id given (a replica of a block named elsewhere);
   // InvalidArgument unless it is a block id.
   Result<BlockRef> WriteWithId(const std::string& id, const std::string& pool, std::string_view data);
@@ -121,7 +166,8 @@ class BlockStore {
     std::string Describe() const;  // "plain", "lz4 0.33", "zstd+delta 0.48" (stored / logical bytes)
   };
   Result<StoredForm> Stored(const BlockRef& ref) const;
-  // Removes a block file (missing is fine: removal is idempotent).
+  // Removes a block file (missing is fine: removal is idempotent). A
+  // shared block stays while a writer holds it or a layout names it.
   Status Remove(const BlockRef& ref);
   // Moves a damaged block file aside, out of the way of a rebuilt copy and
   // of garbage collection, into its pool's quarantine/ folder (kept for
@@ -140,6 +186,7 @@ class BlockStore {
   // call after a start costs one small read per block.
   Result<std::vector<PoolUsage>> Usage();
   std::vector<CompressionStats> CompressionCounters() const;
+  std::vector<DedupStats> DedupCounters() const;
   // The ids of every block in every pool (or in `only_pool`), sorted.
   Result<std::vector<std::string>> List(const std::string& only_pool = "");
 
@@ -152,6 +199,11 @@ class BlockStore {
   BlockStore(io::FileSystem& fs, std::vector<PoolConfig> pools);
   Result<const PoolConfig*> Pool(const std::string& name) const;
   void CountDecode(const BlockHeader& h, const PoolConfig* pool, double cpu_t0);
+  Result<BlockRef> WriteFile(const std::string& id, const PoolConfig* pool, std::string_view data, uint32_t crc);
+  Result<BlockRef> WriteShared(const PoolConfig* pool, std::string_view data);
+  Status RemoveShared(const BlockRef& ref);
+  // Writes and removals of one shared block are serialized by its id's stripe.
+  Mutex& Stripe(const std::string& id) { return stripes_[std::hash<std::string>()(id) % stripes_.size()]; }
   io::FileSystem& fs_;
   std::vector<PoolConfig> pools_;
   std::vector<std::unique_ptr<std::counting_semaphore<>>> spindles_;  // per pool, null: no limit
@@ -164,9 +216,19 @@ class BlockStore {
   std::vector<std::unordered_map<std::string, KnownBlock>> logical_ AQ_GUARDED_BY(usage_mu_);
   mutable Mutex stats_mu_;
   std::vector<CompressionStats> compression_ AQ_GUARDED_BY(stats_mu_);
+  std::vector<DedupStats> dedup_ AQ_GUARDED_BY(stats_mu_);
+  std::array<Mutex, 64> stripes_;
+  mutable Mutex holds_mu_;
+  std::unordered_map<std::string, int> holds_ AQ_GUARDED_BY(holds_mu_);  // "pool/id" -> writers holding it
+  ReferenceCheck referenced_;
 };
 
 // A new random block id (128 bits, 32 lowercase hex digits).
 std::string NewBlockId();
+// The id of a shared block of `data` in a dedup pool: its SHA-256 (64
+// lowercase hex digits). OpenSSL's, which uses the CPU's SHA extensions.
+std::string ContentId(std::string_view data);
+// Whether `id` names a block by its content (ContentId's form).
+bool IsContentId(std::string_view id);
 
 }  // namespace aq::store

@@ -33,11 +33,12 @@ std::string Bytes(size_t n, uint32_t seed) {
 // One node's store over a fault-injecting file system; Restart() is a new
 // process on what survived.
 // compress: both pools compress (lz4, zstd) and blocks are large enough
-// to be compressed.
+// to be compressed. dedup: both pools share equal blocks.
 class Node {
  public:
-  explicit Node(bool compress = false)
+  explicit Node(bool compress = false, bool dedup = false)
       : compress_(compress),
+        dedup_(dedup),
         dir_(fs::temp_directory_path() / ("aq_crash_test_" + std::to_string(getpid()) + "_" + NewBlockId())) {
     fs::create_directories(dir_);
     mem_ = io::NewMemFileSystem();
@@ -58,6 +59,7 @@ class Node {
       hot.compression = ParseCompression("lz4").value();
       cold.compression = ParseCompression("zstd").value();
     }
+    hot.dedup = cold.dedup = dedup_;
     blocks_ = BlockStore::Open(*faulty_, {hot, cold}).value();
     ObjectStoreOptions o;
     o.block_size = compress_ ? 8192 : 1000;  // several blocks per object: several crash points
@@ -123,7 +125,7 @@ class Node {
     }
   }
 
-  bool compress_;
+  bool compress_, dedup_;
   fs::path dir_;
   std::unique_ptr<io::FileSystem> mem_;
   std::unique_ptr<io::FaultInjectionFileSystem> faulty_;
@@ -135,10 +137,10 @@ class Node {
 // Runs `action` crashed at operation 1, 2, ... until it completes without
 // reaching the crash; after each crash the state must satisfy `check`.
 template <typename Prepare, typename Action, typename Check>
-void AtEveryOperation(Prepare prepare, Action action, Check check, bool compress = false) {
+void AtEveryOperation(Prepare prepare, Action action, Check check, bool compress = false, bool dedup = false) {
   int crashes = 0;
   for (uint64_t k = 1; k < 500; ++k) {
-    Node n(compress);
+    Node n(compress, dedup);
     prepare(n);
     n.faulty_->CrashAt(k);
     const Status s = action(n);
@@ -205,6 +207,37 @@ TEST(CrashTest, CompressingPoolsOverwriteAndMove) {
                      }
                    },
                    true);
+}
+
+// Deduplicated copies deleted one by one and one overwritten with a value
+// sharing half its blocks, crashed at every operation: each copy reads
+// whole or is gone, and once all are deleted no block file is left.
+TEST(CrashTest, DedupCopiesDeletedOneByOne) {
+  const std::string a = Bytes(1000, 20), b = Bytes(1000, 21), c = Bytes(1000, 22), d = Bytes(1000, 23);
+  const std::string v = a + b + c + d.substr(0, 400), v2 = c + d + a;
+  const std::vector<std::string> copies = {"c1", "c2", "c3"};
+  AtEveryOperation(
+      [&](Node& n) {
+        for (const auto& k : copies) ASSERT_TRUE(n.Put(k, v).ok());
+        ASSERT_EQ(n.blocks_->List().value().size(), 4u);  // stored once
+      },
+      [&](Node& n) -> Status {
+        AQ_TRY(n.objects_->Delete("bkt", "c1"));
+        AQ_TRY(n.Put("c3", v2));
+        AQ_TRY(n.objects_->Delete("bkt", "c2"));
+        AQ_TRY(n.objects_->Delete("bkt", "c3"));
+        n.objects_->reclaimer().Drain();
+        return Status::Ok();
+      },
+      [&](Node& n, bool done) {
+        for (const auto& k : copies) {
+          const std::string got = n.Get(k);
+          EXPECT_TRUE(got == v || got == "<absent>" || (k == "c3" && got == v2)) << k << ": " << got.substr(0, 80);
+          if (done) EXPECT_EQ(got, "<absent>");
+        }
+        if (done) EXPECT_EQ(n.blocks_->List().value().size(), 0u);
+      },
+      false, true);
 }
 
 TEST(CrashTest, NewObjectIsWholeOrAbsent) {

@@ -214,6 +214,23 @@ class MetaStore {
   // Every block id an object or an uploaded part refers to (garbage collection).
   virtual Result<std::vector<std::string>> ReferencedBlocks() = 0;
 
+  // Deduplication: a shared block (content-addressed, one file for every
+  // layout naming it) is referenced by the layouts themselves, so its count
+  // changes in the transaction that switches a layout and cannot drift.
+  //
+  // Whether an object or an uploaded part names the block (id and pool).
+  // kUnsupported where the engine does not index its layouts by block.
+  virtual Result<bool> IsReferenced(const BlockRef& /*block*/) {
+    return Unsupported("this metadata store does not track shared blocks");
+  }
+  // Per pool: the shared blocks the layouts name and how often.
+  struct SharedUsage {
+    std::string pool;
+    uint64_t blocks = 0, bytes = 0;                 // distinct shared blocks and their bytes
+    uint64_t references = 0, referenced_bytes = 0;  // every naming of one, and the bytes named
+  };
+  virtual Result<std::vector<SharedUsage>> SharedBlockUsage() { return std::vector<SharedUsage>(); }
+
   // Small named settings kept with the metadata (tiering policies and the
   // like): NotFound if never set; an empty value removes the setting.
   virtual Result<std::string> GetSetting(const std::string& name) = 0;

@@ -89,6 +89,7 @@ Result<ObjectMeta> ObjectWriter::Commit() {
   auto failed = [&](Status s) -> Status {
     if (s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kTimedOut || s.code() == StatusCode::kIoError) {
       done_ = true;
+      blocks_.Unhold(written_);
       written_.clear();
       return Status(StatusCode::kUnavailable, s.message());
     }
@@ -104,6 +105,7 @@ Result<ObjectMeta> ObjectWriter::Commit() {
                            fmt::format("part {} of '{}': {}", part_, key_, old.status().message())));
     }
     done_ = true;
+    blocks_.Unhold(written_);
     reclaimer_.Release(*old);
     return m;
   }
@@ -113,6 +115,7 @@ Result<ObjectMeta> ObjectWriter::Commit() {
   }
   if (!old.ok()) return failed(old.status());
   done_ = true;
+  blocks_.Unhold(written_);
   reclaimer_.Release(*old);
   auto stored = meta_.GetObject(bucket_, key_);
   if (stored.ok()) m.version = stored->version;
@@ -122,6 +125,8 @@ Result<ObjectMeta> ObjectWriter::Commit() {
 void ObjectWriter::Abort() {
   if (done_) return;
   done_ = true;
+  // Unheld first: a shared block stays if another layout names it.
+  blocks_.Unhold(written_);
   for (const auto& b : written_) (void)blocks_.Remove(b);
   written_.clear();
 }
@@ -133,7 +138,9 @@ ObjectStore::ObjectStore(MetaStore& meta, BlockStore& blocks, ObjectStoreOptions
       service_(local_.get()),
       options_(std::move(options)),
       cache_(cache),
-      reclaimer_(std::make_unique<Reclaimer>(*service_, options_.reclaim)) {}
+      reclaimer_(std::make_unique<Reclaimer>(*service_, options_.reclaim)) {
+  blocks_.set_reference_check([this](const BlockRef& b) { return meta_.IsReferenced(b); });
+}
 
 ObjectStore::ObjectStore(MetaStore& meta, BlockStore& blocks, BlockService& service, ObjectStoreOptions options,
                          BlockCache* cache)
@@ -142,9 +149,26 @@ ObjectStore::ObjectStore(MetaStore& meta, BlockStore& blocks, BlockService& serv
       service_(&service),
       options_(std::move(options)),
       cache_(cache),
-      reclaimer_(std::make_unique<Reclaimer>(*service_, options_.reclaim)) {}
+      reclaimer_(std::make_unique<Reclaimer>(*service_, options_.reclaim)) {
+  blocks_.set_reference_check([this](const BlockRef& b) { return meta_.IsReferenced(b); });
+}
 
-ObjectStore::~ObjectStore() = default;
+ObjectStore::~ObjectStore() {
+  reclaimer_.reset();  // its last removals still ask the metadata
+  blocks_.set_reference_check(nullptr);
+}
+
+Result<std::vector<PoolUsage>> ObjectStore::Usage() {
+  auto pools = AQ_TRY(blocks_.Usage());
+  auto shared = meta_.SharedBlockUsage();
+  if (!shared.ok()) return pools;  // physical figures stand alone
+  for (auto& p : pools) {
+    for (const auto& s : *shared) {
+      if (s.pool == p.name && s.referenced_bytes > s.bytes) p.dedup_saved_bytes = s.referenced_bytes - s.bytes;
+    }
+  }
+  return pools;
+}
 
 std::string ObjectStore::PoolFor(const std::string& bucket, const std::string& key, uint64_t size) const {
   if (choose_pool_) {

@@ -179,6 +179,10 @@ class ObjectStore {
   // prefixes together count against max_keys.
   Result<ListV2Page> List(const ListV2Request& request);
 
+  // The pools' usage (BlockStore::Usage) with what deduplication saved:
+  // the bytes the layouts name beyond their shared blocks' own.
+  Result<std::vector<PoolUsage>> Usage();
+
   MetaStore& meta() { return meta_; }
   BlockStore& blocks() { return blocks_; }
   BlockService& service() { return *service_; }

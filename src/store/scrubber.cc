@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -84,16 +85,30 @@ void Scrubber::Loop() {
 Result<std::vector<ScrubFinding>> Scrubber::RunPass(const std::atomic<bool>* stop) {
   std::lock_guard<std::mutex> one(pass_mu_);
   const double t0 = clock_.Now();
-  auto expected = AQ_TRY(expected_());
+  std::vector<ExpectedPiece> expected;
+  std::vector<std::vector<std::string>> also;  // per piece: the other objects naming it
+  {
+    std::unordered_map<std::string, size_t> seen;  // id@pool -> index in expected
+    for (auto& e : AQ_TRY(expected_())) {
+      auto [it, fresh] = seen.emplace(e.piece.id + "@" + e.piece.pool, expected.size());
+      if (!fresh) {
+        also[it->second].push_back(e.object);
+        continue;
+      }
+      expected.push_back(std::move(e));
+      also.emplace_back();
+    }
+  }
   {
     MutexLock lock(mu_);
     stats_.running = true;
     stats_.pieces_in_pass = expected.size();
     stats_.pieces_done_in_pass = 0;
   }
-  std::vector<std::pair<ExpectedPiece, std::string>> bad;  // piece, problem
-  RateLimiter pace(o_.bytes_per_second, 0.05, clock_);     // the pass never reads faster than its budget
-  for (const auto& e : expected) {
+  std::vector<std::pair<size_t, std::string>> bad;      // piece (index), problem
+  RateLimiter pace(o_.bytes_per_second, 0.05, clock_);  // the pass never reads faster than its budget
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const ExpectedPiece& e = expected[i];
     if (stop != nullptr && stop->load()) break;
     Status s = store_.Read(e.piece, 0, 0).status();  // reads and checks the whole piece
     const double factor = o_.busy && o_.busy() ? kYieldFactor : 1;
@@ -107,9 +122,9 @@ Result<std::vector<ScrubFinding>> Scrubber::RunPass(const std::atomic<bool>* sto
       }
     }
     if (s.code() == StatusCode::kCorruption) {
-      bad.emplace_back(e, "corrupt: " + s.message());
+      bad.emplace_back(i, "corrupt: " + s.message());
     } else if (s.code() == StatusCode::kNotFound) {
-      bad.emplace_back(e, "missing");
+      bad.emplace_back(i, "missing");
     } else if (!s.ok()) {
       log::warn("scrub: {} of {}: {}", e.piece.id, e.object, s.message());
     }
@@ -128,12 +143,14 @@ Result<std::vector<ScrubFinding>> Scrubber::RunPass(const std::atomic<bool>* sto
     for (const auto& e : *again) still.insert(e.piece.id + "@" + e.piece.pool);
   }
   std::vector<ScrubFinding> findings;
-  for (auto& [e, problem] : bad) {
+  for (auto& [i, problem] : bad) {
+    const ExpectedPiece& e = expected[i];
     if (!still.count(e.piece.id + "@" + e.piece.pool)) continue;
     // The file is read again before anything is removed: a piece rebuilt
     // meanwhile (a reader's repair, the repairer) is whole now.
     if (store_.Read(e.piece, 0, 0).ok()) continue;
     findings.push_back(Rebuild(e, problem));
+    findings.back().also = std::move(also[i]);
   }
   Record(findings, t0);
   return findings;
@@ -201,9 +218,13 @@ void Scrubber::Record(const std::vector<ScrubFinding>& findings, double t0) {
     } else {
       ++stats_.unrepaired;
       if (repair_) ++stats_.repair_errors;
-      if (at_risk.insert(f.object).second && stats_.objects_at_risk.size() < 100) {
-        stats_.objects_at_risk.push_back(f.object);
-      }
+      auto risk = [&](const std::string& object) AQ_REQUIRES(mu_) {
+        if (at_risk.insert(object).second && stats_.objects_at_risk.size() < 100) {
+          stats_.objects_at_risk.push_back(object);
+        }
+      };
+      risk(f.object);
+      for (const auto& object : f.also) risk(object);
     }
     if (stats_.last_findings.size() < 100) stats_.last_findings.push_back(f);
   }

@@ -9,6 +9,9 @@
 // node, every copy damaged) it stays reported, with the object it belongs
 // to, until a later pass finds it whole or its object gone.
 //
+// A piece named by several objects (a shared block of a dedup pool) is
+// read once per pass, and a finding names all of them.
+//
 // A finding is kept only if the piece is still named by the metadata at the
 // end of the pass (an object deleted or rewritten while it was being
 // checked is no damage).
@@ -60,6 +63,9 @@ struct ScrubFinding {
   // A corrupt piece that was not rebuilt: where its bytes are kept (the
   // pool's quarantine/ folder), never deleted by the scrubber.
   std::string quarantined;
+  // The other objects naming the same piece (a shared block of a dedup
+  // pool): checked and rebuilt once for all of them.
+  std::vector<std::string> also;
 };
 
 struct ScrubStats {

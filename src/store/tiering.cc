@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <unordered_map>
 
 #include "store/stager.h"
@@ -192,10 +193,16 @@ void Mover::MoveObject(ObjectMeta o, const TierPolicy& p, bool dry_run, const st
     // a (block, pool) file is never written twice, so a release of the
     // old layout's copy can never remove one a newer layout uses (a
     // move there and back within the reclaim delay would otherwise
-    // lose the object).
+    // lose the object). In a dedup pool the copy is named by its content
+    // and may be written again, but a shared block's removal asks the
+    // metadata whether a layout names it.
     auto bytes = blocks_.Read(b);
     Result<BlockRef> copy = bytes.ok() ? blocks_.Write(p.pool, *bytes) : bytes.status();
-    if (copy.ok() && copy->crc32c != b.crc32c) copy = Corruption(fmt::format("block {}: copy differs", b.id));
+    if (copy.ok() && copy->crc32c != b.crc32c) {
+      blocks_.Unhold({*copy});
+      (void)blocks_.Remove(*copy);
+      copy = Corruption(fmt::format("block {}: copy differs", b.id));
+    }
     if (!copy.ok()) {
       failed = copy.status();
       break;  // this object stays where it is this pass
@@ -206,6 +213,7 @@ void Mover::MoveObject(ObjectMeta o, const TierPolicy& p, bool dry_run, const st
     b.pool = p.pool;
   }
   if (!failed.ok()) {
+    blocks_.Unhold(copies);
     for (const auto& c : copies) (void)blocks_.Remove(c);
     // A block that went away because the object was overwritten or
     // deleted meanwhile is a lost race, not a failure.
@@ -222,6 +230,7 @@ void Mover::MoveObject(ObjectMeta o, const TierPolicy& p, bool dry_run, const st
   }
   if (copies.empty()) return;
   auto switched = meta_.UpdateLayout(o);
+  blocks_.Unhold(copies);  // named by the layout now, or removed below
   if (!switched.ok() || !*switched) {
     // Changed meanwhile (a newer write won) or not committed: the copies go.
     if (!switched.ok()) {
@@ -342,15 +351,17 @@ std::string TierPlacer::PoolFor(const std::string& bucket, const std::string& ke
 
 Result<uint64_t> RemoveStrayCopies(MetaStore& meta, BlockStore& blocks, const std::string& node) {
   if (blocks.pools().size() < 2) return uint64_t{0};
-  std::unordered_map<std::string, std::string> home;  // piece id -> the pool its layout names
+  // piece id -> the pools its layouts name (a shared block's content id
+  // may be named in several dedup pools)
+  std::unordered_map<std::string, std::set<std::string>> home;
   AQ_TRY(ForEachObject(meta, [&](const ObjectMeta& o) -> Status {
     for (const auto& b : o.blocks) {
       if (node.empty() || b.nodes.empty()) {
-        home[b.id] = b.pool;
+        home[b.id].insert(b.pool);
         continue;
       }
       for (const auto& [holder, piece] : StoredPieces(b)) {
-        if (holder == node) home[piece.id] = piece.pool;
+        if (holder == node) home[piece.id].insert(piece.pool);
       }
     }
     return Status::Ok();
@@ -359,7 +370,7 @@ Result<uint64_t> RemoveStrayCopies(MetaStore& meta, BlockStore& blocks, const st
   for (const auto& pool : blocks.pools()) {
     for (const auto& id : AQ_TRY(blocks.List(pool.name))) {
       auto it = home.find(id);
-      if (it == home.end() || it->second == pool.name) continue;  // unreferenced: garbage collection's
+      if (it == home.end() || it->second.count(pool.name) > 0) continue;  // unreferenced: garbage collection's
       BlockRef stray;
       stray.id = id;
       stray.pool = pool.name;

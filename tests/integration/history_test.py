@@ -6,7 +6,9 @@ POSIX mount, while a nemesis injects faults: kill -9 and restart of the node,
 a full disk (the data directory is a small tmpfs, filled from outside), and a
 tiering policy flipping every object between a fast pool and a slow one.
 The pools compress (`--compress`, by default lz4 on the fast pool and none
-on the slow one), so blocks change form with every tier flip.
+on the slow one), so blocks change form with every tier flip, and both
+deduplicate (`--no-dedup` turns that off): a CopyObject's blocks are its
+source's, shared until one of them is overwritten or deleted.
 Every operation is recorded with its invocation and completion times and its
 outcome; the history is then checked:
 
@@ -28,7 +30,7 @@ schedule; thread timing still varies). Needs root for the tmpfs (exit 77
 otherwise); the mount part is skipped without /dev/fuse.
 
 usage: history_test.py path/to/aquifer [--duration S] [--seed N] [--clients N] [--keys N] [--no-mount]
-                       [--compress FAST,SLOW]
+                       [--compress FAST,SLOW] [--no-dedup]
 """
 import argparse
 import os
@@ -54,14 +56,16 @@ ap.add_argument("--keys", type=int, default=6)
 ap.add_argument("--no-mount", action="store_true", help="no clients through the mount")
 ap.add_argument("--compress", default="lz4,none",
                 help="the fast and the slow pool's compress= policies (lz4, zstd, zstd:LEVEL, none)")
+ap.add_argument("--no-dedup", action="store_true", help="pools without the dedup policy")
 args = ap.parse_args()
+DEDUP = "" if args.no_dedup else ",dedup"
 COMPRESS = args.compress.split(",")
 if len(COMPRESS) != 2:
     raise SystemExit("--compress wants two policies, FAST,SLOW")
 AQ = os.path.abspath(args.aquifer)
 SEED = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
 print(f"history: seed {SEED}, {args.duration:.0f} s, {args.clients} clients, {args.keys} keys, "
-      f"pools compress {COMPRESS[0]} (fast) and {COMPRESS[1]} (slow)", flush=True)
+      f"pools compress {COMPRESS[0]} (fast) and {COMPRESS[1]} (slow){'' if args.no_dedup else ', dedup'}", flush=True)
 
 tmp, data = s3lib.small_disk("aq_history_", "48m", "the full-disk fault needs one")
 creds = s3lib.write_credentials(os.path.join(tmp, "keys"))
@@ -90,8 +94,8 @@ log = open(os.path.join(tmp, "node.log"), "a")
 def start_node():
     p = subprocess.Popen([AQ, "serve", "--data", data, "--listen", f"127.0.0.1:{node['port']}", "--credentials", creds,
                           "--block-size", "64KiB", "--reclaim-delay", "1", "--tier-interval", "1",
-                          "--pool", f"fast={data}/fast,media=ssd,compress={COMPRESS[0]}",
-                          "--pool", f"slow={data}/slow,media=hdd,latency=0.005,compress={COMPRESS[1]}"],
+                          "--pool", f"fast={data}/fast,media=ssd,compress={COMPRESS[0]}{DEDUP}",
+                          "--pool", f"slow={data}/slow,media=hdd,latency=0.005,compress={COMPRESS[1]}{DEDUP}"],
                          stdout=log, stderr=log)
     node["p"] = p
     ok = s3lib.until(lambda: request(node["port"], "GET", "/", timeout=2)[0] == 200, 20, 0.1)
@@ -127,7 +131,8 @@ def tier(pool):
                    capture_output=True)
 
 
-forms_seen = {"compressed": 0, "plain": 0}  # block files by form, summed over the nemesis' looks
+# block files by form, and those named by their content (shared), summed over the nemesis' looks
+forms_seen = {"compressed": 0, "plain": 0, "shared": 0}
 
 
 def count_forms():
@@ -135,6 +140,8 @@ def count_forms():
     for pool in ("fast", "slow"):
         for root, _, files in os.walk(os.path.join(data, pool, "blocks")):
             for name in files:
+                if len(name) == 64:
+                    forms_seen["shared"] += 1
                 try:
                     with open(os.path.join(root, name), "rb") as f:
                         magic = f.read(8)
@@ -220,6 +227,8 @@ try:
     print(f"block files seen by form (summed over the nemesis' looks): {forms_seen}")
     if "none" not in COMPRESS[0] and forms_seen["compressed"] == 0:
         anomaly("no block was stored compressed: the run did not test what it says")
+    if not args.no_dedup and forms_seen["shared"] == 0:
+        anomaly("no block was named by its content: the run did not test what it says")
     code = H.finish(faults, windows, tmp)
 finally:
     stop.set()
