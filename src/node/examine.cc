@@ -43,9 +43,12 @@ namespace {
 
 // How a piece held here is stored ("plain", "zstd+delta 0.48"), or why that
 // cannot be told.
+// "plain", "zstd+delta 0.48"; ", shared" after a block named by its
+// content (a dedup pool's: other objects may name it too).
 std::string StoredAs(const store::BlockStore& blocks, const store::BlockRef& piece) {
   auto form = blocks.Stored(piece);
-  return form.ok() ? form->Describe() : std::string(StatusCodeName(form.status().code()));
+  if (!form.ok()) return std::string(StatusCodeName(form.status().code()));
+  return form->Describe() + (store::IsContentId(piece.id) ? ", shared" : "");
 }
 
 // The object's S3 checksum from its bytes, in order: the whole object's for

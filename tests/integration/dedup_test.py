@@ -168,6 +168,8 @@ try:
     r = aq("cp", f"{url}/{some}", out)
     check(r.returncode == 0 and digest(open(out, "rb").read()) == want[original(some)],
           f"aquifer cp of a copy has its original's bytes: {r.stderr[-200:]}")
+    r = aq("stat-file", f"data/{some}", "--data", DATA)
+    check(r.returncode == 0 and ", shared" in r.stdout, f"stat-file shows a copy's blocks shared: {r.stdout[-300:]}")
 
     st = node.stats()
     pools = {p["name"]: p for p in st.get("pools", [])}
