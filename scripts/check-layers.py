@@ -5,6 +5,11 @@ include src/B only when the graph lists B among A's dependencies ("A: B C"),
 or, for A's *_test.cc files, on A's "A tests:" line. An upward or undeclared
 edge fails with the file and line. A layer folder the graph does not know
 fails too, so a new layer must be placed in the drawing.
+
+Also checks the clock seam: production code reads the time through
+common/clock.h (Clock::Real(), or the Clock it was given), so that tests can
+move it; a direct steady_clock/system_clock now() is allowed only in the
+files of TIMERS, which time their own work for a report.
 usage: check-layers.py [REPO_ROOT]"""
 import os
 import re
@@ -73,7 +78,49 @@ for layer in sorted(os.listdir(src)):
                 kind = "upward" if layer in allowed.get(dep, set()) or dep not in allowed else "undeclared"
                 errors.append(f"src/{layer}/{name}:{n}: includes {dep}/ ({kind} edge; {layer} may use: "
                               f"{', '.join(sorted(allowed[layer])) or 'nothing'})")
+
+# The clock seam: where a direct now() is a timer of the file's own work.
+TIMERS = {
+    "common/clock.cc": "the seam itself",
+    "common/progress.cc": "a progress line's elapsed time and rate",
+    "monitor/sampler.cc": "the sampler's timeline",
+    "bench/pipeline_bench.cc": "bench timers",
+    "bench/result.cc": "bench timers",
+    "bench/storage_bench.cc": "bench timers",
+    "bench/storage_readers.cc": "bench timers (request latencies)",
+    "bench/train_bench.cc": "bench timers",
+    "cli/bench_commands.cc": "bench timers",
+    "dataset/expand.cc": "the command's elapsed time in its report",
+    "dataset/pack.cc": "the command's elapsed time in its report",
+    "dataset/resize.cc": "the command's elapsed time in its report",
+    "dataset/synth.cc": "the command's elapsed time in its report",
+    "dataset/verify.cc": "the command's elapsed time in its report",
+    "pipeline/pipeline.cc": "per-stage busy time (utilisation) and batch latencies",
+}
+now_call = re.compile(r"\b(steady_clock|system_clock|high_resolution_clock|Clock)::now\(\)")
+clock_errors, clock_calls = [], 0
+for layer in sorted(os.listdir(src)):
+    folder = os.path.join(src, layer)
+    if not os.path.isdir(folder):
+        continue
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith((".h", ".cc")) or name.endswith("_test.cc") or name.startswith("test_"):
+            continue
+        rel = f"{layer}/{name}"
+        for n, text in enumerate(open(os.path.join(folder, name), encoding="utf-8"), 1):
+            if now_call.search(text.split("//")[0]):
+                clock_calls += 1
+                if rel not in TIMERS:
+                    clock_errors.append(f"src/{rel}:{n}: reads the time directly; use Clock::Real() or the Clock "
+                                        "it is given (common/clock.h), or list the file in TIMERS if it times "
+                                        "its own work")
+for rel in TIMERS:
+    if not os.path.exists(os.path.join(src, rel)):
+        clock_errors.append(f"TIMERS names src/{rel}, which does not exist")
+errors += clock_errors
 if errors:
     print("\n".join(errors))
-    sys.exit(f"check-layers: {len(errors)} include(s) break the layer graph in docs/architecture.md")
-print(f"layers: {edges} includes across {len(allowed)} layers follow docs/architecture.md")
+    sys.exit(f"check-layers: {len(errors)} finding(s): include edges that break the layer graph in "
+             "docs/architecture.md, or time read around the clock seam")
+print(f"layers: {edges} includes across {len(allowed)} layers follow docs/architecture.md; "
+      f"{clock_calls} direct clock reads, all in timers")

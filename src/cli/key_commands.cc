@@ -13,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "cluster/membership.h"
+#include "common/clock.h"
 #include "node/metadata.h"
 #include "s3/policy.h"
 
@@ -135,8 +136,7 @@ Status Add(Globals& g, const KeyFlags& f) {
   s3::StoredKey k;
   k.key = AQ_TRY(s3::NewCredential());
   k.name = f.name;
-  k.created_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  k.created_ns = Clock::Real().WallNanos();
   k.grants = grants;
   if (k.key.access_key == cluster::kNodeAccessKey) return Internal("a new key collided with the node key's id");
   if (!f.out.empty()) {

@@ -16,6 +16,7 @@
 #include "cli/cli.h"
 #include "cluster/etcd_client.h"
 #include "cluster/etcd_meta_store.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/progress.h"
@@ -709,12 +710,12 @@ void RegisterWait(CLI::App& app, Globals& g) {
     co.connect_timeout_s = 1;
     co.io_timeout_s = 2;
     http::Pool pool(co);
-    const auto t0 = std::chrono::steady_clock::now();
+    const double t0 = Clock::Real().Now();
     Status last;
     while (true) {
       http::ClientRequest r;
       auto res = pool.Send(at->ToString(), r);
-      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double waited = Clock::Real().Now() - t0;
       if (res.ok()) {
         if (!g.json) std::printf("%s answers (HTTP %d) after %.1f s\n", at->ToString().c_str(), res->status, waited);
         return;

@@ -13,13 +13,16 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "cluster/etcd_client.h"
 #include "cluster/etcd_meta_store.h"
+#include "cluster/membership.h"
 #include "cluster/placement.h"
 #include "cluster/repair.h"
 #include "cluster/test_etcd.h"
+#include "common/clock.h"
 #include "store/block_store.h"
 #include "store/meta_store.h"
 
@@ -29,6 +32,44 @@ namespace {
 namespace fs = std::filesystem;
 using store::BlockRef;
 using store::ObjectMeta;
+
+// Polls `done` for up to `seconds` of real time; whether it came true.
+bool Within(double seconds, const std::function<bool()>& done) {
+  const double until = Clock::Real().Now() + seconds;
+  while (Clock::Real().Now() < until) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return done();
+}
+
+// Lease renewals are due on the membership's clock. Held still, the clock
+// lets the lease run out in etcd's (real) time and the node is down in the
+// map; moved on, the next renewal finds the lease gone and the node marks
+// itself alive again under a new one.
+TEST(MembershipTest, LeaseRenewalsRunOnItsClock) {
+  auto& etcd = Etcd::Get();
+  if (!etcd.ok()) GTEST_SKIP() << etcd.why();
+  ManualClock clock(1000, Clock::Real().WallNanos());
+  NodeInfo self;
+  self.id = "lease-node";
+  self.address = "127.0.0.1:1";
+  const std::string prefix = "/t/lease/";
+  auto m = Membership::Join(etcd.client(), self, prefix, 2, clock);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  auto up = [&] {
+    const auto nodes = ReadClusterMap(*etcd.client(), prefix);
+    for (const auto& n : nodes.ok() ? *nodes : std::vector<NodeInfo>()) {
+      if (n.id == self.id) return n.up;
+    }
+    return false;
+  };
+  EXPECT_TRUE(up());
+  EXPECT_TRUE(Within(10, [&] { return !up(); })) << "no renewal while the clock stands still";
+  EXPECT_EQ((*m)->rejoins(), 0u);
+  clock.Advance(1);  // a renewal is due (a third of the TTL)
+  EXPECT_TRUE(Within(5, [&] { return up() && (*m)->rejoins() == 1; })) << (*m)->rejoins();
+}
 
 TEST(EtcdClientTest, KeysTransactionsAndLeases) {
   auto& etcd = Etcd::Get();

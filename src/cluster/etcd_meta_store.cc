@@ -379,8 +379,8 @@ class EtcdMetaStore final : public store::MetaStore {
   // etcd cannot be read either.
   Status Resolve(const ObjectMeta& o, const Status& why, const std::function<bool(const ObjectMeta&)>& ours) {
     Status last = why;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    for (int attempt = 0; std::chrono::steady_clock::now() < deadline; ++attempt) {
+    const double deadline = Clock::Real().Now() + 20;
+    for (int attempt = 0; Clock::Real().Now() < deadline; ++attempt) {
       if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));  // etcd recovering
       auto kv = etcd_->Get(ObjectKey(o.bucket, o.key));
       if (!kv.ok()) {

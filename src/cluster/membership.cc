@@ -255,7 +255,7 @@ Status SetNodeState(EtcdClient& etcd, const std::string& prefix, const std::stri
 }
 
 Result<std::unique_ptr<Membership>> Membership::Join(std::shared_ptr<EtcdClient> etcd, NodeInfo self,
-                                                     std::string prefix, int ttl_seconds) {
+                                                     std::string prefix, int ttl_seconds, Clock& clock) {
   if (ttl_seconds < 2) return InvalidArgument("the membership lease needs at least 2 s");
   // Keep an earlier record's state and join time: a restart is not a new member.
   const std::string key = prefix + "members/" + self.id;
@@ -268,7 +268,8 @@ Result<std::unique_ptr<Membership>> Membership::Join(std::shared_ptr<EtcdClient>
   }
   if (self.joined_ns == 0) self.joined_ns = Clock::Real().WallNanos();
   AQ_TRY(etcd->Put(key, MemberJson(self).dump()));
-  std::unique_ptr<Membership> m(new Membership(std::move(etcd), std::move(self), std::move(prefix), ttl_seconds));
+  std::unique_ptr<Membership> m(
+      new Membership(std::move(etcd), std::move(self), std::move(prefix), ttl_seconds, clock));
   AQ_TRY(m->MarkAlive());
   AQ_TRY(m->Refresh());
   m->thread_ = std::thread([p = m.get()] { p->Loop(); });
@@ -277,7 +278,7 @@ Result<std::unique_ptr<Membership>> Membership::Join(std::shared_ptr<EtcdClient>
 
 Status Membership::MarkAlive() {
   lease_ = AQ_TRY(etcd_->LeaseGrant(ttl_));
-  started_ns_ = Clock::Real().WallNanos();
+  started_ns_ = clock_.WallNanos();
   return PublishAlive();
 }
 
@@ -316,31 +317,29 @@ std::vector<NodeInfo> Membership::Nodes() const {
 }
 
 void Membership::Loop() {
-  using namespace std::chrono;
-  auto last_renew = steady_clock::now();
-  auto last_publish = steady_clock::now();
-  const auto renew_every = milliseconds(ttl_ * 1000 / 3);
+  double last_renew = clock_.Now(), last_publish = clock_.Now();
+  const double renew_every = ttl_ / 3.0;
   while (true) {
     {
       MutexLock lock(mu_);
-      if (cv_.WaitFor(seconds(1), [&]() AQ_REQUIRES(mu_) { return stop_; })) return;
+      if (cv_.WaitFor(std::chrono::seconds(1), [&]() AQ_REQUIRES(mu_) { return stop_; })) return;
     }
-    if (steady_clock::now() - last_renew >= renew_every) {
+    if (clock_.Now() - last_renew >= renew_every) {
       auto ttl = etcd_->LeaseKeepAlive(lease_);
       if (ttl.ok() && *ttl > 0) {
-        last_renew = steady_clock::now();
+        last_renew = clock_.Now();
       } else if (ttl.ok()) {
         // The lease is gone (etcd restarted from an older state, or we were
         // unreachable past the TTL): mark this node alive again.
         if (MarkAlive().ok()) {
           rejoins_++;
-          last_renew = steady_clock::now();
+          last_renew = clock_.Now();
           log::warn("cluster: lease lost; node {} is alive again", self_.id);
         }
       }
     }
-    if (steady_clock::now() - last_publish >= seconds(2)) {
-      last_publish = steady_clock::now();
+    if (clock_.Now() - last_publish >= 2) {
+      last_publish = clock_.Now();
       (void)PublishAlive();  // the load and cache figures (same lease)
     }
     (void)Refresh();

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "cluster/etcd_client.h"
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "common/status.h"
 #include "ec/erasure.h"
@@ -114,9 +115,12 @@ class Membership {
   // Records this node as a member (keeping the state of an earlier record:
   // a smartfailed node that restarts stays smartfailed) and marks it alive
   // under a lease of `ttl_seconds`, renewed by a thread; the cluster map is
-  // re-read by the same thread every second.
+  // re-read by the same thread every second. Renewals are due on `clock`
+  // (a test's ManualClock moves a node through its lease's life; the loop
+  // still looks once a second of real time).
   static Result<std::unique_ptr<Membership>> Join(std::shared_ptr<EtcdClient> etcd, NodeInfo self,
-                                                  std::string prefix = kClusterPrefix, int ttl_seconds = 5);
+                                                  std::string prefix = kClusterPrefix, int ttl_seconds = 5,
+                                                  Clock& clock = Clock::Real());
   ~Membership();  // leaves: revokes the lease, so the node is down at once
 
   // A JSON object the node publishes with its alive key every few seconds
@@ -135,8 +139,8 @@ class Membership {
   uint64_t rejoins() const { return rejoins_.load(); }
 
  private:
-  Membership(std::shared_ptr<EtcdClient> etcd, NodeInfo self, std::string prefix, int ttl)
-      : etcd_(std::move(etcd)), self_(std::move(self)), prefix_(std::move(prefix)), ttl_(ttl) {}
+  Membership(std::shared_ptr<EtcdClient> etcd, NodeInfo self, std::string prefix, int ttl, Clock& clock)
+      : etcd_(std::move(etcd)), self_(std::move(self)), prefix_(std::move(prefix)), ttl_(ttl), clock_(clock) {}
   Status MarkAlive();
   Status PublishAlive();
   void Loop();
@@ -145,6 +149,7 @@ class Membership {
   NodeInfo self_;
   const std::string prefix_;
   const int ttl_;
+  Clock& clock_;
   int64_t lease_ = 0;  // used by the loop thread only (and the destructor after it stops)
   int64_t started_ns_ = 0;
   std::atomic<uint64_t> rejoins_{0};

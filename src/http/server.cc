@@ -31,9 +31,7 @@ namespace {
 
 double Now() { return Clock::Real().Now(); }
 
-int64_t UnixNow() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+int64_t UnixNow() { return Clock::Real().WallNanos() / 1'000'000'000; }
 
 class SocketStream final : public Stream {
  public:

@@ -301,6 +301,7 @@ Status Node::StartImpl() {
   oo.reclaim.min_delay_s = o_.reclaim_delay_s >= 0 ? o_.reclaim_delay_s : (cluster ? 60 : 2);
   oo.reclaim.max_hold_s = o_.reclaim_max_s;
   oo.reclaim.free_early_when_full = !cluster;  // one node's readers all pin
+  oo.reclaim.clock = &clock();
   server::S3ServerOptions so;
   cluster::ClusterConfig config;
   if (cluster) {
@@ -641,7 +642,7 @@ Status Node::JoinCluster() {
   if (::statvfs(blocks_->pools().front().path.c_str(), &vfs) == 0) {
     self.capacity_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
   }
-  membership_ = AQ_TRY(cluster::Membership::Join(etcd_, self, cluster::kClusterPrefix, o_.lease_ttl_s));
+  membership_ = AQ_TRY(cluster::Membership::Join(etcd_, self, cluster::kClusterPrefix, o_.lease_ttl_s, clock()));
   cluster_blocks_->Attach(membership_.get());
   // Load and cache, published with the alive key for `aquifer cluster status`.
   membership_->SetStatusProvider([this, last = std::make_shared<std::pair<double, uint64_t>>(0.0, 0),

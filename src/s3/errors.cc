@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include <atomic>
-#include <chrono>
 #include <random>
 
+#include "common/clock.h"
 #include "s3/xml.h"
 
 namespace aq::s3 {
@@ -73,8 +73,7 @@ std::string NewRequestId() {
   static std::atomic<uint64_t> counter{0};
   static const uint64_t seed = [] {
     std::random_device rd;
-    return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
-           static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(Clock::Real().WallNanos());
   }();
   uint64_t x = seed + 0x9e3779b97f4a7c15ull * (counter.fetch_add(1) + 1);
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;

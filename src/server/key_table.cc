@@ -20,7 +20,7 @@ KeyTable::KeyTable(std::vector<s3::Credential> admin_keys, s3::Credential node_k
   MutexLock lock(mu_);
   admin_keys_ = std::move(admin);
   current_ = std::move(first);
-  read_at_ = Clock::now();
+  read_at_ = Clock::Real().Now();
 }
 
 void KeyTable::SetAdminKeys(std::vector<s3::Credential> admin_keys) {
@@ -35,7 +35,7 @@ void KeyTable::SetAdminKeys(std::vector<s3::Credential> admin_keys) {
   admin_keys_ = std::move(admin);
   ++admin_generation_;
   current_ = std::move(snap);
-  reread_ = true;  // not read_at_ = {}: a steady clock's zero is the boot, maybe minutes ago
+  reread_ = true;  // not read_at_ = 0: the clock's zero is the boot, maybe minutes ago
 }
 
 void KeyTable::AddFixedKeys(KeySnapshot& snap, const std::vector<s3::Credential>& admin_keys) const {
@@ -70,17 +70,16 @@ std::shared_ptr<const KeySnapshot> KeyTable::Read(const std::vector<s3::Credenti
 }
 
 std::shared_ptr<const KeySnapshot> KeyTable::Get(const std::string* access_key) {
-  const auto now = Clock::now();
+  const double now = Clock::Real().Now();
   std::shared_ptr<const std::vector<s3::Credential>> admin;
   uint64_t generation = 0;
   {
     MutexLock lock(mu_);
-    const double age = std::chrono::duration<double>(now - read_at_).count();
+    const double age = now - read_at_;
     // A key not known yet is looked up at once (it may have been added a
     // moment ago), from a budget refilled at one per miss_refresh_s (burst
     // kMissBurst), so a flood of made-up keys cannot hammer the metadata.
-    miss_budget_ = std::min(kMissBurst, miss_budget_ + std::chrono::duration<double>(now - budget_at_).count() /
-                                                           std::max(miss_refresh_s_, 1e-3));
+    miss_budget_ = std::min(kMissBurst, miss_budget_ + (now - budget_at_) / std::max(miss_refresh_s_, 1e-3));
     budget_at_ = now;
     bool miss = false;
     if (access_key != nullptr && current_->Find(*access_key) == nullptr && miss_budget_ >= 1) {

@@ -13,13 +13,13 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "s3/auth.h"
 #include "s3/policy.h"
@@ -57,7 +57,6 @@ class KeyTable {
   void SetAdminKeys(std::vector<s3::Credential> admin_keys);
 
  private:
-  using Clock = std::chrono::steady_clock;
   // Reads the keys again when stale (one thread at a time, outside the
   // lock: the others go on with the current keys meanwhile).
   std::shared_ptr<const KeySnapshot> Get(const std::string* access_key);
@@ -76,12 +75,12 @@ class KeyTable {
   store::MetaStore* const meta_;
   const double refresh_s_, miss_refresh_s_;
   std::shared_ptr<const KeySnapshot> current_ AQ_GUARDED_BY(mu_);
-  Clock::time_point read_at_ AQ_GUARDED_BY(mu_);
+  double read_at_ AQ_GUARDED_BY(mu_) = 0;   // Clock::Real().Now() of the last read
   bool reread_ AQ_GUARDED_BY(mu_) = false;  // a read is due at once (new admin keys)
   bool reloading_ AQ_GUARDED_BY(mu_) = false;
   static constexpr double kMissBurst = 10;
   double miss_budget_ AQ_GUARDED_BY(mu_) = kMissBurst;
-  Clock::time_point budget_at_ AQ_GUARDED_BY(mu_) = Clock::now();
+  double budget_at_ AQ_GUARDED_BY(mu_) = Clock::Real().Now();
   std::atomic<bool> warned_{false};
 };
 

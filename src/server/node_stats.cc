@@ -6,6 +6,7 @@
 #include <chrono>
 #include <set>
 
+#include "common/clock.h"
 #include "monitor/latency_json.h"
 #include "monitor/prometheus.h"
 #include "server/dashboard_page.h"
@@ -240,14 +241,14 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
     }
   }
   sampler.Start();
-  const auto started = std::chrono::steady_clock::now();
+  const double started = Clock::Real().Now();
   auto stats_json = [&sampler, &stats, &objects, started, extra]() {
     nlohmann::json j = stats.ToJson();
     if (extra) {
       const nlohmann::json more = extra();  // (kept alive for the loop)
       for (const auto& [k, v] : more.items()) j[k] = v;
     }
-    j["uptime_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    j["uptime_seconds"] = Clock::Real().Now() - started;
     if (store::BlockCache* cache = objects.cache()) {
       auto c = cache->Stats();
       j["cache"] = {{"policy", cache->policy() == store::CachePolicy::kTinyLfu ? "tinylfu" : "lru"},
@@ -363,9 +364,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
   // The dashboard's poll: /stats, the series its charts draw (the last
   // kDashboardHistorySamples seconds), and the cluster part.
   auto dashboard_json = [&sampler, stats_json, dashboard]() {
-    nlohmann::json j = {
-        {"stats", stats_json()},
-        {"time", std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()}};
+    nlohmann::json j = {{"stats", stats_json()}, {"time", static_cast<double>(Clock::Real().WallNanos()) * 1e-9}};
     const monitor::Series series = sampler.Take();
     nlohmann::json history = {{"t", series.t}};
     for (const auto& c : series.columns) {

@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "s3/checksum.h"
 #include "s3/chunked.h"
@@ -365,10 +366,10 @@ void S3Handler::GetObject(S3Request& r) {
   // cluster map is settling, etcd is slow): the rest is read again, from
   // other replicas or fragments, and the same body continues. Damage that
   // does not heal in a few tries, or a deadline, ends it.
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(o_.resume_deadline_s);
+  const double give_up = Clock::Real().Now() + o_.resume_deadline_s;
   for (int attempt = 0; !s.ok() && began && !client_gone && sent_to < start + length; ++attempt) {
     const bool damage = s.code() == StatusCode::kCorruption || s.code() == StatusCode::kNotFound;
-    if ((damage && attempt >= 2) || std::chrono::steady_clock::now() >= give_up) break;
+    if ((damage && attempt >= 2) || Clock::Real().Now() >= give_up) break;
     if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(std::min(1000, 50 << attempt)));
     log::info("request {} GET {}/{}: a block failed at byte {} ({}); continuing from other holders", r.request_id,
               r.bucket, r.key, sent_to, s.message());

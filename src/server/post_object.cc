@@ -11,6 +11,7 @@
 #include <chrono>
 #include <memory>
 
+#include "common/clock.h"
 #include "s3/checksum.h"
 #include "s3/metadata.h"
 #include "s3/post_form.h"
@@ -152,8 +153,7 @@ void S3Handler::PostObject(S3Request& r) {
     r.who = r.keys->Find(access_key);
     auto json = s3::Base64Decode(policy);
     if (!json.ok()) return SendError(r, {400, "InvalidPolicyDocument", "Invalid Policy: the policy is not base64"});
-    const int64_t now =
-        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const int64_t now = Clock::Real().WallNanos() / 1'000'000'000;
     if (auto e = s3::CheckPostPolicy(*json, f, r.bucket, now, &limits)) return SendError(r, *e);
   } else if (!o_.anonymous) {
     return Deny(r, "an unsigned form upload (no policy and signature) on a node that requires signatures");

@@ -7,6 +7,7 @@
 #include <ctime>
 #include <set>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "s3/checksum.h"
 #include "s3/internal_routes.h"
@@ -408,7 +409,7 @@ bool S3Handler::RefuseUnsupported(S3Request& r) {
 }
 
 void S3Handler::Handle(http::Exchange& ex) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const double t0 = Clock::Real().Now();
   S3Request r{ex, ex.request(), {}, {}, {}, s3::NewRequestId(), {}};
   const std::string path = s3::UriDecode(r.req.path);
   const size_t start = path.empty() || path[0] != '/' ? 0 : 1;
@@ -420,7 +421,7 @@ void S3Handler::Handle(http::Exchange& ex) {
   if (o_.stats != nullptr) o_.stats->Begin(op);
   Route(r);
   if (o_.stats != nullptr) {
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double seconds = Clock::Real().Now() - t0;
     o_.stats->Finish(op, seconds, ex.body_received(), ex.bytes_sent(), ex.status());
   }
 }

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/log.h"
 #include "common/units.h"
@@ -553,8 +554,7 @@ Result<std::string> BlockStore::Quarantine(const BlockRef& ref) {
   AQ_TRY(fs_.MakeDirs(dir));
   // Named by the block and the time it was set aside: a block damaged
   // twice keeps both copies.
-  const auto now =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const int64_t now = Clock::Real().WallNanos();
   const std::string to = io::JoinPath(dir, fmt::format("{}.{}", ref.id, now));
   AQ_TRY(fs_.Rename(PathOf(ref), to));
   return to;

@@ -1,5 +1,7 @@
 #include "store/reclaimer.h"
 
+#include <chrono>
+
 namespace aq::store {
 
 Reclaimer::Pin& Reclaimer::Pin::operator=(Pin&& o) noexcept {
@@ -16,7 +18,8 @@ Reclaimer::Pin::~Pin() {
   if (r_ != nullptr) r_->Unpin(ids_);
 }
 
-Reclaimer::Reclaimer(BlockService& blocks, ReclaimerOptions options) : blocks_(blocks), options_(options) {
+Reclaimer::Reclaimer(BlockService& blocks, ReclaimerOptions options)
+    : blocks_(blocks), options_(options), clock_(options_.clock != nullptr ? *options_.clock : Clock::Real()) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -64,11 +67,8 @@ void Reclaimer::Release(const std::vector<BlockRef>& blocks) {
   std::vector<BlockRef> now;
   {
     MutexLock lock(mu_);
-    const auto t = Clock::now();
-    const auto due =
-        t + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.min_delay_s));
-    const auto deadline =
-        t + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.max_hold_s));
+    const double t = clock_.Now();
+    const double due = t + options_.min_delay_s, deadline = t + options_.max_hold_s;
     for (const auto& b : blocks) {
       ++stats_.freed;
       if (options_.min_delay_s <= 0 && pins_.count(b.id) == 0) {
@@ -87,7 +87,7 @@ uint64_t Reclaimer::RemoveDue(bool all, bool early) {
   std::vector<BlockRef> due;
   {
     MutexLock lock(mu_);
-    const auto t = Clock::now();
+    const double t = clock_.Now();
     std::vector<Pending> keep;
     for (auto& p : pending_) {
       const bool pinned = pins_.count(p.ref.id) > 0;

@@ -15,7 +15,6 @@
 // thread removes what is due.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -23,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "store/block_service.h"
 
@@ -36,6 +36,8 @@ struct ReclaimerOptions {
   // before their min_delay ends. Only where every reader pins (one node):
   // a cluster's min_delay covers readers on other nodes.
   bool free_early_when_full = false;
+  // The time delays and holds are counted on (null: the process's clock).
+  Clock* clock = nullptr;
 };
 
 struct ReclaimerStats {
@@ -84,10 +86,9 @@ class Reclaimer {
   ReclaimerStats Stats() const;
 
  private:
-  using Clock = std::chrono::steady_clock;
   struct Pending {
     BlockRef ref;
-    Clock::time_point due, deadline;
+    double due, deadline;  // clock_.Now() seconds
   };
   void Unpin(const std::vector<std::string>& ids);
   void Run();
@@ -95,6 +96,7 @@ class Reclaimer {
 
   BlockService& blocks_;
   const ReclaimerOptions options_;
+  Clock& clock_;
   mutable Mutex mu_;
   CondVar cv_{mu_};
   std::map<std::string, int> pins_ AQ_GUARDED_BY(mu_);  // block id -> readers holding it

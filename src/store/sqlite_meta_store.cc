@@ -683,8 +683,8 @@ class SqliteMetaStore final : public MetaStore {
   void KeepReserve() {
     std::lock_guard<std::mutex> lock(reserve_mu_);
     if (reserved_ || path_ == ":memory:") return;
-    const auto now = std::chrono::steady_clock::now();
-    if (now - reserve_tried_ < std::chrono::seconds(2)) return;
+    const double now = Clock::Real().Now();
+    if (now - reserve_tried_ < 2) return;
     reserve_tried_ = now;
     reserved_ = MakeReserve(reserve_path_);
     if (reserved_) log::info("metadata {}: the reserve for deletes on a full disk is back", path_);
@@ -843,8 +843,8 @@ class SqliteMetaStore final : public MetaStore {
   std::string path_;
   std::string reserve_path_;
   std::mutex reserve_mu_;
-  bool reserved_ = false;  // guarded by reserve_mu_
-  std::chrono::steady_clock::time_point reserve_tried_;
+  bool reserved_ = false;        // guarded by reserve_mu_
+  double reserve_tried_ = -1e9;  // Clock::Real().Now() of the last try
 };
 
 }  // namespace

@@ -1054,6 +1054,32 @@ TEST(ReclaimerTest, DelayAndBound) {
 
 // A full disk: blocks waiting only for their delay go at once where every
 // reader pins (one node), never a pinned one; a cluster's delay holds.
+// The delay and the bound are counted on the reclaimer's clock: a test
+// moves through an hour's delay and a reader stalled past the bound at once.
+TEST(ReclaimerTest, DelaysRunOnItsClock) {
+  RecordingBlocks blocks;
+  ManualClock clock;
+  ReclaimerOptions o;
+  o.min_delay_s = 3600;
+  o.max_hold_s = 7200;
+  o.tick_s = 3600;
+  o.clock = &clock;
+  Reclaimer r(blocks, o);
+  r.Release({Ref("free", 1)});
+  auto pin = r.Hold({Ref("held", 1)});
+  r.Release({Ref("held", 1)});
+  clock.Advance(3599);
+  r.RemoveDueNow();
+  EXPECT_TRUE(blocks.Removed().empty());
+  clock.Advance(2);
+  r.RemoveDueNow();
+  EXPECT_EQ(blocks.Removed(), std::vector<std::string>{"free"});  // "held" is still read
+  clock.Advance(3600);
+  r.RemoveDueNow();
+  EXPECT_EQ(blocks.Removed(), (std::vector<std::string>{"free", "held"}));  // past the bound
+  EXPECT_EQ(r.Stats().forced, 1u);
+}
+
 TEST(ReclaimerTest, AFullDiskFreesUnpinnedBlocksBeforeTheirDelay) {
   RecordingBlocks blocks;
   ReclaimerOptions o;
