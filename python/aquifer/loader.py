@@ -15,10 +15,12 @@ were already checked for damage and the batch buffers pass from one
 pipeline to the next.
 """
 import collections
+import contextlib
 import os
 import queue
 import threading
 import time
+import warnings
 
 from . import _aquifer
 
@@ -353,21 +355,36 @@ class Loader:
                [((("stage", st["name"]),), 1 if st["name"] == s.get("limiting_stage") else 0) for st in stages])
         return "\n".join(out) + "\n"
 
-    def _hooked(self, run, count, pulled):
-        """`count` batches of run.source with the hooks applied to their
-        fields, prepared on a helper thread (at most `prefetch` ahead);
-        pulled[0] counts the batches taken from the source."""
-        q = queue.Queue(maxsize=max(1, self._options["prefetch"]))
+    def _ahead(self, run, count, pulled):
+        """`count` batches of run.source prepared on helper threads, each
+        stage at most a few batches ahead of the next: the hooks applied to
+        the fields (with the batch's reading), then, for decode="gpu", the
+        batch's JPEGs decoded on the GPU and its crops resampled, as two
+        stages of their own so that nvJPEG decodes one batch while the one
+        before it is resampled. pulled[0] counts the batches taken from the
+        source. Yields batches, their GPU work (if any) in info["_gpu"]."""
+        decoder = self._cuda if isinstance(self._cuda, _JpegDecoder) else None
+        depth = max(1, self._options["prefetch"])
         stop = threading.Event()
+        queues = [queue.Queue(maxsize=1 if decoder else depth)]
 
-        def work():
+        def put(q, item):
+            while not stop.is_set():
+                try:
+                    q.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def read():
             try:
                 for _ in range(count):
                     if stop.is_set():
                         return
                     batch = run.source.next()
                     pulled[0] += 1
-                    if batch is not None:
+                    if batch is not None and self._hooks:
                         for sample in batch[2].get("fields", ()):
                             t0 = time.perf_counter()
                             for name, fn in self._hooks.items():
@@ -376,28 +393,45 @@ class Loader:
                             self._hook_seconds += time.perf_counter() - t0
                             self._hook_samples += 1
                             time.sleep(0)  # the GIL goes to the consumer between samples
-                    while not stop.is_set():
-                        try:
-                            q.put((None, batch), timeout=0.1)
-                            break
-                        except queue.Full:
-                            continue
-                    if batch is None:
+                    if not put(queues[0], (None, batch)) or batch is None:
                         return
             except BaseException as e:  # noqa: BLE001  (raised in the consumer's thread)
-                q.put((e, None))
+                put(queues[0], (e, None))
 
-        thread = threading.Thread(target=work, name="aquifer-hooks")
-        thread.start()
+        def stage(fn, inbox, outbox):
+            def work():
+                while not stop.is_set():
+                    try:
+                        error, batch = inbox.get(timeout=0.1)
+                    except queue.Empty:
+                        continue
+                    if error is None and batch is not None:
+                        try:
+                            batch = fn(batch)
+                        except BaseException as e:  # noqa: BLE001
+                            error, batch = e, None
+                    if not put(outbox, (error, batch)) or error is not None or batch is None:
+                        return
+            return work
+
+        workers = [threading.Thread(target=read, name="aquifer-hooks" if self._hooks else "aquifer-read")]
+        if decoder:
+            queues += [queue.Queue(maxsize=1), queue.Queue(maxsize=depth)]
+            workers.append(threading.Thread(target=stage(decoder.start, queues[0], queues[1]), name="aquifer-nvjpeg"))
+            workers.append(threading.Thread(target=stage(decoder.finish, queues[1], queues[2]),
+                                            name="aquifer-resample"))
+        for t in workers:
+            t.start()
         try:
             for _ in range(count):
-                error, batch = q.get()
+                error, batch = queues[-1].get()
                 if error is not None:
                     raise error
                 yield batch
         finally:
             stop.set()
-            thread.join()
+            for t in workers:
+                t.join()
 
     def __iter__(self):
         if self._step >= self._steps:  # the last pass stopped after the epoch's last batch
@@ -419,7 +453,8 @@ class Loader:
         # the two hold no more buffers together than the memory bound counts.
         lead = max(1, self._options["prefetch"])
         pulled = [0]
-        hooked = self._hooks and self._hooked(run, self._steps - self._step, pulled)
+        ahead = self._hooks or isinstance(self._cuda, _JpegDecoder)
+        hooked = ahead and self._ahead(run, self._steps - self._step, pulled)
         consumed = 0
         try:
             while self._step < self._steps:
@@ -500,7 +535,9 @@ class Loader:
 
     def _wrap(self, batch):
         images, labels, info = batch
-        if self.framework == "torch":
+        if self.framework == "torch" and "_gpu" in info:  # decoded on the GPU by the helper threads
+            images, labels = self._cuda.hand_over(info.pop("_gpu"))
+        elif self.framework == "torch":
             torch = self._torch
             images = torch.from_numpy(images)  # shares the buffer (and keeps it alive)
             labels = torch.from_numpy(labels)
@@ -607,20 +644,25 @@ class _CudaCopier:
 
 class _JpegDecoder:
     """decode="gpu": a batch's JPEGs decoded on the device in one call
-    (torchvision.io.decode_jpeg: nvJPEG's batched decoder on CUDA), each
-    resampled from the crop box the pipeline chose to the output size
-    (torchvision.ops.roi_align: bilinear samples averaged over each output
-    pixel's footprint, an area filter like the CPU path's), flipped as it
-    chose, normalised and stored in the batch's dtype and layout. Samples
-    the pipeline decoded itself (no JPEG bytes delivered) are taken from its
-    batch. Works on any device torchvision decodes on (the CPU in tests)."""
+    (torchvision.io.decode_jpeg: nvJPEG's batched decoder on CUDA, its
+    hardware engine where the GPU has one), then every crop resampled to the
+    output size at once. The resampling is torchvision.ops.roi_align's
+    (aligned, adaptive sampling: bilinear samples averaged over each output
+    pixel's footprint, an area filter like the CPU path's) written as two
+    matrix products per image, rows then columns, batched: the images are
+    padded to one size, and each image's weights only reach its own pixels,
+    clamped at its own edges as roi_align clamps them. A flip is the
+    columns' weights reversed. So a batch costs a few kernels, not a few per
+    image (a roi_align call per image spent half the step launching them).
+    Samples the pipeline decoded itself (no JPEG bytes delivered) are taken
+    from its batch. Works on any device torchvision decodes on (the CPU in
+    tests)."""
 
     def __init__(self, torch, device, options):
         import torchvision
         from torchvision.io import ImageReadMode, decode_jpeg
-        from torchvision.ops import roi_align
         self.torch, self.device = torch, device
-        self.decode_jpeg, self.rgb, self.roi_align = decode_jpeg, ImageReadMode.RGB, roi_align
+        self.decode_jpeg, self.rgb = decode_jpeg, ImageReadMode.RGB
         # A list in one call (nvJPEG's batched decode) from torchvision 0.19.
         major, minor = (int(x) for x in torchvision.__version__.split(".")[:2])
         self.batched = (major, minor) >= (0, 19)
@@ -630,47 +672,185 @@ class _JpegDecoder:
         self.nhwc = options["layout"] == "NHWC"
         self.mean = torch.tensor([m * 255 for m in options["mean"]], device=device).view(1, 3, 1, 1)
         self.std = torch.tensor([v * 255 for v in options["std"]], device=device).view(1, 3, 1, 1)
+        self.padding = None  # how images were padded to one size: "nested" (one kernel) or "copies"
+        self.stream = torch.cuda.Stream(device=device) if device.type == "cuda" else None
 
-    def decode(self, images, labels, info):
-        """(images, labels) on the device from a batch of the pipeline's
-        (its images and labels as tensors or arrays, its info)."""
+    def _axis_weights(self, start, length, extent, longest):
+        """[K, n, longest] float32: output position p of image k as weights
+        on its pixels along one axis, roi_align's (aligned=True, sampling
+        ratio -1) samples of the span [start, start + length) of an axis of
+        `extent` pixels, each already divided by the samples per bin."""
+        torch, n, dev = self.torch, self.size, self.device
+        grid = torch.ceil(length / n).clamp_(min=1)  # samples per bin, per image
+        most = int(grid.max())
+        start, length, extent, grid = (t.to(dev, non_blocking=True) for t in (start, length, extent, grid))
+        binw = (length / n)[:, None, None]
+        p = torch.arange(n, dtype=torch.float32, device=dev)[None, :, None]
+        i = torch.arange(most, dtype=torch.float32, device=dev)[None, None, :]
+        g = grid[:, None, None]
+        x = (start - 0.5)[:, None, None] + p * binw + (i + 0.5) * binw / g
+        size = extent.to(torch.float32)[:, None, None]
+        inside = (i < g) & (x >= -1.0) & (x <= size)
+        x = x.clamp(min=0.0)
+        low = torch.floor(x)
+        edge = low >= size - 1
+        low = torch.where(edge, size - 1, low)
+        x = torch.where(edge, low, x)
+        frac = x - low
+        high = torch.where(edge, low, low + 1)
+        scale = inside.to(torch.float32) / g
+        weights = torch.zeros((len(start), n, longest), dtype=torch.float32, device=dev)
+        weights.scatter_add_(2, low.long(), (1 - frac) * scale)
+        weights.scatter_add_(2, high.long(), frac * scale)
+        return weights
+
+    def _pad(self, images):
+        """The images ([3, h, w] uint8 each) as one [K, 3, H, W] tensor in
+        the work dtype, zero beyond each image."""
+        torch = self.torch
+        if self.padding != "copies":
+            try:
+                with warnings.catch_warnings():  # "prototype stage" in older torch
+                    warnings.simplefilter("ignore")
+                    nested = torch.nested.as_nested_tensor(images).to(self.work)
+                    padded = nested.to_padded_tensor(0.0)
+                self.padding = "nested"
+                return padded
+            except (RuntimeError, NotImplementedError, AttributeError, TypeError):
+                self.padding = "copies"  # this torch cannot: one copy per image from now on
+        h = max(img.shape[1] for img in images)
+        w = max(img.shape[2] for img in images)
+        padded = torch.zeros((len(images), 3, h, w), dtype=self.work, device=self.device)
+        for k, img in enumerate(images):
+            padded[k, :, :img.shape[1], :img.shape[2]] = img
+        return padded
+
+    @staticmethod
+    def _chunks(heights, widths):
+        """Indices in groups whose padding to one size wastes at most half
+        the memory (ordered by height, then width): a batch of photos of
+        similar sizes is one group, a camera original among thumbnails is
+        not padded to by all of them."""
+        order = sorted(range(len(heights)), key=lambda k: (heights[k], widths[k]))
+        chunks, cur, mh, mw, area = [], [], 0, 0, 0
+        for k in order:
+            nh, nw = max(mh, heights[k]), max(mw, widths[k])
+            if cur and (len(cur) + 1) * nh * nw > 2 * (area + heights[k] * widths[k]):
+                chunks.append(cur)
+                cur, area, nh, nw = [], 0, heights[k], widths[k]
+            cur.append(k)
+            mh, mw = nh, nw
+            area += heights[k] * widths[k]
+        if cur:
+            chunks.append(cur)
+        return chunks
+
+    def resample(self, images, crops, flips):
+        """[K, 3, n, n] in the work dtype: image k's crop (x0, y0, x1, y1 as
+        fractions of its width and height) resampled to n x n, flipped
+        left-right where flips[k]."""
         torch, n = self.torch, self.size
-        images, labels = torch.as_tensor(images), torch.as_tensor(labels)
-        data, offsets = info["encoded"]
+        out = torch.empty((len(images), 3, n, n), dtype=self.work, device=self.device)
+        heights = [int(img.shape[1]) for img in images]
+        widths = [int(img.shape[2]) for img in images]
+        crops = torch.as_tensor(crops, dtype=torch.float32)
+        flips = torch.as_tensor(flips, dtype=torch.bool)
+        chunks = self._chunks(heights, widths)
+        if len(chunks) == 1:  # one group: in the batch's order, written as is
+            chunks = [list(range(len(images)))]
+        for chunk in chunks:
+            idx = torch.tensor(chunk)
+            h = torch.tensor([heights[k] for k in chunk], dtype=torch.float32)
+            w = torch.tensor([widths[k] for k in chunk], dtype=torch.float32)
+            box = crops[idx]
+            padded = self._pad([images[k] for k in chunk])
+            rows = self._axis_weights(box[:, 1] * h, (box[:, 3] - box[:, 1]) * h, h, padded.shape[2])
+            cols = self._axis_weights(box[:, 0] * w, (box[:, 2] - box[:, 0]) * w, w, padded.shape[3])
+            flip = flips[idx].to(self.device, non_blocking=True)[:, None, None]
+            cols = torch.where(flip, cols.flip(1), cols).to(self.work)
+            rows = rows.to(self.work)
+            got = torch.matmul(torch.matmul(rows[:, None], padded), cols[:, None].transpose(-1, -2))
+            if len(chunks) == 1:
+                return got
+            out[idx.to(self.device)] = got
+        return out
+
+    def _on_stream(self):
+        """The decoder's own CUDA stream as the current one (nothing on the CPU)."""
+        return self.torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext()
+
+    def start(self, batch):
+        """The first stage (a helper thread): the batch's JPEGs decoded on
+        the decoder's stream. The batch's JPEG bytes and image buffer are let
+        go here (images the pipeline decoded itself are copied out), so the
+        pipeline has its buffers back while the GPU works."""
+        torch = self.torch
+        images, labels, info = batch
+        data, offsets = info.pop("encoded")
         offsets = offsets.tolist()
         b = len(offsets) - 1
         on_gpu = [i for i in range(b) if offsets[i + 1] > offsets[i]]
         on_cpu = [i for i in range(b) if offsets[i + 1] == offsets[i]]
         flat = torch.from_numpy(data)
         jpegs = [flat[offsets[i]:offsets[i + 1]] for i in on_gpu]
-        if not jpegs:
-            decoded = []
-        elif self.batched:
-            decoded = self.decode_jpeg(jpegs, mode=self.rgb, device=self.device)
-        else:
-            decoded = [self.decode_jpeg(j, mode=self.rgb, device=str(self.device)) for j in jpegs]
-        # Each crop box in its image's pixels (roi_align's rows: image index
-        # in the call, x0, y0, x1, y1), moved to the device in one copy.
-        boxes = torch.zeros((len(decoded), 5))
-        if decoded:
-            wh = torch.tensor([img.shape[-1:-3:-1] for img in decoded], dtype=torch.float32).repeat(1, 2)
-            boxes[:, 1:] = torch.from_numpy(info["crops"][on_gpu]) * wh
-        boxes = boxes.to(self.device, self.work)
-        parts = [self.roi_align(img[None].to(self.work), boxes[k:k + 1], (n, n), 1.0, -1, True)
-                 for k, img in enumerate(decoded)]
-        out = torch.empty((b, 3, n, n), dtype=self.work, device=self.device)
-        if parts:
-            sel = torch.tensor(on_gpu, device=self.device)
-            flips = torch.from_numpy(info["flips"][on_gpu]).to(self.device).view(-1, 1, 1, 1)
-            got = torch.cat(parts)
-            out[sel] = torch.where(flips, got.flip(-1), got)
-        if self.dtype == torch.uint8:
-            out = out.round_().clamp_(0, 255).to(torch.uint8)
-        else:
-            out = ((out.float() - self.mean) / self.std).to(self.dtype)
-        if self.nhwc:
-            out = out.permute(0, 2, 3, 1).contiguous()
-        if on_cpu:  # decoded by the pipeline: already in the batch's form
-            index = torch.tensor(on_cpu)
-            out[index.to(self.device)] = images[index].to(self.device)
-        return out, labels.to(self.device)
+        with self._on_stream():
+            if not jpegs:
+                decoded = []
+            elif self.batched:
+                decoded = self.decode_jpeg(jpegs, mode=self.rgb, device=self.device)
+            else:
+                decoded = [self.decode_jpeg(j, mode=self.rgb, device=str(self.device)) for j in jpegs]
+        kept = torch.as_tensor(images)[torch.tensor(on_cpu)] if on_cpu else None  # a copy
+        labels = torch.as_tensor(labels).clone()
+        info["_gpu"] = (decoded, on_gpu, on_cpu, kept, b)
+        return None, labels, info
+
+    def finish(self, batch):
+        """The second stage (another helper thread): the crops resampled,
+        flipped, normalised and stored in the batch's dtype and layout, the
+        labels copied, on the decoder's stream; an event marks the end."""
+        torch, n = self.torch, self.size
+        _, labels, info = batch
+        decoded, on_gpu, on_cpu, kept, b = info["_gpu"]
+        with self._on_stream():
+            if len(on_gpu) == b:
+                out = self.resample(decoded, info["crops"], info["flips"])
+            else:
+                out = torch.empty((b, 3, n, n), dtype=self.work, device=self.device)
+                if decoded:
+                    out[torch.tensor(on_gpu).to(self.device, non_blocking=True)] = self.resample(
+                        decoded, info["crops"][on_gpu], info["flips"][on_gpu])
+            if self.dtype == torch.uint8:
+                out = out.round_().clamp_(0, 255).to(torch.uint8)
+            else:
+                out = ((out.float() - self.mean) / self.std).to(self.dtype)
+            if self.nhwc:
+                out = out.permute(0, 2, 3, 1).contiguous()
+            if on_cpu:  # decoded by the pipeline: already in the batch's form
+                out[torch.tensor(on_cpu).to(self.device, non_blocking=True)] = kept.to(self.device)
+            if self.stream is not None:
+                labels = labels.pin_memory().to(self.device, non_blocking=True)
+                event = torch.cuda.Event()
+                event.record(self.stream)
+            else:
+                event = None
+        info["_gpu"] = (out, labels, event)
+        return None, None, info
+
+    def hand_over(self, state):
+        """(images, labels) for the consumer: its stream waits for the
+        decoder's work, and the tensors are marked as used there."""
+        out, labels, event = state
+        if event is not None:
+            current = self.torch.cuda.current_stream(self.device)
+            current.wait_event(event)
+            out.record_stream(current)
+            labels.record_stream(current)
+        return out, labels
+
+    def decode(self, images, labels, info):
+        """(images, labels) on the device from a batch of the pipeline's
+        (its images and labels as tensors or arrays, its info), the stages
+        one after the other on the caller's thread."""
+        batch = self.finish(self.start((images, labels, dict(info))))
+        return self.hand_over(batch[2]["_gpu"])

@@ -745,6 +745,53 @@ def mixed_jpegs(tmp_path_factory):
     return str(root)
 
 
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("sizes", ["similar", "mixed"])
+def test_batched_resampling_is_roi_align_per_image(sizes, device):
+    """decode="gpu" resamples a batch's crops as two matrix products per
+    image, batched over images padded to one size: the same pixels as
+    torchvision's roi_align (aligned, adaptive sampling) run per image, at
+    the edges of every image too, flips included; in the batch's order
+    whether the images are padded as one group or in several. On CUDA the
+    products run in float16 (0..255 exact, weights to 11 bits)."""
+    from aquifer.loader import _JpegDecoder
+    roi_align = pytest.importorskip("torchvision.ops").roi_align
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    opts = {"image_size": 24, "dtype": "float32", "layout": "NCHW", "mean": [0, 0, 0], "std": [1, 1, 1]}
+    decoder = _JpegDecoder(torch, torch.device(device), opts)
+    rng = np.random.default_rng(11)
+    images, crops = [], []
+    for k in range(30):
+        h, w = (int(rng.integers(60, 70)), int(rng.integers(80, 90))) if sizes == "similar" else \
+            (int(rng.integers(3, 90)), int(rng.integers(3, 90)))
+        if sizes == "mixed" and k == 17:
+            h, w = 400, 300  # one large image among small ones: padded apart
+        images.append(torch.from_numpy(rng.integers(0, 256, (3, h, w), dtype=np.uint8)).to(device))
+        x0, y0 = rng.uniform(0, 0.6, 2)
+        x1, y1 = x0 + rng.uniform(0.02, 1 - x0), y0 + rng.uniform(0.02, 1 - y0)
+        if k % 4 == 0:
+            x0, y0, x1, y1 = 0.0, 0.0, 1.0, 1.0  # the whole image: every edge sampled
+        elif k % 4 == 1:
+            x1, y1 = 1.0, 1.0  # the right and bottom edges
+        crops.append([x0, y0, x1, y1])
+    crops = np.array(crops, dtype=np.float32)
+    flips = np.arange(30) % 3 == 0
+    groups = len(decoder._chunks([i.shape[1] for i in images], [i.shape[2] for i in images]))
+    assert (groups == 1) if sizes == "similar" else (groups > 1)
+    got = decoder.resample(images, crops, flips).float()
+    assert got.shape == (30, 3, 24, 24) and got.device.type == device
+    worst = 0.6 if device == "cuda" else 0.01
+    for k, img in enumerate(images):
+        h, w = img.shape[1:]
+        box = torch.tensor([[0, crops[k][0] * w, crops[k][1] * h, crops[k][2] * w, crops[k][3] * h]]).float()
+        want = roi_align(img[None].float(), box.to(device), (24, 24), 1.0, -1, True)[0]
+        if flips[k]:
+            want = want.flip(-1)
+        diff = (want - got[k]).abs()
+        assert float(diff.max()) < worst and float(diff.mean()) < worst / 4, (k, float(diff.max()))
+
+
 @pytest.mark.parametrize("options", [{}, {"training": False}, {"dtype": "uint8", "layout": "NHWC"},
                                      {"dtype": "float16"}])
 def test_encoded_batches_decode_to_the_cpu_paths_pixels(mixed_jpegs, options):
@@ -783,6 +830,45 @@ def test_encoded_batches_decode_to_the_cpu_paths_pixels(mixed_jpegs, options):
             assert torch.equal(images[i], want[i])
         assert torch.equal(labels, torch.from_numpy(a[1]))
     assert here == 2 and passed == 38
+
+
+def test_gpu_decode_stages_deliver_the_cpu_paths_batches(mixed_jpegs):
+    """The Loader's decode="gpu" path end to end, its helper threads
+    included (reading, nvJPEG, resampling: each a stage a batch ahead of the
+    next), run here on torchvision's CPU decoder: every batch in order with
+    the CPU path's labels, crops and flips and within a grey level of its
+    pixels, over two epochs; a pass left early resumes at the next batch."""
+    from aquifer.loader import _JpegDecoder
+    pytest.importorskip("torchvision")
+
+    def gpu_path():
+        loader = aq.Loader(mixed_jpegs, batch_size=8, image_size=48, seed=3, threads=2, extras=True)
+        loader._close_run()  # reopened with the JPEGs passed as stored, as decode="gpu" opens it
+        loader._options["encoded_images"] = True
+        loader._cuda = _JpegDecoder(torch, torch.device("cpu"), loader._options)
+        return loader
+
+    ref = aq.Loader(mixed_jpegs, batch_size=8, image_size=48, seed=3, threads=2, extras=True)
+    want = [b for _ in range(2) for b in ref]
+    loader = gpu_path()
+    got, names = [], set()
+    for _ in range(2):
+        for i, b in enumerate(loader):
+            names |= {t.name for t in threading.enumerate()}
+            got.append(b)
+    assert {"aquifer-read", "aquifer-nvjpeg", "aquifer-resample"} <= names
+    assert len(got) == len(want) == 10
+    for (a, la, ea), (b, lb, eb) in zip(want, got):
+        assert torch.equal(la, lb) and (ea["ids"] == eb["ids"]).all() and (ea["crops"] == eb["crops"]).all()
+        assert float((a - b).abs().mean()) * 0.226 * 255 < 1.0
+    loader = gpu_path()
+    it = iter(loader)
+    first = [next(it) for _ in range(2)]
+    it.close()  # the stages had taken batches further ahead
+    rest = list(loader)
+    assert len(first) + len(rest) == 5
+    assert all(torch.equal(x[1], y[1]) for x, y in zip(first + rest, want[:5]))
+    assert not any(t.name in ("aquifer-nvjpeg", "aquifer-resample") for t in threading.enumerate())
 
 
 def test_installs_into_a_prefix(tmp_path):
