@@ -1,4 +1,5 @@
 """aquifer.Loader: what PyTorch training code relies on."""
+import collections
 import gc
 import json
 import os
@@ -841,22 +842,25 @@ def test_gpu_decode_stages_deliver_the_cpu_paths_batches(mixed_jpegs):
     from aquifer.loader import _JpegDecoder
     pytest.importorskip("torchvision")
 
+    ran_on = collections.defaultdict(set)  # stage -> names of the threads it ran on
+
     def gpu_path():
         loader = aq.Loader(mixed_jpegs, batch_size=8, image_size=48, seed=3, threads=2, extras=True)
         loader._close_run()  # reopened with the JPEGs passed as stored, as decode="gpu" opens it
         loader._options["encoded_images"] = True
-        loader._cuda = _JpegDecoder(torch, torch.device("cpu"), loader._options)
+        decoder = loader._cuda = _JpegDecoder(torch, torch.device("cpu"), loader._options)
+        for stage in ("start", "finish"):
+            def traced(batch, stage=stage, run=getattr(decoder, stage)):
+                ran_on[stage].add(threading.current_thread().name)
+                return run(batch)
+            setattr(decoder, stage, traced)
         return loader
 
     ref = aq.Loader(mixed_jpegs, batch_size=8, image_size=48, seed=3, threads=2, extras=True)
     want = [b for _ in range(2) for b in ref]
     loader = gpu_path()
-    got, names = [], set()
-    for _ in range(2):
-        for i, b in enumerate(loader):
-            names |= {t.name for t in threading.enumerate()}
-            got.append(b)
-    assert {"aquifer-read", "aquifer-nvjpeg", "aquifer-resample"} <= names
+    got = [b for _ in range(2) for b in loader]
+    assert ran_on == {"start": {"aquifer-nvjpeg"}, "finish": {"aquifer-resample"}}
     assert len(got) == len(want) == 10
     for (a, la, ea), (b, lb, eb) in zip(want, got):
         assert torch.equal(la, lb) and (ea["ids"] == eb["ids"]).all() and (ea["crops"] == eb["crops"]).all()
