@@ -114,7 +114,15 @@ class PosixWritableFile final : public WritableFile {
 
   Status Sync() override {
     AQ_TRY(Flush());
-    if (::fsync(fd_) != 0) return ErrnoStatus(errno, "fsync", path_);
+    if (::fsync(fd_) != 0) {
+      // A device, pipe or socket (`aquifer cp URL /dev/null`) holds nothing
+      // to make durable: fsync refuses those with EINVAL. A file that cannot
+      // be synced is still an error.
+      const int e = errno;
+      struct stat st {};
+      if (e == EINVAL && ::fstat(fd_, &st) == 0 && !S_ISREG(st.st_mode)) return Status::Ok();
+      return ErrnoStatus(e, "fsync", path_);
+    }
     return Status::Ok();
   }
 
