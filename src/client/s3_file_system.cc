@@ -984,23 +984,22 @@ class StoreWriter final : public io::WritableFile {
       if (errno != EINTR) return ErrnoStatus(errno, "read back the spool of", path_);
     }
   }
-  // A checksum of a range of the spool, base64 as S3 headers carry it, a
-  // piece at a time (memory stays bounded).
-  Result<std::string> Sum(const char* algorithm, uint64_t offset, uint64_t n) const {
-    auto sum = s3::Checksum::Make(algorithm).value();
+  // Checksums of a range of the spool, base64 as S3 headers carry them, in
+  // one pass over it, a piece at a time (memory stays bounded).
+  Result<std::vector<std::string>> Sums(std::initializer_list<const char*> algorithms, uint64_t offset,
+                                        uint64_t n) const {
+    std::vector<std::unique_ptr<s3::Checksum>> sums;
+    for (const char* a : algorithms) sums.push_back(s3::Checksum::Make(a).value());
     std::string buf(1 << 20, '\0');
     for (uint64_t done = 0; done < n;) {
       const size_t got = AQ_TRY(ReadSpool(offset + done, buf.data(), std::min<uint64_t>(buf.size(), n - done)));
       if (got == 0) return IoError(fmt::format("the spool of {} ended early", path_));
-      sum->Update(std::string_view(buf.data(), got));
+      for (auto& sum : sums) sum->Update(std::string_view(buf.data(), got));
       done += got;
     }
-    return sum->Base64();
-  }
-  // The SHA-256 of a range of the spool, hex, for the signature.
-  Result<std::string> Hash(uint64_t offset, uint64_t n) const {
-    auto raw = AQ_TRY(s3::Base64Decode(AQ_TRY(Sum("sha256", offset, n))));
-    return s3::HexEncode(reinterpret_cast<const unsigned char*>(raw.data()), raw.size());
+    std::vector<std::string> out;
+    for (auto& sum : sums) out.push_back(sum->Base64());
+    return out;
   }
   // Every body carries its CRC32C, which the node checks and stores as the
   // object's checksum (for a multipart upload, each part's, combined into
@@ -1008,15 +1007,19 @@ class StoreWriter final : public io::WritableFile {
   // checksum the node picked itself (CRC64NVME) would cost it a slower one.
   // Over TLS, whose records already authenticate every byte, the body goes
   // as UNSIGNED-PAYLOAD (as current AWS SDKs send over HTTPS): no SHA-256
-  // pass on either side. Over plain HTTP the body is signed.
+  // pass on either side. So it does to a node on this machine's loopback,
+  // where no network lies between the two to change it (the CRC32C still
+  // catches damage). Elsewhere over plain HTTP the body is signed.
   Result<http::ClientResponse> Send(const std::string& method, const std::string& query, uint64_t offset, uint64_t n) {
     http::Headers h;
-    std::string hash;
-    h.Add("x-amz-checksum-crc32c", AQ_TRY(Sum("crc32c", offset, n)));
-    if (p_.tls) {
-      hash = "UNSIGNED-PAYLOAD";
-    } else {
-      hash = AQ_TRY(Hash(offset, n));
+    std::string hash = "UNSIGNED-PAYLOAD";
+    if (p_.tls || s3::IsLoopbackHost(p_.host)) {
+      h.Add("x-amz-checksum-crc32c", AQ_TRY(Sums({"crc32c"}, offset, n))[0]);
+    } else {  // the CRC and the signature's SHA-256 in one read of the range
+      const auto sums = AQ_TRY(Sums({"crc32c", "sha256"}, offset, n));
+      h.Add("x-amz-checksum-crc32c", sums[0]);
+      const std::string raw = AQ_TRY(s3::Base64Decode(sums[1]));
+      hash = s3::HexEncode(reinterpret_cast<const unsigned char*>(raw.data()), raw.size());
     }
     return fs_.Call(p_, method, Resource(p_), query, std::move(h), hash, {}, nullptr, 0, n,
                     [this, offset](uint64_t at, char* out, size_t len) { return ReadSpool(offset + at, out, len); });
