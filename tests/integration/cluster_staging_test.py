@@ -82,9 +82,10 @@ try:
         hits = sum(d.get("hits", 0) + d.get("late_hits", 0) for d in delta)
         # A run's first reads race its plan's first metadata lookups (each an
         # etcd round trip); 240 small files are read in a tenth of a second,
-        # so some are read before they are staged. Staged on the wrong node,
-        # hits would be near zero.
-        share = 0.9 if data == "shards" else 0.6
+        # so some are read before they are staged (of shards' pieces, 11% in
+        # one run with the machine's two cores busy elsewhere too). Staged on
+        # the wrong node, hits would be near zero.
+        share = 0.75 if data == "shards" else 0.6
         check(staged > 0 and hits >= share * staged,
               f"{bucket}: staged pieces were read where they were staged ({hits} hits of {staged}): {delta}")
         check(sum(d.get("failed", 0) for d in delta) == 0, f"{bucket}: no staging read failed: {delta}")
