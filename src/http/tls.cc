@@ -15,6 +15,11 @@
 #include <ctime>
 
 namespace aq::http {
+
+struct TlsGather {
+  std::string* buffer = nullptr;  // set only inside TlsConn::Write
+};
+
 namespace {
 
 // The queued OpenSSL errors as one line (and the queue emptied).
@@ -46,6 +51,85 @@ constexpr size_t kReadAheadBytes = 128 << 10;
 void ReadAhead(SSL_CTX* ctx) {
   SSL_CTX_set_read_ahead(ctx, 1);
   SSL_CTX_set_default_read_buffer_len(ctx, kReadAheadBytes);
+}
+
+// Writes leave in batches. OpenSSL hands its socket BIO one 16 KiB record
+// at a time, which is one send, one TCP push and one wake-up of the reader
+// per record. Between the SSL and the socket sits this filter: it passes
+// writes through, except while TlsConn::Write sends a body larger than a
+// record, when it gathers records in the writing thread's buffer and sends
+// up to kWriteBatchBytes at once (flushed before Write returns). The buffer
+// belongs to the thread, so an idle connection holds no memory for it.
+// The handshake and alerts go through as they come.
+constexpr size_t kWriteBatchBytes = 1 << 20;
+constexpr size_t kRecordBytes = 16 << 10;
+
+// Sends what the buffer holds; false (the next BIO's retry flags copied)
+// if the socket took only part of it: the rest stays buffered.
+bool Drain(BIO* b, std::string& buffer) {
+  size_t off = 0;
+  while (off < buffer.size()) {
+    const int n = BIO_write(BIO_next(b), buffer.data() + off, static_cast<int>(buffer.size() - off));
+    if (n <= 0) {
+      BIO_copy_next_retry(b);
+      buffer.erase(0, off);
+      return false;
+    }
+    off += static_cast<size_t>(n);
+  }
+  buffer.clear();
+  return true;
+}
+
+int GatherWrite(BIO* b, const char* in, int n) {
+  BIO_clear_retry_flags(b);
+  auto* g = static_cast<TlsGather*>(BIO_get_data(b));
+  if (g->buffer == nullptr) {
+    const int put = BIO_write(BIO_next(b), in, n);
+    BIO_copy_next_retry(b);
+    return put;
+  }
+  if (g->buffer->size() + static_cast<size_t>(n) > kWriteBatchBytes && !Drain(b, *g->buffer)) return -1;
+  g->buffer->append(in, static_cast<size_t>(n));
+  return n;
+}
+
+int GatherRead(BIO* b, char* out, int n) {
+  BIO_clear_retry_flags(b);
+  const int got = BIO_read(BIO_next(b), out, n);
+  BIO_copy_next_retry(b);
+  return got;
+}
+
+long GatherCtrl(BIO* b, int cmd, long num, void* ptr) {
+  auto* g = static_cast<TlsGather*>(BIO_get_data(b));
+  const size_t held = g->buffer != nullptr ? g->buffer->size() : 0;
+  switch (cmd) {
+    case BIO_CTRL_FLUSH:
+      BIO_clear_retry_flags(b);
+      if (held > 0 && !Drain(b, *g->buffer)) return 0;
+      break;
+    case BIO_CTRL_WPENDING: return static_cast<long>(held) + BIO_ctrl(BIO_next(b), cmd, num, ptr);
+    default: break;
+  }
+  return BIO_ctrl(BIO_next(b), cmd, num, ptr);
+}
+
+int GatherCreate(BIO* b) {
+  BIO_set_init(b, 1);
+  return 1;
+}
+
+const BIO_METHOD* GatherMethod() {
+  static BIO_METHOD* method = [] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_FILTER, "aquifer write batches");
+    BIO_meth_set_write(m, GatherWrite);
+    BIO_meth_set_read(m, GatherRead);
+    BIO_meth_set_ctrl(m, GatherCtrl);
+    BIO_meth_set_create(m, GatherCreate);
+    return m;
+  }();
+  return method;
 }
 
 bool IsIpAddress(const std::string& host) {
@@ -171,12 +255,11 @@ Result<std::unique_ptr<TlsConn>> TlsServer::Accept(int fd) {
     ctx = ctx_;
   }
   SSL* ssl = SSL_new(ctx.get());
-  if (ssl == nullptr || SSL_set_fd(ssl, fd) != 1) {
-    if (ssl != nullptr) SSL_free(ssl);
-    return Internal("TLS: " + OpenSslErrors());
-  }
+  if (ssl == nullptr) return Internal("TLS: " + OpenSslErrors());
+  std::unique_ptr<TlsConn> conn(new TlsConn(ssl, std::move(ctx)));
+  if (!conn->Attach(fd)) return Internal("TLS: " + OpenSslErrors());
   SSL_set_accept_state(ssl);
-  return std::unique_ptr<TlsConn>(new TlsConn(ssl, std::move(ctx)));
+  return conn;
 }
 
 // ---- client ----
@@ -219,11 +302,9 @@ TlsClient::~TlsClient() {
 
 Result<std::unique_ptr<TlsConn>> TlsClient::Connect(int fd, const std::string& host, const std::string& address) {
   SSL* ssl = SSL_new(ctx_);
-  if (ssl == nullptr || SSL_set_fd(ssl, fd) != 1) {
-    if (ssl != nullptr) SSL_free(ssl);
-    return Internal("TLS: " + OpenSslErrors());
-  }
+  if (ssl == nullptr) return Internal("TLS: " + OpenSslErrors());
   std::unique_ptr<TlsConn> conn(new TlsConn(ssl, nullptr));
+  if (!conn->Attach(fd)) return Internal("TLS: " + OpenSslErrors());
   if (IsIpAddress(host)) {
     X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host.c_str());
   } else {
@@ -265,7 +346,26 @@ Result<std::unique_ptr<TlsConn>> TlsClient::Connect(int fd, const std::string& h
 
 // ---- a connection ----
 
+TlsConn::TlsConn(SSL* ssl, std::shared_ptr<SSL_CTX> ctx)
+    : ssl_(ssl), ctx_(std::move(ctx)), gather_(std::make_unique<TlsGather>()) {}
+
 TlsConn::~TlsConn() { SSL_free(ssl_); }
+
+bool TlsConn::Attach(int fd) {
+  BIO* sock = BIO_new_socket(fd, BIO_NOCLOSE);
+  BIO* filter = BIO_new(GatherMethod());
+  if (sock == nullptr || filter == nullptr || BIO_up_ref(sock) != 1) {
+    BIO_free(filter);
+    BIO_free(sock);
+    return false;
+  }
+  BIO_set_data(filter, gather_.get());
+  BIO_push(filter, sock);
+  // Reads from the socket BIO, writes through the filter to it: the SSL
+  // holds one reference to each end.
+  SSL_set_bio(ssl_, sock, filter);
+  return true;
+}
 
 TlsConn::Step TlsConn::Classify(int rc) {
   const int saved = errno;
@@ -330,6 +430,19 @@ Result<size_t> TlsConn::Read(char* out, size_t n) {
 }
 
 Status TlsConn::Write(std::string_view data) {
+  thread_local std::string batch;
+  if (data.size() > kRecordBytes) {
+    batch.clear();
+    batch.reserve(kWriteBatchBytes);
+    gather_->buffer = &batch;
+  }
+  struct Done {
+    TlsGather& g;
+    ~Done() {
+      if (g.buffer != nullptr) g.buffer->clear();  // sent, or the connection failed
+      g.buffer = nullptr;
+    }
+  } done{*gather_};
   while (!data.empty()) {
     size_t put = 0;
     errno = 0;
@@ -346,7 +459,15 @@ Status TlsConn::Write(std::string_view data) {
         return IoError("TLS write: " + error_);
     }
   }
-  return Status::Ok();
+  if (gather_->buffer == nullptr) return Status::Ok();
+  BIO* out = SSL_get_wbio(ssl_);
+  errno = 0;
+  if (BIO_flush(out) == 1) return Status::Ok();
+  const int err = errno;
+  const std::string why = OpenSslErrors();  // and the queue emptied
+  if (BIO_should_retry(out)) return TimedOut("the peer read nothing within the send timeout");
+  if (err == ECONNRESET || err == EPIPE) return Unavailable("connection reset");
+  return IoError(fmt::format("TLS write: {}", err != 0 ? std::strerror(err) : why));
 }
 
 void TlsConn::Shutdown() {

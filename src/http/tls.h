@@ -30,6 +30,7 @@ typedef struct ssl_st SSL;
 namespace aq::http {
 
 class TlsConn;
+struct TlsGather;  // tls.cc: the write-batching filter's state
 
 // The CA bundle clients verify servers with when none is named: AQUIFER_CA
 // (what `aquifer --ca` sets), else AWS_CA_BUNDLE (as the AWS tools take
@@ -113,10 +114,13 @@ class TlsConn {
  private:
   friend class TlsServer;
   friend class TlsClient;
-  TlsConn(SSL* ssl, std::shared_ptr<SSL_CTX> ctx) : ssl_(ssl), ctx_(std::move(ctx)) {}
+  TlsConn(SSL* ssl, std::shared_ptr<SSL_CTX> ctx);
+  // Puts the socket under the SSL, its writes through the batching filter.
+  bool Attach(int fd);
   Step Classify(int rc);
   SSL* ssl_;
-  std::shared_ptr<SSL_CTX> ctx_;  // keeps the certificate it was made with
+  std::shared_ptr<SSL_CTX> ctx_;       // keeps the certificate it was made with
+  std::unique_ptr<TlsGather> gather_;  // the filter's state: where Write gathers records
   std::string error_;
   unsigned long error_code_ = 0;
 };
