@@ -13,6 +13,7 @@
 #include "bench/result.h"
 #include "bench/train_bench.h"
 #include "cli/cli.h"
+#include "cli/pipeline_flags.h"
 #include "common/units.h"
 #include "format/json_text.h"
 #include "io/multi_root.h"
@@ -22,49 +23,18 @@ namespace aq::cli {
 namespace {
 
 // The default of a pipeline option as the schema writes it (pipeline/options_schema.h).
-std::string Default(std::string_view name) { return std::string(pipeline::FindOption(name)->default_text); }
 
 struct BenchFlags {
   bench::PipelineBenchOptions b;
-  std::string layout = Default("layout"), dtype = Default("dtype"), remainder = Default("remainder"),
-              memory = Default("memory_limit"), on_error = Default("on_error"), format = Default("format");
-  std::string jitter;
-  std::string root_policy = Default("root_policy");
-  std::string wds_image = Default("wds_image"), wds_label = Default("wds_label");
+  PipelineFlags options;  // every flag of pipeline::OptionSchema
   int64_t rank = -1, world = -1;
-  bool eval = false, no_dct = false, eval_dct = false, no_file_shuffle = false, raw_labels = false,
-       allow_empty_classes = false;
 };
 
 Status Resolve(BenchFlags& f, const Globals& g) {
   auto& p = f.b.pipeline;
+  AQ_TRY(f.options.Apply(p));
   p.workers = g.threads;
   f.b.progress = !g.no_progress;
-  p.training = !f.eval;
-  p.dct_scaling = !f.no_dct;
-  p.eval_dct_scaling = f.eval_dct;
-  p.shuffle_files = !f.no_file_shuffle;
-  p.labels_zero_based = !f.raw_labels;
-  p.allow_empty_classes = f.allow_empty_classes;
-  // Spelled values and the memory size parse as the Python binding parses them.
-  for (const auto& [flag, name, text] :
-       {std::tuple{"--layout", "layout", &f.layout}, std::tuple{"--dtype", "dtype", &f.dtype},
-        std::tuple{"--remainder", "remainder", &f.remainder}, std::tuple{"--memory-limit", "memory_limit", &f.memory},
-        std::tuple{"--on-error", "on_error", &f.on_error}, std::tuple{"-f,--format", "format", &f.format},
-        std::tuple{"--root-policy", "root_policy", &f.root_policy},
-        std::tuple{"--wds-image", "wds_image", &f.wds_image}, std::tuple{"--wds-label", "wds_label", &f.wds_label}}) {
-    if (Status s = pipeline::SetOption(p, name, *text); !s.ok()) {
-      return InvalidArgument(fmt::format("{} {}: {}", flag, *text, s.message()));
-    }
-  }
-  if (!f.jitter.empty()) {
-    float b = 0, c = 0, s = 0;
-    if (std::sscanf(f.jitter.c_str(), "%f,%f,%f", &b, &c, &s) != 3 || b < 0 || c < 0 || s < 0) {
-      return InvalidArgument(
-          fmt::format("--jitter {}: expected brightness,contrast,saturation e.g. 0.4,0.4,0.4", f.jitter));
-    }
-    p.jitter = {b, c, s};
-  }
   auto rank = AQ_TRY(pipeline::ResolveRank(f.rank, f.world));
   p.rank = rank.rank;
   p.world = rank.world;
@@ -137,66 +107,17 @@ void PrintReport(const bench::PipelineBenchReport& r) {
 
 }  // namespace
 
-// The input pipeline's flags, shared by bench pipeline and bench train.
+// The input pipeline's flags, shared by bench pipeline and bench train:
+// the schema's, then the bench's own.
 void AddPipelineFlags(CLI::App* cmd, BenchFlags* f) {
   auto& p = f->b.pipeline;
-  cmd->add_option("data", p.data,
-                  "TFRecord shards, .rec files or image folder; several mounts of the same data as ROOT1:ROOT2:...")
-      ->required();
-  cmd->add_option("--root-policy", f->root_policy,
-                  "With several roots: spread (files over all roots) or pinned (rank r reads root r % roots)")
-      ->capture_default_str();
-  cmd->add_option("-f,--format", f->format, "auto, tfrecord, recordio, wds (WebDataset .tar) or folder")
-      ->capture_default_str();
-  cmd->add_flag("--allow-empty-classes", f->allow_empty_classes,
-                std::string(pipeline::FindOption("allow_empty_classes")->doc));
-  cmd->add_option("--wds-image", f->wds_image, std::string(pipeline::FindOption("wds_image")->doc))
-      ->capture_default_str();
-  cmd->add_option("--wds-label", f->wds_label, std::string(pipeline::FindOption("wds_label")->doc))
-      ->capture_default_str();
-  cmd->add_option("-b,--batch", p.batch_size, "Batch size")->capture_default_str();
-  cmd->add_option("--size", p.image_size, "Output image size (224; 299 for Inception)")->capture_default_str();
-  cmd->add_flag("--eval", f->eval, "Evaluation transform: resize shorter side to --eval-resize, centre crop");
-  cmd->add_option("--eval-resize", p.eval_resize, "Shorter side before the centre crop")->capture_default_str();
-  cmd->add_flag("--bbox-crop", p.bbox_crop, "Training crops from the records' bounding boxes (TensorFlow's method)");
-  cmd->add_option("--jitter", f->jitter, "Colour jitter brightness,contrast,saturation (e.g. 0.4,0.4,0.4)");
-  cmd->add_option("--layout", f->layout, "NCHW or NHWC (either case)")->capture_default_str();
-  cmd->add_option("--dtype", f->dtype, "uint8 (u8), float16 (fp16) or float32 (fp32); uint8 is not normalised")
-      ->capture_default_str();
-  cmd->add_option("--readers", p.readers, "Reader threads")->capture_default_str();
-  cmd->add_option("--plan-ahead", p.plan_ahead,
-                  "Reads sent ahead to the store in the epoch's order, so its nodes stage them from slow media "
-                  "(0 = off)")
-      ->capture_default_str();
-  cmd->add_option("--prefetch", p.prefetch_batches, "Batches prepared ahead of the consumer")->capture_default_str();
-  cmd->add_option("--shuffle-buffer", p.shuffle_buffer, "Samples in the shuffle buffer (1 = no sample shuffle)")
-      ->capture_default_str();
-  cmd->add_flag("--no-file-shuffle", f->no_file_shuffle, "Keep files in name order");
-  cmd->add_option("--seed", p.seed, "Seed of file order, shuffle and augmentation")->capture_default_str();
-  cmd->add_option("--epochs", p.epochs, "Epochs")->capture_default_str();
+  f->options.Add(cmd);
   cmd->add_option("--rank", f->rank, "This rank (default: RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID, else 0)");
   cmd->add_option("--world", f->world,
                   "Number of ranks (default: WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS, else 1)");
-  cmd->add_option("--remainder", f->remainder, "Equal steps per rank by: drop or pad")->capture_default_str();
-  cmd->add_option("--memory-limit", f->memory, "Most the pipeline may hold (batches, payloads, scratch)")
-      ->capture_default_str();
-  cmd->add_option("--on-error", f->on_error, "Bad samples: skip (replace within the batch) or fail")
-      ->capture_default_str();
-  cmd->add_flag("--fast-idct", p.fast_idct, "libjpeg's fast integer IDCT (slightly less accurate)");
-  cmd->add_flag("--no-dct-scaling", f->no_dct, "Never decode at 1/2, 1/4, 1/8 scale");
-  cmd->add_flag("--eval-dct-scaling", f->eval_dct,
-                "With --eval: decode at 1/2, 1/4, 1/8 scale where the resize allows (faster on large images, "
-                "not pixel-exact with torchvision)");
   cmd->add_flag("--decode-only", p.decode_only, "Only decode every JPEG fully (the decoder's bound)");
   cmd->add_flag("--entropy-only", p.entropy_only,
                 "Only entropy-decode every JPEG (Huffman, no IDCT or colour): the floor under any decode");
-  cmd->add_flag(
-      "--no-damage-check", [pp = &p](int64_t) { pp->damage_check = false; },
-      "Stop reading a JPEG below its crop: faster, but damage there goes unreported");
-  cmd->add_flag(
-      "--no-manifest", [pp = &p](int64_t) { pp->use_manifest = false; },
-      "Read every JPEG to its end in the first epoch even where the dataset's aquifer-manifest.json vouches for it");
-  cmd->add_flag("--raw-labels", f->raw_labels, "Keep TFRecord's 1-based labels");
 }
 
 struct TrainFlags {
