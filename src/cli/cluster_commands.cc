@@ -23,15 +23,10 @@ struct ClusterFlags {
 
 const char* kPrefix = cluster::kClusterPrefix;
 
-Status Status_(Globals& g, const ClusterFlags& f) {
-  auto etcd = std::shared_ptr<cluster::EtcdClient>(AQ_TRY(cluster::EtcdClient::Connect(f.meta)));
-  const auto a = AQ_TRY(cluster::Audit(etcd, kPrefix));
-  if (g.json) {
-    std::printf("%s\n", a.ToJson(f.meta).dump(1).c_str());
-    return a.Verdict();  // below protection: exit non-zero (scripts and monitors see it)
-  }
+// The cluster's line and one line per node.
+void PrintNodes(const std::string& meta, const cluster::ClusterAudit& a) {
   const auto& policies = a.policies;
-  std::printf("cluster %s: %zu nodes (%zu up), %s\n", f.meta.c_str(), a.nodes.size(), a.nodes_up(),
+  std::printf("cluster %s: %zu nodes (%zu up), %s\n", meta.c_str(), a.nodes.size(), a.nodes_up(),
               policies.cluster.erasure_coded()
                   ? fmt::format("erasure code {} (blocks under {} as {} replicas)", policies.cluster.ec.ToString(),
                                 units::IecBytes(cluster::kEcMinBlockBytes), policies.cluster.ec.m + 1)
@@ -51,7 +46,11 @@ Status Status_(Globals& g, const ClusterFlags& f) {
                 units::Bytes(static_cast<double>(n.capacity_bytes)).c_str(), held.status.value("get_per_second", 0.0),
                 h + m > 0 ? 100 * h / (h + m) : 0.0);
   }
-  for (const auto& [bucket, p] : policies.buckets) {
+}
+
+// Per bucket and policy, then the whole cluster's protection and data reduction.
+void PrintProtection(const cluster::ClusterAudit& a) {
+  for (const auto& [bucket, p] : a.policies.buckets) {
     std::printf("  bucket %s: %s (its own setting)\n", bucket.c_str(), p.ToString().c_str());
   }
   for (const auto& [name, pp] : a.per_policy) {
@@ -89,6 +88,10 @@ Status Status_(Globals& g, const ClusterFlags& f) {
                   units::Bytes(logical).c_str(), units::Bytes(physical).c_str(), physical / logical);
     }
   }
+}
+
+// Damage, the scrubbers' findings and quarantined files.
+void PrintProblems(const cluster::ClusterAudit& a) {
   if (a.missing > 0 || a.pieces_gone > 0) {
     std::printf("  DAMAGE: %llu blocks held by no node that a layout names, %llu replicas missing on live nodes\n",
                 static_cast<unsigned long long>(a.missing), static_cast<unsigned long long>(a.pieces_gone));
@@ -109,7 +112,19 @@ Status Status_(Globals& g, const ClusterFlags& f) {
         "them there when no longer needed)\n",
         node.c_str(), static_cast<unsigned long long>(q.first), units::Bytes(static_cast<double>(q.second)).c_str());
   }
-  return a.Verdict();
+}
+
+Status Status_(Globals& g, const ClusterFlags& f) {
+  auto etcd = std::shared_ptr<cluster::EtcdClient>(AQ_TRY(cluster::EtcdClient::Connect(f.meta)));
+  const auto a = AQ_TRY(cluster::Audit(etcd, kPrefix));
+  if (g.json) {
+    std::printf("%s\n", a.ToJson(f.meta).dump(1).c_str());
+  } else {
+    PrintNodes(f.meta, a);
+    PrintProtection(a);
+    PrintProblems(a);
+  }
+  return a.Verdict();  // below protection: exit non-zero (scripts and monitors see it)
 }
 
 Status SetState(const ClusterFlags& f, cluster::NodeState state) {
