@@ -340,12 +340,12 @@ void RegisterTrainCommand(CLI::App& group, Globals& g) {
   AddOutputFlags(cmd, g);
   cmd->callback([f, &g] {
     if (f->list_models) return PrintModels(g.json);
-    if (f->pipe.b.pipeline.data.empty()) {
+    Status s = Resolve(f->pipe, g);  // the flags, the data among them
+    if (s.ok() && f->pipe.b.pipeline.data.empty()) {
       Fail(g, InvalidArgument("bench train: give the dataset (or --models)"));
       g.exit_code = 2;
       return;
     }
-    Status s = Resolve(f->pipe, g);
     if (!s.ok()) {
       Fail(g, s);
       g.exit_code = 2;
