@@ -18,7 +18,6 @@ usage: cluster_staging_test.py path/to/aquifer"""
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -32,10 +31,7 @@ creds = s3lib.write_credentials(os.path.join(tmp, "keys"))
 os.environ["AQUIFER_CREDENTIALS"] = creds
 
 
-def aq(*args, expect=0):
-    r = subprocess.run([AQ, *map(str, args)], capture_output=True, text=True, timeout=300)
-    check(r.returncode == expect, f"aquifer {' '.join(map(str, args))}: exit {r.returncode}, {r.stderr[-2000:]}")
-    return r
+aq = s3lib.Cli(AQ).ok
 
 
 def staging(node):

@@ -24,6 +24,8 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
+sys.path.insert(0, HERE)
+import s3lib  # noqa: E402  (Cli: the binary's calls)
 
 try:
     import numpy as np
@@ -42,14 +44,11 @@ BAD = ("damaged", "undecodable")
 
 
 def aquifer(*args, ok=True):
-    p = subprocess.run([AQUIFER, *args], capture_output=True, text=True)
-    if ok and p.returncode != 0:
-        raise AssertionError(f"aquifer {' '.join(args)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
-    return p
+    return s3lib.Cli(AQUIFER).ok(*args, expect=0 if ok else None)
 
 
 def aquifer_json(*args, ok=True):
-    return json.loads(aquifer(*args, "--json", ok=ok).stdout)
+    return s3lib.Cli(AQUIFER).json(*args, expect=0 if ok else None)
 
 
 class ImageVariants(unittest.TestCase):

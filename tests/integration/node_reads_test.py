@@ -5,7 +5,6 @@ that cannot be asked is refused before the run.
 usage: node_reads_test.py AQUIFER"""
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -17,10 +16,7 @@ check = s3lib.Checks()
 os.environ["AWS_SHARED_CREDENTIALS_FILE"] = "/dev/null"
 
 
-def run(*args, expect=0):
-    r = subprocess.run([AQ, *map(str, args)], capture_output=True, text=True, timeout=300)
-    check(r.returncode == expect, f"aquifer {' '.join(map(str, args))}: exit {r.returncode}, {r.stderr[-2000:]}")
-    return r
+run = s3lib.Cli(AQ).ok
 
 
 with tempfile.TemporaryDirectory(prefix="aq_node_reads_") as tmp:

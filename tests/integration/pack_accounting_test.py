@@ -23,11 +23,13 @@ import io
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
 import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import s3lib  # noqa: E402  (Cli: the binary's calls)
 
 try:
     import numpy as np
@@ -41,10 +43,7 @@ AQUIFER = None
 
 
 def aquifer(*args, ok=True):
-    p = subprocess.run([AQUIFER, *args], capture_output=True, text=True)
-    if ok and p.returncode != 0:
-        raise AssertionError(f"aquifer {' '.join(args)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
-    return p
+    return s3lib.Cli(AQUIFER).ok(*args, expect=0 if ok else None)
 
 
 def image(path, seed, fmt="JPEG"):

@@ -27,13 +27,7 @@ SHOTS = (sys.argv[sys.argv.index("--screenshots") + 1] if "--screenshots" in sys
 check = s3lib.Checks()
 
 
-def aq(*args, ok=True, **kw):
-    r = subprocess.run([AQ, *map(str, args)], capture_output=True, text=True, timeout=300, **kw)
-    if ok and r.returncode != 0:
-        print(f"FAIL: aquifer {' '.join(map(str, args))}: exit {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}",
-              file=sys.stderr)
-        check(False, "a command that makes a result failed")
-    return r
+aq = s3lib.Cli(AQ).ok
 
 
 def chromium(html, width, out_dir):

@@ -322,6 +322,22 @@ class Cli:
         return subprocess.run([self.binary, *map(str, [*self.prefix, *args, *self.suffix])], capture_output=True,
                               text=True, timeout=timeout or self.timeout, env=full, **kw)
 
+    def ok(self, *args, expect=0, **kw):
+        """The call's result, failing (an AssertionError naming the command,
+        its exit status and the end of its output) unless the exit status
+        is `expect`: a status, a tuple of them, or None for any."""
+        r = self(*args, **kw)
+        allowed = (expect,) if isinstance(expect, int) else expect
+        if allowed is not None and r.returncode not in allowed:
+            raise AssertionError(f"{os.path.basename(self.binary)} {' '.join(map(str, args))}: exit {r.returncode}, "
+                                 f"expected {expect}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+        return r
+
+    def json(self, *args, expect=0, **kw):
+        """ok() of the call with --json, its output parsed."""
+        import json
+        return json.loads(self.ok(*args, "--json", expect=expect, **kw).stdout)
+
 
 def until(pred, timeout, step=0.3):
     """Calls pred until it returns true (exceptions count as false)."""
