@@ -12,18 +12,23 @@
 namespace aq::store {
 
 struct ReadStream::Slot {
-  Slot(Prefetcher& o, uint64_t b) : owner(o), bytes(b) {}
+  Slot(Prefetcher& o, uint64_t b, std::string block_id) : owner(o), bytes(b), id(std::move(block_id)) {}
   ~Slot() {
     if (!consumed) owner.Count(&PrefetchStats::wasted);
-    owner.Unreserve(bytes);
+    owner.Unshare(id);
+    if (!released) owner.Unreserve(bytes);
   }
   Prefetcher& owner;
   const uint64_t bytes;
+  const std::string id;  // the block's
   std::atomic<bool> cancelled{false};
   Mutex mu;
   CondVar cv{mu};
   bool done AQ_GUARDED_BY(mu) = false;
   bool consumed AQ_GUARDED_BY(mu) = false;
+  // Handed to another stream's reader: the bytes are theirs now, no longer
+  // held (or charged) while the stream that read them ahead idles.
+  bool released AQ_GUARDED_BY(mu) = false;
   Status status;
   std::shared_ptr<const std::string> data;
 };
@@ -66,19 +71,34 @@ Result<std::shared_ptr<const std::string>> ReadStream::Block(size_t i) {
     pending_.erase(pending_.begin());
   }
   std::shared_ptr<const std::string> data;
-  auto it = pending_.find(i);
-  if (it != pending_.end()) {
-    std::shared_ptr<Slot> slot = std::move(it->second);
+  // Read ahead by this stream, else by another one of the same pass (a
+  // client that reads one object in parallel ranges makes a stream per
+  // range in flight).
+  std::shared_ptr<Slot> slot;
+  bool theirs = false;
+  if (auto it = pending_.find(i); it != pending_.end()) {
+    slot = std::move(it->second);
     pending_.erase(it);
-    bool waited;
+  } else {
+    slot = owner_.Shared(blocks[i].id);
+    theirs = slot != nullptr;
+  }
+  if (slot) {
+    bool waited, first, release = false;
     {
       MutexLock lock(slot->mu);
       waited = !slot->done;
       slot->cv.Wait([&]() AQ_REQUIRES(slot->mu) { return slot->done; });
+      first = !slot->consumed;
       slot->consumed = true;
+      data = slot->data;
+      if (theirs && !slot->released) {
+        slot->released = release = true;
+        slot->data.reset();  // the stream that read it ahead reads it again if it ever wants it
+      }
     }
-    owner_.Count(waited ? &PrefetchStats::late_hits : &PrefetchStats::hits);
-    data = slot->data;
+    if (release) owner_.Unreserve(slot->bytes);
+    if (first) owner_.Count(waited ? &PrefetchStats::late_hits : &PrefetchStats::hits);
   }
   if (data == nullptr) {
     // Not read ahead, or read ahead and failed (a holder that died after
@@ -111,9 +131,14 @@ void ReadStream::Issue(size_t from, size_t to) {
   for (size_t j = from; j <= to; ++j) {
     if (pending_.count(j)) continue;
     const BlockRef& ref = object_->blocks[j];
+    if (auto theirs = owner_.Shared(ref.id)) {  // another stream reads it already
+      pending_.emplace(j, std::move(theirs));
+      continue;
+    }
     if (!owner_.Reserve(ref.size)) return;  // the budget is spent: read on demand
-    auto slot = std::make_shared<Slot>(owner_, ref.size);
+    auto slot = std::make_shared<Slot>(owner_, ref.size, ref.id);
     pending_.emplace(j, slot);
+    owner_.Share(ref.id, slot);
     owner_.Count(&PrefetchStats::issued);
     owner_.Submit([slot, ref, owner = &owner_] {
       Status st;
@@ -264,6 +289,23 @@ void Prefetcher::End(std::shared_ptr<ReadStream> stream, uint64_t end) {
   MutexLock lock(mu_);
   if (!stopping_) idle_.emplace(StreamKey(*stream->object_), std::move(stream));
   // (when stopping, the stream is released by the caller's reference, after the lock)
+}
+
+std::shared_ptr<ReadStream::Slot> Prefetcher::Shared(const std::string& id) {
+  MutexLock lock(shared_mu_);
+  auto it = shared_.find(id);
+  return it == shared_.end() ? nullptr : it->second.lock();
+}
+
+void Prefetcher::Share(const std::string& id, const std::shared_ptr<ReadStream::Slot>& slot) {
+  MutexLock lock(shared_mu_);
+  shared_[id] = slot;
+}
+
+void Prefetcher::Unshare(const std::string& id) {
+  MutexLock lock(shared_mu_);
+  // A slot being destroyed has expired; a newer one for the block stays.
+  if (auto it = shared_.find(id); it != shared_.end() && it->second.expired()) shared_.erase(it);
 }
 
 PrefetchStats Prefetcher::Stats() const {

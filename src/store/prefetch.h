@@ -13,6 +13,11 @@
 // starts a stream that speculates at once (a pass over a shard begins
 // there); any other request starts a stream with no speculation, so random
 // readers cost nothing but their own blocks.
+// Streams share what they read ahead, by block id: a client that reads one
+// object in parallel ranges has a request (so a stream) per range in
+// flight, each starting where no idle stream ended; such a request takes
+// the blocks its sibling's stream read ahead instead of reading them again,
+// and a stream never issues a block another stream is already reading.
 // Memory is bounded: every prefetched block is charged to one budget across
 // streams; when it is spent, the oldest idle streams give theirs back, and
 // otherwise no more is issued until blocks are consumed.
@@ -30,6 +35,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "common/mutex.h"
@@ -122,6 +128,12 @@ class Prefetcher {
   void Unreserve(uint64_t bytes);
   void Submit(std::function<void()> task);
   void Worker();
+  // Read-ahead by block id, across streams: a reader whose request made a
+  // stream of its own takes a block another stream read ahead (or is
+  // reading) instead of reading it again.
+  std::shared_ptr<ReadStream::Slot> Shared(const std::string& id);
+  void Share(const std::string& id, const std::shared_ptr<ReadStream::Slot>& slot);
+  void Unshare(const std::string& id);  // the block's slot is gone
   void Count(uint64_t PrefetchStats::*field);
   // Removes idle streams older than the idle limit, and the oldest beyond
   // `keep`; the caller destroys them after unlocking. REQUIRES: mu_ held.
@@ -130,6 +142,9 @@ class Prefetcher {
 
   BlockService& blocks_;
   const PrefetchOptions options_;
+
+  Mutex shared_mu_;  // never held with mu_
+  std::unordered_map<std::string, std::weak_ptr<ReadStream::Slot>> shared_ AQ_GUARDED_BY(shared_mu_);
 
   mutable Mutex mu_;  // guards the fields below
   CondVar cv_{mu_};

@@ -864,6 +864,49 @@ TEST_F(PrefetchTest, SequentialRequestsContinueTheStreamAndReadPastTheirEnd) {
   EXPECT_GT(q->Stats().issued, 0u);
 }
 
+TEST_F(PrefetchTest, ParallelRangesOfOnePassShareTheirReadAhead) {
+  // A client that reads an object two ranges at a time: the second range
+  // of each pair starts while the first's stream is busy, so it gets a
+  // stream of its own, and the pair after starts where only one of them
+  // ended. Every block after the first must still come from read-ahead,
+  // and none be read twice.
+  auto p = Make({.max_window_blocks = 4});
+  std::string got;
+  for (uint64_t off = 0; off < data_.size(); off += 2000) {
+    std::string a, b;
+    auto first = p->Begin(object_, off, 1000);
+    ASSERT_TRUE(objects_
+                    ->Read(
+                        *object_, off, 1000,
+                        [&](std::string_view v) {
+                          a.append(v);
+                          return Status::Ok();
+                        },
+                        first.get())
+                    .ok());
+    auto second = p->Begin(object_, off + 1000, 1000);  // the first not ended yet
+    ASSERT_TRUE(objects_
+                    ->Read(
+                        *object_, off + 1000, 1000,
+                        [&](std::string_view v) {
+                          b.append(v);
+                          return Status::Ok();
+                        },
+                        second.get())
+                    .ok());
+    p->End(std::move(first), off + 1000);
+    p->End(std::move(second), off + 2000);
+    got += a + b;
+  }
+  EXPECT_EQ(got, data_);
+  auto s = p->Stats();
+  EXPECT_EQ(s.hits + s.late_hits, 9u) << "issued " << s.issued << ", wasted " << s.wasted;
+  EXPECT_EQ(s.issued, 9u);  // each block read ahead once, by one of the streams
+  // A block one stream read ahead and another's reader took is no longer
+  // held for the idle stream that read it.
+  EXPECT_TRUE(p->WaitUntilHeldAtMost(0, std::chrono::seconds(5))) << p->Stats().bytes_held << " bytes held";
+}
+
 TEST_F(PrefetchTest, RandomRequestsAreNotReadAhead) {
   auto p = Make();
   for (uint64_t off : {7000u, 1000u, 4500u, 9000u, 3000u, 6000u}) {
