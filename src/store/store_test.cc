@@ -871,29 +871,21 @@ TEST_F(PrefetchTest, ParallelRangesOfOnePassShareTheirReadAhead) {
   // ended. Every block after the first must still come from read-ahead,
   // and none be read twice.
   auto p = Make({.max_window_blocks = 4});
+  // 1000 bytes from `off` through `stream`, appended to `out`.
+  auto read = [&](ReadStream* stream, uint64_t off, std::string* out) {
+    auto append = [out](std::string_view v) {
+      out->append(v);
+      return Status::Ok();
+    };
+    EXPECT_TRUE(objects_->Read(*object_, off, 1000, append, stream).ok());
+  };
   std::string got;
   for (uint64_t off = 0; off < data_.size(); off += 2000) {
     std::string a, b;
     auto first = p->Begin(object_, off, 1000);
-    ASSERT_TRUE(objects_
-                    ->Read(
-                        *object_, off, 1000,
-                        [&](std::string_view v) {
-                          a.append(v);
-                          return Status::Ok();
-                        },
-                        first.get())
-                    .ok());
+    read(first.get(), off, &a);
     auto second = p->Begin(object_, off + 1000, 1000);  // the first not ended yet
-    ASSERT_TRUE(objects_
-                    ->Read(
-                        *object_, off + 1000, 1000,
-                        [&](std::string_view v) {
-                          b.append(v);
-                          return Status::Ok();
-                        },
-                        second.get())
-                    .ok());
+    read(second.get(), off + 1000, &b);
     p->End(std::move(first), off + 1000);
     p->End(std::move(second), off + 2000);
     got += a + b;
