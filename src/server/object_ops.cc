@@ -213,12 +213,12 @@ void S3Handler::GetObject(S3Request& r) {
   if (r.Has("versionId") && r.Param("versionId") != "null") {
     return SendError(r, {400, "InvalidArgument", "Invalid version id specified (the bucket is not versioned)"});
   }
-  auto meta = objects_.Head(r.bucket, r.key);
-  if (!meta.ok()) return SendStatus(r, meta.status(), Subject::kObject);
   // The layout stays readable to the end of this response, whatever
   // overwrites or deletes come meanwhile.
-  auto pin = objects_.Hold(*meta);
-  auto object = std::make_shared<store::ObjectMeta>(std::move(*meta));
+  auto held = objects_.HeadHeld(r.bucket, r.key);
+  if (!held.ok()) return SendStatus(r, held.status(), Subject::kObject);
+  auto pin = std::move(held->pin);
+  auto object = std::make_shared<store::ObjectMeta>(std::move(held->meta));
   const store::ObjectMeta& o = *object;
   const int64_t mtime = o.mtime_ns / 1000000000;
   http::Headers h;

@@ -58,9 +58,9 @@ class DedupTest : public testing::Test {
   }
   // The object's bytes (read under a reader's pin), "<absent>" or the error.
   std::string Get(const std::string& key) {
-    auto m = objects_->Head("bkt", key);
-    if (!m.ok()) return m.status().code() == StatusCode::kNotFound ? "<absent>" : m.status().ToString();
-    auto pin = objects_->Hold(*m);
+    auto held = objects_->HeadHeld("bkt", key);
+    if (!held.ok()) return held.status().code() == StatusCode::kNotFound ? "<absent>" : held.status().ToString();
+    const ObjectMeta* m = &held->meta;
     std::string out;
     Status s = objects_->Read(*m, 0, m->size, [&](std::string_view b) {
       out.append(b);

@@ -125,9 +125,20 @@ Result<ObjectMeta> ObjectWriter::Commit() {
 void ObjectWriter::Abort() {
   if (done_) return;
   done_ = true;
-  // Unheld first: a shared block stays if another layout names it.
+  // Unheld first: a shared block stays if another layout names it. A shared
+  // block this writer found stored may also be pinned by a reader of a
+  // layout replaced since, so it goes through the reclaimer like any freed
+  // block; a block of its own no reader can have seen.
   blocks_.Unhold(written_);
-  for (const auto& b : written_) (void)blocks_.Remove(b);
+  std::vector<BlockRef> shared;
+  for (const auto& b : written_) {
+    if (IsContentId(b.id)) {
+      shared.push_back(b);
+    } else {
+      (void)blocks_.Remove(b);
+    }
+  }
+  if (!shared.empty()) reclaimer_.Release(shared);
   written_.clear();
 }
 
@@ -205,6 +216,29 @@ Status ObjectStore::CopyInto(const ObjectMeta& source, uint64_t offset, uint64_t
 
 Result<ObjectMeta> ObjectStore::Head(const std::string& bucket, const std::string& key) {
   return meta_.GetObject(bucket, key);
+}
+
+namespace {
+bool SameLayout(const ObjectMeta& a, const ObjectMeta& b) {
+  if (a.version != b.version || a.blocks.size() != b.blocks.size()) return false;
+  for (size_t i = 0; i < a.blocks.size(); ++i) {
+    if (a.blocks[i].id != b.blocks[i].id || a.blocks[i].pool != b.blocks[i].pool) return false;
+  }
+  return true;
+}
+}  // namespace
+
+Result<ObjectStore::Held> ObjectStore::HeadHeld(const std::string& bucket, const std::string& key) {
+  ObjectMeta meta = AQ_TRY(Head(bucket, key));
+  // Each round costs a write that replaced the layout meanwhile; past the
+  // bound (a key rewritten faster than it can be read) the last layout is
+  // taken as before, its pin still taken before its blocks are read.
+  for (int round = 0;; ++round) {
+    Reclaimer::Pin pin = Hold(meta);
+    ObjectMeta again = AQ_TRY(Head(bucket, key));  // deleted meanwhile: not found
+    if (SameLayout(meta, again) || round == 16) return Held{std::move(meta), std::move(pin)};
+    meta = std::move(again);
+  }
 }
 
 Status ObjectStore::Read(const ObjectMeta& o, uint64_t offset, uint64_t n,

@@ -135,6 +135,16 @@ class ObjectStore {
   // Keeps the object's blocks readable until the pin is dropped, whatever
   // writes or deletes happen meanwhile (bounded: ReclaimerOptions).
   Reclaimer::Pin Hold(const ObjectMeta& object) { return reclaimer_->Hold(object.blocks); }
+  // Head and Hold with no gap between them: the layout is read again once
+  // its blocks are pinned and taken only if it is still the object's. A
+  // layout replaced between the read and the pin may have had its blocks
+  // removed already (at once when the reclaimer has no delay), and a reader
+  // holding it would fail part way through the object.
+  struct Held {
+    ObjectMeta meta;
+    Reclaimer::Pin pin;
+  };
+  Result<Held> HeadHeld(const std::string& bucket, const std::string& key);
   // Whether every block holding bytes [offset, offset + n) can be read now.
   bool Available(const ObjectMeta& object, uint64_t offset, uint64_t n);
   // Streams bytes [offset, offset + n) of `source` into `writer` (server-side copy).
