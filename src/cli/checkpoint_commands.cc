@@ -210,6 +210,21 @@ Result<std::pair<uint64_t, std::string>> BytesPerRank(const CheckpointFlags& f) 
   return std::make_pair(bytes, note);
 }
 
+// Each target takes a small file before the first save (written, closed,
+// removed): a bucket that does not exist, a key that may not write or a
+// mount that is not there fails the command at once, not after the local
+// disk's part of the run.
+Status ProbeTarget(io::FileSystem& fs, const std::string& name, const std::string& base) {
+  const std::string probe = base + ".probe";
+  auto written = [&]() -> Status {
+    auto w = AQ_TRY(fs.OpenWrite(probe));
+    AQ_TRY(w->Append("aquifer bench checkpoint: can this target be written?\n"));
+    return w->Close();
+  }();
+  if (!written.ok()) return written.WithContext(fmt::format("{} ({})", name, probe));
+  return fs.Remove(probe).WithContext(fmt::format("{}: removing {}", name, probe));
+}
+
 // Each target's saves and restores, and each against the local disk (the
 // first target); *dropped: whether every restore started with the page
 // cache dropped.
@@ -256,10 +271,15 @@ void Execute(Globals& g, CheckpointFlags& f) {
                 units::Bytes(static_cast<double>(bytes)).c_str(), scale_note.c_str(), f.saves, f.saves);
     std::fflush(stdout);
   }
+  std::string url = f.url;
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  for (const auto& [name, base] : {std::pair{"local disk", fmt::format("{}/{}", local, tag)},
+                                   std::pair{"aquifer://", url.empty() ? "" : url + "/" + tag},
+                                   std::pair{"mount", f.mount.empty() ? "" : fmt::format("{}/{}", f.mount, tag)}}) {
+    if (Status s = base.empty() ? Status::Ok() : ProbeTarget(*g.fs, name, base); !s.ok()) return Fail(g, s);
+  }
   if (Status s = run("local", "local disk", fmt::format("{}/{}", local, tag)); !s.ok()) return Fail(g, s);
-  if (!f.url.empty()) {
-    std::string url = f.url;
-    while (!url.empty() && url.back() == '/') url.pop_back();
+  if (!url.empty()) {
     if (Status s = run("store", "aquifer://", url + "/" + tag); !s.ok()) return Fail(g, s);
   }
   if (!f.mount.empty()) {

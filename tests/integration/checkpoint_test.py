@@ -219,6 +219,14 @@ try:
                        capture_output=True, text=True, timeout=300,
                        env=dict(os.environ, AQUIFER_RETRY_DEADLINE="1"))
     check(r.returncode != 0 and "127.0.0.1:1" in r.stderr, f"an unreachable store is an error: {r.stderr[-300:]}")
+    # A bucket that does not exist fails before the first save, naming it.
+    started = time.time()
+    r = subprocess.run([AQ, "--credentials", creds, "bench", "checkpoint", "--ranks", "2", "--size", "64MiB",
+                        "--saves", "3", "--url", f"aquifer://127.0.0.1:{node.port}/no-such-bucket", "--local", local],
+                       capture_output=True, text=True, timeout=300)
+    check(r.returncode != 0 and "no-such-bucket" in r.stderr and "local disk   save" not in r.stdout,
+          f"a missing bucket is refused before any save: {r.returncode} {r.stdout[-300:]} {r.stderr[-300:]}")
+    check(time.time() - started < 30 and not os.listdir(local), "nothing was run or left for the refused target")
 
     # ---- crash trials ----
     root = base + "/crash"
