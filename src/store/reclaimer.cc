@@ -37,6 +37,15 @@ Reclaimer::Pin Reclaimer::Hold(const std::vector<BlockRef>& blocks) {
   pin.r_ = this;
   pin.ids_.reserve(blocks.size());
   MutexLock lock(mu_);
+  // A block whose removal was decided before this pin (it was held by
+  // nobody then) is waited for: the caller reads its layout again after
+  // pinning (ObjectStore::HeadHeld), and finds it gone or still named.
+  removed_cv_.Wait([&]() AQ_REQUIRES(mu_) {
+    for (const auto& b : blocks) {
+      if (removing_.count(b.id) > 0) return false;
+    }
+    return true;
+  });
   for (const auto& b : blocks) {
     ++pins_[b.id];
     pin.ids_.push_back(b.id);
@@ -79,8 +88,19 @@ void Reclaimer::Release(const std::vector<BlockRef>& blocks) {
       }
     }
     stats_.removed += now.size();
+    for (const auto& b : now) ++removing_[b.id];
   }
-  for (const auto& b : now) (void)blocks_.Remove(b);
+  RemoveMarked(now);
+}
+
+void Reclaimer::RemoveMarked(const std::vector<BlockRef>& blocks) {
+  for (const auto& b : blocks) (void)blocks_.Remove(b);
+  MutexLock lock(mu_);
+  for (const auto& b : blocks) {
+    auto it = removing_.find(b.id);
+    if (it != removing_.end() && --it->second <= 0) removing_.erase(it);
+  }
+  removed_cv_.SignalAll();
 }
 
 uint64_t Reclaimer::RemoveDue(bool all, bool early) {
@@ -101,8 +121,9 @@ uint64_t Reclaimer::RemoveDue(bool all, bool early) {
     }
     pending_.swap(keep);
     stats_.removed += due.size();
+    for (const auto& b : due) ++removing_[b.id];
   }
-  for (const auto& b : due) (void)blocks_.Remove(b);
+  RemoveMarked(due);
   return due.size();
 }
 

@@ -93,13 +93,18 @@ class Reclaimer {
   void Unpin(const std::vector<std::string>& ids);
   void Run();
   uint64_t RemoveDue(bool all, bool early = false);
+  // Removes blocks marked in removing_ (under mu_, when they were chosen),
+  // then unmarks them and wakes the Holds waiting for them.
+  void RemoveMarked(const std::vector<BlockRef>& blocks);
 
   BlockService& blocks_;
   const ReclaimerOptions options_;
   Clock& clock_;
   mutable Mutex mu_;
   CondVar cv_{mu_};
-  std::map<std::string, int> pins_ AQ_GUARDED_BY(mu_);  // block id -> readers holding it
+  std::map<std::string, int> pins_ AQ_GUARDED_BY(mu_);      // block id -> readers holding it
+  std::map<std::string, int> removing_ AQ_GUARDED_BY(mu_);  // block id -> removals chosen, not yet done
+  CondVar removed_cv_{mu_};                                 // a removal finished
   std::vector<Pending> pending_ AQ_GUARDED_BY(mu_);
   bool stop_ AQ_GUARDED_BY(mu_) = false;
   uint64_t pin_count_ AQ_GUARDED_BY(mu_) = 0;

@@ -2,9 +2,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <random>
 #include <set>
 #include <thread>
@@ -1059,6 +1061,44 @@ TEST(ReclaimerTest, ABlockOutlivesItsLayoutWhileAReaderHoldsIt) {
   EXPECT_EQ(blocks.Removed(), (std::vector<std::string>{"free", "b", "a"}));
   EXPECT_EQ(r.Stats().pending, 0u);
   EXPECT_EQ(r.Stats().deferred, 2u);
+}
+
+// A removal chosen while nobody held the block, still under way when a
+// reader pins it: the pin waits for it, so the reader (which reads its
+// layout again after pinning) never reads a block being removed. This was
+// the lost shared block DedupTest's racing readers met.
+TEST(ReclaimerTest, APinWaitsForARemovalUnderWay) {
+  struct Gated final : public BlockService {
+    Result<BlockRef> Write(const std::string&, std::string_view, const std::string&) override {
+      return Internal("unused");
+    }
+    Result<std::shared_ptr<const std::string>> Read(const BlockRef&) override { return Internal("unused"); }
+    Status Remove(const BlockRef&) override {
+      entered.set_value();
+      open.get_future().wait();
+      return Status::Ok();
+    }
+    std::promise<void> entered, open;
+  } blocks;
+  ReclaimerOptions o;
+  o.min_delay_s = 0;
+  o.tick_s = 3600;
+  Reclaimer r(blocks, o);
+  auto entered = blocks.entered.get_future();
+  std::thread remover([&] { r.Release({Ref("x", 1)}); });  // nobody holds it: removed at once
+  entered.wait();                                          // ... and the removal is under way
+  std::atomic<bool> pinned{false};
+  std::thread reader([&] {
+    auto pin = r.Hold({Ref("x", 1)});
+    pinned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(pinned) << "the pin was taken while the block was being removed";
+  { auto other = r.Hold({Ref("y", 1)}); }  // a pin of other blocks does not wait
+  blocks.open.set_value();
+  remover.join();
+  reader.join();
+  EXPECT_TRUE(pinned);
 }
 
 TEST(ReclaimerTest, DelayAndBound) {
