@@ -1087,18 +1087,21 @@ TEST(ReclaimerTest, APinWaitsForARemovalUnderWay) {
   auto entered = blocks.entered.get_future();
   std::thread remover([&] { r.Release({Ref("x", 1)}); });  // nobody holds it: removed at once
   entered.wait();                                          // ... and the removal is under way
-  std::atomic<bool> pinned{false};
+  std::promise<void> pinned;
+  auto taken = pinned.get_future();
   std::thread reader([&] {
     auto pin = r.Hold({Ref("x", 1)});
-    pinned = true;
+    pinned.set_value();
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  EXPECT_FALSE(pinned) << "the pin was taken while the block was being removed";
+  // The pin must not come while the removal is held open (a bounded wait
+  // for the reader's signal: the failure is that it arrives).
+  EXPECT_EQ(taken.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout)
+      << "the pin was taken while the block was being removed";
   { auto other = r.Hold({Ref("y", 1)}); }  // a pin of other blocks does not wait
   blocks.open.set_value();
   remover.join();
+  EXPECT_EQ(taken.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   reader.join();
-  EXPECT_TRUE(pinned);
 }
 
 TEST(ReclaimerTest, DelayAndBound) {
