@@ -118,7 +118,10 @@ def script_for(doc, doc_blocks, report):
     """The bash script for one document, and script line -> doc line."""
     lines = [
         "set -euo pipefail",
-        "__aq_where=''",
+        "__aq_where='' __aq_last=0",
+        # Each runnable line marks where it starts; the time to the next mark is that line's.
+        "__aq_at() { local now=${EPOCHREALTIME/./}; if [ -n \"$__aq_where\" ]; then "
+        "echo \"__AQ_LINE $__aq_where $(( (now - __aq_last) / 1000 ))\"; fi; __aq_where=$1; __aq_last=$now; }",
         "trap 'echo \"__AQ_FAILED $__aq_where (exit $?)\" >&2' ERR",
         "__aq_stop_jobs() { local j; j=$(jobs -p); if [ -n \"$j\" ]; then kill $j 2>/dev/null || true; "
         "wait $j 2>/dev/null || true; fi; }",
@@ -160,10 +163,11 @@ def script_for(doc, doc_blocks, report):
             for why in notes:
                 report.append(f"{doc}:{n}: scaled down ({why}): {text.strip()}")
             if not continued and text.strip() and not text.strip().startswith("#"):
-                lines.append(f"__aq_where='{doc}:{n}'")
+                lines.append(f"__aq_at '{doc}:{n}'")
             lines.append(text)
             continued = text.rstrip().endswith("\\")
         lines.append("__aq_stop_jobs")
+        lines.append("__aq_at ''")
         lines.append(f"echo \"__AQ_TOOK {doc}:{start} $(( ($(date +%s%N) - __aq_t0) / 1000000 ))\"")
     return "\n".join(lines) + "\n"
 
@@ -219,6 +223,12 @@ def run_doc(repo, build, doc):
         blocks_ms = sorted(((int(ms), where) for where, ms in re.findall(r"__AQ_TOOK (\S+) (\d+)", out)), reverse=True)
         slowest = ", ".join(f"{where} {ms / 1000:.0f} s" for ms, where in blocks_ms[:3])
         print(f"{doc}: {runnable} block(s) ran in {took:.0f} s" + (f" (slowest: {slowest})" if slowest else ""))
+        per_line = {}
+        for where, ms in re.findall(r"__AQ_LINE (\S+) (\d+)", out):
+            per_line[where] = per_line.get(where, 0) + int(ms)
+        lines_ms = sorted(((ms, where) for where, ms in per_line.items()), reverse=True)
+        if lines_ms:
+            print(f"{doc}: slowest lines: " + ", ".join(f"{where} {ms / 1000:.1f} s" for ms, where in lines_ms[:int(os.environ.get("AQ_DOCS_SLOWEST", "5"))]))
         shutil.rmtree(scratch, ignore_errors=True)
         return True
     failed = re.findall(r"__AQ_FAILED (.*)", out)

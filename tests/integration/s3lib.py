@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.parse
 
 KEY, SECRET = "AQTESTKEY", "aq-test-secret-0123456789"
@@ -20,8 +21,14 @@ for var in ("AWS_CA_BUNDLE", "AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACC
 
 
 class Checks:
+    """Counts checks; prints the failed ones. With AQ_CHECK_TIMES=1 every check
+    is printed with the seconds since the test started and since the check
+    before it (where a slow test spends its time)."""
+
     def __init__(self):
         self.passed = self.failed = 0
+        self.times = bool(os.environ.get("AQ_CHECK_TIMES"))
+        self.t0 = self.last = time.monotonic()
 
     def __call__(self, cond, what):
         if cond:
@@ -29,6 +36,11 @@ class Checks:
         else:
             self.failed += 1
             print("FAIL:", what, file=sys.stderr, flush=True)
+        if self.times:
+            now = time.monotonic()
+            print(f"[{now - self.t0:7.1f} s +{now - self.last:6.1f}] {'ok  ' if cond else 'FAIL'} {what[:120]}",
+                  file=sys.stderr, flush=True)
+            self.last = now
         return cond
 
     def finish(self):
