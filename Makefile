@@ -86,7 +86,7 @@ fuzz-build: $(FUZZ_BUILD)/build.ninja
 
 FUZZ_TARGETS = fuzz_tfrecord fuzz_example fuzz_recordio fuzz_tar fuzz_jpeg fuzz_region_decode fuzz_image_decode \
 	fuzz_index fuzz_manifest fuzz_report fuzz_s3_xml fuzz_s3_request fuzz_layout fuzz_plan fuzz_same_host fuzz_post_form \
-	fuzz_header_echo fuzz_block_file
+	fuzz_header_echo fuzz_block_file fuzz_node_stats
 
 # Every target for FUZZ_SECONDS, JOBS at a time (scripts/fuzz_run.sh).
 fuzz-run:

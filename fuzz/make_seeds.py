@@ -179,6 +179,28 @@ put("fuzz_layout", "block_list",
     b'[{"id":"0123456789abcdef0123456789abcdef","size":1000,"crc32c":5,"pool":"default",'
     b'"nodes":["n1","n2","n3"],"ec":[2,1],"fcrc":[1,2,3]},{"id":"x","size":1,"crc32c":0,"pool":"d"}]')
 
+# A node's /stats, as a node in a cluster with every section writes it.
+put("fuzz_node_stats", "cluster_node", json.dumps({
+    "uptime_seconds": 12.5, "client_errors": 1, "server_errors": 0, "errors_by_status": {"404": 1},
+    "bytes_in": 4096, "bytes_out": 1 << 30, "bodies": {"resumed": 1, "cut": 0}, "denied": 0,
+    "ops": {"get": {"requests": 9, "client_errors": 1, "server_errors": 0, "bytes_in": 0, "bytes_out": 900,
+                    "latency": {"count": 9, "mean_us": 120.5, "p50_us": 100, "p90_us": 200, "p99_us": 300,
+                                "p999_us": 300, "max_us": 310}}},
+    "cache": {"policy": "tinylfu", "capacity_bytes": 1 << 30, "bytes": 5, "entries": 1, "hits": 3, "misses": 1,
+              "hit_ratio": 0.75, "evicted": 0, "rejected": 0},
+    "staging": {"planned": 4, "staged": 4, "hits": 2, "late_hits": 1},
+    "reclaim": {"freed": 1, "removed": 1, "pending": 0, "readers": 0},
+    "pools": [{"name": "default", "blocks": 3, "bytes": 300, "logical_bytes": 600, "ratio": 0.5, "media": "ssd",
+               "compression": "zstd:3", "dedup": True, "size_bytes": 1e12, "available_bytes": 5e11,
+               "dedup_writes": {"written": 2, "found": 1, "hash_seconds": 0.01}}],
+    "machine": {"cpu.user": 12.0, "net.eth0.rx": 1.5, "disk.sda.write": None},
+    "scrub": {"enabled": True, "passes": 1, "objects_at_risk": ["b/k"], "quarantine": [{"path": "q/x", "bytes": 9}],
+              "findings": [{"object": "b/k", "piece": "x", "problem": "missing", "also": ["b/j"]}]},
+    "same_host": None, "uploads": {"in_progress": 0, "expiry_seconds": 604800, "last_error": ""},
+    "cluster": {"node": "n1", "replicas": 2, "policy": "ec:4+2", "bucket_policies": {"b": "replicas:3"},
+                "blocks": {"local_reads": 5}, "repair": {"fully_protected": True, "last_error": ""}}}).encode())
+put("fuzz_node_stats", "wrong_types", b'{"cache": {"hits": "3"}, "pools": [{"bytes": -1}], "ops": []}')
+
 # Values echoed into response headers: byte 0 picks the carrier.
 for i, v in enumerate([b"text/plain", b"attachment; filename=\"a b.txt\"", b"max-age=60", b"a\r\nSet-Cookie: x",
                        b"caf\xc3\xa9", b"=?UTF-8?B?Y2Fmw6k=?="]):

@@ -134,16 +134,13 @@ struct TrainFlags {
 // not a staged block; a staged read counted its miss when it was staged).
 struct NodeReads {
   double staged = 0, cache = 0, media = 0;
-  static NodeReads From(const nlohmann::json& j) {
-    auto num = [&](const char* section, const char* k) {
-      if (!j.contains(section) || !j[section].is_object()) return 0.0;
-      const auto& s = j[section];
-      return s.contains(k) && s[k].is_number() ? s[k].get<double>() : 0.0;
-    };
+  static NodeReads From(const s3::NodeStatsDoc& doc) {
     NodeReads r;
-    r.staged = num("staging", "hits") + num("staging", "late_hits");
-    r.cache = num("cache", "hits");
-    r.media = std::max(0.0, num("cache", "misses") - r.staged);
+    if (doc.staging) r.staged = static_cast<double>(doc.staging->hits + doc.staging->late_hits);
+    if (doc.cache) {
+      r.cache = static_cast<double>(doc.cache->hits);
+      r.media = std::max(0.0, static_cast<double>(doc.cache->misses) - r.staged);
+    }
     return r;
   }
   NodeReads operator-(const NodeReads& b) const {

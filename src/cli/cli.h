@@ -16,6 +16,7 @@
 #include "common/status.h"
 #include "io/file_system.h"
 #include "monitor/sampler.h"
+#include "s3/node_stats_doc.h"
 #include "store/meta_store.h"
 
 namespace aq::cli {
@@ -72,8 +73,10 @@ Result<Child> Spawn(std::vector<std::string> argv, const std::vector<std::string
                     std::string shown = "");
 Result<std::string> Collect(Child child);
 
-// A node's /stats (JSON) from its metrics address (HOST:PORT or a URL).
-Result<nlohmann::json> FetchStats(const std::string& node);
+// A node's /stats from its metrics address (HOST:PORT or a URL): as sent,
+// and read into the document's struct (s3/node_stats_doc.h).
+Result<nlohmann::json> FetchStatsJson(const std::string& node);
+Result<s3::NodeStatsDoc> FetchStats(const std::string& node);
 
 // Prints a failed Status to stderr as "aquifer: <message>" and sets exit 1.
 void Fail(Globals& g, const Status& s);

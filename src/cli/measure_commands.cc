@@ -566,14 +566,14 @@ Status CapacityFlags(const SizeFlags& f, bench::SizeRequest& req) {
   }
   if (f.stored_ratio > 0) req.stored_ratio = f.stored_ratio;
   if (!f.stored_from.empty()) {
-    auto j = AQ_TRY(FetchStats(f.stored_from));
+    const s3::NodeStatsDoc stats = AQ_TRY(FetchStats(f.stored_from));
     double physical = 0, logical = 0;
     std::string policies;
-    for (const auto& p : j.value("pools", nlohmann::json::array())) {
-      physical += p.value("bytes", 0.0);
-      logical += p.value("logical_bytes", 0.0);
-      policies += (policies.empty() ? "" : ", ") + p.value("name", std::string("?")) + " " +
-                  p.value("compression", std::string("none"));
+    for (const auto& p : stats.pools) {
+      physical += static_cast<double>(p.bytes);
+      logical += static_cast<double>(p.logical_bytes);
+      policies += (policies.empty() ? "" : ", ") + (p.name.empty() ? "?" : p.name) + " " +
+                  (p.compression.empty() ? "none" : p.compression);
     }
     if (!(logical > 0)) {
       return InvalidArgument(fmt::format("--stored-from {}: the node's pools hold no data to measure", f.stored_from));

@@ -485,7 +485,7 @@ Result<std::pair<s3::HostPort, http::ClientOptions>> HttpTarget(std::string text
   return std::make_pair(AQ_TRY(s3::ParseHostPort(text, false)), co);
 }
 
-Result<nlohmann::json> FetchStats(const std::string& node) {
+Result<nlohmann::json> FetchStatsJson(const std::string& node) {
   auto target = HttpTarget(node);
   if (!target.ok()) return target.status().WithContext("stats");
   const s3::HostPort* at = &target->first;
@@ -503,156 +503,127 @@ Result<nlohmann::json> FetchStats(const std::string& node) {
   return j;
 }
 
+Result<s3::NodeStatsDoc> FetchStats(const std::string& node) {
+  auto j = AQ_TRY(FetchStatsJson(node));
+  auto doc = s3::ParseNodeStatsDoc(j);
+  if (!doc.ok()) return doc.status().WithContext(fmt::format("stats from {}", node));
+  return doc;
+}
+
 // Long by design: one printf per line of the report, in its order.
-void PrintStats(const std::string& node, const nlohmann::json& now, const nlohmann::json* before, double dt) {
-  auto num = [](const nlohmann::json& j, const char* k) {
-    return j.is_object() && j.contains(k) && j[k].is_number() ? j[k].get<double>() : 0.0;
+void PrintStats(const std::string& node, const s3::NodeStatsDoc& now, const s3::NodeStatsDoc* before, double dt) {
+  auto d = [](uint64_t v) { return static_cast<double>(v); };
+  std::printf("node %s, up %s\n", node.c_str(), units::Duration(now.uptime_seconds).c_str());
+  auto machine = [&now](const char* k) {
+    auto it = now.machine.find(k);
+    return it == now.machine.end() ? 0.0 : it->second;
   };
-  std::printf("node %s, up %s\n", node.c_str(), units::Duration(num(now, "uptime_seconds")).c_str());
-  const auto& m = now.contains("machine") ? now["machine"] : nlohmann::json::object();
-  std::printf("  CPU %.0f%% user %.0f%% system %.0f%% iowait", num(m, "cpu.user"), num(m, "cpu.system"),
-              num(m, "cpu.iowait"));
-  double net_in = 0, net_out = 0, disk_in = 0, disk_out = 0;
-  for (auto it = m.begin(); it != m.end(); ++it) {
-    const std::string& k = it.key();
-    if (!it->is_number()) continue;
-    if (k.rfind("net.", 0) == 0 && k.size() > 3 && k.compare(k.size() - 3, 3, ".rx") == 0) net_in += it->get<double>();
-    if (k.rfind("net.", 0) == 0 && k.size() > 3 && k.compare(k.size() - 3, 3, ".tx") == 0) net_out += it->get<double>();
-    if (k.rfind("disk.", 0) == 0 && k.compare(k.size() - 5, 5, ".read") == 0) disk_in += it->get<double>();
-    if (k.rfind("disk.", 0) == 0 && k.compare(k.size() - 6, 6, ".write") == 0) disk_out += it->get<double>();
-  }
-  std::printf("   NetIn %.1f MB/s  NetOut %.1f MB/s   DiskIn %.1f MB/s  DiskOut %.1f MB/s\n", net_in, net_out, disk_in,
-              disk_out);
-  std::printf("  client errors (4xx) %.0f (denied to their key %.0f), server errors (5xx) %.0f\n",
-              num(now, "client_errors"), num(now, "denied"), num(now, "server_errors"));
+  std::printf("  CPU %.0f%% user %.0f%% system %.0f%% iowait", machine("cpu.user"), machine("cpu.system"),
+              machine("cpu.iowait"));
+  const auto io = now.MachineThroughput();
+  std::printf("   NetIn %.1f MB/s  NetOut %.1f MB/s   DiskIn %.1f MB/s  DiskOut %.1f MB/s\n", io.net_in, io.net_out,
+              io.disk_in, io.disk_out);
+  std::printf("  client errors (4xx) %.0f (denied to their key %.0f), server errors (5xx) %.0f\n", d(now.client_errors),
+              d(now.denied), d(now.server_errors));
   std::printf("  %-7s %10s %9s %8s %8s %10s %10s %10s %10s\n", "op", "requests", before ? "per s" : "", "4xx", "5xx",
               "MB in", "MB out", "p50 ms", "p99 ms");
-  const auto& ops = now.contains("ops") ? now["ops"] : nlohmann::json::object();
-  for (auto it = ops.begin(); it != ops.end(); ++it) {
-    const auto& o = *it;
+  for (const auto& [name, o] : now.ops) {
     double rate = 0;
-    if (before && before->contains("ops") && (*before)["ops"].contains(it.key()) && dt > 0) {
-      rate = (num(o, "requests") - num((*before)["ops"][it.key()], "requests")) / dt;
+    if (before && dt > 0) {
+      if (auto b = before->ops.find(name); b != before->ops.end()) rate = (d(o.requests) - d(b->second.requests)) / dt;
     }
-    const auto& lat = o.contains("latency") ? o["latency"] : nlohmann::json::object();
-    std::printf("  %-7s %10.0f %9s %8.0f %8.0f %10.1f %10.1f %10.2f %10.2f\n", it.key().c_str(), num(o, "requests"),
-                before ? fmt::format("{:.1f}", rate).c_str() : "", num(o, "client_errors"), num(o, "server_errors"),
-                num(o, "bytes_in") / 1e6, num(o, "bytes_out") / 1e6, num(lat, "p50_us") / 1e3,
-                num(lat, "p99_us") / 1e3);
+    std::printf("  %-7s %10.0f %9s %8.0f %8.0f %10.1f %10.1f %10.2f %10.2f\n", name.c_str(), d(o.requests),
+                before ? fmt::format("{:.1f}", rate).c_str() : "", d(o.client_errors), d(o.server_errors),
+                d(o.bytes_in) / 1e6, d(o.bytes_out) / 1e6, o.latency.p50_us / 1e3, o.latency.p99_us / 1e3);
   }
-  if (now.contains("cache") && now["cache"].is_object()) {
-    const auto& c = now["cache"];
-    std::printf("  cache   %.1f%% hits (%s), %s of %s, %.0f evicted, %.0f not admitted\n", 100 * num(c, "hit_ratio"),
-                c.value("policy", "").c_str(), units::Bytes(num(c, "bytes")).c_str(),
-                units::Bytes(num(c, "capacity_bytes")).c_str(), num(c, "evicted"), num(c, "rejected"));
+  if (const auto& c = now.cache) {
+    std::printf("  cache   %.1f%% hits (%s), %s of %s, %.0f evicted, %.0f not admitted\n", 100 * c->hit_ratio,
+                c->policy.c_str(), units::Bytes(d(c->bytes)).c_str(), units::Bytes(d(c->capacity_bytes)).c_str(),
+                d(c->evicted), d(c->rejected));
   }
-  if (now.contains("l3") && now["l3"].is_object()) {
-    const auto& c = now["l3"];
+  if (const auto& c = now.l3) {
     std::printf(
         "  l3      %.1f%% of RAM misses (%s), %s of %s, %.0f admitted, %.0f evicted, %.0f not admitted, "
         "%.0f damaged\n",
-        100 * num(c, "hit_ratio"), c.value("path", "").c_str(), units::Bytes(num(c, "bytes")).c_str(),
-        units::Bytes(num(c, "capacity_bytes")).c_str(), num(c, "admitted"), num(c, "evicted"), num(c, "rejected"),
-        num(c, "damaged"));
+        100 * c->hit_ratio, c->path.c_str(), units::Bytes(d(c->bytes)).c_str(),
+        units::Bytes(d(c->capacity_bytes)).c_str(), d(c->admitted), d(c->evicted), d(c->rejected), d(c->damaged));
   }
-  if (now.contains("prefetch") && now["prefetch"].is_object()) {
-    const auto& p = now["prefetch"];
-    const double found = num(p, "hits") + num(p, "late_hits");
+  if (const auto& p = now.prefetch) {
     std::printf(
         "  prefetch %.0f blocks read ahead, %.0f found by readers (%.0f in flight), %.0f unused; "
         "%.0f streams continued, %.0f started; %s held\n",
-        num(p, "issued"), found, num(p, "late_hits"), num(p, "wasted"), num(p, "continued_streams"),
-        num(p, "new_streams"), units::Bytes(num(p, "bytes_held")).c_str());
+        d(p->issued), d(p->hits + p->late_hits), d(p->late_hits), d(p->wasted), d(p->continued_streams),
+        d(p->new_streams), units::Bytes(d(p->bytes_held)).c_str());
   }
-  if (now.contains("staging") && now["staging"].is_object()) {
-    const auto& p = now["staging"];
+  if (const auto& p = now.staging) {
     std::printf(
         "  staging %.0f blocks planned, %.0f staged, %.0f found by readers (%.0f in flight), %.0f in RAM already, "
         "%.0f expired unread, %.0f skipped; %.0f queued, %s held\n",
-        num(p, "planned"), num(p, "staged"), num(p, "hits") + num(p, "late_hits"), num(p, "late_hits"),
-        num(p, "resident"), num(p, "expired"), num(p, "skipped"), num(p, "queued"),
-        units::Bytes(num(p, "bytes_held")).c_str());
+        d(p->planned), d(p->staged), d(p->hits + p->late_hits), d(p->late_hits), d(p->resident), d(p->expired),
+        d(p->skipped), d(p->queued), units::Bytes(d(p->bytes_held)).c_str());
   }
-  if (now.contains("same_host") && now["same_host"].is_object()) {
-    const auto& p = now["same_host"];
+  if (const auto& p = now.same_host) {
     std::printf(
         "  same-host %.0f opens granted %.0f blocks, %.0f passed as shared memory (%.0f gone from RAM by then), "
         "%.0f refused; %.0f shared (%s)\n",
-        num(p, "grants"), num(p, "granted_blocks"), num(p, "blocks_sent"), num(p, "blocks_gone"), num(p, "refused"),
-        num(p, "shared"), units::Bytes(num(p, "shared_bytes")).c_str());
+        d(p->grants), d(p->granted_blocks), d(p->blocks_sent), d(p->blocks_gone), d(p->refused), d(p->shared),
+        units::Bytes(d(p->shared_bytes)).c_str());
   }
-  if (now.contains("cluster") && now["cluster"].is_object()) {
-    const auto& c = now["cluster"];
-    const auto& b = c.value("blocks", nlohmann::json::object());
-    const auto& r = c.value("repair", nlohmann::json::object());
-    std::string policy = c.value("policy", fmt::format("replicas:{:.0f}", num(c, "replicas")));
-    for (const auto& [bucket, p] : c.value("bucket_policies", nlohmann::json::object()).items()) {
-      if (p.is_string()) policy += fmt::format(", bucket {} {}", bucket, p.get<std::string>());
-    }
+  if (const auto& c = now.cluster) {
+    const auto& b = c->blocks;
+    const auto& r = c->repair;
+    std::string policy = c->policy.empty() ? fmt::format("replicas:{}", c->replicas) : c->policy;
+    for (const auto& [bucket, p] : c->bucket_policies) policy += fmt::format(", bucket {} {}", bucket, p);
     std::printf(
         "  cluster node %s, policy %s, %.0f nodes known; reads %.0f local, %.0f remote, %.0f failovers, "
         "%.0f repaired on read\n",
-        c.value("node", "").c_str(), policy.c_str(), num(c, "nodes_known"), num(b, "local_reads"),
-        num(b, "remote_reads"), num(b, "failovers"), num(b, "repaired_on_read"));
+        c->node.c_str(), policy.c_str(), d(c->nodes_known), d(b.local_reads), d(b.remote_reads), d(b.failovers),
+        d(b.repaired_on_read));
     std::printf("  repair  %s: %.0f blocks, %.0f under-protected, %.0f misplaced; copied %.0f (%s), dropped %.0f\n",
-                r.value("fully_protected", false) ? "fully protected" : "working", num(r, "blocks"),
-                num(r, "under_protected"), num(r, "misplaced"), num(r, "copied"),
-                units::Bytes(num(r, "bytes_copied")).c_str(), num(r, "dropped"));
-    if (num(r, "tier_misplaced") > 0 || num(r, "tiered") > 0) {
+                r.fully_protected ? "fully protected" : "working", d(r.blocks), d(r.under_protected), d(r.misplaced),
+                d(r.copied), units::Bytes(d(r.bytes_copied)).c_str(), d(r.dropped));
+    if (r.tier_misplaced > 0 || r.tiered > 0) {
       std::printf("  tiering %.0f blocks to move (%.0f lack nodes with their pool); moved %.0f (%s)\n",
-                  num(r, "tier_misplaced"), num(r, "tier_blocked"), num(r, "tiered"),
-                  units::Bytes(num(r, "bytes_tiered")).c_str());
+                  d(r.tier_misplaced), d(r.tier_blocked), d(r.tiered), units::Bytes(d(r.bytes_tiered)).c_str());
     }
   }
-  if (now.contains("uploads") && now["uploads"].is_object()) {
-    const auto& u = now["uploads"];
-    const double expiry = num(u, "expiry_seconds");
-    std::printf("  uploads %.0f in progress (%.0f parts, %s; oldest %s), %.0f abandoned ones aborted (%s), %s\n",
-                num(u, "in_progress"), num(u, "parts"), units::Bytes(num(u, "part_bytes")).c_str(),
-                units::Duration(num(u, "oldest_age_seconds")).c_str(), num(u, "expired"),
-                units::Bytes(num(u, "expired_bytes")).c_str(),
-                expiry > 0 ? ("after " + units::Duration(expiry)).c_str() : "only by lifecycle rules");
+  if (const auto& u = now.uploads) {
+    std::printf(
+        "  uploads %.0f in progress (%.0f parts, %s; oldest %s), %.0f abandoned ones aborted (%s), %s\n",
+        d(u->in_progress), d(u->parts), units::Bytes(d(u->part_bytes)).c_str(),
+        units::Duration(u->oldest_age_seconds).c_str(), d(u->expired), units::Bytes(d(u->expired_bytes)).c_str(),
+        u->expiry_seconds > 0 ? ("after " + units::Duration(u->expiry_seconds)).c_str() : "only by lifecycle rules");
   }
-  if (now.contains("scrub") && now["scrub"].is_object() && now["scrub"].value("enabled", false)) {
-    const auto& sc = now["scrub"];
+  if (const auto& sc = now.scrub; sc && sc->enabled) {
     std::printf(
         "  scrub   %.0f passes (last %s), %.0f pieces verified (%s); %.0f corrupt, %.0f missing, %.0f rebuilt, "
         "%.0f still bad%s\n",
-        num(sc, "passes"), units::Duration(num(sc, "last_pass_seconds")).c_str(), num(sc, "pieces_verified"),
-        units::Bytes(num(sc, "bytes_verified")).c_str(), num(sc, "corrupt"), num(sc, "missing"), num(sc, "repaired"),
-        num(sc, "unrepaired"),
-        sc.value("running", false) ? fmt::format(" (a pass is at {:.0f} of {:.0f} pieces)",
-                                                 num(sc, "pieces_done_in_pass"), num(sc, "pieces_in_pass"))
-                                         .c_str()
-                                   : "");
-    for (const auto& o : sc.value("objects_at_risk", nlohmann::json::array())) {
-      if (o.is_string()) std::printf("          at risk: %s\n", o.get<std::string>().c_str());
-    }
-    for (const auto& q : sc.value("quarantine", nlohmann::json::array())) {
-      if (!q.is_object()) continue;
-      std::printf("          quarantined (damaged, kept for salvage): %s (%s)\n", q.value("path", "").c_str(),
-                  units::Bytes(num(q, "bytes")).c_str());
+        d(sc->passes), units::Duration(sc->last_pass_seconds).c_str(), d(sc->pieces_verified),
+        units::Bytes(d(sc->bytes_verified)).c_str(), d(sc->corrupt), d(sc->missing), d(sc->repaired), d(sc->unrepaired),
+        sc->running
+            ? fmt::format(" (a pass is at {} of {} pieces)", sc->pieces_done_in_pass, sc->pieces_in_pass).c_str()
+            : "");
+    for (const auto& o : sc->objects_at_risk) std::printf("          at risk: %s\n", o.c_str());
+    for (const auto& q : sc->quarantine) {
+      std::printf("          quarantined (damaged, kept for salvage): %s (%s)\n", q.path.c_str(),
+                  units::Bytes(d(q.bytes)).c_str());
     }
   }
-  for (const auto& p : now.value("pools", nlohmann::json::array())) {
-    const std::string codec = p.value("compression", "none");
-    std::printf("  pool    %-10s %8.0f blocks %12s on disk", p.value("name", "").c_str(), num(p, "blocks"),
-                units::Bytes(num(p, "bytes")).c_str());
-    if (codec != "none" || num(p, "compressed_blocks") > 0) {
+  for (const auto& p : now.pools) {
+    const std::string codec = p.compression.empty() ? "none" : p.compression;
+    const double ratio = p.logical_bytes > 0 ? d(p.bytes) / d(p.logical_bytes) : 1.0;
+    std::printf("  pool    %-10s %8.0f blocks %12s on disk", p.name.c_str(), d(p.blocks),
+                units::Bytes(d(p.bytes)).c_str());
+    if (codec != "none" || p.compressed_blocks > 0) {
       // Physical against logical: what compression saves here.
-      std::printf(", %s of data (%.2fx), %.0f blocks compressed, policy %s",
-                  units::Bytes(num(p, "logical_bytes")).c_str(),
-                  num(p, "logical_bytes") > 0 ? num(p, "bytes") / num(p, "logical_bytes") : 1.0,
-                  num(p, "compressed_blocks"), codec.c_str());
+      std::printf(", %s of data (%.2fx), %.0f blocks compressed, policy %s", units::Bytes(d(p.logical_bytes)).c_str(),
+                  ratio, d(p.compressed_blocks), codec.c_str());
     }
-    if (p.value("dedup", false) || num(p, "shared_blocks") > 0) {
+    if (p.dedup || p.shared_blocks > 0) {
       // Shared blocks: stored once for every object that names them.
-      std::printf(", dedup: %.0f shared blocks, %s saved", num(p, "shared_blocks"),
-                  units::Bytes(num(p, "dedup_saved_bytes")).c_str());
-      if (codec == "none") {
-        std::printf(" (%s of data, %.2fx)", units::Bytes(num(p, "logical_bytes")).c_str(),
-                    num(p, "logical_bytes") > 0 ? num(p, "bytes") / num(p, "logical_bytes") : 1.0);
-      }
+      std::printf(", dedup: %.0f shared blocks, %s saved", d(p.shared_blocks),
+                  units::Bytes(d(p.dedup_saved_bytes)).c_str());
+      if (codec == "none") std::printf(" (%s of data, %.2fx)", units::Bytes(d(p.logical_bytes)).c_str(), ratio);
     }
     std::printf("\n");
   }
@@ -668,14 +639,16 @@ void RegisterStats(CLI::App& app, Globals& g) {
   cmd->add_option("-w,--watch", f->watch, "Refresh every SECONDS, top-style, with request rates (Ctrl-C stops)");
   AddOutputFlags(cmd, g, false);
   cmd->callback([f, &g] {
-    auto first = FetchStats(f->node);
-    if (!first.ok()) return Fail(g, first.status());
-    if (g.json) {
-      std::cout << first->dump(1) << std::endl;
+    if (g.json) {  // as the node wrote it (a newer node's fields too)
+      auto j = FetchStatsJson(f->node);
+      if (!j.ok()) return Fail(g, j.status());
+      std::cout << j->dump(1) << std::endl;
       return;
     }
+    auto first = FetchStats(f->node);
+    if (!first.ok()) return Fail(g, first.status());
     if (f->watch <= 0) return PrintStats(f->node, *first, nullptr, 0);
-    nlohmann::json before = *first;
+    s3::NodeStatsDoc before = *first;
     while (true) {
       std::this_thread::sleep_for(std::chrono::duration<double>(f->watch));
       auto now = FetchStats(f->node);

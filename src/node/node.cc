@@ -136,41 +136,39 @@ Node::Node() = default;
 
 namespace {
 
-nlohmann::json ScrubJson(const store::Scrubber& scrubber) {
+s3::ScrubStatsDoc ScrubDoc(const store::Scrubber& scrubber) {
   const auto s = scrubber.Stats();
-  nlohmann::json findings = nlohmann::json::array();
+  s3::ScrubStatsDoc d;
+  d.enabled = s.enabled;
+  d.bytes_per_second = scrubber.options().bytes_per_second;
+  d.interval_seconds = scrubber.options().interval_s;
+  d.running = s.running;
+  d.passes = s.passes;
+  d.last_pass_seconds = s.last_pass_seconds;
+  d.last_pass_ended_seconds_ago = s.last_pass_ended_s_ago;
+  d.pieces_in_pass = s.pieces_in_pass;
+  d.pieces_done_in_pass = s.pieces_done_in_pass;
+  d.pieces_verified = s.pieces_verified;
+  d.bytes_verified = s.bytes_verified;
+  d.corrupt = s.corrupt;
+  d.missing = s.missing;
+  d.repaired = s.repaired;
+  d.repair_errors = s.repair_errors;
+  d.unrepaired = s.unrepaired;
+  d.objects_at_risk = s.objects_at_risk;
+  d.quarantined = s.quarantined;
+  d.quarantined_bytes = s.quarantined_bytes;
+  for (const auto& [path, bytes] : s.quarantine) d.quarantine.push_back({.path = path, .bytes = bytes});
   for (const auto& f : s.last_findings) {
-    findings.push_back({{"object", f.object},
-                        {"piece", f.piece},
-                        {"problem", f.problem},
-                        {"repaired", f.repaired},
-                        {"repair_error", f.repair_error},
-                        {"quarantined", f.quarantined},
-                        {"also", f.also}});
+    d.findings.push_back({.object = f.object,
+                          .piece = f.piece,
+                          .problem = f.problem,
+                          .repaired = f.repaired,
+                          .repair_error = f.repair_error,
+                          .quarantined = f.quarantined,
+                          .also = f.also});
   }
-  nlohmann::json quarantine = nlohmann::json::array();
-  for (const auto& [path, bytes] : s.quarantine) quarantine.push_back({{"path", path}, {"bytes", bytes}});
-  return {{"enabled", s.enabled},
-          {"bytes_per_second", scrubber.options().bytes_per_second},
-          {"interval_seconds", scrubber.options().interval_s},
-          {"running", s.running},
-          {"passes", s.passes},
-          {"last_pass_seconds", s.last_pass_seconds},
-          {"last_pass_ended_seconds_ago", s.last_pass_ended_s_ago},
-          {"pieces_in_pass", s.pieces_in_pass},
-          {"pieces_done_in_pass", s.pieces_done_in_pass},
-          {"pieces_verified", s.pieces_verified},
-          {"bytes_verified", s.bytes_verified},
-          {"corrupt", s.corrupt},
-          {"missing", s.missing},
-          {"repaired", s.repaired},
-          {"repair_errors", s.repair_errors},
-          {"unrepaired", s.unrepaired},
-          {"objects_at_risk", s.objects_at_risk},
-          {"quarantined", s.quarantined},
-          {"quarantined_bytes", s.quarantined_bytes},
-          {"quarantine", quarantine},
-          {"findings", findings}};
+  return d;
 }
 
 }  // namespace
@@ -407,79 +405,76 @@ Status Node::StartImpl() {
   AQ_TRY(StartScrubber());
 
   if (o_.metrics_port >= 0) {
-    std::function<nlohmann::json()> extra = [this]() -> nlohmann::json {
-      nlohmann::json same_host = nullptr;
+    std::function<void(s3::NodeStatsDoc&)> extra = [this](s3::NodeStatsDoc& doc) {
       if (same_host_) {
         const auto s = same_host_->Stats();
-        same_host = {{"grants", s.grants},
-                     {"granted_blocks", s.granted_blocks},
-                     {"fetches", s.fetches},
-                     {"blocks_sent", s.blocks_sent},
-                     {"blocks_gone", s.blocks_gone},
-                     {"refused", s.refused},
-                     {"created", s.created},
-                     {"evicted", s.evicted},
-                     {"shared", s.shared},
-                     {"shared_bytes", s.shared_bytes},
-                     {"memory_bytes", same_host_->options().memory_bytes}};
+        doc.same_host = s3::SameHostStatsDoc{.grants = s.grants,
+                                             .granted_blocks = s.granted_blocks,
+                                             .fetches = s.fetches,
+                                             .blocks_sent = s.blocks_sent,
+                                             .blocks_gone = s.blocks_gone,
+                                             .refused = s.refused,
+                                             .created = s.created,
+                                             .evicted = s.evicted,
+                                             .shared = s.shared,
+                                             .shared_bytes = s.shared_bytes,
+                                             .memory_bytes = same_host_->options().memory_bytes};
       }
+      doc.scrub = ScrubDoc(*scrubber_);
       MutexLock lock(uploads_mu_);
-      return {{"scrub", ScrubJson(*scrubber_)},
-              {"same_host", std::move(same_host)},
-              {"uploads",
-               {{"in_progress", uploads_.in_progress},
-                {"parts", uploads_.parts},
-                {"part_bytes", uploads_.part_bytes},
-                {"oldest_age_seconds", uploads_.oldest_age_s},
-                {"expired", uploads_expired_},
-                {"expired_bytes", uploads_expired_bytes_},
-                {"expiry_seconds", o_.upload_expiry_s},
-                {"sweep_errors", uploads_.errors},
-                {"last_error", uploads_.last_error}}}};
+      doc.uploads = s3::UploadStatsDoc{.in_progress = uploads_.in_progress,
+                                       .parts = uploads_.parts,
+                                       .part_bytes = uploads_.part_bytes,
+                                       .expired = uploads_expired_,
+                                       .expired_bytes = uploads_expired_bytes_,
+                                       .sweep_errors = uploads_.errors,
+                                       .oldest_age_seconds = uploads_.oldest_age_s,
+                                       .expiry_seconds = o_.upload_expiry_s,
+                                       .last_error = uploads_.last_error};
     };
     if (cluster) {
-      extra = [this, uploads = extra]() -> nlohmann::json {
-        auto b = cluster_blocks_->Stats();
-        auto r = repairer_->Stats();
-        nlohmann::json blocks_j = {{"local_reads", b.local_reads},       {"remote_reads", b.remote_reads},
-                                   {"failovers", b.failovers},           {"repaired_on_read", b.repaired_on_read},
-                                   {"stray_reads", b.stray_reads},       {"replicas_written", b.replicas_written},
-                                   {"remote_writes", b.remote_writes},   {"stripe_reads", b.stripe_reads},
-                                   {"degraded_reads", b.degraded_reads}, {"fragments_written", b.fragments_written}};
-        nlohmann::json repair_j = {{"passes", r.passes},
-                                   {"objects", r.objects},
-                                   {"blocks", r.blocks},
-                                   {"under_protected", r.under_protected},
-                                   {"misplaced", r.misplaced},
-                                   {"fully_protected", r.fully_protected},
-                                   {"last_pass_seconds", r.last_pass_seconds},
-                                   {"copied", r.copied},
-                                   {"bytes_copied", r.bytes_copied},
-                                   {"dropped", r.dropped},
-                                   {"drops_pending", r.drops_pending},
-                                   {"reprotected", r.reprotected},
-                                   {"tiered", r.tiered},
-                                   {"bytes_tiered", r.bytes_tiered},
-                                   {"tier_misplaced", r.tier_misplaced},
-                                   {"tier_blocked", r.tier_blocked},
-                                   {"layouts_committed", r.layouts_committed},
-                                   {"conflicts", r.conflicts},
-                                   {"errors", r.errors},
-                                   {"last_error", r.last_error}};
+      extra = [this, single = extra](s3::NodeStatsDoc& doc) {
+        single(doc);
+        const auto b = cluster_blocks_->Stats();
+        const auto r = repairer_->Stats();
+        s3::ClusterStatsDoc& c = doc.cluster.emplace();
+        c.node = node_id_;
+        c.replicas = o_.replicas;
         const auto policies = cluster_blocks_->CurrentPolicies();
-        nlohmann::json bucket_policies = nlohmann::json::object();
-        for (const auto& [bucket, p] : policies.buckets) bucket_policies[bucket] = p.ToString();
-        nlohmann::json c = {{"node", node_id_},
-                            {"replicas", o_.replicas},
-                            {"policy", policies.cluster.ToString()},
-                            {"bucket_policies", bucket_policies},
-                            {"nodes_known", membership_->Nodes().size()},
-                            {"rejoins", membership_->rejoins()},
-                            {"blocks", std::move(blocks_j)},
-                            {"repair", std::move(repair_j)}};
-        nlohmann::json out = uploads();
-        out["cluster"] = std::move(c);
-        return out;
+        c.policy = policies.cluster.ToString();
+        for (const auto& [bucket, p] : policies.buckets) c.bucket_policies[bucket] = p.ToString();
+        c.nodes_known = membership_->Nodes().size();
+        c.rejoins = membership_->rejoins();
+        c.blocks = {.local_reads = b.local_reads,
+                    .remote_reads = b.remote_reads,
+                    .failovers = b.failovers,
+                    .repaired_on_read = b.repaired_on_read,
+                    .stray_reads = b.stray_reads,
+                    .replicas_written = b.replicas_written,
+                    .remote_writes = b.remote_writes,
+                    .stripe_reads = b.stripe_reads,
+                    .degraded_reads = b.degraded_reads,
+                    .fragments_written = b.fragments_written};
+        c.repair = {.passes = r.passes,
+                    .objects = r.objects,
+                    .blocks = r.blocks,
+                    .under_protected = r.under_protected,
+                    .misplaced = r.misplaced,
+                    .copied = r.copied,
+                    .bytes_copied = r.bytes_copied,
+                    .dropped = r.dropped,
+                    .drops_pending = r.drops_pending,
+                    .reprotected = r.reprotected,
+                    .tiered = r.tiered,
+                    .bytes_tiered = r.bytes_tiered,
+                    .tier_misplaced = r.tier_misplaced,
+                    .tier_blocked = r.tier_blocked,
+                    .layouts_committed = r.layouts_committed,
+                    .conflicts = r.conflicts,
+                    .errors = r.errors,
+                    .fully_protected = r.fully_protected,
+                    .last_pass_seconds = r.last_pass_seconds,
+                    .last_error = r.last_error};
       };
     }
     // The scrubber's findings as Prometheus series too.

@@ -7,7 +7,6 @@
 #include <set>
 
 #include "common/clock.h"
-#include "monitor/latency_json.h"
 #include "monitor/prometheus.h"
 #include "server/dashboard_page.h"
 
@@ -41,35 +40,29 @@ void NodeStats::Finish(Op op, double seconds, uint64_t in, uint64_t out, int sta
   s.latency.Record(static_cast<uint64_t>(seconds * 1e9));
 }
 
-nlohmann::json NodeStats::ToJson() const {
-  nlohmann::json ops = nlohmann::json::object();
+void NodeStats::Fill(s3::NodeStatsDoc* doc) const {
   for (size_t i = 0; i < kOps; ++i) {
     const auto& s = ops_[i];
-    nlohmann::json lat;
-    {
-      MutexLock lock(s.mu);
-      lat = monitor::LatencyJson(s.latency);
-    }
-    ops[OpName(static_cast<Op>(i))] = {{"requests", s.count.load()},
-                                       {"client_errors", s.client_errors.load()},
-                                       {"server_errors", s.server_errors.load()},
-                                       {"bytes_in", s.bytes_in.load()},
-                                       {"bytes_out", s.bytes_out.load()},
-                                       {"latency", lat}};
+    s3::OpStatsDoc& o = doc->ops[OpName(static_cast<Op>(i))];
+    o.requests = s.count.load();
+    o.client_errors = s.client_errors.load();
+    o.server_errors = s.server_errors.load();
+    o.bytes_in = s.bytes_in.load();
+    o.bytes_out = s.bytes_out.load();
+    MutexLock lock(s.mu);
+    o.latency = s3::LatencySummary::Of(s.latency);
   }
-  nlohmann::json statuses = nlohmann::json::object();
   {
     MutexLock lock(status_mu_);
-    for (const auto& [code, n] : by_status_) statuses[std::to_string(code)] = n;
+    for (const auto& [code, n] : by_status_) doc->errors_by_status[std::to_string(code)] = n;
   }
-  return {{"ops", ops},
-          {"client_errors", client_errors_.load()},
-          {"server_errors", server_errors_.load()},
-          {"errors_by_status", statuses},
-          {"bytes_in", bytes_in_.load()},
-          {"bytes_out", bytes_out_.load()},
-          {"bodies", {{"resumed", bodies_resumed_.load()}, {"cut", bodies_cut_.load()}}},
-          {"denied", denied_.load()}};
+  doc->client_errors = client_errors_.load();
+  doc->server_errors = server_errors_.load();
+  doc->bytes_in = bytes_in_.load();
+  doc->bytes_out = bytes_out_.load();
+  doc->bodies_resumed = bodies_resumed_.load();
+  doc->bodies_cut = bodies_cut_.load();
+  doc->denied = denied_.load();
 }
 
 LatencyHistogram NodeStats::Latency(Op op) const {
@@ -166,7 +159,7 @@ void WriteSeries(const MetricsServer::Series& one, monitor::PrometheusWriter* w)
 // operation, errors, cache, reclaim, uploads, ...), a line or two each.
 Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, store::ObjectStore& objects,
                                                             const std::string& host, int port,
-                                                            std::function<nlohmann::json()> extra,
+                                                            std::function<void(s3::NodeStatsDoc&)> extra,
                                                             std::vector<Series> series,
                                                             std::shared_ptr<http::TlsServer> tls,
                                                             std::function<nlohmann::json()> dashboard) {
@@ -242,125 +235,131 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(NodeStats& stats, st
   }
   sampler.Start();
   const double started = Clock::Real().Now();
-  auto stats_json = [&sampler, &stats, &objects, started, extra]() {
-    nlohmann::json j = stats.ToJson();
-    if (extra) {
-      const nlohmann::json more = extra();  // (kept alive for the loop)
-      for (const auto& [k, v] : more.items()) j[k] = v;
-    }
-    j["uptime_seconds"] = Clock::Real().Now() - started;
+  auto stats_doc = [&sampler, &stats, &objects, started, extra]() {
+    s3::NodeStatsDoc doc;
+    stats.Fill(&doc);
+    if (extra) extra(doc);
+    doc.uptime_seconds = Clock::Real().Now() - started;
     if (store::BlockCache* cache = objects.cache()) {
       auto c = cache->Stats();
-      j["cache"] = {{"policy", cache->policy() == store::CachePolicy::kTinyLfu ? "tinylfu" : "lru"},
-                    {"capacity_bytes", c.capacity},
-                    {"bytes", c.bytes},
-                    {"entries", c.entries},
-                    {"hits", c.hits},
-                    {"misses", c.misses},
-                    {"hit_ratio", c.hit_ratio()},
-                    {"evicted", c.evicted},
-                    {"rejected", c.rejected}};
+      auto& d = doc.cache.emplace();
+      d.policy = cache->policy() == store::CachePolicy::kTinyLfu ? "tinylfu" : "lru";
+      d.capacity_bytes = c.capacity;
+      d.bytes = c.bytes;
+      d.entries = c.entries;
+      d.hits = c.hits;
+      d.misses = c.misses;
+      d.hit_ratio = c.hit_ratio();
+      d.evicted = c.evicted;
+      d.rejected = c.rejected;
     }
     if (store::L3Cache* l3 = objects.l3()) {
       auto c = l3->Stats();
-      j["l3"] = {{"path", l3->path()},
-                 {"capacity_bytes", c.capacity},
-                 {"bytes", c.bytes},
-                 {"entries", c.entries},
-                 {"hits", c.hits},
-                 {"misses", c.misses},
-                 {"hit_ratio", c.hit_ratio()},
-                 {"admitted", c.admitted},
-                 {"evicted", c.evicted},
-                 {"rejected", c.rejected},
-                 {"dropped", c.dropped},
-                 {"damaged", c.damaged},
-                 {"restored", c.restored},
-                 {"queued_writes", c.queued},
-                 {"queued_bytes", c.queued_bytes},
-                 {"write_errors", c.write_errors}};
+      auto& d = doc.l3.emplace();
+      d.path = l3->path();
+      d.capacity_bytes = c.capacity;
+      d.bytes = c.bytes;
+      d.entries = c.entries;
+      d.hits = c.hits;
+      d.misses = c.misses;
+      d.hit_ratio = c.hit_ratio();
+      d.admitted = c.admitted;
+      d.evicted = c.evicted;
+      d.rejected = c.rejected;
+      d.dropped = c.dropped;
+      d.damaged = c.damaged;
+      d.restored = c.restored;
+      d.queued_writes = c.queued;
+      d.queued_bytes = c.queued_bytes;
+      d.write_errors = c.write_errors;
     }
     if (store::Prefetcher* pf = objects.prefetcher()) {
       auto p = pf->Stats();
-      j["prefetch"] = {{"issued", p.issued},
-                       {"hits", p.hits},
-                       {"late_hits", p.late_hits},
-                       {"wasted", p.wasted},
-                       {"continued_streams", p.continued},
-                       {"new_streams", p.new_streams},
-                       {"bytes_held", p.bytes_held},
-                       {"window_blocks", pf->options().max_window_blocks},
-                       {"memory_bytes", pf->options().memory_bytes}};
+      auto& d = doc.prefetch.emplace();
+      d.issued = p.issued;
+      d.hits = p.hits;
+      d.late_hits = p.late_hits;
+      d.wasted = p.wasted;
+      d.continued_streams = p.continued;
+      d.new_streams = p.new_streams;
+      d.bytes_held = p.bytes_held;
+      d.window_blocks = pf->options().max_window_blocks;
+      d.memory_bytes = pf->options().memory_bytes;
     }
     if (store::Stager* st = objects.stager()) {
       auto p = st->Stats();
-      j["staging"] = {{"planned", p.planned},
-                      {"staged", p.staged},
-                      {"shared", p.shared},
-                      {"resident", p.resident},
-                      {"hits", p.hits},
-                      {"late_hits", p.late_hits},
-                      {"expired", p.expired},
-                      {"skipped", p.skipped},
-                      {"failed", p.failed},
-                      {"bytes_held", p.bytes_held},
-                      {"queued", p.queued},
-                      {"reading", p.reading},
-                      {"streams", p.streams},
-                      {"memory_bytes", st->options().memory_bytes},
-                      {"threads", st->options().threads}};
+      auto& d = doc.staging.emplace();
+      d.planned = p.planned;
+      d.staged = p.staged;
+      d.shared = p.shared;
+      d.resident = p.resident;
+      d.hits = p.hits;
+      d.late_hits = p.late_hits;
+      d.expired = p.expired;
+      d.skipped = p.skipped;
+      d.failed = p.failed;
+      d.bytes_held = p.bytes_held;
+      d.queued = p.queued;
+      d.reading = p.reading;
+      d.streams = p.streams;
+      d.memory_bytes = st->options().memory_bytes;
+      d.threads = st->options().threads;
     }
     auto rs = objects.reclaimer().Stats();
-    j["reclaim"] = {{"freed", rs.freed}, {"removed", rs.removed}, {"deferred", rs.deferred}, {"forced", rs.forced},
-                    {"early", rs.early}, {"pending", rs.pending}, {"readers", rs.pins}};
-    nlohmann::json pools = nlohmann::json::array();
+    doc.reclaim = {.freed = rs.freed,
+                   .removed = rs.removed,
+                   .deferred = rs.deferred,
+                   .forced = rs.forced,
+                   .early = rs.early,
+                   .pending = rs.pending,
+                   .readers = rs.pins};
     if (auto usage = objects.Usage(); usage.ok()) {
       for (const auto& u : *usage) {
-        // logical_bytes: what the objects hold, before compression and
-        // deduplication (bytes: what the files take).
-        nlohmann::json p = {{"name", u.name},
-                            {"blocks", u.blocks},
-                            {"bytes", u.bytes},
-                            {"logical_bytes", u.referenced_bytes()},
-                            {"compressed_blocks", u.compressed_blocks},
-                            {"shared_blocks", u.shared_blocks},
-                            {"dedup_saved_bytes", u.dedup_saved_bytes},
-                            {"ratio", u.ratio()}};
+        s3::PoolStatsDoc& p = doc.pools.emplace_back();
+        p.name = u.name;
+        p.blocks = u.blocks;
+        p.bytes = u.bytes;
+        p.logical_bytes = u.referenced_bytes();
+        p.compressed_blocks = u.compressed_blocks;
+        p.shared_blocks = u.shared_blocks;
+        p.dedup_saved_bytes = u.dedup_saved_bytes;
+        p.ratio = u.ratio();
         for (const auto& d : objects.blocks().DedupCounters()) {
           if (d.pool != u.name || d.written + d.found + d.kept == 0) continue;
-          p["dedup_writes"] = {{"written", d.written},   {"found", d.found}, {"found_bytes", d.found_bytes},
-                               {"repaired", d.repaired}, {"kept", d.kept},   {"hash_seconds", d.hash_seconds}};
+          p.dedup_writes = s3::DedupWritesDoc{.written = d.written,
+                                              .found = d.found,
+                                              .found_bytes = d.found_bytes,
+                                              .repaired = d.repaired,
+                                              .kept = d.kept,
+                                              .hash_seconds = d.hash_seconds};
         }
         for (const auto& c : objects.blocks().CompressionCounters()) {
           if (c.pool != u.name) continue;
-          p["compression_writes"] = {{"compressed", c.compressed},
-                                     {"plain", c.plain},
-                                     {"logical_bytes", c.logical_in},
-                                     {"stored_bytes", c.stored_out},
-                                     {"seconds", c.compress_seconds},
-                                     {"decompressed", c.decompressed},
-                                     {"decompress_seconds", c.decompress_seconds}};
+          p.compression_writes = s3::CompressionWritesDoc{.compressed = c.compressed,
+                                                          .plain = c.plain,
+                                                          .logical_bytes = c.logical_in,
+                                                          .stored_bytes = c.stored_out,
+                                                          .decompressed = c.decompressed,
+                                                          .seconds = c.compress_seconds,
+                                                          .decompress_seconds = c.decompress_seconds};
         }
         for (const auto& pool : objects.blocks().pools()) {
           if (pool.name != u.name) continue;
-          p["media"] = store::MediaName(pool.media);
-          p["compression"] = pool.compression.ToString();
-          p["dedup"] = pool.dedup;
+          p.media = store::MediaName(pool.media);
+          p.compression = pool.compression.ToString();
+          p.dedup = pool.dedup;
           struct statvfs v {};
           if (::statvfs(pool.path.c_str(), &v) == 0) {  // its file system (shared with whatever else is there)
-            p["size_bytes"] = static_cast<double>(v.f_blocks) * v.f_frsize;
-            p["available_bytes"] = static_cast<double>(v.f_bavail) * v.f_frsize;
+            p.size_bytes = static_cast<double>(v.f_blocks) * v.f_frsize;
+            p.available_bytes = static_cast<double>(v.f_bavail) * v.f_frsize;
           }
         }
-        pools.push_back(std::move(p));
       }
     }
-    j["pools"] = pools;
-    nlohmann::json latest = nlohmann::json::object();
-    for (const auto& [name, value] : sampler.Latest()) latest[name] = value;
-    j["machine"] = latest;
-    return j;
+    for (const auto& [name, value] : sampler.Latest()) doc.machine[name] = value;
+    return doc;
   };
+  auto stats_json = [stats_doc] { return s3::ToJson(stats_doc()); };
   // The dashboard's poll: /stats, the series its charts draw (the last
   // kDashboardHistorySamples seconds), and the cluster part.
   auto dashboard_json = [&sampler, stats_json, dashboard]() {

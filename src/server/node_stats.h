@@ -25,6 +25,7 @@
 #include "http/server.h"
 #include "monitor/prometheus.h"
 #include "monitor/sampler.h"
+#include "s3/node_stats_doc.h"
 #include "store/object_store.h"
 
 namespace aq::server {
@@ -62,10 +63,8 @@ class NodeStats {
   uint64_t bytes_out() const { return bytes_out_.load(); }
   // A copy of one operation's cumulative latency histogram.
   LatencyHistogram Latency(Op op) const;
-  // {"ops": {"get": {"requests", "client_errors", "server_errors", "bytes_in", "bytes_out", "latency"}, ...},
-  //  "client_errors", "server_errors", "errors_by_status": {"404": N, ...}, "bytes_in", "bytes_out",
-  //  "bodies": {"resumed", "cut"}, "denied"}
-  nlohmann::json ToJson() const;
+  // Its part of /stats: ops, errors (and by status), bytes, bodies, denied.
+  void Fill(s3::NodeStatsDoc* doc) const;
   // The same as Prometheus counters and a request-duration histogram per
   // operation (aquifer_s3_*).
   void WritePrometheus(monitor::PrometheusWriter* out) const;
@@ -97,7 +96,8 @@ inline constexpr size_t kDashboardHistorySamples = 600;
 // when the node has a certificate.
 class MetricsServer {
  public:
-  // `extra` (optional) adds sections to /stats (the cluster's, for one).
+  // `extra` (optional) fills the sections of /stats the node keeps
+  // (scrub, uploads, same-host, the cluster's).
   // A series of the node's own for /metrics: a counter (its rate is
   // sampled) or a gauge.
   struct Series {
@@ -107,7 +107,7 @@ class MetricsServer {
   };
   static Result<std::unique_ptr<MetricsServer>> Start(NodeStats& stats, store::ObjectStore& objects,
                                                       const std::string& host, int port,
-                                                      std::function<nlohmann::json()> extra = nullptr,
+                                                      std::function<void(s3::NodeStatsDoc&)> extra = nullptr,
                                                       std::vector<Series> series = {},
                                                       std::shared_ptr<http::TlsServer> tls = nullptr,
                                                       std::function<nlohmann::json()> dashboard = nullptr);
