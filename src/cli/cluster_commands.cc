@@ -39,11 +39,11 @@ void PrintNodes(const std::string& meta, const cluster::ClusterAudit& a) {
     for (const auto& p : n.pools) pools += (pools.empty() ? "" : ",") + p;
     const auto it = a.per_node.find(n.id);
     const cluster::ClusterAudit::PerNode held = it == a.per_node.end() ? cluster::ClusterAudit::PerNode{} : it->second;
-    const double h = held.status.value("cache_hits", 0.0), m = held.status.value("cache_misses", 0.0);
+    const auto h = static_cast<double>(held.status.cache_hits), m = static_cast<double>(held.status.cache_misses);
     std::printf("  %-16s %-22s %-10s %-5s %-10s %9llu %11s %11s %9.1f %9.1f%%\n", n.id.c_str(), n.address.c_str(),
                 std::string(cluster::NodeStateName(n.state)).c_str(), n.up ? "up" : "DOWN", pools.c_str(),
                 static_cast<unsigned long long>(held.pieces), units::Bytes(static_cast<double>(held.bytes)).c_str(),
-                units::Bytes(static_cast<double>(n.capacity_bytes)).c_str(), held.status.value("get_per_second", 0.0),
+                units::Bytes(static_cast<double>(n.capacity_bytes)).c_str(), held.status.get_per_second,
                 h + m > 0 ? 100 * h / (h + m) : 0.0);
   }
 }
@@ -80,8 +80,8 @@ void PrintProtection(const cluster::ClusterAudit& a) {
     // the blocks' own bytes (each node publishes its pools' sums).
     double physical = 0, logical = 0;
     for (const auto& [id, held] : a.per_node) {
-      physical += held.status.value("pool_bytes", 0.0);
-      logical += held.status.value("pool_logical_bytes", 0.0);
+      physical += static_cast<double>(held.status.pool_bytes);
+      logical += static_cast<double>(held.status.pool_logical_bytes);
     }
     if (logical > 0) {
       std::printf("  data reduction: %s of blocks stored in %s on disk (%.2fx; pools' compress= policies)\n",
@@ -106,6 +106,12 @@ void PrintProblems(const cluster::ClusterAudit& a) {
       static_cast<unsigned long long>(a.scrub_corrupt), static_cast<unsigned long long>(a.scrub_missing),
       static_cast<unsigned long long>(a.scrub_repaired), static_cast<unsigned long long>(a.scrub_unrepaired));
   for (const auto& o : a.at_risk) std::printf("    AT RISK %s: a piece the scrubber could not rebuild\n", o.c_str());
+  for (const auto& [node, held] : a.per_node) {
+    if (!held.status_error.empty()) {
+      std::printf("    STATUS %s: its published status cannot be read (%s); counted as empty\n", node.c_str(),
+                  held.status_error.c_str());
+    }
+  }
   for (const auto& [node, q] : a.quarantined) {
     std::printf(
         "    QUARANTINE %s: %llu damaged piece file(s), %s, kept in DATA/POOL/quarantine/ for salvage (remove "

@@ -44,21 +44,17 @@ class Inventories {
   std::set<std::string> asked_again_;
 };
 
-void AddScrub(const std::string& node, const nlohmann::json& status, ClusterAudit& a) {
-  const auto& sc = status.value("scrub", nlohmann::json::object());
-  if (!sc.is_object()) return;
-  if (const uint64_t files = sc.value("quarantined", uint64_t{0}); files > 0) {
-    a.quarantined[node] = {files, sc.value("quarantined_bytes", uint64_t{0})};
-  }
-  a.scrub_passes += sc.value("passes", uint64_t{0});
-  a.scrub_verified += sc.value("pieces_verified", uint64_t{0});
-  a.scrub_corrupt += sc.value("corrupt", uint64_t{0});
-  a.scrub_missing += sc.value("missing", uint64_t{0});
-  a.scrub_repaired += sc.value("repaired", uint64_t{0});
-  a.scrub_unrepaired += sc.value("unrepaired", uint64_t{0});
-  for (const auto& o : sc.value("objects_at_risk", nlohmann::json::array())) {
-    if (o.is_string()) a.at_risk.insert(o.get<std::string>());
-  }
+void AddScrub(const std::string& node, const s3::MemberStatusDoc& status, ClusterAudit& a) {
+  if (!status.scrub) return;
+  const s3::ScrubStatsDoc& sc = *status.scrub;
+  if (sc.quarantined > 0) a.quarantined[node] = {sc.quarantined, sc.quarantined_bytes};
+  a.scrub_passes += sc.passes;
+  a.scrub_verified += sc.pieces_verified;
+  a.scrub_corrupt += sc.corrupt;
+  a.scrub_missing += sc.missing;
+  a.scrub_repaired += sc.repaired;
+  a.scrub_unrepaired += sc.unrepaired;
+  a.at_risk.insert(sc.objects_at_risk.begin(), sc.objects_at_risk.end());
 }
 
 }  // namespace
@@ -127,12 +123,16 @@ Result<ClusterAudit> Audit(std::shared_ptr<EtcdClient> etcd, const std::string& 
   }));
   double hits = 0, misses = 0;
   for (const auto& n : a.nodes) {
-    auto j = nlohmann::json::parse(n.status_json.empty() ? "{}" : n.status_json, nullptr, false);
-    if (!j.is_object()) j = nlohmann::json::object();
-    hits += j.value("cache_hits", 0.0);
-    misses += j.value("cache_misses", 0.0);
-    AddScrub(n.id, j, a);
-    a.per_node[n.id].status = std::move(j);
+    auto status = s3::ParseMemberStatusDoc(n.status_json);
+    ClusterAudit::PerNode& held = a.per_node[n.id];
+    if (!status.ok()) {  // counted as nothing, and said
+      held.status_error = std::string(status.status().message());
+      continue;
+    }
+    hits += static_cast<double>(status->cache_hits);
+    misses += static_cast<double>(status->cache_misses);
+    AddScrub(n.id, *status, a);
+    held.status = std::move(*status);
   }
   a.cache_hit_ratio = hits + misses > 0 ? hits / (hits + misses) : 0;
   for (const auto& o : a.at_risk) {
@@ -217,7 +217,8 @@ nlohmann::json ClusterAudit::ToJson(const std::string& etcd_url) const {
                           {"replicas_held", held.pieces},
                           {"pieces_held", held.pieces},
                           {"bytes_held", held.bytes},
-                          {"status", held.status}});
+                          {"status", s3::ToJson(held.status)}});
+    if (!held.status_error.empty()) j["nodes"].back()["status_error"] = held.status_error;
   }
   return j;
 }

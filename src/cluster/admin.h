@@ -15,6 +15,7 @@
 #include "cluster/etcd_client.h"
 #include "cluster/membership.h"
 #include "common/status.h"
+#include "s3/node_stats_doc.h"
 
 namespace aq::cluster {
 
@@ -36,7 +37,8 @@ struct ClusterAudit {
   std::map<std::string, PerPolicy> per_policy;  // by Policy::ToString of the policy each bucket asks for
   struct PerNode {
     uint64_t pieces = 0, bytes = 0;
-    nlohmann::json status = nlohmann::json::object();  // what it published with its alive key
+    s3::MemberStatusDoc status;  // what it published with its alive key
+    std::string status_error;    // why that could not be read, if it could not
   };
   std::map<std::string, PerNode> per_node;
   std::vector<std::string> damaged;  // BUCKET/KEY of objects with a block no node holds (up to 20), then at risk

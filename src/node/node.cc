@@ -577,7 +577,7 @@ nlohmann::json Node::DashboardMembers() {
     for (size_t i = 0; i < n.pools.size(); ++i) {
       pools.push_back({{"name", n.pools[i]}, {"media", i < n.pool_media.size() ? n.pool_media[i] : ""}});
     }
-    auto status = nlohmann::json::parse(n.status_json.empty() ? "{}" : n.status_json, nullptr, false);
+    auto status = s3::ParseMemberStatusDoc(n.status_json);  // a record it cannot read shows as empty
     const auto a = answers.find(n.address);
     members.push_back({{"id", n.id},
                        {"address", n.address},
@@ -587,7 +587,7 @@ nlohmann::json Node::DashboardMembers() {
                        {"self", n.id == node_id_},
                        {"pools", std::move(pools)},
                        {"capacity_bytes", n.capacity_bytes},
-                       {"status", status.is_discarded() ? nlohmann::json::object() : status}});
+                       {"status", s3::ToJson(status.ok() ? *status : s3::MemberStatusDoc{})}});
   }
   return {{"node", node_id_}, {"members", std::move(members)}};
 }
@@ -646,14 +646,16 @@ Status Node::JoinCluster() {
     const uint64_t gets = stats_->requests(server::Op::kGet);
     const double rate = last->first > 0 ? (gets - last->second) / (now - last->first) : 0;
     *last = {now, gets};
-    nlohmann::json j = {{"get_per_second", rate}, {"bytes_out", stats_->bytes_out()}};
+    s3::MemberStatusDoc doc;
+    doc.get_per_second = rate;
+    doc.bytes_out = stats_->bytes_out();
     if (cache_) {
       auto c = cache_->Stats();
-      j["cache_hits"] = c.hits;
-      j["cache_misses"] = c.misses;
-      j["cache_bytes"] = c.bytes;
+      doc.cache_hits = c.hits;
+      doc.cache_misses = c.misses;
+      doc.cache_bytes = c.bytes;
     }
-    j["remote_reads"] = cluster_blocks_->Stats().remote_reads;
+    doc.remote_reads = cluster_blocks_->Stats().remote_reads;
     // Physical and logical bytes of this node's pools (`cluster status`'s
     // data reduction); a pool listing at most every 10 s.
     if (now - last_usage->first >= 10 || last_usage->first == 0) {
@@ -666,34 +668,38 @@ Status Node::JoinCluster() {
         *last_usage = {now, {physical, logical}};
       }
     }
-    j["pool_bytes"] = last_usage->second.first;
-    j["pool_logical_bytes"] = last_usage->second.second;
+    doc.pool_bytes = last_usage->second.first;
+    doc.pool_logical_bytes = last_usage->second.second;
     if (repairer_) {  // what the dashboard sums over the members
       const auto r = repairer_->Stats();
-      j["repair"] = {{"passes", r.passes},
-                     {"under_protected", r.under_protected},
-                     {"misplaced", r.misplaced},
-                     {"copied", r.copied},
-                     {"bytes_copied", r.bytes_copied},
-                     {"reprotected", r.reprotected},
-                     {"tiered", r.tiered},
-                     {"bytes_tiered", r.bytes_tiered},
-                     {"tier_misplaced", r.tier_misplaced},
-                     {"tier_blocked", r.tier_blocked}};
+      auto& d = doc.repair.emplace();
+      d.passes = r.passes;
+      d.under_protected = r.under_protected;
+      d.misplaced = r.misplaced;
+      d.copied = r.copied;
+      d.bytes_copied = r.bytes_copied;
+      d.reprotected = r.reprotected;
+      d.tiered = r.tiered;
+      d.bytes_tiered = r.bytes_tiered;
+      d.tier_misplaced = r.tier_misplaced;
+      d.tier_blocked = r.tier_blocked;
+      d.fully_protected = r.fully_protected;
     }
     if (scrubber_) {  // what `aquifer cluster status` reports as found on disk
       const auto sc = scrubber_->Stats();
-      j["scrub"] = {{"passes", sc.passes},
-                    {"pieces_verified", sc.pieces_verified},
-                    {"corrupt", sc.corrupt},
-                    {"missing", sc.missing},
-                    {"repaired", sc.repaired},
-                    {"unrepaired", sc.unrepaired},
-                    {"objects_at_risk", sc.objects_at_risk},
-                    {"quarantined", sc.quarantined},
-                    {"quarantined_bytes", sc.quarantined_bytes}};
+      auto& d = doc.scrub.emplace();
+      d.enabled = sc.enabled;
+      d.passes = sc.passes;
+      d.pieces_verified = sc.pieces_verified;
+      d.corrupt = sc.corrupt;
+      d.missing = sc.missing;
+      d.repaired = sc.repaired;
+      d.unrepaired = sc.unrepaired;
+      d.objects_at_risk = sc.objects_at_risk;
+      d.quarantined = sc.quarantined;
+      d.quarantined_bytes = sc.quarantined_bytes;
     }
-    return j.dump();
+    return s3::ToJson(doc).dump();
   });
   cluster::RepairOptions ro;
   ro.bytes_per_second = o_.repair_bytes_per_second;

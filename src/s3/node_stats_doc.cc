@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
@@ -181,6 +182,15 @@ void Fields(D& d, F&& f) {
   f("cluster", d.cluster);
 }
 
+template <class D, class F>
+requires std::is_same_v<std::remove_const_t<D>, MemberStatusDoc>
+void Fields(D& d, F&& f) {
+  f("get_per_second", d.get_per_second), f("bytes_out", d.bytes_out), f("cache_hits", d.cache_hits);
+  f("cache_misses", d.cache_misses), f("cache_bytes", d.cache_bytes), f("remote_reads", d.remote_reads);
+  f("pool_bytes", d.pool_bytes), f("pool_logical_bytes", d.pool_logical_bytes), f("repair", d.repair);
+  f("scrub", d.scrub);
+}
+
 template <class T>
 concept Document = requires(T& t) {
   Fields(t, [](const char*, auto&) {});
@@ -220,9 +230,7 @@ nlohmann::json EncodeValue(const T& v) {
 // reads as the default (a NaN the writer had is written as null).
 template <class T>
 void Decode(const nlohmann::json& j, T& v, const std::string& path, Status* err) {
-  auto wrong = [&](const char* want) {
-    *err = Corruption(fmt::format("node stats: {} is {}, not {}", path, j.type_name(), want));
-  };
+  auto wrong = [&](const char* want) { *err = Corruption(fmt::format("{} is {}, not {}", path, j.type_name(), want)); };
   if (j.is_null()) return;
   if constexpr (Document<T>) {
     if (!j.is_object()) return wrong("an object");
@@ -243,7 +251,7 @@ void Decode(const nlohmann::json& j, T& v, const std::string& path, Status* err)
     if (!j.is_boolean()) return wrong("true or false");
     v = j.get<bool>();
   } else if constexpr (std::is_same_v<T, double>) {
-    if (!j.is_number()) return wrong("a number");
+    if (!j.is_number() || !std::isfinite(j.get<double>())) return wrong("a finite number");
     v = j.get<double>();
   } else if constexpr (std::is_same_v<T, uint64_t>) {
     if (j.is_number_unsigned()) {
@@ -300,7 +308,21 @@ Result<NodeStatsDoc> ParseNodeStatsDoc(const nlohmann::json& j) {
       if (err.ok()) Decode(b->value("cut", nlohmann::json()), doc.bodies_cut, "bodies.cut", &err);
     }
   }
-  if (!err.ok()) return err;
+  if (!err.ok()) return Corruption(fmt::format("node stats: {}", err.message()));
+  return doc;
+}
+
+nlohmann::json ToJson(const MemberStatusDoc& doc) { return EncodeValue(doc); }
+
+Result<MemberStatusDoc> ParseMemberStatusDoc(std::string_view text) {
+  MemberStatusDoc doc;
+  if (text.empty()) return doc;
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) return Corruption("member status: not JSON");
+  if (!j.is_object()) return Corruption(fmt::format("member status: the record is {}, not an object", j.type_name()));
+  Status err;
+  Decode(j, doc, "", &err);
+  if (!err.ok()) return Corruption(fmt::format("member status: {}", err.message()));
   return doc;
 }
 

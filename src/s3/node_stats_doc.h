@@ -176,7 +176,22 @@ struct NodeStatsDoc {
   Throughput MachineThroughput() const;
 };
 
+// What a cluster member publishes about itself with its alive key (every
+// lease renewal), read by `aquifer cluster status`, the cluster audit and
+// the dashboard's members table. Kept small: the scrub section carries the
+// counts and the objects at risk, not the findings.
+struct MemberStatusDoc {
+  double get_per_second = 0;  // over the last renewal interval
+  uint64_t bytes_out = 0, cache_hits = 0, cache_misses = 0, cache_bytes = 0, remote_reads = 0;
+  uint64_t pool_bytes = 0, pool_logical_bytes = 0;  // its pools' block files, and the blocks' own bytes
+  std::optional<RepairStatsDoc> repair;
+  std::optional<ScrubStatsDoc> scrub;
+};
+
 nlohmann::json ToJson(const NodeStatsDoc& doc);
+nlohmann::json ToJson(const MemberStatusDoc& doc);
+// An empty text reads as an empty record (a member that published none).
+Result<MemberStatusDoc> ParseMemberStatusDoc(std::string_view text);
 // kCorruption naming the field when a field has the wrong type or the
 // document is not an object.
 Result<NodeStatsDoc> ParseNodeStatsDoc(const nlohmann::json& j);

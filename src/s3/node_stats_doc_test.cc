@@ -138,5 +138,46 @@ TEST(NodeStatsDocTest, LatencySummaryIsInMicroseconds) {
   EXPECT_NEAR(s.max_us, 2000, 1);
 }
 
+TEST(MemberStatusDocTest, EveryFieldWrittenIsReadBackUnderItsName) {
+  MemberStatusDoc doc;
+  doc.repair.emplace();
+  doc.scrub.emplace().objects_at_risk = {"b/k"};
+  nlohmann::json j = ToJson(doc);
+  int n = 0;
+  std::function<void(nlohmann::json&)> vary = [&](nlohmann::json& v) {
+    ++n;
+    if (v.is_object() || v.is_array()) {
+      for (auto& x : v) vary(x);
+    } else if (v.is_boolean()) {
+      v = true;
+    } else if (v.is_string()) {
+      v = "s" + std::to_string(n);
+    } else if (v.is_number_float()) {
+      v = n + 0.5;
+    } else {
+      v = static_cast<uint64_t>(n);
+    }
+  };
+  vary(j);
+  auto back = ParseMemberStatusDoc(j.dump());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(ToJson(*back), j);
+  EXPECT_GT(back->pool_logical_bytes, 0u);
+  EXPECT_GT(back->scrub->quarantined_bytes, 0u);
+}
+
+TEST(MemberStatusDocTest, AnEmptyRecordIsEmptyAndABadOneIsNamed) {
+  auto empty = ParseMemberStatusDoc("");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_FALSE(empty->scrub || empty->repair);
+  EXPECT_EQ(empty->cache_hits, 0u);
+  auto bad = ParseMemberStatusDoc(R"({"scrub": {"objects_at_risk": "b/k"}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("member status: scrub.objects_at_risk is string"), std::string::npos)
+      << bad.status().message();
+  EXPECT_FALSE(ParseMemberStatusDoc("{").ok());
+  EXPECT_FALSE(ParseMemberStatusDoc("[]").ok());
+}
+
 }  // namespace
 }  // namespace aq::s3
