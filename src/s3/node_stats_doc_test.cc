@@ -2,10 +2,32 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
 
 namespace aq::s3 {
 namespace {
+
+// Gives every leaf of `j` a value of its type that no other leaf has (and
+// not the default): true, "sN", N + 0.5, N.
+void VaryEveryLeaf(nlohmann::json& j) {
+  int n = 0;
+  std::function<void(nlohmann::json&)> vary = [&](nlohmann::json& v) {
+    ++n;
+    if (v.is_object() || v.is_array()) {
+      for (auto& x : v) vary(x);
+    } else if (v.is_boolean()) {
+      v = true;
+    } else if (v.is_string()) {
+      v = "s" + std::to_string(n);
+    } else if (v.is_number_float()) {
+      v = n + 0.5;
+    } else {
+      v = static_cast<uint64_t>(n);
+    }
+  };
+  vary(j);
+}
 
 // A document with every section present and every array one element long,
 // its leaves then given distinct values: what the writer names, the reader
@@ -34,22 +56,7 @@ nlohmann::json EveryFieldSet() {
   doc.cluster->bucket_policies["b"] = "ec:4+2";
   doc.errors_by_status["404"] = 1;
   nlohmann::json j = ToJson(doc);
-  int n = 0;
-  std::function<void(nlohmann::json&)> vary = [&](nlohmann::json& v) {
-    ++n;
-    if (v.is_object() || v.is_array()) {
-      for (auto& x : v) vary(x);
-    } else if (v.is_boolean()) {
-      v = true;
-    } else if (v.is_string()) {
-      v = "s" + std::to_string(n);
-    } else if (v.is_number_float()) {
-      v = n + 0.5;
-    } else {
-      v = static_cast<uint64_t>(n);
-    }
-  };
-  vary(j);
+  VaryEveryLeaf(j);
   return j;
 }
 
@@ -143,22 +150,7 @@ TEST(MemberStatusDocTest, EveryFieldWrittenIsReadBackUnderItsName) {
   doc.repair.emplace();
   doc.scrub.emplace().objects_at_risk = {"b/k"};
   nlohmann::json j = ToJson(doc);
-  int n = 0;
-  std::function<void(nlohmann::json&)> vary = [&](nlohmann::json& v) {
-    ++n;
-    if (v.is_object() || v.is_array()) {
-      for (auto& x : v) vary(x);
-    } else if (v.is_boolean()) {
-      v = true;
-    } else if (v.is_string()) {
-      v = "s" + std::to_string(n);
-    } else if (v.is_number_float()) {
-      v = n + 0.5;
-    } else {
-      v = static_cast<uint64_t>(n);
-    }
-  };
-  vary(j);
+  VaryEveryLeaf(j);
   auto back = ParseMemberStatusDoc(j.dump());
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(ToJson(*back), j);
