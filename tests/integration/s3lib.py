@@ -1,6 +1,7 @@
 """Shared pieces of the S3 integration tests: start and stop a real node,
 boto3 clients, an independent SigV4 signer for requests boto3 cannot make
 (Date-only, aws-chunked streaming), and check counting."""
+import ctypes
 import datetime
 import hashlib
 import hmac
@@ -10,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 
@@ -365,9 +367,27 @@ def until(pred, timeout, step=0.3):
     return False
 
 
+_LIBC = ctypes.CDLL(None, use_errno=True)  # resolved here: a forked child must not import
+
+
+def _die_with_parent():
+    """In a child before exec: SIGKILL when the process that started it dies,
+    so a test killed by CTest's timeout (or any signal) leaves no server
+    behind holding its ports."""
+    _LIBC.prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+
+
+def die_with_parent():
+    """preexec_fn for a server a test starts: _die_with_parent, but only from
+    the main thread (the death signal follows the starting thread, and a
+    server restarted from a worker thread must outlive it)."""
+    return _die_with_parent if threading.current_thread() is threading.main_thread() else None
+
+
 class Etcd:
     """A single-member etcd under `tmp`, on free ports (kept across
-    restarts); url is etcd://... Started unless start=False."""
+    restarts); url is etcd://... Started unless start=False. Started from the
+    main thread, it dies with the test."""
 
     def __init__(self, tmp, start=True):
         self.tmp, self.port, self.peer = tmp, free_port(), free_port()
@@ -383,7 +403,7 @@ class Etcd:
             ["etcd", "--data-dir", os.path.join(self.tmp, "etcd"), "--listen-client-urls", c,
              "--advertise-client-urls", c, "--listen-peer-urls", p, "--initial-advertise-peer-urls", p,
              "--initial-cluster", "default=" + p],
-            stdout=subprocess.DEVNULL, stderr=open(log, "a"))
+            stdout=subprocess.DEVNULL, stderr=open(log, "a"), preexec_fn=die_with_parent())
         if not until(lambda: socket.create_connection(("127.0.0.1", self.port), timeout=1), 15):
             self.p.kill()
             raise SystemExit("etcd did not start: " + open(log).read()[-2000:])
