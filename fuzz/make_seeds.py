@@ -197,6 +197,7 @@ put("fuzz_node_stats", "cluster_node", json.dumps({
     "scrub": {"enabled": True, "passes": 1, "objects_at_risk": ["b/k"], "quarantine": [{"path": "q/x", "bytes": 9}],
               "findings": [{"object": "b/k", "piece": "x", "problem": "missing", "also": ["b/j"]}]},
     "same_host": None, "uploads": {"in_progress": 0, "expiry_seconds": 604800, "last_error": ""},
+    "connections": {"open": 3, "accepted": 40, "requests": 90, "header_timeouts": 2, "bad_heads": 1},
     "cluster": {"node": "n1", "replicas": 2, "policy": "ec:4+2", "bucket_policies": {"b": "replicas:3"},
                 "blocks": {"local_reads": 5}, "repair": {"fully_protected": True, "last_error": ""}}}).encode())
 put("fuzz_node_stats", "wrong_types", b'{"cache": {"hits": "3"}, "pools": [{"bytes": -1}], "ops": []}')

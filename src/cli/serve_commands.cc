@@ -587,6 +587,13 @@ void PrintStats(const std::string& node, const s3::NodeStatsDoc& now, const s3::
                   d(r.tier_misplaced), d(r.tier_blocked), d(r.tiered), units::Bytes(d(r.bytes_tiered)).c_str());
     }
   }
+  if (const auto& c = now.connections) {
+    std::printf(
+        "  conns   %.0f open, %.0f accepted, %.0f requests; cut or refused: %.0f slow heads (408), %.0f bad heads, "
+        "%.0f over the connection limit, %.0f TLS handshakes failed\n",
+        d(c->open), d(c->accepted), d(c->requests), d(c->header_timeouts), d(c->bad_heads), d(c->refused_overload),
+        d(c->tls_failures));
+  }
   if (const auto& u = now.uploads) {
     std::printf(
         "  uploads %.0f in progress (%.0f parts, %s; oldest %s), %.0f abandoned ones aborted (%s), %s\n",

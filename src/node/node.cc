@@ -421,6 +421,15 @@ Status Node::StartImpl() {
                                              .memory_bytes = same_host_->options().memory_bytes};
       }
       doc.scrub = ScrubDoc(*scrubber_);
+      const http::ServerStats h = s3_->Stats();
+      doc.connections = s3::ConnectionStatsDoc{.open = h.open,
+                                               .accepted = h.accepted,
+                                               .requests = h.requests,
+                                               .refused_overload = h.refused_overload,
+                                               .header_timeouts = h.header_timeouts,
+                                               .idle_closed = h.idle_closed,
+                                               .bad_heads = h.bad_heads,
+                                               .tls_failures = h.tls_failures};
       MutexLock lock(uploads_mu_);
       doc.uploads = s3::UploadStatsDoc{.in_progress = uploads_.in_progress,
                                        .parts = uploads_.parts,

@@ -146,6 +146,13 @@ void Fields(D& d, F&& f) {
   f("expiry_seconds", d.expiry_seconds), f("sweep_errors", d.sweep_errors), f("last_error", d.last_error);
 }
 template <class D, class F>
+requires std::is_same_v<std::remove_const_t<D>, ConnectionStatsDoc>
+void Fields(D& d, F&& f) {
+  f("open", d.open), f("accepted", d.accepted), f("requests", d.requests);
+  f("refused_overload", d.refused_overload), f("header_timeouts", d.header_timeouts);
+  f("idle_closed", d.idle_closed), f("bad_heads", d.bad_heads), f("tls_failures", d.tls_failures);
+}
+template <class D, class F>
 requires std::is_same_v<std::remove_const_t<D>, ClusterBlockStatsDoc>
 void Fields(D& d, F&& f) {
   f("local_reads", d.local_reads), f("remote_reads", d.remote_reads), f("failovers", d.failovers);
@@ -179,7 +186,7 @@ void Fields(D& d, F&& f) {
   f("bytes_out", d.bytes_out), f("denied", d.denied), f("cache", d.cache), f("l3", d.l3);
   f("prefetch", d.prefetch), f("staging", d.staging), f("reclaim", d.reclaim), f("pools", d.pools);
   f("machine", d.machine), f("scrub", d.scrub), f("same_host", d.same_host), f("uploads", d.uploads);
-  f("cluster", d.cluster);
+  f("connections", d.connections), f("cluster", d.cluster);
 }
 
 template <class D, class F>

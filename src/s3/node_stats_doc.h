@@ -9,7 +9,8 @@
 //    "bytes_out", "latency": {"count", "mean_us", "p50_us", ...}}, ...}, "client_errors",
 //    "server_errors", "errors_by_status": {"404": N}, "bytes_in", "bytes_out",
 //    "bodies": {"resumed", "cut"}, "denied", "cache", "l3", "prefetch", "staging", "reclaim",
-//    "pools": [...], "machine": {"cpu.user": ...}, "scrub", "same_host", "uploads", "cluster"}
+//    "pools": [...], "machine": {"cpu.user": ...}, "scrub", "same_host", "uploads", "connections",
+//    "cluster"}
 //
 // A section the node does not have (no L3 cache, not in a cluster) is left
 // out (same_host: null); a reader finds it empty. Missing fields read as
@@ -128,6 +129,15 @@ struct UploadStatsDoc {  // multipart uploads
   std::string last_error;
 };
 
+struct ConnectionStatsDoc {  // the S3 port's connections, and those its HTTP layer cut or refused
+  uint64_t open = 0, accepted = 0, requests = 0;
+  uint64_t refused_overload = 0;  // 503: past --max-connections
+  uint64_t header_timeouts = 0;   // 408: a request head did not arrive within --header-timeout
+  uint64_t idle_closed = 0;       // kept-alive connections closed for idleness
+  uint64_t bad_heads = 0;         // 400 / 431: malformed or oversized heads
+  uint64_t tls_failures = 0;      // handshakes that failed
+};
+
 struct ClusterBlockStatsDoc {
   uint64_t local_reads = 0, remote_reads = 0, failovers = 0, repaired_on_read = 0, stray_reads = 0,
            replicas_written = 0, remote_writes = 0, stripe_reads = 0, degraded_reads = 0, fragments_written = 0;
@@ -166,6 +176,7 @@ struct NodeStatsDoc {
   std::optional<ScrubStatsDoc> scrub;
   std::optional<SameHostStatsDoc> same_host;
   std::optional<UploadStatsDoc> uploads;
+  std::optional<ConnectionStatsDoc> connections;
   std::optional<ClusterStatsDoc> cluster;
 
   // The machine's network and disk rates summed over interfaces and disks

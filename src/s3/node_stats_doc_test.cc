@@ -52,6 +52,7 @@ nlohmann::json EveryFieldSet() {
   doc.scrub->findings.emplace_back().also = {"b/other"};
   doc.same_host.emplace();
   doc.uploads.emplace();
+  doc.connections.emplace();
   doc.cluster.emplace();
   doc.cluster->bucket_policies["b"] = "ec:4+2";
   doc.errors_by_status["404"] = 1;
@@ -79,10 +80,11 @@ TEST(NodeStatsDocTest, AbsentSectionsReadAsAbsentAndAreLeftOut) {
   ASSERT_TRUE(doc.ok()) << doc.status().ToString();
   EXPECT_EQ(doc->uptime_seconds, 3);
   EXPECT_FALSE(doc->cache || doc->l3 || doc->prefetch || doc->staging || doc->scrub || doc->same_host || doc->uploads ||
-               doc->cluster);
+               doc->connections || doc->cluster);
   EXPECT_TRUE(doc->pools.empty());
   const nlohmann::json out = ToJson(*doc);
-  for (const char* k : {"cache", "l3", "prefetch", "staging", "scrub", "same_host", "uploads", "cluster"}) {
+  for (const char* k :
+       {"cache", "l3", "prefetch", "staging", "scrub", "same_host", "uploads", "connections", "cluster"}) {
     EXPECT_FALSE(out.contains(k)) << k;
   }
   EXPECT_TRUE(out.contains("reclaim"));  // every node has one
