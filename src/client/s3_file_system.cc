@@ -30,7 +30,7 @@
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/units.h"
-#include "ec/erasure.h"
+#include "ec/stripe_read.h"
 #include "http/client.h"
 #include "io/read_ahead.h"
 #include "s3/checksum.h"
@@ -720,19 +720,14 @@ class StoreFile final : public io::RandomAccessFile {
   }
 
   // An erasure-coded block: the slices of its data fragments that hold the
-  // range, from their holders in parallel. A slice that cannot be read is
-  // reconstructed from the same byte range of K other fragments (data or
-  // parity: Reed-Solomon works byte by byte), fetched from their holders;
-  // only when fewer than K answer does a node read the block for us.
+  // range, from their holders in parallel; a slice that cannot be read is
+  // rebuilt from the same range of K other fragments, fetched from their
+  // holders (the one degraded-read path, ec/stripe_read.h). Only when fewer
+  // than K answer does a node read the block for us.
   Status FragmentPieces(const s3::LayoutBlock& b, uint64_t start, uint64_t in, size_t take, char* out) const {
     const uint64_t frag = b.fragments[0].size;
-    struct Slice {
-      int index;
-      uint64_t offset;
-      size_t len;
-      char* out;
-    };
-    std::vector<Slice> slices;
+    const int n = static_cast<int>(b.fragments.size());
+    std::vector<ec::Slice> slices;
     for (uint64_t at = in; at < in + take;) {
       const int i = static_cast<int>(at / frag);
       if (i >= b.k) return FetchOne(start + in, take, out);
@@ -741,113 +736,29 @@ class StoreFile final : public io::RandomAccessFile {
       slices.push_back({i, off, len, out + (at - in)});
       at += len;
     }
-    auto get = [&](int index, uint64_t offset, size_t len, char* into) -> bool {
+    auto codec = ec::Codec::Get({b.k, n - b.k});
+    if (!codec.ok()) return DegradedFetch(b, start, in, take, out);
+    ec::StripeIo io;
+    io.fetch = [&](int index, uint64_t offset, size_t len, char* into) -> Status {
       const auto& f = b.fragments[index];
       const std::string resource = s3::internal::BlockPath(f.id);
       const std::string query = fmt::format("crc={}&length={}&offset={}&pool={}&size={}", f.crc32c, len, offset,
                                             s3::UriEncode(b.pool, true), f.size);
+      Status last = Unavailable(fmt::format("fragment {} of block {}: no holder listed", index, b.id));
       for (const auto& address : f.addresses) {
         fs_.Started(address, +1);
         auto got = fs_.CallAt(address, "GET", resource, query, {}, kEmptySha, {}, into, len);
         fs_.Started(address, -1);
-        if (got.ok() && got->status == 200 && got->received == len) return true;
+        if (got.ok() && got->status == 200 && got->received == len) return Status::Ok();
+        last =
+            got.ok()
+                ? Unavailable(fmt::format("fragment {} of block {}: {} answered {}", index, b.id, address, got->status))
+                : got.status();
       }
-      return false;
+      return last;
     };
-    auto parallel = [](size_t n, const std::function<bool(size_t)>& fn) {
-      std::vector<char> ok(n, 0);
-      std::vector<std::future<void>> helpers;
-      for (size_t i = 1; i < n; ++i) helpers.push_back(std::async(std::launch::async, [&, i] { ok[i] = fn(i); }));
-      if (n > 0) ok[0] = fn(0);
-      for (auto& h : helpers) h.wait();
-      return ok;
-    };
-    const auto got = parallel(
-        slices.size(), [&](size_t i) { return get(slices[i].index, slices[i].offset, slices[i].len, slices[i].out); });
-    std::vector<int> bad_fragments;
-    Ranges known;  // what this read already has of each fragment
-    for (size_t i = 0; i < slices.size(); ++i) {
-      if (!got[i]) {
-        bad_fragments.push_back(slices[i].index);
-      } else {
-        known.push_back({slices[i].index, slices[i].offset, std::string_view(slices[i].out, slices[i].len)});
-      }
-    }
-    std::deque<std::string> fetched;  // owns what reconstruction fetched
-    for (size_t i = 0; i < slices.size(); ++i) {
-      if (got[i]) continue;
-      if (!Reconstruct(b, slices[i].index, slices[i].offset, slices[i].len, slices[i].out, bad_fragments, known,
-                       fetched, get, parallel)) {
-        return DegradedFetch(b, start, in, take, out);
-      }
-    }
+    if (!ec::ReadStripeSlices(**codec, slices, io).ok()) return DegradedFetch(b, start, in, take, out);
     return Status::Ok();
-  }
-
-  // Byte ranges of fragments in hand: (fragment, offset, bytes).
-  struct Range {
-    int index;
-    uint64_t offset;
-    std::string_view bytes;
-  };
-  using Ranges = std::vector<Range>;
-
-  // Bytes [offset, offset+len) of fragment `lost` from the same range of K
-  // other fragments. False when fewer than K can be read.
-  // Ranges already in hand (`known`: slices of this read, ranges fetched
-  // for an earlier reconstruction) are used before anything is fetched.
-  template <typename Get, typename Parallel>
-  bool Reconstruct(const s3::LayoutBlock& b, int lost, uint64_t offset, size_t len, char* out, std::vector<int>& bad,
-                   Ranges& known, std::deque<std::string>& fetched, const Get& get, const Parallel& parallel) const {
-    const int n = static_cast<int>(b.fragments.size()), k = b.k;
-    auto codec = ec::Codec::Get({k, n - k});
-    if (!codec.ok()) return false;
-    std::vector<std::string> f(n);
-    std::vector<bool> have(n, false);
-    int present = 0;
-    for (const auto& r : known) {
-      if (present < k && r.index != lost && !have[r.index] && r.offset <= offset &&
-          r.offset + r.bytes.size() >= offset + len) {
-        f[r.index].assign(r.bytes.substr(offset - r.offset, len));
-        have[r.index] = true;
-        ++present;
-      }
-    }
-    std::vector<int> candidates;
-    for (int j = 0; j < n; ++j) {
-      if (j != lost && !have[j] && std::find(bad.begin(), bad.end(), j) == bad.end()) candidates.push_back(j);
-    }
-    size_t next = 0;
-    while (present < k && next < candidates.size()) {
-      // As many more as are missing, at once; then more if some fail.
-      std::vector<int> batch;
-      while (static_cast<int>(batch.size()) < k - present && next < candidates.size()) {
-        batch.push_back(candidates[next++]);
-      }
-      for (int j : batch) f[j].assign(len, '\0');
-      const auto ok = parallel(batch.size(), [&](size_t x) { return get(batch[x], offset, len, f[batch[x]].data()); });
-      for (size_t x = 0; x < batch.size(); ++x) {
-        if (ok[x]) {
-          have[batch[x]] = true;
-          ++present;
-          fetched.push_back(f[batch[x]]);
-          known.push_back({batch[x], offset, fetched.back()});
-        } else {
-          bad.push_back(batch[x]);
-          f[batch[x]].clear();
-        }
-      }
-    }
-    if (present < k) return false;
-    // Reconstruct fills the entries not present; only `lost` is wanted.
-    for (int j = 0; j < n; ++j) {
-      if (!have[j]) f[j].clear();
-    }
-    if (!(*codec)->Reconstruct(f, have).ok()) return false;
-    std::memcpy(out, f[lost].data(), len);
-    fetched.push_back(f[lost]);  // a second lost slice of the stripe may use it
-    known.push_back({lost, offset, fetched.back()});
-    return true;
   }
 
   // A node reads (and reconstructs) the block: one of its live holders,

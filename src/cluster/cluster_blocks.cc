@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <future>
 #include <nlohmann/json.hpp>
 
@@ -445,67 +446,23 @@ std::vector<ClusterBlockService::PlanShare> ClusterBlockService::RoutePlan(
   return shares;
 }
 
-int ClusterBlockService::Fragments::present(int from, int to) const {
-  return static_cast<int>(std::count(have.begin() + from, have.begin() + to, true));
-}
-
-void ClusterBlockService::FetchFragments(const store::BlockRef& ref, const std::map<std::string, NodeInfo>& map,
-                                         int from, int to, Fragments& f) {
-  auto keep = [&f](int i, Result<std::string> r) {
-    if (r.ok()) {
-      f.data[i] = std::move(*r);
-      f.have[i] = true;
-    } else {
-      f.why[i] = r.status();
-    }
-  };
-  std::vector<std::pair<int, std::future<Result<std::string>>>> remote;
-  for (int i = from; i < to; ++i) {
-    const auto piece = store::FragmentRef(ref, i);
-    if (ref.nodes[i] == self()) {
-      keep(i, GetPiece(ref.nodes[i], piece, map));
-      continue;
-    }
-    remote.emplace_back(i, std::async(std::launch::async,
-                                      [this, node = ref.nodes[i], piece, &map] { return GetPiece(node, piece, map); }));
-  }
-  for (auto& [i, fut] : remote) keep(i, fut.get());
-}
-
-namespace {
-
-// Why a stripe cannot be read: a damaged or missing fragment makes it
-// damaged (waiting for a holder to come back would not make it readable
-// soon); only holders out of reach make it unavailable.
-Status UnreadableStripe(const store::BlockRef& ref, const std::vector<Status>& why, int present) {
-  Status last;
-  bool damaged = false;
-  for (const auto& w : why) {
-    if (w.ok()) continue;
-    last = w;
-    damaged = damaged || w.code() == StatusCode::kCorruption || w.code() == StatusCode::kNotFound;
-  }
-  const int n = ref.ec_k + ref.ec_m;
-  return Status(damaged ? StatusCode::kCorruption : StatusCode::kUnavailable,
-                fmt::format("block {}: {} of its {} fragments readable, {} needed (last: {})", ref.id, present, n,
-                            ref.ec_k, last.message()));
-}
-
-}  // namespace
-
 void ClusterBlockService::RewriteLostFragments(const store::BlockRef& ref, const std::map<std::string, NodeInfo>& map,
-                                               const Fragments& f) {
-  for (int i = 0; i < ref.ec_k + ref.ec_m; ++i) {
-    const auto code = f.why[i].code();
-    if (f.have[i] || (code != StatusCode::kCorruption && code != StatusCode::kNotFound)) continue;
-    const auto piece = store::FragmentRef(ref, i);
-    (void)RemovePiece(ref.nodes[i], piece);
-    if (PutPiece(ref.nodes[i], piece, f.data[i], map).ok()) repaired_++;
+                                               const ec::StripeReadReport& report) {
+  for (const auto& r : report.rebuilt) {
+    const auto code = report.why[r.index].code();
+    // Damaged or missing on a holder that answered: write it back. (A
+    // holder out of reach keeps its copy; repair moves it if it stays away.)
+    if (code != StatusCode::kCorruption && code != StatusCode::kNotFound) continue;
+    if (r.offset != 0 || r.bytes.size() != ec::FragmentSize(ref.size, ref.ec_k)) continue;  // only whole ones
+    const auto piece = store::FragmentRef(ref, r.index);
+    (void)RemovePiece(ref.nodes[r.index], piece);
+    if (PutPiece(ref.nodes[r.index], piece, r.bytes, map).ok()) repaired_++;
   }
 }
 
-// A healthy stripe is read from its k data fragments; a degraded one from
-// any k, reconstructed, kept in the cache and its lost fragments rewritten.
+// A healthy stripe is read from its k data fragments; a degraded one
+// through the one degraded-read path (ec/stripe_read.h), reconstructed,
+// kept in the cache and its lost fragments rewritten.
 Result<std::shared_ptr<const std::string>> ClusterBlockService::ReadStripe(const store::BlockRef& ref) {
   store::BlockCache* cache = local_.cache();
   if (cache != nullptr) {
@@ -519,25 +476,35 @@ Result<std::shared_ptr<const std::string>> ClusterBlockService::ReadStripe(const
         fmt::format("block {}: erasure-code record lists {} holders for {} fragments", ref.id, ref.nodes.size(), n));
   }
   const auto map = Map();
-  Fragments f(n);
-  FetchFragments(ref, map, 0, k, f);
-  const int data_present = f.present(0, k);
-  const bool degraded = data_present < k;
+  const uint64_t frag = ec::FragmentSize(ref.size, k);
+  std::vector<std::string> data(static_cast<size_t>(k), std::string(frag, '\0'));
+  std::vector<ec::Slice> wanted;
+  for (int i = 0; i < k; ++i) wanted.push_back({i, 0, frag, data[i].data()});
+  ec::StripeIo io;
+  io.fetch = [&](int i, uint64_t offset, size_t len, char* into) -> Status {
+    const auto piece = store::FragmentRef(ref, i);
+    const std::string bytes = AQ_TRY(GetPiece(ref.nodes[i], piece, map));
+    if (offset + len > bytes.size()) {
+      return Corruption(fmt::format("block {}: {} holds {} bytes, not {}", piece.id, ref.nodes[i], bytes.size(), frag));
+    }
+    std::memcpy(into, bytes.data() + offset, len);
+    return Status::Ok();
+  };
+  ec::StripeReadReport report;
+  const Status read = ec::ReadStripeSlices(*codec, wanted, io, &report);
+  const bool degraded = report.wanted_lost > 0;
   if (degraded) {
     degraded_reads_++;
-    failovers_ += static_cast<uint64_t>(k - data_present);
-    FetchFragments(ref, map, k, n, f);
-    const int present = f.present(0, n);
-    if (present < k) return UnreadableStripe(ref, f.why, present);
-    AQ_TRY(codec->Reconstruct(f.data, f.have));
+    failovers_ += static_cast<uint64_t>(report.wanted_lost);
   }
-  auto block = std::make_shared<const std::string>(codec->Join(f.data, ref.size));
+  if (!read.ok()) return Status(read.code(), fmt::format("block {}: {}", ref.id, read.message()));
+  auto block = std::make_shared<const std::string>(codec->Join(data, ref.size));
   if (crc32c::Value(*block) != ref.crc32c) {
     return Corruption(fmt::format("block {}: reassembled from fragments, its bytes do not match its checksum", ref.id));
   }
   if (degraded) {
     if (cache != nullptr) cache->Put(ref.id, block);
-    RewriteLostFragments(ref, map, f);
+    RewriteLostFragments(ref, map, report);
   }
   return block;
 }

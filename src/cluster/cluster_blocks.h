@@ -32,6 +32,7 @@
 
 #include "cluster/membership.h"
 #include "common/mutex.h"
+#include "ec/stripe_read.h"
 #include "http/client.h"
 #include "s3/auth.h"
 #include "store/block_service.h"
@@ -145,19 +146,10 @@ class ClusterBlockService final : public store::BlockService {
   Result<store::BlockRef> WriteStripe(store::BlockRef ref, std::string_view data, const ec::Scheme& scheme,
                                       const std::vector<NodeInfo>& nodes);
   Result<std::shared_ptr<const std::string>> ReadStripe(const store::BlockRef& ref);
-  // A stripe's fragments as fetched: bytes, whether each came, and why not.
-  struct Fragments {
-    explicit Fragments(int n) : data(n), have(n, false), why(n) {}
-    std::vector<std::string> data;
-    std::vector<bool> have;
-    std::vector<Status> why;
-    int present(int from, int to) const;
-  };
-  // Fetches fragments [from, to) in parallel; those on this node inline.
-  void FetchFragments(const store::BlockRef& ref, const std::map<std::string, NodeInfo>& map, int from, int to,
-                      Fragments& f);
-  // Rewrites the fragments found damaged or missing on holders that are up.
-  void RewriteLostFragments(const store::BlockRef& ref, const std::map<std::string, NodeInfo>& map, const Fragments& f);
+  // Writes back the whole fragments a read found damaged or missing and
+  // rebuilt, on holders that are up.
+  void RewriteLostFragments(const store::BlockRef& ref, const std::map<std::string, NodeInfo>& map,
+                            const ec::StripeReadReport& report);
   // One stored piece (replica or fragment) from `node`, verified.
   Result<std::string> GetPiece(const std::string& node, const store::BlockRef& piece,
                                const std::map<std::string, NodeInfo>& map);
