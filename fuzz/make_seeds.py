@@ -82,6 +82,8 @@ put("fuzz_plan", "two", json.dumps({"reads": [{"bucket": "train", "key": "n01440
 put("fuzz_plan", "empty", json.dumps({"reads": []}).encode())
 put("fuzz_plan", "pieces", json.dumps({"pieces": [{"id": "0123456789abcdef0123456789abcdef", "pool": "default",
                                                    "size": 262144, "crc": 3735928559}]}).encode())
+put("fuzz_plan", "inventory", json.dumps(["0123456789abcdef0123456789abcdef", "ab.c"]).encode())
+put("fuzz_plan", "block_slice", b"blocks/0123456789abcdef0123456789abcdef\ncrc=7&length=10&offset=5&pool=a%20b&size=99")
 # Same-host grants: 8 bytes of object size (big-endian), then the header's JSON.
 put("fuzz_same_host", "two", (12 << 20).to_bytes(8, "big") + json.dumps(
     {"socket": "aquifer-42-0123456789abcdef", "token": "0123456789abcdef0123456789abcdef",

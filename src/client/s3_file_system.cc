@@ -706,9 +706,9 @@ class StoreFile final : public io::RandomAccessFile {
 
   Status Piece(const s3::LayoutBlock& b, uint64_t start, uint64_t in, size_t take, char* out) const {
     if (!b.fragments.empty()) return FragmentPieces(b, start, in, take, out);
-    const std::string resource = s3::internal::BlockPath(b.id);
-    const std::string query = fmt::format("crc={}&length={}&offset={}&pool={}&size={}", b.crc32c, take, in,
-                                          s3::UriEncode(b.pool, true), b.size);
+    const s3::internal::BlockTarget t{
+        .id = b.id, .pool = b.pool, .crc32c = b.crc32c, .size = b.size, .sliced = true, .offset = in, .length = take};
+    const std::string resource = t.Path(), query = t.Query();
     for (const auto& address : planned_ ? b.addresses : fs_.RankHolders(b.addresses)) {
       fs_.Started(address, +1);
       auto got = fs_.CallAt(address, "GET", resource, query, {}, kEmptySha, {}, out, take);
@@ -741,9 +741,14 @@ class StoreFile final : public io::RandomAccessFile {
     ec::StripeIo io;
     io.fetch = [&](int index, uint64_t offset, size_t len, char* into) -> Status {
       const auto& f = b.fragments[index];
-      const std::string resource = s3::internal::BlockPath(f.id);
-      const std::string query = fmt::format("crc={}&length={}&offset={}&pool={}&size={}", f.crc32c, len, offset,
-                                            s3::UriEncode(b.pool, true), f.size);
+      const s3::internal::BlockTarget t{.id = f.id,
+                                        .pool = b.pool,
+                                        .crc32c = f.crc32c,
+                                        .size = f.size,
+                                        .sliced = true,
+                                        .offset = offset,
+                                        .length = len};
+      const std::string resource = t.Path(), query = t.Query();
       Status last = Unavailable(fmt::format("fragment {} of block {}: no holder listed", index, b.id));
       for (const auto& address : f.addresses) {
         fs_.Started(address, +1);
@@ -1101,8 +1106,7 @@ Result<std::unique_ptr<io::RandomAccessFile>> StoreFs::OpenRead(const std::strin
 Status StoreFs::CancelPlan(const std::string& where, const std::string& stream) {
   const StorePath p = AQ_TRY(ParseStorePath(where));
   AQ_TRY(UseScheme(p));
-  auto res =
-      AQ_TRY(Call(p, "DELETE", s3::internal::PlanPath(), "stream=" + s3::UriEncode(stream, true), {}, kEmptySha));
+  auto res = AQ_TRY(Call(p, "DELETE", s3::internal::PlanPath(), s3::internal::PlanQuery(stream), {}, kEmptySha));
   if (res.status == 204 || res.status == 200) return Status::Ok();
   if (res.status == 404 || res.status == 405 || res.status == 501) return Status::Ok();  // a store without staging
   return Failure(res, fmt::format("cancel the read plan '{}'", stream));
@@ -1124,8 +1128,8 @@ Result<size_t> StoreFs::Plan(const std::string& stream, const std::vector<Planne
     sent.swap(paths);
     http::Headers h;
     h.Add("Content-Type", "application/json");
-    auto res = AQ_TRY(Call(*first, "POST", s3::internal::PlanPath(), "stream=" + s3::UriEncode(stream, true),
-                           std::move(h), s3::Sha256Hex(body), body));
+    auto res = AQ_TRY(Call(*first, "POST", s3::internal::PlanPath(), s3::internal::PlanQuery(stream), std::move(h),
+                           s3::Sha256Hex(body), body));
     if (res.status == 200) {
       auto doc = nlohmann::json::parse(res.body, nullptr, false);
       if (doc.is_object() && doc.contains("queued") && doc["queued"].is_number_unsigned()) {

@@ -21,9 +21,8 @@
 namespace aq::cluster {
 namespace {
 
-std::string BlockPath(const store::BlockRef& ref) { return s3::internal::BlockPath(ref.id); }
-std::string BlockQuery(const store::BlockRef& ref) {
-  return fmt::format("crc={}&pool={}&size={}", ref.crc32c, s3::UriEncode(ref.pool, true), ref.size);
+s3::internal::BlockTarget TargetOf(const store::BlockRef& ref) {
+  return {.id = ref.id, .pool = ref.pool, .crc32c = ref.crc32c, .size = ref.size};
 }
 
 Status HttpFailure(const std::string& what, const http::ClientResponse& res) {
@@ -54,7 +53,8 @@ BlockClient::~BlockClient() = default;
 
 Result<http::ClientResponse> BlockClient::Send(const std::string& address, const std::string& method,
                                                const store::BlockRef& ref, std::string_view body, char* into) {
-  const std::string path = BlockPath(ref), query = BlockQuery(ref);
+  const auto target = TargetOf(ref);
+  const std::string path = target.Path(), query = target.Query();
   http::ClientRequest r;
   r.method = method;
   r.target = path + "?" + query;
@@ -120,12 +120,8 @@ Result<std::vector<std::string>> BlockClient::Inventory(const std::string& addre
   auto res = Signed(address, "GET", s3::internal::InventoryPath(), "", {}, 1ull << 30);
   if (!res.ok()) return res.status().WithContext(fmt::format("block inventory of {}", address));
   if (res->status != 200) return HttpFailure(fmt::format("block inventory of {}", address), *res);
-  auto j = nlohmann::json::parse(res->body, nullptr, false);
-  if (!j.is_array()) return Corruption(fmt::format("block inventory of {}: not a JSON array", address));
-  std::vector<std::string> ids;
-  for (const auto& e : j) {
-    if (e.is_string()) ids.push_back(e.get<std::string>());
-  }
+  auto ids = s3::internal::InventoryFromJson(res->body);
+  if (!ids.ok()) return ids.status().WithContext(fmt::format("block inventory of {}", address));
   return ids;
 }
 
@@ -135,7 +131,7 @@ Result<size_t> BlockClient::Plan(const std::string& address, const std::string& 
   doc.reserve(pieces.size());
   for (const auto& p : pieces) doc.push_back({p.id, p.pool, p.size, p.crc32c});
   const std::string what = fmt::format("pass {} planned pieces to {}", pieces.size(), address);
-  auto res = Signed(address, "POST", s3::internal::PlanPath(), "pieces=1&stream=" + s3::UriEncode(stream, true),
+  auto res = Signed(address, "POST", s3::internal::PlanPath(), s3::internal::PlanQuery(stream, true),
                     s3::PiecesToJson(doc), 1 << 16);
   if (!res.ok()) return res.status().WithContext(what);
   if (res->status != 200) return HttpFailure(what, *res);
@@ -148,8 +144,7 @@ Result<size_t> BlockClient::Plan(const std::string& address, const std::string& 
 
 Status BlockClient::CancelPlan(const std::string& address, const std::string& stream) {
   const std::string what = fmt::format("cancel plan {} on {}", stream, address);
-  auto res = Signed(address, "DELETE", s3::internal::PlanPath(), "pieces=1&stream=" + s3::UriEncode(stream, true), {},
-                    1 << 16);
+  auto res = Signed(address, "DELETE", s3::internal::PlanPath(), s3::internal::PlanQuery(stream, true), {}, 1 << 16);
   if (!res.ok()) return res.status().WithContext(what);
   if (res->status != 204 && res->status != 200) return HttpFailure(what, *res);
   return Status::Ok();

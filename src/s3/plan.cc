@@ -5,6 +5,8 @@
 #include <cctype>
 #include <nlohmann/json.hpp>
 
+#include "s3/internal_routes.h"
+
 namespace aq::s3 {
 
 std::string PlanToJson(const std::vector<PlanRead>& reads) {
@@ -165,13 +167,6 @@ Result<std::vector<PlanPiece>> PiecesFromJson(std::string_view json) {
   if (pieces.size() > kMaxPlanReads) {
     return InvalidArgument(fmt::format("a plan names at most {} pieces", kMaxPlanReads));
   }
-  auto id_ok = [](const std::string& id) {
-    if (id.empty() || id.size() > 128) return false;
-    for (const unsigned char c : id) {
-      if (!std::isalnum(c) && c != '.' && c != '_' && c != '-') return false;
-    }
-    return true;
-  };
   std::vector<PlanPiece> out;
   out.reserve(pieces.size());
   for (size_t i = 0; i < pieces.size(); ++i) {
@@ -186,7 +181,7 @@ Result<std::vector<PlanPiece>> PiecesFromJson(std::string_view json) {
       p.size = e["size"].get<uint64_t>();
       p.crc32c = static_cast<uint32_t>(e["crc"].get<uint64_t>());
     }
-    if (!ok || !id_ok(p.id)) {
+    if (!ok || !internal::IsBlockId(p.id)) {
       return InvalidArgument(fmt::format(
           "piece {} of the plan: expected id ([0-9A-Za-z._-], 1 to 128), pool (string), size and crc (unsigned)", i));
     }

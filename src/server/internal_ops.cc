@@ -17,7 +17,6 @@
 // (S3HandlerOptions::route_plan), passing the others their share as pieces.
 #include <fmt/format.h>
 
-#include <charconv>
 #include <nlohmann/json.hpp>
 
 #include "s3/internal_routes.h"
@@ -25,17 +24,6 @@
 #include "server/s3_handler.h"
 
 namespace aq::server {
-namespace {
-
-template <typename T>
-bool Number(const S3Request& r, const char* name, T* out) {
-  const std::string v = r.Param(name);
-  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), *out);
-  return !v.empty() && ec == std::errc() && end == v.data() + v.size();
-}
-
-}  // namespace
-
 void S3Handler::Plan(S3Request& r) {
   store::Stager* stager = objects_.stager();
   const std::string stream = r.Param("stream");
@@ -178,7 +166,7 @@ void S3Handler::Internal(S3Request& r) {
     if (!ids.ok()) return SendStatus(r, ids.status(), Subject::kBlock);
     http::Headers h;
     h.Add("Content-Type", "application/json");
-    (void)r.ex.Respond(200, std::move(h), nlohmann::json(*ids).dump());
+    (void)r.ex.Respond(200, std::move(h), s3::internal::InventoryToJson(*ids));
     return;
   }
   if (!r.key.starts_with(s3::internal::kBlocksPrefix))
@@ -187,12 +175,13 @@ void S3Handler::Internal(S3Request& r) {
   if (writes && (o_.node_credential.access_key.empty() || r.auth.access_key != o_.node_credential.access_key)) {
     return SendError(r, {403, "AccessDenied", "only the cluster's nodes may store or remove replicas"});
   }
+  auto target = s3::internal::ParseBlockTarget(r.key, r.query);
+  if (!target.ok()) return SendError(r, {400, "InvalidArgument", std::string(target.status().message())});
   store::BlockRef ref;
-  ref.id = r.key.substr(7);
-  ref.pool = r.Param("pool");
-  if (!Number(r, "crc", &ref.crc32c) || !Number(r, "size", &ref.size)) {
-    return SendError(r, {400, "InvalidArgument", "a block request needs crc, pool and size"});
-  }
+  ref.id = target->id;
+  ref.pool = target->pool;
+  ref.crc32c = target->crc32c;
+  ref.size = target->size;
   auto fail = [&](const Status& s) {
     if (s.code() == StatusCode::kCorruption) return SendError(r, {500, "BlockCorrupt", s.message()});
     if (s.code() == StatusCode::kInvalidArgument) return SendError(r, {400, "InvalidArgument", s.message()});
@@ -204,10 +193,9 @@ void S3Handler::Internal(S3Request& r) {
     std::shared_ptr<const std::string> bytes = *block;
     // A slice of the block (offset, length) for clients reading ranges.
     uint64_t from = 0, len = bytes->size();
-    if (r.Has("offset") || r.Has("length")) {
-      if (!Number(r, "offset", &from) || !Number(r, "length", &len)) {
-        return SendError(r, {400, "InvalidArgument", "offset and length must be integers"});
-      }
+    if (target->sliced) {
+      from = target->offset;
+      len = target->length;
       if (from > bytes->size() || len > bytes->size() - from) {
         return SendError(r, {416, "InvalidRange", "the slice is outside the block"});
       }

@@ -1,0 +1,100 @@
+#include "s3/internal_routes.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "s3/sigv4.h"
+
+namespace aq::s3::internal {
+namespace {
+
+using Params = std::vector<std::pair<std::string, std::string>>;
+
+// A query string as the handler sees it: split and decoded.
+Params Decode(const std::string& query) {
+  Params out;
+  size_t at = 0;
+  while (at <= query.size()) {
+    const size_t amp = std::min(query.find('&', at), query.size());
+    const std::string part = query.substr(at, amp - at);
+    const size_t eq = part.find('=');
+    out.emplace_back(UriDecode(part.substr(0, eq)), eq == std::string::npos ? "" : UriDecode(part.substr(eq + 1)));
+    at = amp + 1;
+  }
+  return out;
+}
+
+TEST(InternalRoutesTest, ABlockTargetSurvivesItsQuery) {
+  for (const BlockTarget& t : {
+           BlockTarget{.id = "0123456789abcdef0123456789abcdef", .pool = "default", .crc32c = 7, .size = 1 << 20},
+           BlockTarget{.id = "ab", .pool = "fast pool/é", .crc32c = 4294967295u, .size = 0},
+           BlockTarget{
+               .id = "a.b_c-d", .pool = "", .crc32c = 1, .size = 100, .sliced = true, .offset = 40, .length = 60},
+       }) {
+    EXPECT_EQ(t.Path(), "/_aquifer/blocks/" + t.id);
+    auto back = ParseBlockTarget("blocks/" + t.id, Decode(t.Query()));
+    ASSERT_TRUE(back.ok()) << t.Query() << ": " << back.status().ToString();
+    EXPECT_EQ(back->id, t.id);
+    EXPECT_EQ(back->pool, t.pool);
+    EXPECT_EQ(back->crc32c, t.crc32c);
+    EXPECT_EQ(back->size, t.size);
+    EXPECT_EQ(back->sliced, t.sliced);
+    EXPECT_EQ(back->offset, t.offset);
+    EXPECT_EQ(back->length, t.length);
+  }
+}
+
+TEST(InternalRoutesTest, TheQueryIsInCanonicalOrder) {
+  // SigV4 signs the query sorted by name; the client sends it that way.
+  const BlockTarget t{.id = "ab", .pool = "p", .crc32c = 1, .size = 9, .sliced = true, .offset = 2, .length = 3};
+  EXPECT_EQ(t.Query(), "crc=1&length=3&offset=2&pool=p&size=9");
+}
+
+TEST(InternalRoutesTest, MalformedBlockRequestsAreRefusedNamingWhy) {
+  const Params ok = {{"crc", "1"}, {"pool", "p"}, {"size", "9"}};
+  auto refused = [](std::string_view key, const Params& q) {
+    auto t = ParseBlockTarget(key, q);
+    return t.ok() ? std::string() : std::string(t.status().message());
+  };
+  EXPECT_EQ(refused("blocks/ab", ok), "");
+  EXPECT_NE(refused("blocks/", ok).find("block id"), std::string::npos);
+  EXPECT_NE(refused("blocks/../../etc/passwd", ok).find("block id"), std::string::npos);
+  EXPECT_NE(refused("blocks/" + std::string(129, 'a'), ok).find("block id"), std::string::npos);
+  EXPECT_NE(refused("inventory", ok).find("not a block"), std::string::npos);
+  EXPECT_NE(refused("blocks/ab", {{"pool", "p"}, {"size", "9"}}).find("crc"), std::string::npos);
+  EXPECT_NE(refused("blocks/ab", {{"crc", "4294967296"}, {"size", "9"}}).find("crc"), std::string::npos);
+  EXPECT_NE(refused("blocks/ab", {{"crc", "1"}, {"size", "-9"}}).find("size"), std::string::npos);
+  EXPECT_NE(refused("blocks/ab", {{"crc", "1"}, {"size", "9x"}}).find("size"), std::string::npos);
+  Params offset_only = ok;
+  offset_only.emplace_back("offset", "3");
+  EXPECT_NE(refused("blocks/ab", offset_only).find("offset and length"), std::string::npos);
+  Params bad_length = offset_only;
+  bad_length.emplace_back("length", "");
+  EXPECT_NE(refused("blocks/ab", bad_length).find("offset and length"), std::string::npos);
+}
+
+TEST(InternalRoutesTest, PlanQueries) {
+  EXPECT_EQ(PlanQuery("epoch 1/é"), "stream=epoch%201%2F%C3%A9");
+  EXPECT_EQ(PlanQuery("s", true), "pieces=1&stream=s");
+}
+
+TEST(InternalRoutesTest, AnInventoryIsAllBlockIdsOrAnError) {
+  const std::vector<std::string> ids = {"0123456789abcdef0123456789abcdef", "ab.c"};
+  auto back = InventoryFromJson(InventoryToJson(ids));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, ids);
+  EXPECT_TRUE(InventoryFromJson("[]").ok());
+  for (const char* bad : {"", "{}", "[1]", R"(["ok", null])", R"(["../x"])", R"(["a b"])", "[\"ab\""}) {
+    auto r = InventoryFromJson(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << bad;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace aq::s3::internal
