@@ -1,5 +1,5 @@
 // Read plans (POST /_aquifer/plan) and nodes' shares of them (?pieces=1),
-// block inventories and block requests' parameters (s3/internal_routes.h):
+// cluster maps, block inventories and block requests' parameters (s3/internal_routes.h):
 // any bytes parse to a value or an error, and a parsed one survives
 // formatting unchanged.
 #include <cstddef>
@@ -51,6 +51,16 @@ void BlockTarget(std::string_view text) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
   BlockTarget(text);
+  if (auto map = aq::s3::internal::ClusterMapFromJson(text); map.ok()) {
+    auto again = aq::s3::internal::ClusterMapFromJson(aq::s3::internal::ClusterMapToJson(*map));
+    if (!again.ok() || again->nodes.size() != map->nodes.size()) __builtin_trap();
+    // A single node's map (no self) is written without replicas.
+    if (again->self != map->self || (!map->self.empty() && again->replicas != map->replicas)) __builtin_trap();
+    for (size_t i = 0; i < map->nodes.size(); ++i) {
+      const auto &a = map->nodes[i], &b = again->nodes[i];
+      if (a.id != b.id || a.address != b.address || a.state != b.state || a.up != b.up) __builtin_trap();
+    }
+  }
   if (auto ids = aq::s3::internal::InventoryFromJson(text); ids.ok()) {
     auto again = aq::s3::internal::InventoryFromJson(aq::s3::internal::InventoryToJson(*ids));
     if (!again.ok() || *again != *ids) __builtin_trap();

@@ -82,6 +82,9 @@ put("fuzz_plan", "two", json.dumps({"reads": [{"bucket": "train", "key": "n01440
 put("fuzz_plan", "empty", json.dumps({"reads": []}).encode())
 put("fuzz_plan", "pieces", json.dumps({"pieces": [{"id": "0123456789abcdef0123456789abcdef", "pool": "default",
                                                    "size": 262144, "crc": 3735928559}]}).encode())
+put("fuzz_plan", "cluster_map", json.dumps({"replicas": 2, "self": "n1", "nodes": [
+    {"id": "n1", "address": "127.0.0.1:9000", "state": "active", "up": True},
+    {"id": "n2", "address": "[::1]:9001", "state": "smartfailed", "up": False}]}).encode())
 put("fuzz_plan", "inventory", json.dumps(["0123456789abcdef0123456789abcdef", "ab.c"]).encode())
 put("fuzz_plan", "block_slice", b"blocks/0123456789abcdef0123456789abcdef\ncrc=7&length=10&offset=5&pool=a%20b&size=99")
 # Same-host grants: 8 bytes of object size (big-endian), then the header's JSON.

@@ -246,13 +246,14 @@ std::vector<std::string> StoreFs::LearnMembers(std::vector<std::string> from) {
   for (const auto& a : from) {
     auto res = CallAt(a, "GET", s3::internal::ClusterPath(), "", {}, kEmptySha);
     if (!res.ok() || res->status != 200) continue;
-    auto j = nlohmann::json::parse(res->body, nullptr, false);
-    if (!j.is_object() || !j.contains("nodes") || !j["nodes"].is_array()) continue;
+    auto map = s3::internal::ClusterMapFromJson(res->body);
+    if (!map.ok()) {
+      log::debug("cluster map from {}: {}", a, map.status().message());
+      continue;
+    }
     std::vector<std::string> out;
-    for (const auto& n : j["nodes"]) {
-      if (n.is_object() && n.value("up", false) && n.contains("address") && n["address"].is_string()) {
-        out.push_back(n["address"].get<std::string>());
-      }
+    for (const auto& n : map->nodes) {
+      if (n.up && !n.address.empty()) out.push_back(n.address);
     }
     return out;
   }

@@ -227,12 +227,28 @@ size_t Node::RoutePlan(const std::string& stream, const std::vector<store::Block
 }
 
 void Node::CancelPlan(const std::string& stream) {
-  stager_->Cancel(stream);
+  if (stager_) stager_->Cancel(stream);
   for (const auto& n : cluster_blocks_->Nodes()) {
     if (n.id == node_id_ || !n.up || n.address.empty()) continue;
     if (Status s = block_client_->CancelPlan(n.address, stream); !s.ok())
       log::debug("plan {}: {}", stream, s.message());
   }
+}
+
+s3::internal::ClusterMapDoc Node::ClusterMap() {
+  s3::internal::ClusterMapDoc map;
+  map.replicas = cluster_blocks_->replicas();
+  if (membership_) {
+    map.self = membership_->self().id;
+    for (const auto& n : membership_->Nodes()) {
+      map.nodes.push_back({n.id, n.address, std::string(cluster::NodeStateName(n.state)), n.up});
+    }
+  }
+  return map;
+}
+
+s3::Layout Node::LayoutOf(const store::ObjectMeta& object) {
+  return cluster::LayoutFor(object, membership_ ? membership_->Nodes() : std::vector<cluster::NodeInfo>());
 }
 
 Status Node::StartImpl() {
@@ -304,10 +320,10 @@ Status Node::StartImpl() {
   cluster::ClusterConfig config;
   if (cluster) {
     config = AQ_TRY(cluster::EnsureClusterConfig(*etcd_, cluster::kClusterPrefix, o_.replicas));
-    so.s3.node_credential = {cluster::kNodeAccessKey, config.node_secret};
+    so.s3.internal.node_credential = {cluster::kNodeAccessKey, config.node_secret};
     std::shared_ptr<http::TlsClient> peer_tls;  // the other nodes serve HTTPS too
     if (o_.tls) peer_tls = AQ_TRY(http::TlsClient::Create(o_.tls_ca));
-    block_client_ = std::make_unique<cluster::BlockClient>(so.s3.node_credential, 10, peer_tls);
+    block_client_ = std::make_unique<cluster::BlockClient>(so.s3.internal.node_credential, 10, peer_tls);
     cluster_blocks_ = std::make_unique<cluster::ClusterBlockService>(node_id_, *local_, *block_client_, o_.replicas);
     // Plans are staged where the blocks are stored: the stager sits over
     // this node's own pools, and every read of a piece held here (this
@@ -316,31 +332,12 @@ Status Node::StartImpl() {
     Staged(*local_);
     if (stager_) {
       cluster_blocks_->set_local_reads(stager_.get());
-      so.s3.block_reads = stager_.get();
-      so.s3.route_plan = [this](const std::string& stream, const std::vector<store::BlockRef>& blocks,
-                                const std::vector<store::BlockSpan>& spans) {
-        return RoutePlan(stream, blocks, spans);
-      };
-      so.s3.cancel_plan = [this](const std::string& stream) { CancelPlan(stream); };
+      so.s3.internal.block_reads = stager_.get();
     }
     objects_ = std::make_unique<store::ObjectStore>(*meta_, *blocks_, *cluster_blocks_, oo, cache_.get());
-    so.s3.node_blocks = local_.get();
-    so.s3.layout_json = [this](const store::ObjectMeta& o) {
-      return s3::LayoutToJson(
-          cluster::LayoutFor(o, membership_ ? membership_->Nodes() : std::vector<cluster::NodeInfo>()));
-    };
+    so.s3.internal.node_blocks = local_.get();
+    so.s3.internal.cluster = this;
     so.s3.open_first_block = cluster;
-    so.s3.cluster_json = [this] {
-      nlohmann::json j = {{"replicas", cluster_blocks_->replicas()}, {"nodes", nlohmann::json::array()}};
-      if (membership_) {
-        j["self"] = membership_->self().id;
-        for (const auto& n : membership_->Nodes()) {
-          j["nodes"].push_back(
-              {{"id", n.id}, {"address", n.address}, {"state", cluster::NodeStateName(n.state)}, {"up", n.up}});
-        }
-      }
-      return j.dump();
-    };
   } else {
     objects_ = std::make_unique<store::ObjectStore>(*meta_, *blocks_, Staged(*local_), oo, cache_.get());
   }

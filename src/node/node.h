@@ -30,6 +30,7 @@
 #include "http/tls.h"
 #include "io/file_system.h"
 #include "s3/auth.h"
+#include "server/internal_api.h"
 #include "server/same_host.h"
 #include "store/access_clock.h"
 #include "store/block_cache.h"
@@ -148,11 +149,14 @@ struct NodeOptions {
   Status Validate() const;
 };
 
-class Node {
+// In a cluster the node is also what its internal API asks of the cluster
+// (server::ClusterSide: plans routed to the nodes holding their blocks, the
+// map, layouts).
+class Node final : private server::ClusterSide {
  public:
   // The node's files go through `fs` (default: the local POSIX file system).
   static Result<std::unique_ptr<Node>> Start(NodeOptions options, std::unique_ptr<io::FileSystem> fs = nullptr);
-  ~Node();
+  ~Node() override;
   void Stop();
 
   int port() const;
@@ -186,12 +190,15 @@ class Node {
   // The block service reads go through: `inner` behind the stager when
   // staging is on (the stager is made here).
   store::BlockService& Staged(store::BlockService& inner);
-  // In a cluster: a plan's blocks staged on the nodes that store them
+  // ---- server::ClusterSide, in a cluster ----
+  // A plan's blocks staged on the nodes that store them
   // (ClusterBlockService::RoutePlan), this node's share here; how many
   // were queued in all. CancelPlan forgets the stream everywhere.
   size_t RoutePlan(const std::string& stream, const std::vector<store::BlockRef>& blocks,
-                   const std::vector<store::BlockSpan>& spans);
-  void CancelPlan(const std::string& stream);
+                   const std::vector<store::BlockSpan>& spans) override;
+  void CancelPlan(const std::string& stream) override;
+  s3::internal::ClusterMapDoc ClusterMap() override;
+  s3::Layout LayoutOf(const store::ObjectMeta& object) override;
   // Whether readers' plans are being staged: background work yields (null
   // without staging).
   std::function<bool()> Busy() const;

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <type_traits>
 
 #include "s3/sigv4.h"
 
@@ -70,6 +71,56 @@ Result<BlockTarget> ParseBlockTarget(std::string_view key,
 
 std::string PlanQuery(std::string_view stream, bool pieces) {
   return (pieces ? "pieces=1&stream=" : "stream=") + UriEncode(stream, true);
+}
+
+std::string ClusterMapToJson(const ClusterMapDoc& map) {
+  nlohmann::json j = {{"nodes", nlohmann::json::array()}};
+  if (!map.self.empty()) {
+    j["replicas"] = map.replicas;
+    j["self"] = map.self;
+  }
+  for (const auto& n : map.nodes) {
+    j["nodes"].push_back({{"id", n.id}, {"address", n.address}, {"state", n.state}, {"up", n.up}});
+  }
+  return j.dump();
+}
+
+Result<ClusterMapDoc> ClusterMapFromJson(std::string_view json) {
+  const auto j = nlohmann::json::parse(json, nullptr, false);
+  if (!j.is_object() || !j.contains("nodes") || !j["nodes"].is_array()) {
+    return Corruption(R"(a cluster map is {"nodes": [{"id", "address", "state", "up"}, ...]})");
+  }
+  ClusterMapDoc map;
+  auto field = [](const nlohmann::json& o, const char* name, auto* out, const std::string& where) -> Status {
+    using T = std::remove_pointer_t<decltype(out)>;
+    if (!o.contains(name) || o[name].is_null()) return Status::Ok();
+    const auto& v = o[name];
+    bool ok;
+    if constexpr (std::is_same_v<T, std::string>) {
+      ok = v.is_string();
+    } else if constexpr (std::is_same_v<T, bool>) {
+      ok = v.is_boolean();
+    } else {
+      ok = v.is_number_unsigned();
+    }
+    if (!ok) return Corruption(fmt::format("cluster map: {}{} is {}", where, name, v.type_name()));
+    *out = v.get<T>();
+    return Status::Ok();
+  };
+  AQ_TRY(field(j, "replicas", &map.replicas, ""));
+  AQ_TRY(field(j, "self", &map.self, ""));
+  const auto& nodes = j["nodes"];
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const std::string where = fmt::format("nodes[{}].", i);
+    if (!nodes[i].is_object()) return Corruption(fmt::format("cluster map: nodes[{}] is not an object", i));
+    ClusterMapDoc::Member m;
+    AQ_TRY(field(nodes[i], "id", &m.id, where));
+    AQ_TRY(field(nodes[i], "address", &m.address, where));
+    AQ_TRY(field(nodes[i], "state", &m.state, where));
+    AQ_TRY(field(nodes[i], "up", &m.up, where));
+    map.nodes.push_back(std::move(m));
+  }
+  return map;
 }
 
 std::string InventoryToJson(const std::vector<std::string>& ids) { return nlohmann::json(ids).dump(); }

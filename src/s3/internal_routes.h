@@ -1,4 +1,4 @@
-// The node-to-node API's paths (served by server/internal_ops.cc under the
+// The node-to-node API's paths (served by server/internal_api.h under the
 // reserved bucket "_aquifer"), in one place for the handler and for every
 // client of it: nodes joining and copying replicas, the cluster's repair,
 // and the aquifer:// client (cluster maps, layouts, block reads, plans).
@@ -70,6 +70,23 @@ Result<BlockTarget> ParseBlockTarget(std::string_view key,
 // POST|DELETE /_aquifer/plan's query: a reader's stream, or (pieces) a
 // node's share of a plan.
 std::string PlanQuery(std::string_view stream, bool pieces = false);
+
+// GET /_aquifer/cluster's answer: the members as the node sees them.
+//   {"replicas": N, "self": ID, "nodes": [{"id", "address", "state", "up"}, ...]}
+// A single node answers {"nodes": []}: a cluster of one that names no
+// other member. Reading: absent fields read as empty; a field of the wrong
+// type is an error naming it.
+struct ClusterMapDoc {
+  struct Member {
+    std::string id, address, state;  // state: NodeStateName ("active", "smartfailed", ...)
+    bool up = false;
+  };
+  uint64_t replicas = 0;
+  std::string self;  // empty on a single node
+  std::vector<Member> nodes;
+};
+std::string ClusterMapToJson(const ClusterMapDoc& map);
+Result<ClusterMapDoc> ClusterMapFromJson(std::string_view json);
 
 // GET /_aquifer/inventory's answer: the ids of every piece the node holds,
 // a JSON array of strings. Reading refuses anything else (an element that

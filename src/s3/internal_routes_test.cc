@@ -96,5 +96,43 @@ TEST(InternalRoutesTest, AnInventoryIsAllBlockIdsOrAnError) {
   }
 }
 
+TEST(InternalRoutesTest, AClusterMapSurvivesItsDocument) {
+  ClusterMapDoc map;
+  map.replicas = 2;
+  map.self = "n1";
+  map.nodes = {{"n1", "10.0.0.1:9000", "active", true}, {"n2", "[::1]:9001", "smartfailed", false}};
+  auto back = ClusterMapFromJson(ClusterMapToJson(map));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->replicas, 2u);
+  EXPECT_EQ(back->self, "n1");
+  ASSERT_EQ(back->nodes.size(), 2u);
+  EXPECT_EQ(back->nodes[1].address, "[::1]:9001");
+  EXPECT_EQ(back->nodes[1].state, "smartfailed");
+  EXPECT_FALSE(back->nodes[1].up);
+  EXPECT_TRUE(back->nodes[0].up);
+}
+
+TEST(InternalRoutesTest, ASingleNodesMapNamesNoMember) {
+  EXPECT_EQ(ClusterMapToJson({}), R"({"nodes":[]})");
+  auto back = ClusterMapFromJson(R"({"nodes":[]})");
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(back->nodes.empty());
+  EXPECT_TRUE(back->self.empty());
+}
+
+TEST(InternalRoutesTest, AMalformedClusterMapIsAnErrorNamingTheField) {
+  auto refused = [](const char* json) {
+    auto m = ClusterMapFromJson(json);
+    return m.ok() ? std::string() : std::string(m.status().message());
+  };
+  EXPECT_EQ(refused(R"({"nodes": [{"id": "n1"}]})"), "");  // absent fields read as empty
+  EXPECT_NE(refused("[]").find("a cluster map is"), std::string::npos);
+  EXPECT_NE(refused(R"({"nodes": {}})").find("a cluster map is"), std::string::npos);
+  EXPECT_NE(refused(R"({"nodes": [3]})").find("nodes[0] is not an object"), std::string::npos);
+  EXPECT_NE(refused(R"({"nodes": [{}, {"up": "yes"}]})").find("nodes[1].up is string"), std::string::npos);
+  EXPECT_NE(refused(R"({"nodes": [{"address": 9000}]})").find("nodes[0].address is number"), std::string::npos);
+  EXPECT_NE(refused(R"({"replicas": -1, "nodes": []})").find("replicas is number"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace aq::s3::internal

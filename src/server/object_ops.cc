@@ -307,8 +307,8 @@ void S3Handler::GetObject(S3Request& r) {
   if (!has_type) h.Add("Content-Type", "binary/octet-stream");
   // An aquifer:// client opening the object learns its layout with its first
   // bytes (or, when the layout is large, that it should fetch it).
-  if (rh.Has("x-aquifer-open") && o_.layout_json && length < o.size) {
-    std::string layout = o_.layout_json(o);
+  if (rh.Has("x-aquifer-open") && o_.internal.cluster != nullptr && length < o.size) {
+    std::string layout = s3::LayoutToJson(o_.internal.cluster->LayoutOf(o));
     h.Add("x-aquifer-layout", layout.size() <= 8192 ? std::move(layout) : std::string("fetch"));
   }
   // A client on this machine reads the rest of what is in RAM from shared

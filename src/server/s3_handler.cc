@@ -265,7 +265,8 @@ S3Handler::S3Handler(store::ObjectStore& objects, S3HandlerOptions options)
     : objects_(objects),
       o_(std::move(options)),
       link_(o_.send_bytes_per_second),
-      keys_(std::make_unique<KeyTable>(o_.credentials, o_.node_credential, o_.keys_meta)) {}
+      keys_(std::make_unique<KeyTable>(o_.credentials, o_.internal.node_credential, o_.keys_meta)),
+      internal_(objects, o_.internal, link_) {}
 
 bool S3Handler::Authenticate(S3Request& r) {
   s3::AuthOptions ao;
@@ -293,7 +294,7 @@ void S3Handler::Deny(S3Request& r, const std::string& why) {
   SendError(r, {403, "AccessDenied", "Access Denied: " + why});
 }
 
-bool S3Handler::May(const S3Request& r, s3::Action action, const std::string& bucket, const std::string& key) const {
+bool May(const S3Request& r, s3::Action action, const std::string& bucket, const std::string& key) {
   if (r.who == nullptr) return true;  // unsigned on an --anonymous node: everyone may do everything
   switch (r.who->kind) {
     case KeyEntry::Kind::kAdmin: return true;
@@ -314,39 +315,9 @@ bool S3Handler::Authorize(S3Request& r) {
     return false;
   };
   const std::string object = r.bucket + "/" + r.key;
-  if (r.bucket == s3::internal::kBucket) {
-    // The node-to-node API: the cluster map is no secret; a layout is its
-    // object's to read; block ids are capabilities learned from layouts
-    // (random 128-bit), so reading one takes a key that may read something;
-    // the inventory (every id) and changing replicas only the node key,
-    // not even an administrator's (a replica planted or removed by hand is
-    // damage the layouts do not know of).
-    if (node) return true;
-    if (r.key == s3::internal::kCluster) return true;
-    if (r.key == s3::internal::kPlan) {
-      // Each object of a plan is checked on its own; a key that may read
-      // nothing is refused before its body (up to 8 MiB) is read.
-      if (admin) return true;
-      for (const auto& x : g) {
-        if (x.actions & s3::kRead) return true;
-      }
-      return deny("the key may read no object, so it has nothing to plan");
-    }
-    if (r.key.starts_with(s3::internal::kLayoutPrefix)) {
-      const std::string path = r.key.substr(s3::internal::kLayoutPrefix.size());
-      const size_t slash = path.find('/');
-      if (admin || slash == std::string::npos) return true;  // 400 follows a malformed one
-      if (s3::Allows(g, s3::kRead, path.substr(0, slash), path.substr(slash + 1))) return true;
-      return deny("the key may not read " + path);
-    }
-    if (r.key.starts_with(s3::internal::kBlocksPrefix) && m == "GET") {
-      if (admin) return true;
-      for (const auto& x : g) {
-        if (x.actions & s3::kRead) return true;
-      }
-      return deny("the key may read no object");
-    }
-    return deny("only the cluster's nodes may use this");
+  if (r.bucket == s3::internal::kBucket) {  // the node-to-node API decides
+    if (auto why = internal_.Authorize(r)) return deny(*why);
+    return true;
   }
   if (admin) return true;
   if (node) return deny("the cluster's node key is for node-to-node traffic, not for S3 requests");
@@ -435,7 +406,7 @@ void S3Handler::Route(S3Request& r) {
   if (IsFormUpload(r)) return PostObject(r);
   if (!Authenticate(r)) return;
   if (!Authorize(r)) return;
-  if (r.bucket == s3::internal::kBucket) return Internal(r);
+  if (r.bucket == s3::internal::kBucket) return internal_.Handle(r);
   if (RefuseUnsupported(r)) return;
   if (r.bucket.empty()) {
     if (m == "GET") return ListBuckets(r);

@@ -7,9 +7,9 @@
 //
 // Parts, one file each: s3_handler.cc (authentication, routing, responses),
 // object_ops.cc (GET, HEAD, PUT, copy, DELETE), bucket_ops.cc (buckets,
-// listings, DeleteObjects), multipart_ops.cc, internal_ops.cc (the
-// node-to-node API under /_aquifer/, which only the cluster's own key may
-// change).
+// listings, DeleteObjects), multipart_ops.cc; the node-to-node API under
+// /_aquifer/ is its own handler (internal_api.h), reached after
+// authentication.
 //
 // Thread safety: Handle() is called concurrently from the server's worker
 // threads; the handler's state is the store's (thread-safe) and counters.
@@ -28,6 +28,7 @@
 #include "s3/auth.h"
 #include "s3/errors.h"
 #include "s3/xml.h"
+#include "server/internal_api.h"
 #include "server/key_table.h"
 #include "server/node_stats.h"
 #include "server/same_host.h"
@@ -45,33 +46,14 @@ struct S3HandlerOptions {
   int max_clock_skew_seconds = 15 * 60;
   uint64_t min_part_bytes = store::kMinPartSize;  // every multipart part but the last
   NodeStats* stats = nullptr;                     // requests recorded here when set (must outlive the handler)
-  // In a cluster: this node's own blocks, served to other nodes at
-  // /_aquifer/blocks/<id>. Reads need any valid key; writes and deletes only
-  // the cluster's node key (never a user's).
-  store::LocalBlockService* node_blocks = nullptr;
-  // Block API reads go through this (the plan stager over node_blocks, so
-  // a piece staged here is served staged); null: node_blocks.
-  store::BlockService* block_reads = nullptr;
-  s3::Credential node_credential;
-  // In a cluster: a plan's blocks are staged where they are stored. Given
-  // the plan's stream, blocks and the span of each that will be read
-  // (offset in the block, length), stages this node's share and passes
-  // each other node its own (on the node key); returns how many were queued
-  // in all. Null: this node's stager takes the whole plan.
-  std::function<size_t(const std::string& stream, const std::vector<store::BlockRef>& blocks,
-                       const std::vector<store::BlockSpan>& spans)>
-      route_plan;
-  // ... and forgets a stream's waiting entries on every node.
-  std::function<void(const std::string& stream)> cancel_plan;
-  // /_aquifer/cluster: the cluster map as JSON.
-  std::function<std::string()> cluster_json;
-  // /_aquifer/layout/<bucket>/<key>: an object's blocks with their holders'
-  // addresses (s3::Layout), so clients read blocks from the nodes holding them.
-  std::function<std::string(const store::ObjectMeta&)> layout_json;
+  // The node-to-node API under /_aquifer/ (server/internal_api.h): the
+  // node's own blocks, the cluster's node key, what it asks of the cluster.
+  // Its ClusterSide also gives an aquifer:// client's open the object's
+  // layout.
+  InternalApiOptions internal;
   // In a cluster: an aquifer:// client's open of an object larger than it
   // asks for is answered with at most the object's first block.
   bool open_first_block = false;
-  uint64_t max_block_bytes = 1ull << 30;
   // A GET whose body fails part way is continued from other holders for
   // this long (a dead node's lease running out, etcd coming back) before
   // its connection is reset.
@@ -118,9 +100,6 @@ class S3Handler {
   // False (and 403 AccessDenied sent, counted) when the request's key may
   // not do what it asks; checked before anything is read or written.
   bool Authorize(S3Request& r);
-  // Per object, for what Authorize cannot see from the request line (the
-  // source of a copy, each key of a ?delete batch).
-  bool May(const S3Request& r, s3::Action action, const std::string& bucket, const std::string& key) const;
   void Deny(S3Request& r, const std::string& why);
 
   // ---- object_ops.cc ----
@@ -177,20 +156,19 @@ class S3Handler {
   void ListParts(S3Request& r);
   void ListUploads(S3Request& r);
 
-  // ---- internal_ops.cc ----
-  void Internal(S3Request& r);
-  // POST /_aquifer/plan: a reader's next reads, staged ahead (store/stager.h).
-  void Plan(S3Request& r);
-  // POST|DELETE /_aquifer/plan?pieces=1: another node's share of a plan.
-  void PlanPieces(S3Request& r, const std::string& stream);
-
   store::ObjectStore& objects_;
   S3HandlerOptions o_;
   aq::RateLimiter link_;  // emulates the node's network link (serve --net-limit)
   std::unique_ptr<KeyTable> keys_;
+  InternalApi internal_;
 };
 
 // ---- responses (s3_handler.cc), for every operation ----
+
+// Whether the request's key may do `action` on an object: for what
+// authorization cannot see from the request line (the source of a copy,
+// each key of a ?delete batch, each object of a read plan).
+bool May(const S3Request& r, s3::Action action, const std::string& bucket, const std::string& key);
 
 // An S3 error document with the request id (x-amz-request-id header too).
 // 5xx details are logged, not sent.

@@ -1,20 +1,6 @@
-// The node-to-node API under /_aquifer/ (a cluster's nodes and the aquifer://
-// client use it; S3 clients never see it):
-//   GET    /_aquifer/cluster                   the cluster map (JSON; no nodes on a single node)
-//   GET    /_aquifer/layout/<bucket>/<key>     an object's blocks and their holders (s3::Layout)
-//   GET    /_aquifer/blocks/<id>?crc=&pool=&size=[&offset=&length=]   a replica (or a slice)
-//   PUT    /_aquifer/blocks/<id>?crc=&pool=&size=                      store a replica
-//   DELETE /_aquifer/blocks/<id>?crc=&pool=&size=                      drop a replica
-//   GET    /_aquifer/inventory                 the ids of every block this node holds
-//   POST   /_aquifer/plan?stream=ID            what a reader will read next, in order (JSON): staged ahead
-//   DELETE /_aquifer/plan?stream=ID            the reader changed its mind: forget what waits
-//   POST|DELETE /_aquifer/plan?pieces=1&stream=ID   a node's share of a plan (s3/plan.h), node key only
-// Reads take any valid key; PUT and DELETE of blocks only the cluster's node
-// key, so a user's key can never remove or plant a replica. A plan stages
-// only objects the key may read (the others are counted as denied), and a
-// stream is the key's own: another key cannot cancel it. In a cluster the
-// node a plan reaches stages each block on the node its reads ask first
-// (S3HandlerOptions::route_plan), passing the others their share as pieces.
+// The node-to-node API (internal_api.h).
+#include "server/internal_api.h"
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -24,7 +10,7 @@
 #include "server/s3_handler.h"
 
 namespace aq::server {
-void S3Handler::Plan(S3Request& r) {
+void InternalApi::Plan(S3Request& r) {
   store::Stager* stager = objects_.stager();
   const std::string stream = r.Param("stream");
   const bool pieces = r.Has("pieces");  // a node's share: the stream names its key too
@@ -34,10 +20,12 @@ void S3Handler::Plan(S3Request& r) {
   if (pieces) return PlanPieces(r, stream);
   const std::string id = r.auth.access_key + "/" + stream;
   if (r.req.method == "DELETE") {
-    if (o_.cancel_plan) {
-      o_.cancel_plan(id);
-    } else if (stager != nullptr) {
-      stager->Cancel(id);
+    if (stager != nullptr) {
+      if (o_.cluster != nullptr) {
+        o_.cluster->CancelPlan(id);
+      } else {
+        stager->Cancel(id);
+      }
     }
     return SendEmpty(r, 204);
   }
@@ -59,7 +47,7 @@ void S3Handler::Plan(S3Request& r) {
   auto flush = [&] {
     planned += blocks.size();
     if (staging && !blocks.empty())
-      queued += o_.route_plan ? o_.route_plan(id, blocks, spans) : stager->Plan(id, blocks);
+      queued += o_.cluster != nullptr ? o_.cluster->RoutePlan(id, blocks, spans) : stager->Plan(id, blocks);
     blocks.clear();
     spans.clear();
   };
@@ -104,8 +92,8 @@ void S3Handler::Plan(S3Request& r) {
 // Another node's share of a plan it was sent: pieces this node holds, in
 // order. Only the cluster's nodes pass shares (a user's key could name any
 // block id; the node key has already checked each object's grant).
-void S3Handler::PlanPieces(S3Request& r, const std::string& stream) {
-  if (o_.node_credential.access_key.empty() || r.auth.access_key != o_.node_credential.access_key) {
+void InternalApi::PlanPieces(S3Request& r, const std::string& stream) {
+  if (!FromNode(r)) {
     return SendError(r, {403, "AccessDenied", "only the cluster's nodes may pass a plan's pieces"});
   }
   store::Stager* stager = objects_.stager();
@@ -136,20 +124,57 @@ void S3Handler::PlanPieces(S3Request& r, const std::string& stream) {
       nlohmann::json{{"pieces", refs.size()}, {"queued", queued}, {"staging", stager != nullptr}}.dump());
 }
 
-// Long by design: the dispatcher of the node-to-node operations, one short
-// branch each.
-void S3Handler::Internal(S3Request& r) {
+bool InternalApi::FromNode(const S3Request& r) const {
+  return !o_.node_credential.access_key.empty() && r.auth.access_key == o_.node_credential.access_key;
+}
+
+std::optional<std::string> InternalApi::Authorize(const S3Request& r) const {
+  if (r.who == nullptr) return std::nullopt;  // unsigned on an --anonymous node
+  const bool admin = r.who->kind == KeyEntry::Kind::kAdmin;
+  const auto& g = r.who->grants;
+  auto reads_something = [&] {
+    if (admin) return true;
+    for (const auto& x : g) {
+      if (x.actions & s3::kRead) return true;
+    }
+    return false;
+  };
+  if (r.who->kind == KeyEntry::Kind::kNode) return std::nullopt;
+  if (r.key == s3::internal::kCluster) return std::nullopt;
+  if (r.key == s3::internal::kPlan) {
+    // Each object of a plan is checked on its own; a key that may read
+    // nothing is refused before its body (up to 8 MiB) is read.
+    if (reads_something()) return std::nullopt;
+    return "the key may read no object, so it has nothing to plan";
+  }
+  if (r.key.starts_with(s3::internal::kLayoutPrefix)) {
+    const std::string path = r.key.substr(s3::internal::kLayoutPrefix.size());
+    const size_t slash = path.find('/');
+    if (admin || slash == std::string::npos) return std::nullopt;  // 400 follows a malformed one
+    if (s3::Allows(g, s3::kRead, path.substr(0, slash), path.substr(slash + 1))) return std::nullopt;
+    return "the key may not read " + path;
+  }
+  if (r.key.starts_with(s3::internal::kBlocksPrefix) && r.req.method == "GET") {
+    if (reads_something()) return std::nullopt;
+    return "the key may read no object";
+  }
+  return "only the cluster's nodes may use this";
+}
+
+void InternalApi::Handle(S3Request& r) {
   const std::string& m = r.req.method;
   if (r.key == s3::internal::kCluster && m == "GET") {
     // A single node is a cluster of one that names no other member.
     http::Headers h;
     h.Add("Content-Type", "application/json");
-    (void)r.ex.Respond(200, std::move(h), o_.cluster_json ? o_.cluster_json() : std::string(R"({"nodes":[]})"));
+    (void)r.ex.Respond(200, std::move(h),
+                       s3::internal::ClusterMapToJson(o_.cluster != nullptr ? o_.cluster->ClusterMap()
+                                                                            : s3::internal::ClusterMapDoc{}));
     return;
   }
   if (r.key == s3::internal::kPlan) return Plan(r);
   if (r.key.starts_with(s3::internal::kLayoutPrefix) && m == "GET") {
-    if (!o_.layout_json) return SendError(r, {404, "NoSuchKey", "this node is not in a cluster"});
+    if (o_.cluster == nullptr) return SendError(r, {404, "NoSuchKey", "this node is not in a cluster"});
     const std::string path = r.key.substr(s3::internal::kLayoutPrefix.size());
     const size_t slash = path.find('/');
     if (slash == std::string::npos) return SendError(r, {400, "InvalidArgument", "layout/BUCKET/KEY"});
@@ -157,7 +182,7 @@ void S3Handler::Internal(S3Request& r) {
     if (!meta.ok()) return SendStatus(r, meta.status(), Subject::kObject);
     http::Headers h;
     h.Add("Content-Type", "application/json");
-    (void)r.ex.Respond(200, std::move(h), o_.layout_json(*meta));
+    (void)r.ex.Respond(200, std::move(h), s3::LayoutToJson(o_.cluster->LayoutOf(*meta)));
     return;
   }
   if (o_.node_blocks == nullptr) return SendError(r, {404, "NoSuchKey", "no such internal resource"});
@@ -169,10 +194,16 @@ void S3Handler::Internal(S3Request& r) {
     (void)r.ex.Respond(200, std::move(h), s3::internal::InventoryToJson(*ids));
     return;
   }
-  if (!r.key.starts_with(s3::internal::kBlocksPrefix))
+  if (!r.key.starts_with(s3::internal::kBlocksPrefix)) {
     return SendError(r, {404, "NoSuchKey", "no such internal resource"});
-  const bool writes = m == "PUT" || m == "DELETE";
-  if (writes && (o_.node_credential.access_key.empty() || r.auth.access_key != o_.node_credential.access_key)) {
+  }
+  Block(r);
+}
+
+// GET, PUT or DELETE of a piece this node holds.
+void InternalApi::Block(S3Request& r) {
+  const std::string& m = r.req.method;
+  if ((m == "PUT" || m == "DELETE") && !FromNode(r)) {
     return SendError(r, {403, "AccessDenied", "only the cluster's nodes may store or remove replicas"});
   }
   auto target = s3::internal::ParseBlockTarget(r.key, r.query);
