@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cluster/placement.h"
+#include "common/buffer.h"
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/mutex.h"
@@ -79,7 +80,7 @@ Status BlockClient::Put(const std::string& address, const store::BlockRef& ref, 
 
 Result<std::string> BlockClient::Get(const std::string& address, const store::BlockRef& ref) {
   const std::string what = fmt::format("read block {} from {}", ref.id, address);
-  std::string body(ref.size, '\0');
+  std::string body = ReadBuffer(ref.size);  // fresh memory the cache may keep: huge pages where it can
   auto res = Send(address, "GET", ref, {}, body.data());
   if (!res.ok()) return res.status().WithContext(what);
   if (res->status != 200) return HttpFailure(what, *res);
@@ -472,7 +473,8 @@ Result<std::shared_ptr<const std::string>> ClusterBlockService::ReadStripe(const
   }
   const auto map = Map();
   const uint64_t frag = ec::FragmentSize(ref.size, k);
-  std::vector<std::string> data(static_cast<size_t>(k), std::string(frag, '\0'));
+  std::vector<std::string> data;
+  for (int i = 0; i < k; ++i) data.push_back(ReadBuffer(frag));
   std::vector<ec::Slice> wanted;
   for (int i = 0; i < k; ++i) wanted.push_back({i, 0, frag, data[i].data()});
   ec::StripeIo io;

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/buffer.h"
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/log.h"
@@ -470,7 +471,7 @@ Result<std::string> BlockStore::Read(const BlockRef& ref, uint64_t offset, uint6
     if (!parsed.ok()) return damaged(parsed.status());
     h = *parsed;
     if (file_size < h.header_bytes) return corrupt("shorter than when opened");
-    std::string stored(file_size - h.header_bytes, '\0');
+    std::string stored = ReadBuffer(file_size - h.header_bytes);
     if (AQ_TRY(f->ReadAt(h.header_bytes, stored.size(), stored.data())) != stored.size()) {
       return corrupt("shorter than when opened");
     }
