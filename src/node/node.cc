@@ -498,6 +498,20 @@ Status Node::StartImpl() {
         {"node.scrub.unrepaired", "pieces", scrub(&store::ScrubStats::unrepaired), false},
         {"node.scrub.objects_at_risk", "objects",
          [sc] { return static_cast<double>(sc->Stats().objects_at_risk.size()); }, false}};
+    // The S3 port's connections, and those its limits cut or refused (a
+    // slowloris shows as heads timed out, a flood as refusals).
+    auto http = [this](uint64_t http::ServerStats::*field) {
+      return [this, field] { return static_cast<double>(s3_->Stats().*field); };
+    };
+    for (server::MetricsServer::Series s : std::vector<server::MetricsServer::Series>{
+             {"node.http.connections_open", "connections", http(&http::ServerStats::open), false},
+             {"node.http.connections_accepted", "connections/s", http(&http::ServerStats::accepted), true},
+             {"node.http.connections_timed_out", "connections/s", http(&http::ServerStats::header_timeouts), true},
+             {"node.http.connections_refused", "connections/s", http(&http::ServerStats::refused_overload), true},
+             {"node.http.bad_heads", "requests/s", http(&http::ServerStats::bad_heads), true},
+             {"node.http.tls_failures", "handshakes/s", http(&http::ServerStats::tls_failures), true}}) {
+      series.push_back(std::move(s));
+    }
     if (cluster) {
       // Protection and repair as this node's last pass over the namespace
       // saw them (every node passes over all of it: take the max across

@@ -102,7 +102,8 @@ try:
         check(r.returncode == 0 and not r.stdout.strip() and not r.stderr.strip(),
               f"promtool check metrics on {n.name}: {(r.stdout + r.stderr)[-600:]}")
         for family in ("aquifer_cluster_nodes_up", "aquifer_repair_under_protected_blocks",
-                       "aquifer_repair_copied_bytes_total", "aquifer_pool_size_bytes"):
+                       "aquifer_repair_copied_bytes_total", "aquifer_pool_size_bytes",
+                       "aquifer_http_connections_open", "aquifer_http_connections_timed_out_total"):
             check(f"\n{family}" in text or f"\n{family}{{" in text, f"{n.name} exports {family}")
 
     # ---- Prometheus ----

@@ -12,6 +12,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import s3lib  # noqa: E402
@@ -105,6 +106,10 @@ try:
           f"({len(cut_while_dripping)} seen cut while dripping)")
     timed_out = node.stats()["connections"]["header_timeouts"] - header_timeouts_before
     check(timed_out == 200, f"the node counts 200 heads that did not arrive in time (408): {timed_out}")
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{node.metrics}/metrics", timeout=10).read().decode()
+    exported = [float(line.split()[-1]) for line in metrics.splitlines()
+                if line.startswith("aquifer_http_connections_timed_out_total ")]
+    check(exported and exported[0] >= 200, f"/metrics exports them too: {exported}")
 
     # ---- a flood of header fields: 431, memory bounded ----
     before = rss_kib(node.p.pid)
