@@ -110,7 +110,7 @@ fuzz-run:
 # AQ_SANITIZED: the few end-to-end tests whose scale is only about time use
 # less data there (the same code paths).
 ASAN_ENV = UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 AQ_SANITIZED=1
-TSAN_TESTS = pipeline_test common_test http_test store_test server_test node_test mount_fs_test
+TSAN_TESTS = pipeline_test common_test http_test store_test server_test node_test mount_fs_test ec_test
 
 sanitize:
 	@[ -n "$${AQ_TIMING_KEEP:-}" ] || rm -f $(AQ_TIMING)
