@@ -239,7 +239,16 @@ try:
         p = subprocess.Popen(["/usr/bin/python3", os.path.join(HERE, "checkpoint", "saver.py"), "--root", root,
                               "--credentials", creds, "--start", str(start)], stdout=log, stderr=subprocess.STDOUT,
                              env=dict(env, AQUIFER_RETRY_DEADLINE="2"))
-        time.sleep(rng.uniform(1.5, 4.0))  # torch's import, then saves of ~16 MB each
+        # The kill lands at a random point of the saves: after the saver has
+        # reported 0, 1 or 2 of them, then up to a second into the next
+        # (a save of ~16 MB takes a fraction of a second). Counting saves
+        # rather than sleeping keeps the trials meaningful on a loaded
+        # machine, where torch's import alone can take seconds.
+        waits = rng.randrange(3)
+        lines = lambda: open(log.name).read().splitlines()  # noqa: E731
+        s3lib.until(lambda: p.poll() is not None or "ready" in lines() and sum(x.startswith("saved ") for x in lines()) >= waits,
+                    180, step=0.02)
+        time.sleep(rng.uniform(0.0, 1.0))
         if trial % 2 == 1:
             # The node killed instead: the save in flight fails (after the
             # 2 s retry deadline), the saver stops; the node restarts on its
@@ -283,7 +292,8 @@ try:
     left = checkpoint.checkpoints(root, credentials=creds)
     kept = [int(f.rsplit("-", 1)[1]) for f, ok in left if ok]
     newer = [int(f.rsplit("-", 1)[1]) for f, ok in left if not ok]
-    check(kept == sorted(complete)[-2:] and all(n > kept[-1] for n in newer),
+    check(reported, "the trials saw saves complete")
+    check(kept == sorted(complete)[-2:] and all(not kept or n > kept[-1] for n in newer),
           f"keep_last(2) keeps the newest two complete checkpoints (and a torn newer one): removed {len(removed)}, "
           f"left {left}")
 finally:

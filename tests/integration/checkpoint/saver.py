@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Saves checkpoints step-1, step-2, ... under --root until killed, each a
 state that is a function of its step alone (expected(step)), printing
-"saved N" after each save returns. checkpoint_test.py kills it with
+"ready" once imported and "saved N" after each save returns. checkpoint_test.py kills it with
 SIGKILL at random moments and checks what the store holds."""
 import argparse
 import sys
@@ -26,6 +26,7 @@ if __name__ == "__main__":
     ap.add_argument("--start", type=int, default=1)
     a = ap.parse_args()
     step = a.start
+    print("ready", flush=True)
     while True:
         checkpoint.save(expected(step), f"{a.root}/step-{step}", credentials=a.credentials)
         print(f"saved {step}", flush=True)
