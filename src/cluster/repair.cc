@@ -164,7 +164,6 @@ Status Repairer::Pass() {
   const std::string self = membership_.self().id;
   // Tiering: the policies, and the recorded reads when a policy asks for them.
   std::vector<store::TierPolicy> tiers;
-  std::unordered_map<std::string, int64_t> atimes;
   if (auto t = store::LoadTierPolicies(meta_); t.ok()) {
     tiers = std::move(*t);
     // A media names the pool of that media most nodes have; none: the
@@ -172,24 +171,19 @@ Status Repairer::Pass() {
     for (auto& p : tiers) {
       if (p.pool.empty()) p.pool = PoolForMedia(nodes, p.media);
     }
-    bool by_access = false;
-    for (const auto& p : tiers) by_access |= p.idle_s > 0 || p.accessed_within_s > 0;
-    if (by_access) {
-      auto a = meta_.AccessTimes();
-      if (a.ok()) atimes = std::move(*a);
-    }
   } else {
     Failed(t.status());
   }
   const int64_t now_ns = clock_.WallNanos();
+  auto loaded = store::TierMatcher::Load(meta_, tiers, now_ns);
+  if (!loaded.ok()) Failed(loaded.status());  // matched without the recorded reads
+  const auto matcher = loaded.ok() ? std::move(*loaded) : store::TierMatcher(tiers, {}, now_ns);
   ObjectRepairPlan total;  // the counts over the whole namespace
   uint64_t objects = 0;
   AQ_TRY(store::ForEachObject(
       meta_,
       [&](store::ObjectMeta o) -> Status {
-        const store::TierPolicy* tier =
-            tiers.empty() ? nullptr : store::MatchTierPolicy(tiers, o, now_ns, store::LastRead(atimes, o));
-        const auto plan = PlanObjectRepair(o, nodes, self, blocks_.PolicyFor(o.bucket), tier);
+        const auto plan = PlanObjectRepair(o, nodes, self, blocks_.PolicyFor(o.bucket), matcher.For(o));
         ++objects;
         total.blocks += plan.blocks;
         total.under += plan.under;

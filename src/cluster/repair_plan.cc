@@ -79,6 +79,11 @@ ObjectRepairPlan PlanObjectRepair(const store::ObjectMeta& o, const std::vector<
   for (const auto& n : nodes) {
     if (n.up) up.insert(n.id);
   }
+  // Where each block's tiering policy wants it, by the rule a single node's
+  // Mover follows too.
+  std::vector<const std::string*> tier_pool(o.blocks.size(), nullptr);
+  const auto moves = store::PlanTierMoves(o, tier);
+  for (const auto& m : moves) tier_pool[m.block] = &m.pool;
   for (size_t i = 0; i < o.blocks.size(); ++i) {
     const auto& b = o.blocks[i];
     if (b.nodes.empty()) continue;  // a single node's block
@@ -88,10 +93,10 @@ ObjectRepairPlan PlanObjectRepair(const store::ObjectMeta& o, const std::vector<
     // Where the block belongs: its tiering policy's pool when enough nodes
     // have that pool, else where it is.
     std::string home = b.pool;
-    if (tier != nullptr && tier->pool != b.pool) {
+    if (const std::string* want = tier_pool[i]; want != nullptr) {
       ++plan.tier_misplaced;
-      if (!tier->pool.empty() && Place(b.id, nodes, form.width(), tier->pool).size() >= form.width()) {
-        home = tier->pool;
+      if (!want->empty() && Place(b.id, nodes, form.width(), *want).size() >= form.width()) {
+        home = *want;
       } else {
         ++plan.tier_blocked;
       }

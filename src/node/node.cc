@@ -732,19 +732,22 @@ Status Node::JoinCluster() {
 }
 
 void Node::TierLoop() {
-  // Records access times every few seconds. On a single node, also runs a
-  // mover pass when one is due or asked for (`aquifer tier run` writes the
-  // request setting; the report answers it), checking once a second.
+  // Records access times every few seconds. On a single node, also runs
+  // the tier-run protocol (store::TierRuns: a mover pass when one is due or
+  // asked for), checking every 200 ms.
   auto seconds = [this] { return clock().Now(); };
-  double last = seconds(), flushed = last;
-  std::string answered;
-  if (mover_) {
-    if (auto r = meta_->GetSetting(store::kTierRequestSetting); r.ok()) answered = *r;  // asked before this start
-  }
+  double flushed = seconds();
   auto flush = [&] {
     if (Status s = access_->Flush(*meta_); !s.ok())
       log::warn("tiering: access times not recorded yet: {}", s.message());
   };
+  std::optional<store::TierRuns> runs;
+  if (mover_) {
+    store::TierOptions to;
+    to.bytes_per_second = o_.tier_bytes_per_second;
+    to.busy = Busy();
+    runs.emplace(*meta_, *mover_, o_.tier_interval_s, std::move(to), flushed);
+  }
   SweepUploads();  // the counts are there from the start
   while (!tier_stop_.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -754,30 +757,12 @@ void Node::TierLoop() {
       flush();
       flushed = now;
     }
-    if (!mover_) continue;
-    auto request = meta_->GetSetting(store::kTierRequestSetting);
-    const bool asked = request.ok() && *request != answered;
-    const bool due = o_.tier_interval_s > 0 && now - last >= o_.tier_interval_s;
-    if (!asked && !due) continue;
-    last = now;
-    flush();  // the pass sees the reads up to now
-    auto policies = store::LoadTierPolicies(*meta_);
-    if (!asked && (!policies.ok() || policies->empty())) continue;  // nothing to do on schedule
-    store::TierOptions to;
-    to.bytes_per_second = o_.tier_bytes_per_second;
-    to.dry_run = asked && store::TierRunRequest::Parse(*request).dry_run;
-    to.busy = Busy();
-    Result<store::TierReport> report =
-        policies.ok() ? mover_->Run(*policies, to, &tier_stop_) : Result<store::TierReport>(policies.status());
-    nlohmann::json j = report.ok() ? nlohmann::json::parse(store::TierReportToJson(*report))
-                                   : nlohmann::json{{"error", std::string(report.status().message())}};
-    j["request"] = asked ? store::TierRunRequest::Parse(*request).id : "";
-    j["dry_run"] = to.dry_run;
-    (void)meta_->PutSetting(store::kTierReportSetting, j.dump());
-    if (asked) answered = *request;
-    if (report.ok() && report->blocks_moved > 0) {
-      log::info("tiering: moved {} blocks of {} objects ({} MB) in {:.1f} s", report->blocks_moved,
-                report->objects_moved, report->bytes_moved / 1000000, report->seconds);
+    if (!runs) continue;
+    auto report = runs->Tick(now, flush, &tier_stop_);
+    if (report && report->ok() && (*report)->blocks_moved > 0) {
+      const auto& r = **report;
+      log::info("tiering: moved {} blocks of {} objects ({} MB) in {:.1f} s", r.blocks_moved, r.objects_moved,
+                r.bytes_moved / 1000000, r.seconds);
     }
   }
   flush();

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <thread>
@@ -1356,6 +1357,75 @@ TEST(TieringTest, PoliciesOnLastAccessCountReadsAndWrites) {
   EXPECT_EQ(LastRead(times, o), 0);
 }
 
+// The tier half of placement as a table: which blocks move, and where.
+// A single node's Mover carries these out; the cluster's planner weighs the
+// same list (repair_plan_test.cc).
+TEST(TieringTest, PlanTierMovesListsEveryBlockOutsideThePolicysPool) {
+  auto object = [](std::vector<std::string> pools) {
+    ObjectMeta o;
+    for (size_t i = 0; i < pools.size(); ++i) {
+      BlockRef b;
+      b.id = "b" + std::to_string(i);
+      b.pool = pools[i];
+      b.size = 100 + i;
+      o.blocks.push_back(b);
+    }
+    return o;
+  };
+  const TierPolicy cold{"cold", "*", "*", 0, UINT64_MAX, 0, "cold"};
+  TierPolicy unresolved{"any-hdd", "*", "*", 0, UINT64_MAX, 0, ""};
+  unresolved.media = "hdd";
+  struct Case {
+    std::vector<std::string> pools;
+    const TierPolicy* tier;
+    std::vector<TierMove> want;
+  };
+  const std::vector<Case> cases = {
+      {{"default", "default"}, nullptr, {}},                        // no policy: stays
+      {{"default", "default"}, &cold, {{0, "cold"}, {1, "cold"}}},  // all move
+      {{"cold", "default", "cold"}, &cold, {{1, "cold"}}},          // a pass cut short, resumed
+      {{"cold", "cold"}, &cold, {}},                                // in place
+      {{}, &cold, {}},                                              // an empty object
+      {{"default", "fast"}, &cold, {{0, "cold"}, {1, "cold"}}},     // from any pool
+      {{"default"}, &unresolved, {{0, ""}}},                        // a media no pool has: listed
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(PlanTierMoves(object(cases[i].pools), cases[i].tier), cases[i].want) << "case " << i;
+  }
+}
+
+// A pass's matcher reads the recorded reads only when a policy asks.
+TEST(TieringTest, TierMatcherLoadsAccessTimesOnlyWhenAPolicyNeedsThem) {
+  TempDir dir;
+  auto meta = OpenSqliteMetaStore(dir / "meta.db").value();
+  const int64_t now = 1'000'000'000'000'000'000;
+  const int64_t day = 86'400'000'000'000;
+  ObjectMeta o;
+  o.bucket = "b";
+  o.key = "k";
+  o.mtime_ns = now - 90 * day;
+  const std::vector<TierPolicy> by_age = {{"old", "*", "*", 0, UINT64_MAX, 30 * 86400.0, "hdd"}};
+  EXPECT_FALSE(NeedsAccessTimes(by_age));
+  auto m = TierMatcher::Load(*meta, by_age, now);
+  ASSERT_TRUE(m.ok());
+  ASSERT_NE(m->For(o), nullptr);
+  EXPECT_EQ(m->For(o)->name, "old");
+  const std::vector<TierPolicy> by_access = {{"hot", "*", "*", 0, UINT64_MAX, 0, "ssd", 0, 7 * 86400.0}};
+  EXPECT_TRUE(NeedsAccessTimes(by_access));
+  // No read recorded: written 90 days ago, not hot.
+  EXPECT_EQ(TierMatcher::Load(*meta, by_access, now)->For(o), nullptr);
+  // A read 2 days ago, recorded: hot. A matcher by age alone does not look.
+  ASSERT_TRUE(meta->RecordAccess({{"b", "k", now - 2 * day}}).ok());
+  auto loaded = TierMatcher::Load(*meta, by_access, now);
+  ASSERT_TRUE(loaded.ok());
+  ASSERT_NE(loaded->For(o), nullptr);
+  EXPECT_EQ(loaded->For(o)->name, "hot");
+  TierMatcher given(by_access, {{AccessKey("b", "k"), now - 2 * day}}, now);
+  ASSERT_NE(given.For(o), nullptr);
+  EXPECT_EQ(given.For(o)->name, "hot");
+  EXPECT_EQ(TierMatcher({}, {}, now).For(o), nullptr);
+}
+
 TEST(TieringTest, NewObjectsGoToTheirPolicysPoolAtWriteTime) {
   TempDir dir;
   auto meta = OpenSqliteMetaStore(dir / "meta.db").value();
@@ -1433,6 +1503,59 @@ TEST(TieringTest, AMoverPassKeepsToItsCopyBudget) {
   EXPECT_EQ(r.blocks_moved, 12u);
   EXPECT_GE(clock.Now() - t1, 10 * 2.0);
   EXPECT_LE(clock.Now() - t1, 10 * 3.0 + 1.0);
+}
+
+// The tier-run protocol on a manual clock: passes when due and when asked,
+// each request answered once with its id, a request from before the start
+// taken as answered, nothing on schedule without policies.
+TEST(TieringTest, TierRunsPassWhenDueOrAskedAndAnswerEachRequestOnce) {
+  TempDir dir;
+  auto mem = io::NewMemFileSystem();
+  auto meta = OpenSqliteMetaStore(dir / "meta.db").value();
+  ASSERT_TRUE(meta->CreateBucket("bkt").ok());
+  auto blocks = BlockStore::Open(*mem, {{"fast", "/fast", Media::kSsd}, {"cold", "/cold", Media::kHdd}}).value();
+  ObjectStoreOptions oo;
+  oo.block_size = 1 << 20;
+  ObjectStore objects(*meta, *blocks, oo);
+  auto w = objects.Put("bkt", "o", {}).value();
+  ASSERT_TRUE(w->Write(std::string(2 << 20, 'x')).ok());
+  ASSERT_TRUE(w->Commit().ok());
+  ASSERT_TRUE(meta->PutSetting(kTierRequestSetting, TierRunRequest{"before-start", false}.ToString()).ok());
+  ManualClock clock;
+  Mover mover(*meta, *blocks, objects.reclaimer(), clock);
+  TierOptions to;
+  to.bytes_per_second = 1e12;
+  TierRuns runs(*meta, mover, 60, to, 0);
+  int flushed = 0;
+  auto flush = [&] { ++flushed; };
+  auto report = [&] { return nlohmann::json::parse(meta->GetSetting(kTierReportSetting).value()); };
+  EXPECT_FALSE(runs.Tick(1, flush, nullptr));   // the old request is answered; not due
+  EXPECT_FALSE(runs.Tick(61, flush, nullptr));  // due, but no policy: nothing to do
+  EXPECT_EQ(flushed, 1);
+  ASSERT_TRUE(SaveTierPolicies(*meta, {{"cold", "*", "*", 0, UINT64_MAX, 0, "cold"}}).ok());
+  // Asked for a dry run: counted, nothing moved, answered with the id.
+  ASSERT_TRUE(meta->PutSetting(kTierRequestSetting, TierRunRequest{"r1", true}.ToString()).ok());
+  auto r = runs.Tick(62, flush, nullptr);
+  ASSERT_TRUE(r && r->ok());
+  EXPECT_EQ((*r)->blocks_to_move, 2u);
+  EXPECT_EQ((*r)->blocks_moved, 0u);
+  EXPECT_EQ(report()["request"], "r1");
+  EXPECT_EQ(report()["dry_run"], true);
+  EXPECT_FALSE(runs.Tick(63, flush, nullptr));  // answered once
+  // Due on schedule: a real pass, not a request's.
+  r = runs.Tick(122, flush, nullptr);
+  ASSERT_TRUE(r && r->ok());
+  EXPECT_EQ((*r)->blocks_moved, 2u);
+  EXPECT_EQ(report()["request"], "");
+  EXPECT_EQ(report()["dry_run"], false);
+  EXPECT_EQ(flushed, 3);  // before every pass (and the one on schedule that found no policy)
+  // Policies that cannot be applied: a request is answered with the error.
+  ASSERT_TRUE(SaveTierPolicies(*meta, {{"x", "*", "*", 0, UINT64_MAX, 0, "nowhere"}}).ok());
+  ASSERT_TRUE(meta->PutSetting(kTierRequestSetting, TierRunRequest{"r2", false}.ToString()).ok());
+  r = runs.Tick(123, flush, nullptr);
+  ASSERT_TRUE(r && !r->ok());
+  EXPECT_EQ(report()["request"], "r2");
+  EXPECT_NE(report()["error"].get<std::string>().find("nowhere"), std::string::npos);
 }
 
 TEST(UploadExpiryTest, TheShortestLimitForTheKeyWins) {

@@ -83,25 +83,43 @@ TierRunRequest TierRunRequest::Parse(const std::string& text) {
 
 Result<TierPlacement> MeasureTierPlacement(MetaStore& meta, const std::vector<TierPolicy>& policies, int64_t now_ns) {
   TierPlacement out;
-  bool by_access = false;
-  for (const auto& p : policies) by_access |= p.idle_s > 0 || p.accessed_within_s > 0;
-  std::unordered_map<std::string, int64_t> atimes;
-  if (by_access) atimes = AQ_TRY(meta.AccessTimes());
+  const auto matcher = AQ_TRY(TierMatcher::Load(meta, policies, now_ns));
   AQ_TRY(ForEachObject(meta, [&](const ObjectMeta& o) -> Status {
-    const TierPolicy* p = MatchTierPolicy(policies, o, now_ns, LastRead(atimes, o));
+    const TierPolicy* p = matcher.For(o);
     if (p != nullptr) out.per_policy[p->name].objects++;
     for (const auto& blk : o.blocks) {
       out.pools[blk.pool].blocks++;
       out.pools[blk.pool].bytes += blk.size;
-      if (p != nullptr && blk.pool != p->pool) {
-        out.per_policy[p->name].misplaced_blocks++;
-        out.per_policy[p->name].misplaced_bytes += blk.size;
-        out.misplaced_blocks++;
-        out.misplaced_bytes += blk.size;
-      }
+    }
+    for (const auto& m : PlanTierMoves(o, p)) {
+      const uint64_t size = o.blocks[m.block].size;
+      out.per_policy[p->name].misplaced_blocks++;
+      out.per_policy[p->name].misplaced_bytes += size;
+      out.misplaced_blocks++;
+      out.misplaced_bytes += size;
     }
     return Status::Ok();
   }));
+  return out;
+}
+
+bool NeedsAccessTimes(const std::vector<TierPolicy>& policies) {
+  return std::any_of(policies.begin(), policies.end(),
+                     [](const TierPolicy& p) { return p.idle_s > 0 || p.accessed_within_s > 0; });
+}
+
+Result<TierMatcher> TierMatcher::Load(MetaStore& meta, std::vector<TierPolicy> policies, int64_t now_ns) {
+  std::unordered_map<std::string, int64_t> atimes;
+  if (NeedsAccessTimes(policies)) atimes = AQ_TRY(meta.AccessTimes());
+  return TierMatcher(std::move(policies), std::move(atimes), now_ns);
+}
+
+std::vector<TierMove> PlanTierMoves(const ObjectMeta& o, const TierPolicy* tier) {
+  std::vector<TierMove> out;
+  if (tier == nullptr) return out;
+  for (size_t i = 0; i < o.blocks.size(); ++i) {
+    if (o.blocks[i].pool != tier->pool) out.push_back({i, tier->pool});
+  }
   return out;
 }
 
@@ -178,12 +196,12 @@ std::string TierReportToJson(const TierReport& r) {
 
 // One object's blocks copied to `policy`'s pool and its layout switched, or
 // counted only (dry run); a failure leaves it on its old blocks.
-void Mover::MoveObject(ObjectMeta o, const TierPolicy& p, bool dry_run, const std::function<void(uint64_t)>& throttle,
-                       TierReport* r) {
+void Mover::MoveObject(ObjectMeta o, const std::vector<TierMove>& moves, bool dry_run,
+                       const std::function<void(uint64_t)>& throttle, TierReport* r) {
   std::vector<BlockRef> copies, old;
   Status failed;
-  for (auto& b : o.blocks) {
-    if (b.pool == p.pool || !b.nodes.empty()) continue;  // (a cluster's blocks stay)
+  for (const auto& m : moves) {
+    auto& b = o.blocks[m.block];
     ++r->blocks_to_move;
     r->bytes_to_move += b.size;
     if (dry_run) continue;
@@ -197,7 +215,7 @@ void Mover::MoveObject(ObjectMeta o, const TierPolicy& p, bool dry_run, const st
     // and may be written again, but a shared block's removal asks the
     // metadata whether a layout names it.
     auto bytes = blocks_.Read(b);
-    Result<BlockRef> copy = bytes.ok() ? blocks_.Write(p.pool, *bytes) : bytes.status();
+    Result<BlockRef> copy = bytes.ok() ? blocks_.Write(m.pool, *bytes) : bytes.status();
     if (copy.ok() && copy->crc32c != b.crc32c) {
       blocks_.Unhold({*copy});
       (void)blocks_.Remove(*copy);
@@ -210,7 +228,7 @@ void Mover::MoveObject(ObjectMeta o, const TierPolicy& p, bool dry_run, const st
     old.push_back(b);
     copies.push_back(*copy);
     b.id = copy->id;
-    b.pool = p.pool;
+    b.pool = m.pool;
   }
   if (!failed.ok()) {
     blocks_.Unhold(copies);
@@ -270,19 +288,18 @@ Result<TierReport> Mover::Run(const std::vector<TierPolicy>& named, const TierOp
       clock_.SleepFor(std::min(wait, 1.0));  // a second at a time: a stop ends the pass promptly
     }
   };
-  const int64_t now_ns = clock_.WallNanos();
-  bool by_access = false;
-  for (const auto& p : policies) by_access |= p.idle_s > 0 || p.accessed_within_s > 0;
-  std::unordered_map<std::string, int64_t> atimes;
-  if (by_access) atimes = AQ_TRY(meta_.AccessTimes());
+  const auto matcher = AQ_TRY(TierMatcher::Load(meta_, policies, clock_.WallNanos()));
   AQ_TRY(ForEachObject(
       meta_,
       [&](ObjectMeta o) -> Status {
         ++r.objects;
-        const TierPolicy* p = MatchTierPolicy(policies, o, now_ns, LastRead(atimes, o));
+        const TierPolicy* p = matcher.For(o);
         if (p == nullptr) return Status::Ok();
         ++r.matched;
-        MoveObject(std::move(o), *p, options.dry_run, throttle, &r);
+        auto moves = PlanTierMoves(o, p);
+        // A cluster's blocks (with holders) are its Repairer's to move.
+        std::erase_if(moves, [&](const TierMove& m) { return !o.blocks[m.block].nodes.empty(); });
+        if (!moves.empty()) MoveObject(std::move(o), moves, options.dry_run, throttle, &r);
         return Status::Ok();
       },
       stop));
@@ -300,6 +317,34 @@ Result<TierReport> Mover::Run(const std::vector<TierPolicy>& named, const TierOp
   r.seconds = clock_.Now() - t0;
   r.finished_ns = clock_.WallNanos();
   return r;
+}
+
+TierRuns::TierRuns(MetaStore& meta, Mover& mover, double interval_s, TierOptions options, double start_s)
+    : meta_(meta), mover_(mover), interval_s_(interval_s), options_(std::move(options)), last_s_(start_s) {
+  if (auto r = meta_.GetSetting(kTierRequestSetting); r.ok()) answered_ = *r;  // asked before this start
+}
+
+std::optional<Result<TierReport>> TierRuns::Tick(double now_s, const std::function<void()>& before_pass,
+                                                 const std::atomic<bool>* stop) {
+  auto request = meta_.GetSetting(kTierRequestSetting);
+  const bool asked = request.ok() && *request != answered_;
+  const bool due = interval_s_ > 0 && now_s - last_s_ >= interval_s_;
+  if (!asked && !due) return std::nullopt;
+  last_s_ = now_s;
+  if (before_pass) before_pass();  // the pass sees the reads up to now
+  auto policies = LoadTierPolicies(meta_);
+  if (!asked && (!policies.ok() || policies->empty())) return std::nullopt;  // nothing to do on schedule
+  TierOptions to = options_;
+  const auto req = asked ? TierRunRequest::Parse(*request) : TierRunRequest{};
+  to.dry_run = req.dry_run;
+  Result<TierReport> report = policies.ok() ? mover_.Run(*policies, to, stop) : Result<TierReport>(policies.status());
+  nlohmann::json j = report.ok() ? nlohmann::json::parse(TierReportToJson(*report))
+                                 : nlohmann::json{{"error", std::string(report.status().message())}};
+  j["request"] = req.id;
+  j["dry_run"] = to.dry_run;
+  (void)meta_.PutSetting(kTierReportSetting, j.dump());
+  if (asked) answered_ = *request;
+  return report;
 }
 
 TierPlacer::TierPlacer(MetaStore& meta, std::function<std::string(const std::string&)> resolve,

@@ -7,8 +7,9 @@
 // where they are. Policies are kept with the metadata (setting
 // "tier/policies", JSON), so they survive restarts and every tool sees them.
 //
-// The mover (one pass: Mover::Run) walks every object; each block not in
-// its policy's pool is copied there under a new block id, checked against
+// The mover (one pass: Mover::Run) walks every object and plans its moves
+// with PlanTierMoves, the rule the cluster's repair planner uses too; each
+// block not in its policy's pool is copied there under a new block id, checked against
 // its checksum, and the object's layout switched to the new copies in one
 // metadata transaction if the object did not change meanwhile (else the
 // copies are removed: a newer write won). The old copies are then released
@@ -28,6 +29,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -94,6 +96,46 @@ const TierPolicy* MatchTierPolicy(const std::vector<TierPolicy>& policies, const
                                   int64_t atime_ns = 0);
 // The object's last recorded read in `times` (MetaStore::AccessTimes), or 0.
 int64_t LastRead(const std::unordered_map<std::string, int64_t>& times, const ObjectMeta& object);
+// Whether a policy matches on last access (idle, accessed within), so that a
+// pass must read the recorded access times.
+bool NeedsAccessTimes(const std::vector<TierPolicy>& policies);
+
+// Which policy each object falls under at one moment (`now_ns`, wall
+// clock): what every pass over the namespace asks per object (a single
+// node's Mover, the cluster's Repairer, `tier status`). The recorded reads
+// are loaded once, and only when a policy matches on access.
+class TierMatcher {
+ public:
+  TierMatcher(std::vector<TierPolicy> policies, std::unordered_map<std::string, int64_t> atimes, int64_t now_ns)
+      : policies_(std::move(policies)), atimes_(std::move(atimes)), now_ns_(now_ns) {}
+  // With the access times from `meta` when NeedsAccessTimes(policies).
+  static Result<TierMatcher> Load(MetaStore& meta, std::vector<TierPolicy> policies, int64_t now_ns);
+  // The first policy that matches `object`, or null.
+  const TierPolicy* For(const ObjectMeta& object) const {
+    return policies_.empty() ? nullptr : MatchTierPolicy(policies_, object, now_ns_, LastRead(atimes_, object));
+  }
+  const std::vector<TierPolicy>& policies() const { return policies_; }
+
+ private:
+  std::vector<TierPolicy> policies_;
+  std::unordered_map<std::string, int64_t> atimes_;
+  int64_t now_ns_;
+};
+
+// The tiering half of placement, decided apart from done: the blocks of
+// `object` that are not in the pool `tier` names (the first policy the
+// object matches, its pool resolved; null: none), each with that pool. A
+// pure function, shared by a single node's Mover (which carries the moves
+// out on its own blocks) and the cluster's PlanObjectRepair (which weighs
+// them with protection and placement), so both decide a block's tier home
+// by the same rule. An empty `tier->pool` (a media no pool has) still
+// lists the blocks: the cluster counts them as blocked.
+struct TierMove {
+  size_t block = 0;  // index in object.blocks
+  std::string pool;  // where the block belongs
+  bool operator==(const TierMove&) const = default;
+};
+std::vector<TierMove> PlanTierMoves(const ObjectMeta& object, const TierPolicy* tier);
 
 // Where every object's blocks are against the policies (resolved to pools):
 // what `aquifer tier status` shows and `tier run` waits on.
@@ -143,7 +185,8 @@ class Mover {
                          const std::atomic<bool>* stop = nullptr);
 
  private:
-  void MoveObject(ObjectMeta object, const TierPolicy& policy, bool dry_run,
+  // Carries out `moves` (PlanTierMoves of `object`, its own blocks only).
+  void MoveObject(ObjectMeta object, const std::vector<TierMove>& moves, bool dry_run,
                   const std::function<void(uint64_t)>& throttle, TierReport* report);
 
   MetaStore& meta_;
@@ -151,6 +194,32 @@ class Mover {
   Reclaimer& reclaimer_;
   Clock& clock_;
   Mutex pass_mu_;
+};
+
+// A single node's tier-run protocol: Tick, called every so often, runs one
+// mover pass when one is due (every `interval_s`; 0: never on schedule,
+// and not while no policy is set) or asked for (`aquifer tier run` writes
+// setting kTierRequestSetting; the report, setting kTierReportSetting,
+// carries the request's id and whether it was a dry run). A request
+// written before this start is taken as answered.
+//
+// Thread safety: one thread calls Tick.
+class TierRuns {
+ public:
+  TierRuns(MetaStore& meta, Mover& mover, double interval_s, TierOptions options, double start_s);
+  // `now_s`: the steady clock's time; `before_pass`: called before a pass
+  // (the node records the access times read so far); `stop` ends a pass.
+  // The pass's report, if one ran.
+  std::optional<Result<TierReport>> Tick(double now_s, const std::function<void()>& before_pass,
+                                         const std::atomic<bool>* stop);
+
+ private:
+  MetaStore& meta_;
+  Mover& mover_;
+  const double interval_s_;
+  const TierOptions options_;
+  double last_s_;
+  std::string answered_;  // the last request answered
 };
 
 // Tiering policies at write time: the pool a new object's blocks go to, so
