@@ -50,8 +50,11 @@ Result<store::TierPolicy> PolicyFrom(const TierFlags& f) {
   store::TierPolicy p;
   p.name = f.name;
   p.pool = f.pool;
-  p.media = f.media;
-  if (p.pool.empty() == p.media.empty()) return InvalidArgument("give either --pool NAME or --media ssd|hdd");
+  if (p.pool.empty() == f.media.empty()) return InvalidArgument("give either --pool NAME or --media ssd|hdd");
+  if (!f.media.empty()) {
+    p.media = store::ParseMedia(f.media);
+    if (!p.media) return InvalidArgument(fmt::format("--media {}: expected ssd or hdd", f.media));
+  }
   p.bucket = f.bucket;
   p.key = f.key;
   for (const auto& [text, out, flag] :

@@ -71,6 +71,38 @@ TEST(MembershipTest, LeaseRenewalsRunOnItsClock) {
   EXPECT_TRUE(Within(5, [&] { return up() && (*m)->rejoins() == 1; })) << (*m)->rejoins();
 }
 
+// A member record's pools and their media come back typed; a record with a
+// media this version does not know is named, not read as another media.
+TEST(MembershipTest, MemberRecordsCarryTypedPoolMedia) {
+  auto& etcd = Etcd::Get();
+  if (!etcd.ok()) GTEST_SKIP() << etcd.why();
+  ManualClock clock(1000, Clock::Real().WallNanos());
+  NodeInfo self;
+  self.id = "media-node";
+  self.address = "127.0.0.1:1";
+  self.pools = {"flash", "archive"};
+  self.pool_media = {store::Media::kSsd, store::Media::kHdd};
+  const std::string prefix = "/t/media/";
+  auto m = Membership::Join(etcd.client(), self, prefix, 2, clock);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  auto nodes = ReadClusterMap(*etcd.client(), prefix);
+  ASSERT_TRUE(nodes.ok()) << nodes.status().ToString();
+  ASSERT_EQ(nodes->size(), 1u);
+  EXPECT_EQ((*nodes)[0].pools, self.pools);
+  EXPECT_EQ((*nodes)[0].pool_media, self.pool_media);
+  EXPECT_EQ(PoolForMedia(*nodes, store::Media::kHdd), "archive");
+  ASSERT_TRUE(
+      etcd.client()
+          ->Put(prefix + "members/odd-node", R"({"address": "127.0.0.1:2", "pools": ["t"], "pool_media": ["tape"]})")
+          .ok());
+  nodes = ReadClusterMap(*etcd.client(), prefix);
+  ASSERT_FALSE(nodes.ok());
+  EXPECT_EQ(nodes.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(nodes.status().message().find("odd-node"), std::string::npos) << nodes.status().message();
+  EXPECT_NE(nodes.status().message().find("'tape'"), std::string::npos) << nodes.status().message();
+  ASSERT_TRUE(etcd.client()->Delete(prefix + "members/odd-node", "").ok());
+}
+
 TEST(EtcdClientTest, KeysTransactionsAndLeases) {
   auto& etcd = Etcd::Get();
   if (!etcd.ok()) GTEST_SKIP() << etcd.why();
@@ -232,28 +264,28 @@ TEST(PlacementTest, APoolPlacesOnlyOnNodesThatHaveIt) {
     EXPECT_EQ(Place(id, nodes, 9).size(), 6u);  // no pool: every node
   }
   // Media: the pool of that media most nodes have.
-  for (auto& n : nodes) n.pool_media.assign(n.pools.size(), "ssd");
-  nodes[3].pool_media = {"hdd"};
-  nodes[4].pool_media = {"hdd"};
-  nodes[5].pool_media = {"hdd", "ssd"};
-  EXPECT_EQ(PoolForMedia(nodes, "hdd"), "archive");
-  EXPECT_EQ(PoolForMedia(nodes, "ssd"), "flash");
+  using store::Media;
+  for (auto& n : nodes) n.pool_media.assign(n.pools.size(), Media::kSsd);
+  nodes[3].pool_media = {Media::kHdd};
+  nodes[4].pool_media = {Media::kHdd};
+  nodes[5].pool_media = {Media::kHdd, Media::kSsd};
+  EXPECT_EQ(PoolForMedia(nodes, Media::kHdd), "archive");
+  EXPECT_EQ(PoolForMedia(nodes, Media::kSsd), "flash");
   nodes[3].up = nodes[4].up = nodes[5].up = false;
-  EXPECT_EQ(PoolForMedia(nodes, "hdd"), "");
+  EXPECT_EQ(PoolForMedia(nodes, Media::kHdd), "");
   nodes[3].up = nodes[4].up = nodes[5].up = true;
   // One rule for a cluster and a single node (a cluster of one): ties go
   // to the pool seen first, so a node's first pool of the media wins.
-  using store::Media;
   const std::vector<store::PoolConfig> one = {{.name = "fast", .media = Media::kSsd},
                                               {.name = "slow", .media = Media::kHdd},
                                               {.name = "cold", .media = Media::kHdd}};
-  EXPECT_EQ(store::PoolForMedia(one, "hdd"), "slow");
-  EXPECT_EQ(store::PoolForMedia(one, "ssd"), "fast");
-  EXPECT_EQ(store::PoolForMedia(std::vector<store::PoolConfig>{}, "ssd"), "");
+  EXPECT_EQ(store::PoolForMedia(one, Media::kHdd), "slow");
+  EXPECT_EQ(store::PoolForMedia(one, Media::kSsd), "fast");
+  EXPECT_EQ(store::PoolForMedia(std::vector<store::PoolConfig>{}, Media::kSsd), "");
   const std::vector<std::vector<store::PoolConfig>> three = {{{.name = "slow", .media = Media::kHdd}},
                                                              {{.name = "cold", .media = Media::kHdd}},
                                                              {{.name = "cold", .media = Media::kHdd}}};
-  EXPECT_EQ(store::PoolForMedia(three, "hdd"), "cold");  // most members
+  EXPECT_EQ(store::PoolForMedia(three, Media::kHdd), "cold");  // most members
   NodeInfo old;
   old.id = "old";
   EXPECT_TRUE(HasPool(old, "flash"));  // a member that published no pools takes any

@@ -17,10 +17,12 @@ namespace {
 using nlohmann::json;
 
 json MemberJson(const NodeInfo& n) {
+  json media = json::array();
+  for (const auto m : n.pool_media) media.push_back(store::MediaName(m));
   return {{"address", n.address},
           {"tls", n.tls},
           {"pools", n.pools},
-          {"pool_media", n.pool_media},
+          {"pool_media", media},
           {"capacity_bytes", n.capacity_bytes},
           {"state", NodeStateName(n.state)},
           {"joined_ns", n.joined_ns}};
@@ -199,11 +201,18 @@ Result<std::vector<NodeInfo>> ReadClusterMap(EtcdClient& etcd, const std::string
     n.address = v.value("address", "");
     n.tls = v.value("tls", false);
     for (const char* field : {"pools", "pool_media"}) {
-      auto& into = std::string_view(field) == "pools" ? n.pools : n.pool_media;
       if (!v.contains(field) || !v[field].is_array()) continue;
       for (const auto& e : v[field]) {
         if (!e.is_string()) return Corruption(fmt::format("etcd record '{}': {} holds a non-string", kv.key, field));
-        into.push_back(e.get<std::string>());
+        if (std::string_view(field) == "pools") {
+          n.pools.push_back(e.get<std::string>());
+          continue;
+        }
+        const auto media = store::ParseMedia(e.get<std::string>());
+        if (!media) {
+          return Corruption(fmt::format("etcd record '{}': unknown pool media '{}'", kv.key, e.get<std::string>()));
+        }
+        n.pool_media.push_back(*media);
       }
     }
     n.capacity_bytes = v.value("capacity_bytes", uint64_t{0});

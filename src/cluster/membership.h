@@ -31,6 +31,7 @@
 #include "common/mutex.h"
 #include "common/status.h"
 #include "ec/erasure.h"
+#include "store/block_store.h"
 
 namespace aq::cluster {
 
@@ -45,7 +46,7 @@ struct NodeInfo {
   std::string address;  // host:port of its S3 / block API
   bool tls = false;     // it serves HTTPS there (and so must every member)
   std::vector<std::string> pools;
-  std::vector<std::string> pool_media;  // "ssd" or "hdd", one per pool (empty: not published)
+  std::vector<store::Media> pool_media;  // one per pool (empty: not published)
   uint64_t capacity_bytes = 0;
   NodeState state = NodeState::kActive;
   int64_t joined_ns = 0;

@@ -35,14 +35,13 @@ bool HasPool(const NodeInfo& node, const std::string& pool) {
          std::find(node.pools.begin(), node.pools.end(), pool) != node.pools.end();
 }
 
-std::string PoolForMedia(const std::vector<NodeInfo>& nodes, const std::string& media) {
+std::string PoolForMedia(const std::vector<NodeInfo>& nodes, store::Media media) {
   std::vector<std::vector<store::PoolConfig>> members;
   for (const auto& n : nodes) {
     if (!n.up || n.state != NodeState::kActive) continue;
     auto& pools = members.emplace_back();
     for (size_t i = 0; i < n.pools.size() && i < n.pool_media.size(); ++i) {
-      const auto m = store::ParseMedia(n.pool_media[i]);
-      if (m) pools.push_back({.name = n.pools[i], .media = *m});
+      pools.push_back({.name = n.pools[i], .media = n.pool_media[i]});
     }
   }
   return store::PoolForMedia(members, media);

@@ -28,9 +28,9 @@ std::vector<std::string> Place(const std::string& block_id, const std::vector<No
 // from a node that published none, takes any).
 bool HasPool(const NodeInfo& node, const std::string& pool);
 // store::PoolForMedia over the nodes that are up and active, each a member
-// with its published pools: the pool of media `media` ("ssd", "hdd") the
+// with its published pools: the pool of media `media` the
 // most of them have (ties: the first seen); empty if none has one.
-std::string PoolForMedia(const std::vector<NodeInfo>& nodes, const std::string& media);
+std::string PoolForMedia(const std::vector<NodeInfo>& nodes, store::Media media);
 
 // An object's layout for clients: each block's holders' addresses, live
 // ones first, then by placement weight (the block's owner, which caches it,

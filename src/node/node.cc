@@ -346,10 +346,10 @@ Status Node::StartImpl() {
   access_ = std::make_unique<store::AccessClock>(o_.atime_granularity_s);
   objects_->set_access_clock(access_.get());
   // New objects go straight to their tiering policy's pool.
-  std::function<std::string(const std::string&)> resolve;
+  std::function<std::string(store::Media)> resolve;
   std::function<bool(const std::string&, const std::string&)> usable;
   if (cluster) {
-    resolve = [this](const std::string& media) { return cluster::PoolForMedia(cluster_blocks_->Nodes(), media); };
+    resolve = [this](store::Media media) { return cluster::PoolForMedia(cluster_blocks_->Nodes(), media); };
     usable = [this](const std::string& bucket, const std::string& pool) {
       size_t eligible = 0;
       for (const auto& n : cluster_blocks_->Nodes())
@@ -357,7 +357,7 @@ Status Node::StartImpl() {
       return eligible >= cluster_blocks_->PolicyFor(bucket).width();
     };
   } else {
-    resolve = [this](const std::string& media) { return store::PoolForMedia(blocks_->pools(), media); };
+    resolve = [this](store::Media media) { return store::PoolForMedia(blocks_->pools(), media); };
     usable = [this](const std::string&, const std::string& pool) {
       for (const auto& p : blocks_->pools()) {
         if (p.name == pool) return true;
@@ -595,7 +595,8 @@ nlohmann::json Node::DashboardMembers() {
   for (const auto& n : nodes) {
     nlohmann::json pools = nlohmann::json::array();
     for (size_t i = 0; i < n.pools.size(); ++i) {
-      pools.push_back({{"name", n.pools[i]}, {"media", i < n.pool_media.size() ? n.pool_media[i] : ""}});
+      pools.push_back({{"name", n.pools[i]},
+                       {"media", i < n.pool_media.size() ? store::MediaName(n.pool_media[i]) : std::string_view()}});
     }
     auto status = s3::ParseMemberStatusDoc(n.status_json);  // a record it cannot read shows as empty
     const auto a = answers.find(n.address);
@@ -651,7 +652,7 @@ Status Node::JoinCluster() {
   }
   for (const auto& p : blocks_->pools()) {
     self.pools.push_back(p.name);
-    self.pool_media.emplace_back(store::MediaName(p.media));
+    self.pool_media.push_back(p.media);
   }
   struct statvfs vfs {};
   if (::statvfs(blocks_->pools().front().path.c_str(), &vfs) == 0) {

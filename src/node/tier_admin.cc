@@ -34,16 +34,15 @@ Result<std::vector<TierAdmin::Pool>> TierAdmin::Pools() {
     for (const auto& n : AQ_TRY(cluster::ReadClusterMap(*etcd_, kClusterPrefix))) {
       if (n.state == cluster::NodeState::kRemoved) continue;
       for (size_t i = 0; i < n.pools.size(); ++i) {
-        auto [it, fresh] =
-            by_name.try_emplace(n.pools[i], Pool{n.pools[i], i < n.pool_media.size() ? n.pool_media[i] : "", 1});
+        auto [it, fresh] = by_name.try_emplace(
+            n.pools[i], Pool{n.pools[i], i < n.pool_media.size() ? std::optional(n.pool_media[i]) : std::nullopt, 1});
         if (!fresh) it->second.nodes++;
       }
     }
     for (auto& [name, p] : by_name) out.push_back(std::move(p));
     return out;
   }
-  for (const auto& p : AQ_TRY(store::PublishedPools(*meta_)))
-    out.push_back({p.name, std::string(store::MediaName(p.media)), 1});
+  for (const auto& p : AQ_TRY(store::PublishedPools(*meta_))) out.push_back({p.name, p.media, 1});
   std::sort(out.begin(), out.end(), [](const Pool& a, const Pool& b) { return a.name < b.name; });
   return out;
 }
@@ -56,8 +55,8 @@ Result<size_t> TierAdmin::AddPolicy(const store::TierPolicy& p, int at) {
   std::string names;
   for (const auto& k : pools) {
     pool_known |= k.name == p.pool;
-    media_known |= k.media == p.media;
-    std::string about = k.media;
+    media_known |= p.media && k.media == p.media;
+    std::string about(k.media ? store::MediaName(*k.media) : "");
     if (cluster()) about += fmt::format("{}on {} node{}", about.empty() ? "" : ", ", k.nodes, k.nodes == 1 ? "" : "s");
     names += fmt::format("{}{} ({})", names.empty() ? "" : ", ", k.name, about);
   }
@@ -65,8 +64,8 @@ Result<size_t> TierAdmin::AddPolicy(const store::TierPolicy& p, int at) {
   if (!pools.empty() && !p.pool.empty() && !pool_known) {
     return InvalidArgument(fmt::format("{} has no pool '{}' (its pools: {})", who, p.pool, names));
   }
-  if (!pools.empty() && !p.media.empty() && !media_known) {
-    return InvalidArgument(fmt::format("{} has no {} pool (its pools: {})", who, p.media, names));
+  if (!pools.empty() && p.media && !media_known) {
+    return InvalidArgument(fmt::format("{} has no {} pool (its pools: {})", who, store::MediaName(*p.media), names));
   }
   auto policies = AQ_TRY(store::LoadTierPolicies(*meta_));
   for (const auto& q : policies) {
@@ -95,10 +94,10 @@ Result<std::vector<store::TierPolicy>> TierAdmin::ResolvedPolicies() {
   }
   if (etcd_) {
     const auto nodes = AQ_TRY(cluster::ReadClusterMap(*etcd_, kClusterPrefix));
-    return store::ResolveTierMedia(policies, [&](const std::string& m) { return cluster::PoolForMedia(nodes, m); });
+    return store::ResolveTierMedia(policies, [&](store::Media m) { return cluster::PoolForMedia(nodes, m); });
   }
   const auto pools = AQ_TRY(store::PublishedPools(*meta_));
-  return store::ResolveTierMedia(policies, [&](const std::string& m) { return store::PoolForMedia(pools, m); });
+  return store::ResolveTierMedia(policies, [&](store::Media m) { return store::PoolForMedia(pools, m); });
 }
 
 Result<store::TierPlacement> TierAdmin::Placement(const std::vector<store::TierPolicy>* resolved) {

@@ -35,7 +35,8 @@ class TierAdmin {
   // cluster members' (with how many nodes have it). Empty: unknown (a
   // node that never started), and any pool is accepted.
   struct Pool {
-    std::string name, media;
+    std::string name;
+    std::optional<store::Media> media;  // none: not published (a member record of an older version)
     int nodes = 1;
   };
   Result<std::vector<Pool>> Pools();

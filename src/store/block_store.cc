@@ -135,11 +135,11 @@ std::optional<Media> ParseMedia(std::string_view name) {
   return std::nullopt;
 }
 
-std::string PoolForMedia(const std::vector<std::vector<PoolConfig>>& members, std::string_view media) {
+std::string PoolForMedia(const std::vector<std::vector<PoolConfig>>& members, Media media) {
   std::vector<std::pair<std::string, int>> count;  // in the order first seen
   for (const auto& pools : members) {
     for (const auto& p : pools) {
-      if (MediaName(p.media) != media) continue;
+      if (p.media != media) continue;
       auto it = std::find_if(count.begin(), count.end(), [&](const auto& c) { return c.first == p.name; });
       if (it == count.end()) {
         count.emplace_back(p.name, 1);

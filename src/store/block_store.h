@@ -70,12 +70,12 @@ struct PoolConfig {
 // [,min-saving=PERCENT][,dedup]" (DURATION: 8ms, 500us, 0.01s)
 Result<PoolConfig> ParsePool(std::string_view spec);
 
-// The one rule for which pool holds `media` ("ssd", "hdd"): the pool name
+// The one rule for which pool holds `media`: the pool name
 // that most members have with that media, ties to the first seen in the
 // members' order; "" if none. A single node is a cluster of one member:
 // its first pool of that media.
-std::string PoolForMedia(const std::vector<std::vector<PoolConfig>>& members, std::string_view media);
-inline std::string PoolForMedia(const std::vector<PoolConfig>& pools, std::string_view media) {
+std::string PoolForMedia(const std::vector<std::vector<PoolConfig>>& members, Media media);
+inline std::string PoolForMedia(const std::vector<PoolConfig>& pools, Media media) {
   return PoolForMedia(std::vector<std::vector<PoolConfig>>{pools}, media);
 }
 

@@ -1340,13 +1340,13 @@ TEST(TieringTest, PoliciesOnLastAccessCountReadsAndWrites) {
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(*back, p);
   // A media instead of a pool: resolved to a pool of that media.
-  std::vector<TierPolicy> by_media = {{"cold", "*", "*", 0, UINT64_MAX, 0, "", 0, 0, "hdd"}};
+  std::vector<TierPolicy> by_media = {{"cold", "*", "*", 0, UINT64_MAX, 0, "", 0, 0, Media::kHdd}};
   auto json = TierPoliciesToJson(by_media);
   EXPECT_EQ(TierPoliciesFromJson(json).value(), by_media);
-  auto resolved = ResolveTierMedia(by_media, [](const std::string& m) { return m == "hdd" ? "slow" : ""; });
+  auto resolved = ResolveTierMedia(by_media, [](Media m) { return m == Media::kHdd ? "slow" : ""; });
   ASSERT_TRUE(resolved.ok());
   EXPECT_EQ((*resolved)[0].pool, "slow");
-  EXPECT_EQ(ResolveTierMedia(by_media, [](const std::string&) { return std::string(); }).status().code(),
+  EXPECT_EQ(ResolveTierMedia(by_media, [](Media) { return std::string(); }).status().code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(TierPoliciesFromJson(R"([{"name":"x","media":"tape"}])").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(TierPoliciesFromJson(R"([{"name":"x","media":"hdd","pool":"p"}])").status().code(),
@@ -1374,7 +1374,7 @@ TEST(TieringTest, PlanTierMovesListsEveryBlockOutsideThePolicysPool) {
   };
   const TierPolicy cold{"cold", "*", "*", 0, UINT64_MAX, 0, "cold"};
   TierPolicy unresolved{"any-hdd", "*", "*", 0, UINT64_MAX, 0, ""};
-  unresolved.media = "hdd";
+  unresolved.media = Media::kHdd;
   struct Case {
     std::vector<std::string> pools;
     const TierPolicy* tier;
@@ -1430,15 +1430,15 @@ TEST(TieringTest, NewObjectsGoToTheirPolicysPoolAtWriteTime) {
   TempDir dir;
   auto meta = OpenSqliteMetaStore(dir / "meta.db").value();
   std::vector<TierPolicy> p = {
-      {"old", "*", "logs/*", 0, UINT64_MAX, 86400.0, "hdd"},             // never a new object
-      {"idle", "*", "idle/*", 0, UINT64_MAX, 0, "hdd", 3600.0},          // nor this
-      {"big", "*", "*", 100 << 20, UINT64_MAX, 0, "hdd"},                // by size, when known
-      {"hot", "*", "train/*", 0, UINT64_MAX, 0, "", 0, 86400.0, "ssd"},  // accessed within: yes
-      {"gone", "*", "tmp/*", 0, UINT64_MAX, 0, "nvme"},                  // a pool nobody has
+      {"old", "*", "logs/*", 0, UINT64_MAX, 86400.0, "hdd"},                   // never a new object
+      {"idle", "*", "idle/*", 0, UINT64_MAX, 0, "hdd", 3600.0},                // nor this
+      {"big", "*", "*", 100 << 20, UINT64_MAX, 0, "hdd"},                      // by size, when known
+      {"hot", "*", "train/*", 0, UINT64_MAX, 0, "", 0, 86400.0, Media::kSsd},  // accessed within: yes
+      {"gone", "*", "tmp/*", 0, UINT64_MAX, 0, "nvme"},                        // a pool nobody has
   };
   ASSERT_TRUE(SaveTierPolicies(*meta, p).ok());
   TierPlacer placer(
-      *meta, [](const std::string& media) { return media == "ssd" ? std::string("fast") : std::string(); },
+      *meta, [](Media media) { return media == Media::kSsd ? std::string("fast") : std::string(); },
       [](const std::string&, const std::string& pool) { return pool != "nvme"; }, 0);
   constexpr uint64_t kUnknown = UINT64_MAX;
   EXPECT_EQ(placer.PoolFor("b", "logs/x", 10), "");
@@ -1458,8 +1458,8 @@ TEST(TieringTest, PlacerRereadsPoliciesOnlyWhenItsRefreshIsDue) {
   ASSERT_TRUE(SaveTierPolicies(*meta, {{"hot", "*", "train/*", 0, UINT64_MAX, 0, "fast"}}).ok());
   ManualClock clock;
   TierPlacer placer(
-      *meta, [](const std::string&) { return std::string(); },
-      [](const std::string&, const std::string&) { return true; }, 2, clock);
+      *meta, [](Media) { return std::string(); }, [](const std::string&, const std::string&) { return true; }, 2,
+      clock);
   EXPECT_EQ(placer.PoolFor("b", "train/x", 10), "fast");
   ASSERT_TRUE(SaveTierPolicies(*meta, {}).ok());
   clock.Advance(1.9);

@@ -18,7 +18,7 @@ std::string TierPoliciesToJson(const std::vector<TierPolicy>& policies) {
   for (const auto& p : policies) {
     nlohmann::json j = {{"name", p.name}, {"bucket", p.bucket}, {"key", p.key}};
     if (!p.pool.empty()) j["pool"] = p.pool;
-    if (!p.media.empty()) j["media"] = p.media;
+    if (p.media) j["media"] = MediaName(*p.media);
     if (p.min_size > 0) j["min_size"] = p.min_size;
     if (p.max_size != UINT64_MAX) j["max_size"] = p.max_size;
     if (p.older_than_s > 0) j["older_than_s"] = p.older_than_s;
@@ -40,7 +40,12 @@ Result<std::vector<TierPolicy>> TierPoliciesFromJson(const std::string& text) {
       p.bucket = j.value("bucket", "*");
       p.key = j.value("key", "*");
       p.pool = j.value("pool", "");
-      p.media = j.value("media", "");
+      if (const std::string media = j.value("media", ""); !media.empty()) {
+        p.media = ParseMedia(media);
+        if (!p.media) {
+          return InvalidArgument(fmt::format("tiering policy '{}': media '{}' (expected ssd or hdd)", p.name, media));
+        }
+      }
       p.min_size = j.value("min_size", uint64_t{0});
       p.max_size = j.value("max_size", UINT64_MAX);
       p.older_than_s = j.value("older_than_s", 0.0);
@@ -57,11 +62,8 @@ Result<std::vector<TierPolicy>> TierPoliciesFromJson(const std::string& text) {
 
 Status ValidateTierPolicy(const TierPolicy& p) {
   if (p.name.empty()) return InvalidArgument("a tiering policy needs a name");
-  if (p.pool.empty() == p.media.empty()) {
+  if (p.pool.empty() == !p.media) {
     return InvalidArgument(fmt::format("tiering policy '{}': give either a pool or a media (ssd, hdd)", p.name));
-  }
-  if (!p.media.empty() && !ParseMedia(p.media)) {
-    return InvalidArgument(fmt::format("tiering policy '{}': media '{}' (expected ssd or hdd)", p.name, p.media));
   }
   if (p.min_size > p.max_size) {
     return InvalidArgument(fmt::format("tiering policy '{}': the minimum size is larger than the maximum", p.name));
@@ -137,19 +139,22 @@ Status SaveTierPolicies(MetaStore& meta, const std::vector<TierPolicy>& policies
 }
 
 Result<std::vector<TierPolicy>> ResolveTierMedia(const std::vector<TierPolicy>& policies,
-                                                 const std::function<std::string(const std::string&)>& resolve) {
+                                                 const std::function<std::string(Media)>& resolve) {
   std::vector<TierPolicy> out = policies;
   for (auto& p : out) {
-    if (!p.pool.empty()) continue;
-    p.pool = resolve(p.media);
+    if (!p.pool.empty() || !p.media) continue;
+    p.pool = resolve(*p.media);
     if (p.pool.empty()) {
-      return InvalidArgument(fmt::format("tiering policy '{}': no pool has media {}", p.name, p.media));
+      return InvalidArgument(fmt::format("tiering policy '{}': no pool has media {}", p.name, MediaName(*p.media)));
     }
   }
   return out;
 }
 
-std::string TierTarget(const TierPolicy& p) { return p.pool.empty() ? "a " + p.media + " pool" : "pool " + p.pool; }
+std::string TierTarget(const TierPolicy& p) {
+  if (!p.pool.empty() || !p.media) return "pool " + p.pool;
+  return fmt::format("a {} pool", MediaName(*p.media));
+}
 
 bool GlobMatch(const std::string& pattern, const std::string& text) {
   return fnmatch(pattern.c_str(), text.c_str(), 0) == 0;
@@ -270,7 +275,7 @@ Result<TierReport> Mover::Run(const std::vector<TierPolicy>& named, const TierOp
                               const std::atomic<bool>* stop) {
   MutexLock one(pass_mu_);
   const auto policies =
-      AQ_TRY(ResolveTierMedia(named, [&](const std::string& media) { return PoolForMedia(blocks_.pools(), media); }));
+      AQ_TRY(ResolveTierMedia(named, [&](Media media) { return PoolForMedia(blocks_.pools(), media); }));
   for (const auto& p : policies) {
     bool known = false;
     for (const auto& pool : blocks_.pools()) known |= pool.name == p.pool;
@@ -347,7 +352,7 @@ std::optional<Result<TierReport>> TierRuns::Tick(double now_s, const std::functi
   return report;
 }
 
-TierPlacer::TierPlacer(MetaStore& meta, std::function<std::string(const std::string&)> resolve,
+TierPlacer::TierPlacer(MetaStore& meta, std::function<std::string(Media)> resolve,
                        std::function<bool(const std::string&, const std::string&)> usable, double refresh_seconds,
                        Clock& clock)
     : meta_(meta),
@@ -388,7 +393,7 @@ std::string TierPlacer::PoolFor(const std::string& bucket, const std::string& ke
     const bool sized = p.min_size > 0 || p.max_size != UINT64_MAX;
     if (sized && (size == UINT64_MAX || size < p.min_size || size > p.max_size)) continue;
     if (p.older_than_s > 0 || p.idle_s > 0) continue;  // a new object is neither old nor idle
-    std::string pool = p.pool.empty() ? resolve_(p.media) : p.pool;
+    std::string pool = p.pool.empty() && p.media ? resolve_(*p.media) : p.pool;
     return !pool.empty() && usable_(bucket, pool) ? pool : "";
   }
   return "";

@@ -52,7 +52,7 @@ struct TierPolicy {
   std::string pool;              // where matching objects' blocks belong
   double idle_s = 0;             // not read nor written for at least this long
   double accessed_within_s = 0;  // read or written at most this long ago
-  std::string media;             // with no pool: a pool of this media ("ssd", "hdd")
+  std::optional<Media> media;    // with no pool: a pool of this media
   bool operator==(const TierPolicy&) const = default;
 };
 
@@ -72,12 +72,12 @@ struct TierRunRequest {
 };
 
 // InvalidArgument naming what is wrong: no name, neither or both of pool
-// and media, a media other than ssd/hdd, sizes or access ages that leave
-// nothing to match.
+// and media, sizes or access ages that leave nothing to match.
 Status ValidateTierPolicy(const TierPolicy& policy);
 
 std::string TierPoliciesToJson(const std::vector<TierPolicy>& policies);
-// Corruption when malformed; InvalidArgument for a policy without a name or pool.
+// Corruption when malformed; InvalidArgument for a policy without a name or
+// pool, or with a media other than ssd or hdd.
 Result<std::vector<TierPolicy>> TierPoliciesFromJson(const std::string& json);
 // The policies kept in `meta` (none if never set).
 Result<std::vector<TierPolicy>> LoadTierPolicies(MetaStore& meta);
@@ -87,7 +87,7 @@ bool GlobMatch(const std::string& pattern, const std::string& text);
 // The policies with `pool` set for those that name a media: `resolve`
 // gives the pool for a media ("" when there is none: InvalidArgument).
 Result<std::vector<TierPolicy>> ResolveTierMedia(const std::vector<TierPolicy>& policies,
-                                                 const std::function<std::string(const std::string&)>& resolve);
+                                                 const std::function<std::string(Media)>& resolve);
 // "pool X" or "a hdd pool": what a policy targets, for messages.
 std::string TierTarget(const TierPolicy& policy);
 // The first policy that matches the object at `now_ns`, or null. `atime_ns`:
@@ -235,7 +235,7 @@ class TierPlacer {
   // `resolve(media)`: the pool of that media ("" if none); `usable(bucket,
   // pool)`: whether the bucket's new blocks can go there (a cluster: enough
   // nodes have it).
-  TierPlacer(MetaStore& meta, std::function<std::string(const std::string&)> resolve,
+  TierPlacer(MetaStore& meta, std::function<std::string(Media)> resolve,
              std::function<bool(const std::string&, const std::string&)> usable, double refresh_seconds = 2,
              Clock& clock = Clock::Real());
   // The pool for a new object ("": the default pool).
@@ -243,7 +243,7 @@ class TierPlacer {
 
  private:
   MetaStore& meta_;
-  const std::function<std::string(const std::string&)> resolve_;
+  const std::function<std::string(Media)> resolve_;
   const std::function<bool(const std::string&, const std::string&)> usable_;
   const double refresh_s_;
   Clock& clock_;
