@@ -2,8 +2,8 @@
 // (s3/policy.h), kept with the metadata: a single node's under --data, a
 // cluster's in etcd (--meta). Every node reads them again within seconds,
 // so a new key works and a removed one stops working without a restart.
-// Changes are read-modify-write of one setting through SwapSetting, so two
-// administrators at once never lose each other's change.
+// The changes themselves are node::KeyAdmin's; this file parses the flags
+// and prints.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -12,13 +12,16 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
-#include "cluster/membership.h"
-#include "common/clock.h"
+#include "node/key_admin.h"
 #include "node/metadata.h"
+#include "s3/auth.h"
 #include "s3/policy.h"
 
 namespace aq::cli {
 namespace {
+
+using node::DescribeGrants;
+using node::KeyAdmin;
 
 struct KeyFlags {
   std::string data = "aquifer-data";
@@ -26,46 +29,6 @@ struct KeyFlags {
   std::string key, name, actions, scope, out;
   std::vector<std::string> grants;  // ACTIONS:SCOPE
 };
-
-// Applies `change` to the stored keys and writes them back, again from the
-// start when another writer got in between.
-Status Update(store::MetaStore& meta, const std::function<Status(std::vector<s3::StoredKey>&)>& change) {
-  for (int attempt = 0; attempt < 50; ++attempt) {
-    std::string before;
-    if (auto v = meta.GetSetting(s3::kKeysSetting); v.ok()) {
-      before = *v;
-    } else if (v.status().code() != StatusCode::kNotFound) {
-      return v.status();
-    }
-    auto keys = AQ_TRY(s3::KeysFromJson(before));
-    AQ_TRY(change(keys));
-    if (AQ_TRY(meta.SwapSetting(s3::kKeysSetting, before, keys.empty() ? "" : s3::KeysToJson(keys)))) {
-      return Status::Ok();
-    }
-  }
-  return Conflict("the stored keys kept changing under this command (another administrator?); try again");
-}
-
-Result<std::vector<s3::StoredKey>> Load(store::MetaStore& meta) {
-  auto v = meta.GetSetting(s3::kKeysSetting);
-  if (!v.ok() && v.status().code() == StatusCode::kNotFound) return std::vector<s3::StoredKey>{};
-  if (!v.ok()) return v.status();
-  return s3::KeysFromJson(*v);
-}
-
-s3::StoredKey* FindKey(std::vector<s3::StoredKey>& keys, const std::string& id) {
-  for (auto& k : keys) {
-    if (k.key.access_key == id) return &k;
-  }
-  return nullptr;
-}
-
-Status NoSuchKey(const std::string& id) {
-  return NotFound(
-      fmt::format("no stored key '{}' (aquifer key list shows them; the keys of a node's credentials "
-                  "file are not stored keys)",
-                  id));
-}
 
 // "ACTIONS:SCOPE" as --grant takes it.
 Result<s3::Grant> ParseGrantFlag(const std::string& text) {
@@ -75,26 +38,6 @@ Result<s3::Grant> ParseGrantFlag(const std::string& text) {
   }
   const uint8_t actions = AQ_TRY(s3::ParseActions(text.substr(0, colon)));
   return s3::ParseScope(text.substr(colon + 1), actions);
-}
-
-// Adds `g` to `grants`: its actions join those of a grant on the same scope.
-void AddGrant(std::vector<s3::Grant>& grants, const s3::Grant& g) {
-  for (auto& x : grants) {
-    if (x.bucket == g.bucket && x.prefix == g.prefix) {
-      x.actions |= g.actions;
-      return;
-    }
-  }
-  grants.push_back(g);
-}
-
-std::string DescribeGrants(const std::vector<s3::Grant>& grants) {
-  if (grants.empty()) return "nothing";
-  std::string out;
-  for (const auto& g : grants) {
-    out += fmt::format("{}{} on {}", out.empty() ? "" : "; ", s3::ActionsToString(g.actions), s3::ScopeToString(g));
-  }
-  return out;
 }
 
 std::string CreatedAt(int64_t ns) {
@@ -115,65 +58,56 @@ nlohmann::json KeyJson(const s3::StoredKey& k) {
   return {{"access_key", k.key.access_key}, {"name", k.name}, {"created_ns", k.created_ns}, {"grants", grants}};
 }
 
+Result<KeyAdmin> Open(Globals& g, const KeyFlags& f) {
+  return KeyAdmin(AQ_TRY(node::OpenMetaStore(*g.fs, f.data, f.meta)));
+}
+
 // A note when a grant names a bucket that does not exist (yet): allowed, a
 // key may be prepared for a bucket, but a typo would grant nothing.
-void NoteMissingBuckets(store::MetaStore& meta, const std::vector<s3::Grant>& grants) {
-  auto buckets = meta.ListBuckets();
-  if (!buckets.ok()) return;
-  for (const auto& g : grants) {
-    if (g.bucket == "*") continue;
-    bool found = false;
-    for (const auto& b : *buckets) found |= b.name == g.bucket;
-    if (!found)
-      std::fprintf(stderr, "note: there is no bucket '%s' yet; the grant applies once it exists\n", g.bucket.c_str());
-  }
+void NoteMissingBuckets(KeyAdmin& admin, const std::vector<s3::Grant>& grants) {
+  for (const auto& b : admin.MissingBuckets(grants))
+    std::fprintf(stderr, "note: there is no bucket '%s' yet; the grant applies once it exists\n", b.c_str());
 }
 
 Status Add(Globals& g, const KeyFlags& f) {
   std::vector<s3::Grant> grants;
-  for (const auto& text : f.grants) AddGrant(grants, AQ_TRY(ParseGrantFlag(text)));
-  auto meta = AQ_TRY(node::OpenMetaStore(*g.fs, f.data, f.meta));
-  s3::StoredKey k;
-  k.key = AQ_TRY(s3::NewCredential());
-  k.name = f.name;
-  k.created_ns = Clock::Real().WallNanos();
-  k.grants = grants;
-  if (k.key.access_key == cluster::kNodeAccessKey) return Internal("a new key collided with the node key's id");
-  if (!f.out.empty()) {
+  for (const auto& text : f.grants) grants.push_back(AQ_TRY(ParseGrantFlag(text)));
+  auto admin = AQ_TRY(Open(g, f));
+  bool wrote = false;
+  auto k = admin.Add(f.name, grants, [&](const s3::StoredKey& k) -> Status {
+    if (f.out.empty()) return Status::Ok();
     // The file first: a key whose secret was never written anywhere is no use.
     AQ_TRY(s3::CreateCredentialsFile(f.out, {k.key}, "aquifer key " + (k.name.empty() ? k.key.access_key : k.name)));
-  }
-  Status s = Update(*meta, [&](std::vector<s3::StoredKey>& keys) {
-    keys.push_back(k);
+    wrote = true;
     return Status::Ok();
   });
-  if (!s.ok()) {
-    if (!f.out.empty()) (void)g.fs->Remove(f.out);
-    return s;
+  if (!k.ok()) {
+    if (wrote) (void)g.fs->Remove(f.out);
+    return k.status();
   }
-  NoteMissingBuckets(*meta, grants);
+  NoteMissingBuckets(admin, k->grants);
   if (g.json) {
-    auto j = KeyJson(k);
-    if (f.out.empty()) j["secret"] = k.key.secret;
+    auto j = KeyJson(*k);
+    if (f.out.empty()) j["secret"] = k->key.secret;
     if (!f.out.empty()) j["credentials_file"] = f.out;
     std::printf("%s\n", j.dump(1).c_str());
     return Status::Ok();
   }
+  const std::string named = k->name.empty() ? "" : " (" + k->name + ")";
   if (!f.out.empty()) {
-    std::printf("key %s%s written to %s (mode 0600); it may do %s\n", k.key.access_key.c_str(),
-                k.name.empty() ? "" : (" (" + k.name + ")").c_str(), f.out.c_str(), DescribeGrants(grants).c_str());
+    std::printf("key %s%s written to %s (mode 0600); it may do %s\n", k->key.access_key.c_str(), named.c_str(),
+                f.out.c_str(), DescribeGrants(k->grants).c_str());
     std::printf("use it: aquifer --credentials %s ..., or AQUIFER_CREDENTIALS=%s\n", f.out.c_str(), f.out.c_str());
   } else {
-    std::fprintf(stderr, "key %s%s may do %s; its secret is shown once, here:\n", k.key.access_key.c_str(),
-                 k.name.empty() ? "" : (" (" + k.name + ")").c_str(), DescribeGrants(grants).c_str());
-    std::printf("%s %s\n", k.key.access_key.c_str(), k.key.secret.c_str());
+    std::fprintf(stderr, "key %s%s may do %s; its secret is shown once, here:\n", k->key.access_key.c_str(),
+                 named.c_str(), DescribeGrants(k->grants).c_str());
+    std::printf("%s %s\n", k->key.access_key.c_str(), k->key.secret.c_str());
   }
   return Status::Ok();
 }
 
 Status List(Globals& g, const KeyFlags& f) {
-  auto meta = AQ_TRY(node::OpenMetaStore(*g.fs, f.data, f.meta));
-  const auto keys = AQ_TRY(Load(*meta));
+  const auto keys = AQ_TRY(AQ_TRY(Open(g, f)).List());
   if (g.json) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& k : keys) j.push_back(KeyJson(k));
@@ -194,56 +128,25 @@ Status List(Globals& g, const KeyFlags& f) {
 }
 
 Status Remove(Globals& g, const KeyFlags& f) {
-  auto meta = AQ_TRY(node::OpenMetaStore(*g.fs, f.data, f.meta));
-  AQ_TRY(Update(*meta, [&](std::vector<s3::StoredKey>& keys) {
-    if (FindKey(keys, f.key) == nullptr) return NoSuchKey(f.key);
-    std::erase_if(keys, [&](const s3::StoredKey& k) { return k.key.access_key == f.key; });
-    return Status::Ok();
-  }));
+  AQ_TRY(AQ_TRY(Open(g, f)).Remove(f.key));
   std::printf("key %s removed; nodes refuse it within seconds\n", f.key.c_str());
   return Status::Ok();
 }
 
 Status GrantCmd(Globals& g, const KeyFlags& f) {
   const s3::Grant grant = AQ_TRY(s3::ParseScope(f.scope, AQ_TRY(s3::ParseActions(f.actions))));
-  auto meta = AQ_TRY(node::OpenMetaStore(*g.fs, f.data, f.meta));
-  std::string now;
-  AQ_TRY(Update(*meta, [&](std::vector<s3::StoredKey>& keys) {
-    auto* k = FindKey(keys, f.key);
-    if (k == nullptr) return NoSuchKey(f.key);
-    AddGrant(k->grants, grant);
-    now = DescribeGrants(k->grants);
-    return Status::Ok();
-  }));
-  NoteMissingBuckets(*meta, {grant});
-  std::printf("key %s may now do %s\n", f.key.c_str(), now.c_str());
+  auto admin = AQ_TRY(Open(g, f));
+  const auto now = AQ_TRY(admin.Grant(f.key, grant));
+  NoteMissingBuckets(admin, {grant});
+  std::printf("key %s may now do %s\n", f.key.c_str(), DescribeGrants(now).c_str());
   return Status::Ok();
 }
 
 Status Revoke(Globals& g, const KeyFlags& f) {
-  auto meta = AQ_TRY(node::OpenMetaStore(*g.fs, f.data, f.meta));
   const uint8_t actions = f.actions.empty() ? s3::kAllActions : AQ_TRY(s3::ParseActions(f.actions));
   const s3::Grant scope = AQ_TRY(s3::ParseScope(f.scope, actions));
-  std::string now;
-  AQ_TRY(Update(*meta, [&](std::vector<s3::StoredKey>& keys) {
-    auto* k = FindKey(keys, f.key);
-    if (k == nullptr) return NoSuchKey(f.key);
-    bool found = false;
-    for (auto& x : k->grants) {
-      if (x.bucket == scope.bucket && x.prefix == scope.prefix) {
-        x.actions &= static_cast<uint8_t>(~actions);
-        found = true;
-      }
-    }
-    if (!found) {
-      return NotFound(fmt::format("key {} has no grant on {} (it may do {})", f.key, s3::ScopeToString(scope),
-                                  DescribeGrants(k->grants)));
-    }
-    std::erase_if(k->grants, [](const s3::Grant& x) { return x.actions == 0; });
-    now = DescribeGrants(k->grants);
-    return Status::Ok();
-  }));
-  std::printf("key %s may now do %s\n", f.key.c_str(), now.c_str());
+  const auto now = AQ_TRY(AQ_TRY(Open(g, f)).Revoke(f.key, scope));
+  std::printf("key %s may now do %s\n", f.key.c_str(), DescribeGrants(now).c_str());
   return Status::Ok();
 }
 

@@ -24,6 +24,7 @@
 #include "cluster/repair.h"
 #include "cluster/test_etcd.h"
 #include "http/client.h"
+#include "node/key_admin.h"
 #include "s3/policy.h"
 #include "s3/same_host.h"
 #include "server/node_stats.h"
@@ -99,6 +100,71 @@ struct Counts {
 Counts Snapshot(Node& n) {
   auto& s = n.stats();
   return {s.requests(Op::kGet), s.requests(Op::kHead), s.requests(Op::kList), s.client_errors(), s.server_errors()};
+}
+
+// Key administration against a node's metadata: grants joined per scope,
+// revokes exact, unknown keys and scopes named, a failed first step storing
+// nothing, and administrators at once never losing each other's changes.
+TEST(KeyAdminTest, KeysAndGrantsChangeAsAskedAndNamedErrorsChangeNothing) {
+  TempDir dir;
+  auto open = [&] { return KeyAdmin(store::OpenSqliteMetaStore(dir / "meta.db").value()); };
+  auto admin = open();
+  EXPECT_TRUE(admin.List().value().empty());
+  const s3::Grant ro = s3::ParseScope("imagenet/train/", s3::ParseActions("ro").value()).value();
+  const s3::Grant write = s3::ParseScope("imagenet/train/", s3::ParseActions("write").value()).value();
+  const s3::Grant scratch = s3::ParseScope("scratch", s3::ParseActions("rw").value()).value();
+  auto a = admin.Add("trainer", {ro, write, scratch});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_EQ(a->grants.size(), 2u);  // ro and write on one scope joined
+  EXPECT_EQ(DescribeGrants(a->grants), "read,write,list on imagenet/train/; read,write,delete,list on scratch");
+  EXPECT_EQ(admin.MissingBuckets(a->grants), (std::vector<std::string>{"imagenet", "scratch"}));
+  // A first step that fails stores nothing.
+  auto failed = admin.Add("x", {}, [](const s3::StoredKey&) { return IoError("disk full"); });
+  EXPECT_EQ(failed.status().code(), StatusCode::kIoError);
+  ASSERT_EQ(admin.List().value().size(), 1u);
+  const std::string id = a->key.access_key;
+  EXPECT_EQ(admin.List().value()[0].key.secret, a->key.secret);
+  // Revoke takes exactly the actions asked on exactly the scope.
+  auto now = admin.Revoke(id, write);
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(DescribeGrants(*now), "read,list on imagenet/train/; read,write,delete,list on scratch");
+  const s3::Grant wider = s3::ParseScope("imagenet", s3::kAllActions).value();
+  EXPECT_EQ(admin.Revoke(id, wider).status().code(), StatusCode::kNotFound);  // no grant on that scope
+  now = admin.Revoke(id, s3::ParseScope("scratch", s3::kAllActions).value());
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(DescribeGrants(*now), "read,list on imagenet/train/");  // a grant left with nothing goes
+  now = admin.Grant(id, write);
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now->size(), 1u);
+  EXPECT_EQ(open().List().value()[0].grants, *now);  // what another administrator reads
+  // Unknown keys are named.
+  for (const Status& s : std::vector<Status>{admin.Remove("AKNOPE"), admin.Grant("AKNOPE", ro).status(),
+                                             admin.Revoke("AKNOPE", ro).status()}) {
+    EXPECT_EQ(s.code(), StatusCode::kNotFound);
+    EXPECT_NE(s.message().find("AKNOPE"), std::string::npos) << s.message();
+  }
+  EXPECT_TRUE(admin.Remove(id).ok());
+  EXPECT_TRUE(admin.List().value().empty());
+  // Four administrators at once, each adding keys and granting to them:
+  // every key and every grant is there afterwards.
+  std::vector<std::thread> admins;
+  std::vector<std::vector<std::string>> ids(4);
+  for (int t = 0; t < 4; ++t) {
+    admins.emplace_back([&, t] {
+      auto mine = open();
+      for (int i = 0; i < 8; ++i) {
+        auto k = mine.Add("a" + std::to_string(t) + "-" + std::to_string(i), {ro});
+        if (!k.ok()) continue;
+        ids[t].push_back(k->key.access_key);
+        (void)mine.Grant(k->key.access_key, scratch);
+      }
+    });
+  }
+  for (auto& th : admins) th.join();
+  const auto keys = admin.List().value();
+  EXPECT_EQ(keys.size(), 32u);
+  for (const auto& k : keys) EXPECT_EQ(k.grants.size(), 2u) << k.name;
+  for (const auto& mine : ids) EXPECT_EQ(mine.size(), 8u);
 }
 
 TEST(NodeTest, OptionsAreCheckedWithoutNamingFlags) {
