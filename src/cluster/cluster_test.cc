@@ -90,7 +90,7 @@ TEST(MembershipTest, MemberRecordsCarryTypedPoolMedia) {
   ASSERT_EQ(nodes->size(), 1u);
   EXPECT_EQ((*nodes)[0].pools, self.pools);
   EXPECT_EQ((*nodes)[0].pool_media, self.pool_media);
-  EXPECT_EQ(PoolForMedia(*nodes, store::Media::kHdd), "archive");
+  EXPECT_EQ(store::PoolForMedia(MemberPools(*nodes), store::Media::kHdd), "archive");
   ASSERT_TRUE(
       etcd.client()
           ->Put(prefix + "members/odd-node", R"({"address": "127.0.0.1:2", "pools": ["t"], "pool_media": ["tape"]})")
@@ -269,10 +269,10 @@ TEST(PlacementTest, APoolPlacesOnlyOnNodesThatHaveIt) {
   nodes[3].pool_media = {Media::kHdd};
   nodes[4].pool_media = {Media::kHdd};
   nodes[5].pool_media = {Media::kHdd, Media::kSsd};
-  EXPECT_EQ(PoolForMedia(nodes, Media::kHdd), "archive");
-  EXPECT_EQ(PoolForMedia(nodes, Media::kSsd), "flash");
+  EXPECT_EQ(store::PoolForMedia(MemberPools(nodes), Media::kHdd), "archive");
+  EXPECT_EQ(store::PoolForMedia(MemberPools(nodes), Media::kSsd), "flash");
   nodes[3].up = nodes[4].up = nodes[5].up = false;
-  EXPECT_EQ(PoolForMedia(nodes, Media::kHdd), "");
+  EXPECT_EQ(store::PoolForMedia(MemberPools(nodes), Media::kHdd), "");
   nodes[3].up = nodes[4].up = nodes[5].up = true;
   // One rule for a cluster and a single node (a cluster of one): ties go
   // to the pool seen first, so a node's first pool of the media wins.

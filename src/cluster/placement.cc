@@ -35,7 +35,7 @@ bool HasPool(const NodeInfo& node, const std::string& pool) {
          std::find(node.pools.begin(), node.pools.end(), pool) != node.pools.end();
 }
 
-std::string PoolForMedia(const std::vector<NodeInfo>& nodes, store::Media media) {
+std::vector<std::vector<store::PoolConfig>> MemberPools(const std::vector<NodeInfo>& nodes) {
   std::vector<std::vector<store::PoolConfig>> members;
   for (const auto& n : nodes) {
     if (!n.up || n.state != NodeState::kActive) continue;
@@ -44,7 +44,7 @@ std::string PoolForMedia(const std::vector<NodeInfo>& nodes, store::Media media)
       pools.push_back({.name = n.pools[i], .media = n.pool_media[i]});
     }
   }
-  return store::PoolForMedia(members, media);
+  return members;
 }
 
 std::vector<std::string> Place(const std::string& block_id, const std::vector<NodeInfo>& nodes, size_t replicas,

@@ -27,10 +27,10 @@ std::vector<std::string> Place(const std::string& block_id, const std::vector<No
 // Whether a node stores blocks of `pool` (a member record without pools,
 // from a node that published none, takes any).
 bool HasPool(const NodeInfo& node, const std::string& pool);
-// store::PoolForMedia over the nodes that are up and active, each a member
-// with its published pools: the pool of media `media` the
-// most of them have (ties: the first seen); empty if none has one.
-std::string PoolForMedia(const std::vector<NodeInfo>& nodes, store::Media media);
+// The published pools of the nodes that are up and active, one list per
+// node: what store::PoolForMedia (the one rule for a media's pool) weighs
+// in a cluster.
+std::vector<std::vector<store::PoolConfig>> MemberPools(const std::vector<NodeInfo>& nodes);
 
 // An object's layout for clients: each block's holders' addresses, live
 // ones first, then by placement weight (the block's owner, which caches it,

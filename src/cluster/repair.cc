@@ -169,7 +169,7 @@ Status Repairer::Pass() {
     // A media names the pool of that media most nodes have; none: the
     // policy's objects stay where they are (tier_blocked).
     for (auto& p : tiers) {
-      if (p.pool.empty() && p.media) p.pool = PoolForMedia(nodes, *p.media);
+      if (p.pool.empty() && p.media) p.pool = store::PoolForMedia(MemberPools(nodes), *p.media);
     }
   } else {
     Failed(t.status());

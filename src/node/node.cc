@@ -349,7 +349,9 @@ Status Node::StartImpl() {
   std::function<std::string(store::Media)> resolve;
   std::function<bool(const std::string&, const std::string&)> usable;
   if (cluster) {
-    resolve = [this](store::Media media) { return cluster::PoolForMedia(cluster_blocks_->Nodes(), media); };
+    resolve = [this](store::Media media) {
+      return store::PoolForMedia(cluster::MemberPools(cluster_blocks_->Nodes()), media);
+    };
     usable = [this](const std::string& bucket, const std::string& pool) {
       size_t eligible = 0;
       for (const auto& n : cluster_blocks_->Nodes())

@@ -25,6 +25,7 @@
 #include "cluster/test_etcd.h"
 #include "http/client.h"
 #include "node/key_admin.h"
+#include "s3/internal_routes.h"
 #include "s3/policy.h"
 #include "s3/same_host.h"
 #include "server/node_stats.h"
@@ -307,14 +308,14 @@ TEST(NodeTest, ReadPlansStageWhatTheKeyMayReadAndNothingElse) {
        {"{", "[]", R"({"reads": 3})", R"({"reads": [{"bucket": 1, "key": "x"}]})",
         R"({"reads": [{"bucket": "data", "key": "dir é/0.jpg"}, {"bucket": "data", "key": "x", "offset": -1}]})",
         R"({"reads": [{"bucket": "data", "key": "dir é/0.jpg", "length": "all"}]})"}) {
-    auto res = post("/_aquifer/plan?stream=x", body);
+    auto res = post(s3::internal::PlanPath() + "?stream=x", body);
     EXPECT_EQ(res.status, 400) << body;
     EXPECT_NE(res.body.find("MalformedPlan"), std::string::npos) << res.body;
   }
-  EXPECT_EQ(post("/_aquifer/plan", R"({"reads": []})").status, 400);  // no stream
+  EXPECT_EQ(post(s3::internal::PlanPath(), R"({"reads": []})").status, 400);  // no stream
   EXPECT_EQ(stager->Stats().planned, planned);
   // Unsigned on an anonymous node: allowed, and a stream can be cancelled.
-  auto ok = post("/_aquifer/plan?stream=x", R"({"reads": [{"bucket": "other", "key": "dir é/1.jpg"}]})");
+  auto ok = post(s3::internal::PlanPath() + "?stream=x", R"({"reads": [{"bucket": "other", "key": "dir é/1.jpg"}]})");
   EXPECT_EQ(ok.status, 200);
   EXPECT_NE(ok.body.find(R"("queued":1)"), std::string::npos) << ok.body;
 }

@@ -94,7 +94,8 @@ Result<std::vector<store::TierPolicy>> TierAdmin::ResolvedPolicies() {
   }
   if (etcd_) {
     const auto nodes = AQ_TRY(cluster::ReadClusterMap(*etcd_, kClusterPrefix));
-    return store::ResolveTierMedia(policies, [&](store::Media m) { return cluster::PoolForMedia(nodes, m); });
+    return store::ResolveTierMedia(policies,
+                                   [&](store::Media m) { return store::PoolForMedia(cluster::MemberPools(nodes), m); });
   }
   const auto pools = AQ_TRY(store::PublishedPools(*meta_));
   return store::ResolveTierMedia(policies, [&](store::Media m) { return store::PoolForMedia(pools, m); });
