@@ -1468,12 +1468,20 @@ TEST(TieringTest, PlacerRereadsPoliciesOnlyWhenItsRefreshIsDue) {
   EXPECT_EQ(placer.PoolFor("b", "train/x", 10), "");  // due: re-read
 }
 
-TEST(TieringTest, AMoverPassKeepsToItsCopyBudget) {
+// A node with pools "fast" (ssd) and "cold" (hdd) in memory, and bucket "bkt".
+struct TwoPools {
   TempDir dir;
-  auto mem = io::NewMemFileSystem();
-  auto meta = OpenSqliteMetaStore(dir / "meta.db").value();
-  ASSERT_TRUE(meta->CreateBucket("bkt").ok());
-  auto blocks = BlockStore::Open(*mem, {{"fast", "/fast", Media::kSsd}, {"cold", "/cold", Media::kHdd}}).value();
+  std::unique_ptr<io::FileSystem> mem = io::NewMemFileSystem();
+  std::unique_ptr<MetaStore> meta = OpenSqliteMetaStore(dir / "meta.db").value();
+  std::unique_ptr<BlockStore> blocks =
+      BlockStore::Open(*mem, {{"fast", "/fast", Media::kSsd}, {"cold", "/cold", Media::kHdd}}).value();
+  TwoPools() { EXPECT_TRUE(meta->CreateBucket("bkt").ok()); }
+};
+
+TEST(TieringTest, AMoverPassKeepsToItsCopyBudget) {
+  TwoPools store;
+  auto& meta = store.meta;
+  auto& blocks = store.blocks;
   ObjectStoreOptions oo;
   oo.block_size = 1 << 20;
   ObjectStore objects(*meta, *blocks, oo);
@@ -1509,11 +1517,9 @@ TEST(TieringTest, AMoverPassKeepsToItsCopyBudget) {
 // each request answered once with its id, a request from before the start
 // taken as answered, nothing on schedule without policies.
 TEST(TieringTest, TierRunsPassWhenDueOrAskedAndAnswerEachRequestOnce) {
-  TempDir dir;
-  auto mem = io::NewMemFileSystem();
-  auto meta = OpenSqliteMetaStore(dir / "meta.db").value();
-  ASSERT_TRUE(meta->CreateBucket("bkt").ok());
-  auto blocks = BlockStore::Open(*mem, {{"fast", "/fast", Media::kSsd}, {"cold", "/cold", Media::kHdd}}).value();
+  TwoPools store;
+  auto& meta = store.meta;
+  auto& blocks = store.blocks;
   ObjectStoreOptions oo;
   oo.block_size = 1 << 20;
   ObjectStore objects(*meta, *blocks, oo);
@@ -1611,15 +1617,6 @@ TEST(UploadExpiryTest, ASweepAbortsOnlyWhatIsPastItsLimitAndFreesTheParts) {
 }
 
 // A bucket "bkt" over two pools in memory, "fast" (ssd) and "cold" (hdd).
-struct TwoPools {
-  TempDir dir;
-  std::unique_ptr<io::FileSystem> mem = io::NewMemFileSystem();
-  std::unique_ptr<MetaStore> meta = OpenSqliteMetaStore(dir / "meta.db").value();
-  std::unique_ptr<BlockStore> blocks =
-      BlockStore::Open(*mem, {{"fast", "/fast", Media::kSsd}, {"cold", "/cold", Media::kHdd}}).value();
-  TwoPools() { EXPECT_TRUE(meta->CreateBucket("bkt").ok()); }
-};
-
 // A policy moves an object away, is replaced, and the object moves back
 // while the first move's release is still pending: when the reclaimer then
 // removes what it was handed, the object must still read whole (the copy
