@@ -926,9 +926,11 @@ class StoreWriter final : public io::WritableFile {
   // as UNSIGNED-PAYLOAD (as current AWS SDKs send over HTTPS): no SHA-256
   // pass on either side. So it does to a node on this machine's loopback,
   // where no network lies between the two to change it (the CRC32C still
-  // catches damage). Elsewhere over plain HTTP the body is signed.
+  // catches damage). Elsewhere over plain HTTP the body is signed. Unless
+  // asked for MD5 ETags, the node is spared its MD5 pass (s3::kEtagHeader).
   Result<http::ClientResponse> Send(const std::string& method, const std::string& query, uint64_t offset, uint64_t n) {
     http::Headers h;
+    if (!fs_.options().md5_etags) h.Add(s3::kEtagHeader, s3::kUniqueEtag);
     std::string hash = "UNSIGNED-PAYLOAD";
     if (p_.tls || s3::IsLoopbackHost(p_.host)) {
       h.Add("x-amz-checksum-crc32c", AQ_TRY(Sums({"crc32c"}, offset, n))[0]);
@@ -1379,6 +1381,7 @@ ClientOptions ClientOptionsFromEnvironment() {
   ClientOptions o;
   if (const char* v = std::getenv("AQUIFER_READAHEAD"); v != nullptr) o.read_ahead = std::string(v) == "1";
   if (const char* v = std::getenv("AQUIFER_SAME_HOST"); v != nullptr) o.same_host = std::string(v) != "0";
+  if (const char* v = std::getenv("AQUIFER_MD5_ETAG"); v != nullptr) o.md5_etags = std::string(v) == "1";
   if (const char* b = std::getenv("AQUIFER_BALANCE"); b != nullptr && *b != '\0') o.balance = b;
   // Writes: the multipart part size (S3's 5 MiB at least) and the size past
   // which a write becomes a multipart upload.

@@ -80,11 +80,16 @@ struct ClientOptions {
   // blocks it holds in RAM are read from memory it shares, not through the
   // socket. AQUIFER_SAME_HOST=0 turns it off.
   bool same_host = true;
+  // Objects written get S3's MD5 ETag (the node hashes every byte once
+  // more). Off, the node is asked for an ETag unique per write
+  // (s3::kEtagHeader): the bodies are checked by their CRC32C either way.
+  // AQUIFER_MD5_ETAG=1 turns it on.
+  bool md5_etags = false;
 };
 // Defaults, with AQUIFER_READAHEAD=1 turning read-ahead on,
 // AQUIFER_BALANCE choosing the cluster read policy and
-// AQUIFER_RETRY_DEADLINE (seconds) bounding failover and AQUIFER_SAME_HOST=0
-// turning same-host reads off.
+// AQUIFER_RETRY_DEADLINE (seconds) bounding failover, AQUIFER_SAME_HOST=0
+// turning same-host reads off and AQUIFER_MD5_ETAG=1 asking for MD5 ETags.
 ClientOptions ClientOptionsFromEnvironment();
 
 // `credentials` is called once, at the first request (so command-line flags

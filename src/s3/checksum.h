@@ -20,6 +20,14 @@
 
 namespace aq::s3 {
 
+// A request header by which a writer that does not need S3's MD5 ETag (the
+// aquifer:// client, which sends every body's CRC32C) asks, with the value
+// kUniqueEtag, for an ETag unique per write instead: the node then makes
+// no MD5 pass over the body (store::ObjectWriter::set_unique_etag).
+// Other clients, and copies, get the MD5 ETag as S3 makes it.
+inline constexpr const char* kEtagHeader = "x-aquifer-etag";
+inline constexpr const char* kUniqueEtag = "unique";
+
 class Checksum {
  public:
   // "md5", "crc32", "crc32c", "crc64nvme", "sha1", "sha256"; InvalidArgument

@@ -139,8 +139,9 @@ void S3Handler::UploadPart(S3Request& r) {
       return SendStatus(r, s, Subject::kObject);
     }
     if (sum) (*writer)->set_checksum({algorithm, sum->Base64(), "FULL_OBJECT", {}});
-  } else if (!ReceiveBody(r, **writer, algorithm.empty() ? "md5" : algorithm)) {
-    return;
+  } else {
+    if (r.req.headers.Get(s3::kEtagHeader) == s3::kUniqueEtag) (*writer)->set_unique_etag();
+    if (!ReceiveBody(r, **writer, algorithm.empty() ? "md5" : algorithm)) return;
   }
   if (algorithm.empty()) (*writer)->set_checksum({});
   auto meta = (*writer)->Commit();

@@ -644,6 +644,7 @@ void S3Handler::PutObject(S3Request& r) {
   auto writer = objects_.Put(r.bucket, r.key, std::move(attrs), size);
   if (!writer.ok()) return SendStatus(r, writer.status(), Subject::kBucket);
   (*writer)->set_condition(condition);
+  if (r.req.headers.Get(s3::kEtagHeader) == s3::kUniqueEtag) (*writer)->set_unique_etag();
   if (!ReceiveBody(r, **writer)) return;  // the writer's blocks go with it
   auto meta = (*writer)->Commit();
   if (!meta.ok()) return SendWriteFailure(r, meta.status(), condition, Subject::kObject);

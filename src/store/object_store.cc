@@ -37,7 +37,7 @@ ObjectWriter::~ObjectWriter() {
 
 Status ObjectWriter::Write(std::string_view data) {
   if (done_) return InvalidArgument(fmt::format("put of '{}': write after commit or abort", key_));
-  EVP_DigestUpdate(Md5(md5_), data.data(), data.size());
+  if (!unique_etag_) EVP_DigestUpdate(Md5(md5_), data.data(), data.size());
   if (tap_) tap_(data);
   size_ += data.size();
   while (!data.empty()) {
@@ -67,11 +67,15 @@ Status ObjectWriter::FlushBlock() {
 Result<ObjectMeta> ObjectWriter::Commit() {
   if (done_) return InvalidArgument(fmt::format("put of '{}': already committed or aborted", key_));
   AQ_TRY(FlushBlock());
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned len = 0;
-  EVP_DigestFinal_ex(Md5(md5_), digest, &len);
   std::string hex;
-  for (unsigned i = 0; i < len; ++i) hex += fmt::format("{:02x}", digest[i]);
+  if (unique_etag_) {
+    hex = NewBlockId() + (part_ > 0 ? "" : "-1");
+  } else {
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned len = 0;
+    EVP_DigestFinal_ex(Md5(md5_), digest, &len);
+    for (unsigned i = 0; i < len; ++i) hex += fmt::format("{:02x}", digest[i]);
+  }
   ObjectMeta m;
   m.bucket = bucket_;
   m.key = key_;

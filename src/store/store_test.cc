@@ -612,6 +612,36 @@ TEST_F(ObjectStoreTest, MultipartUploadCommitsThePartsInOneSwitch) {
   (void)m3;
 }
 
+// A writer that asked for unique ETags: no MD5 of the bytes, an ETag of
+// its own per write (an object's with "-1", a part's that completes as an
+// MD5's would), and the bytes as ever.
+TEST_F(ObjectStoreTest, UniqueEtagsAreOnePerWriteAndCompleteLikeMd5s) {
+  auto put = [&](const std::string& data) {
+    auto w = objects_->Put("b01", "k").value();
+    w->set_unique_etag();
+    EXPECT_TRUE(w->Write(data).ok());
+    return w->Commit().value();
+  };
+  const ObjectMeta a = put("same bytes"), b = put("same bytes");
+  EXPECT_NE(a.etag, b.etag);
+  ASSERT_EQ(a.etag.size(), 36u);  // quoted, 32 hex digits and "-1"
+  EXPECT_EQ(a.etag.substr(a.etag.size() - 3), "-1\"");
+  EXPECT_EQ(ReadAll(objects_->Head("b01", "k").value(), 0, 10), "same bytes");
+  auto up = objects_->CreateUpload("b01", "big").value();
+  std::vector<CompletedPart> parts;
+  for (uint32_t n = 1; n <= 2; ++n) {
+    auto w = objects_->PutPart(up.id, "b01", "big", n).value();
+    w->set_unique_etag();
+    EXPECT_TRUE(w->Write(std::string(1500, static_cast<char>('a' + n))).ok());
+    const ObjectMeta m = w->Commit().value();
+    EXPECT_EQ(m.etag.size(), 34u) << m.etag;  // looks like an MD5 to the completion
+    parts.push_back({n, m.etag});
+  }
+  const ObjectMeta done = objects_->CompleteUpload(up.id, "b01", "big", parts).value();
+  EXPECT_EQ(done.etag.substr(done.etag.size() - 3), "-2\"");
+  EXPECT_EQ(ReadAll(done, 0, 3000), std::string(1500, 'b') + std::string(1500, 'c'));
+}
+
 TEST_F(ObjectStoreTest, MultipartAbortAndRacesLeaveNothingBehind) {
   auto up = objects_->CreateUpload("b01", "k").value();
   EXPECT_EQ(objects_->PutPart(up.id, "b01", "other", 1).status().code(), StatusCode::kNotFound);

@@ -328,12 +328,55 @@ def payload_signing_checks():
         server.shutdown()
 
 
+def etag_checks(port):
+    """The aquifer:// client spares the node its MD5 pass: objects it writes
+    get an ETag unique per write ("<32 hex>-1", or "-N" for N parts), which
+    no client takes for an MD5; AQUIFER_MD5_ETAG=1 asks for S3's MD5 ETags;
+    copies and other clients get MD5 ETags as ever."""
+    import re
+    s3 = s3lib.boto(port)
+    s3.create_bucket(Bucket="etags")
+    small, big = os.urandom(300_000), os.urandom(12 * MiB + 5)
+    paths = {}
+    for name, body in (("small", small), ("big", big)):
+        paths[name] = os.path.join(tmp, name + ".bin")
+        with open(paths[name], "wb") as fh:
+            fh.write(body)
+    parts = dict(os.environ, AQUIFER_MULTIPART_THRESHOLD="5MiB", AQUIFER_PART_SIZE="5MiB")
+
+    def cp(name, key, env=parts):
+        r = subprocess.run([AQ, "--credentials", creds, "cp", paths[name], f"aquifer://127.0.0.1:{port}/etags/{key}"],
+                           capture_output=True, text=True, env=env)
+        check(r.returncode == 0, f"cp {name} -> {key}: {r.stderr[-300:]}")
+        h = s3.head_object(Bucket="etags", Key=key)
+        return h["ETag"]
+
+    e1, e2 = cp("small", "a"), cp("small", "b")
+    check(re.fullmatch(r'"[0-9a-f]{32}-1"', e1) is not None, f"a PUT's ETag is unique per write: {e1}")
+    check(e1 != e2, f"the same bytes written twice: two ETags ({e1}, {e2})")
+    eb = cp("big", "c")
+    check(re.fullmatch(r'"[0-9a-f]{32}-3"', eb) is not None, f"three parts: '-3': {eb}")
+    check(s3.get_object(Bucket="etags", Key="c")["Body"].read() == big, "the multipart object reads back whole")
+    check(s3.get_object(Bucket="etags", Key="a")["Body"].read() == small, "the PUT object reads back whole")
+    md5 = dict(parts, AQUIFER_MD5_ETAG="1")
+    e = cp("small", "d", md5)
+    check(e == '"%s"' % hashlib.md5(small).hexdigest(), f"AQUIFER_MD5_ETAG=1: the MD5 ETag: {e}")
+    e = cp("big", "e", md5)
+    want = hashlib.md5(b"".join(hashlib.md5(big[i:i + 5 * MiB]).digest() for i in range(0, len(big), 5 * MiB)))
+    check(e == '"%s-3"' % want.hexdigest(), f"AQUIFER_MD5_ETAG=1, three parts: S3's multipart ETag: {e}")
+    cp_etag = s3.copy_object(Bucket="etags", Key="f", CopySource="etags/a")["CopyObjectResult"]["ETag"]
+    check(cp_etag == '"%s"' % hashlib.md5(small).hexdigest(), f"a copy of it has the MD5 ETag: {cp_etag}")
+    put = s3.put_object(Bucket="etags", Key="g", Body=small)["ETag"]
+    check(put == '"%s"' % hashlib.md5(small).hexdigest(), f"boto3's PUT: the MD5 ETag: {put}")
+
+
 node = etcd = None
 nodes = []
 try:
     payload_signing_checks()
     node = s3lib.Node(AQ, os.path.join(tmp, "single"), credentials=creds)
     boto_checks(node.port, "one node")
+    etag_checks(node.port)
     js_checks(node.port)
     node.stop()
     node = None
