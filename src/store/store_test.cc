@@ -1549,16 +1549,13 @@ TEST(TieringTest, AMoverPassKeepsToItsCopyBudget) {
 TEST(TieringTest, TierRunsPassWhenDueOrAskedAndAnswerEachRequestOnce) {
   TwoPools store;
   auto& meta = store.meta;
-  auto& blocks = store.blocks;
-  ObjectStoreOptions oo;
-  oo.block_size = 1 << 20;
-  ObjectStore objects(*meta, *blocks, oo);
+  ObjectStore objects(*meta, *store.blocks, {.block_size = 1 << 20});  // one object of two blocks
   auto w = objects.Put("bkt", "o", {}).value();
   ASSERT_TRUE(w->Write(std::string(2 << 20, 'x')).ok());
   ASSERT_TRUE(w->Commit().ok());
   ASSERT_TRUE(meta->PutSetting(kTierRequestSetting, TierRunRequest{"before-start", false}.ToString()).ok());
   ManualClock clock;
-  Mover mover(*meta, *blocks, objects.reclaimer(), clock);
+  Mover mover(*meta, *store.blocks, objects.reclaimer(), clock);
   TierOptions to;
   to.bytes_per_second = 1e12;
   TierRuns runs(*meta, mover, 60, to, 0);
