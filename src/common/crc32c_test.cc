@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "common/random.h"
 
@@ -30,11 +31,20 @@ TEST(Crc32c, HardwareMatchesPortableAtEveryLengthAndAlignment) {
   const uint64_t seed = 42;
   SCOPED_TRACE(testing::Message() << "seed " << seed);
   Rng rng(seed);
-  std::string buf(4096 + 16, '\0');
+  // Past 3 x 256 and 3 x 8192 bytes the hardware path runs three streams
+  // side by side and joins them: every length around those bounds, and long
+  // ones that end in each of the paths.
+  std::string buf((1 << 20) + 16, '\0');
   for (auto& c : buf) c = static_cast<char>(rng.Next());
+  std::vector<size_t> lengths = {0, 1, 7, 8, 9, 31, 32, 33, 63, 100, 1000, 4096, 1 << 20};
+  for (size_t bound : {size_t{3 * 256}, size_t{3 * 8192}, size_t{2 * 3 * 8192}}) {
+    for (size_t d = 0; d <= 17; ++d) lengths.insert(lengths.end(), {bound - d, bound + d});
+  }
+  for (int i = 0; i < 50; ++i) lengths.push_back(rng.Next() % (buf.size() - 8));
   for (size_t align = 0; align < 8; ++align) {
-    for (size_t len : {0, 1, 7, 8, 9, 31, 32, 33, 63, 100, 1000, 4096}) {
-      EXPECT_EQ(ExtendHardware(0, buf.data() + align, len), ExtendPortable(0, buf.data() + align, len))
+    for (size_t len : lengths) {
+      const uint32_t seed_crc = static_cast<uint32_t>(len * 2654435761u);
+      EXPECT_EQ(ExtendHardware(seed_crc, buf.data() + align, len), ExtendPortable(seed_crc, buf.data() + align, len))
           << "align " << align << " len " << len;
     }
   }
