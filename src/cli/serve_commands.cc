@@ -564,10 +564,10 @@ void PrintStats(const std::string& node, const s3::NodeStatsDoc& now, const s3::
   }
   if (const auto& p = now.same_host) {
     std::printf(
-        "  same-host %.0f opens granted %.0f blocks, %.0f passed as shared memory (%.0f gone from RAM by then), "
-        "%.0f refused; %.0f shared (%s)\n",
-        d(p->grants), d(p->granted_blocks), d(p->blocks_sent), d(p->blocks_gone), d(p->refused), d(p->shared),
-        units::Bytes(d(p->shared_bytes)).c_str());
+        "  same-host %.0f opens granted %.0f blocks, %.0f passed as shared memory, %.0f as block files (%.0f "
+        "neither by then), %.0f refused; %.0f shared (%s)\n",
+        d(p->grants), d(p->granted_blocks), d(p->blocks_sent), d(p->files_sent), d(p->blocks_gone), d(p->refused),
+        d(p->shared), units::Bytes(d(p->shared_bytes)).c_str());
   }
   if (const auto& c = now.cluster) {
     const auto& b = c->blocks;

@@ -27,6 +27,7 @@
 #include <unordered_map>
 
 #include "common/clock.h"
+#include "common/crc32c.h"
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/units.h"
@@ -480,8 +481,8 @@ class StoreFile final : public io::RandomAccessFile {
   ~StoreFile() override {
     std::lock_guard<std::mutex> lock(mu_);
     if (ahead_.valid()) ahead_.wait();  // it writes into ahead_buf_
-    for (int fd : shared_fds_) {
-      if (fd >= 0) ::close(fd);
+    for (const auto& b : shared_) {
+      if (b.fd >= 0) ::close(b.fd);
     }
   }
 
@@ -513,7 +514,7 @@ class StoreFile final : public io::RandomAccessFile {
     return ReadAhead(offset, n, out);
   }
 
-  // The granted blocks from their memfds, the rest through the node.
+  // The granted blocks from their descriptors, the rest through the node.
   Status ReadSameHost(uint64_t offset, size_t n, char* out) const {
     std::call_once(shared_once_, [this] { TakeSharedBlocks(); });
     const auto& blocks = grant_->blocks;
@@ -523,18 +524,13 @@ class StoreFile final : public io::RandomAccessFile {
       auto it = std::upper_bound(blocks.begin(), blocks.end(), at,
                                  [](uint64_t a, const s3::SameHostBlock& b) { return a < b.offset; });
       const size_t next = static_cast<size_t>(it - blocks.begin());  // first block starting past `at`
-      if (next > 0 && at < blocks[next - 1].offset + blocks[next - 1].size && shared_fds_[next - 1] >= 0) {
+      if (next > 0 && at < blocks[next - 1].offset + blocks[next - 1].size && shared_[next - 1].fd >= 0) {
         const auto& b = blocks[next - 1];
         const size_t take = static_cast<size_t>(std::min<uint64_t>(n - done, b.offset + b.size - at));
-        for (size_t got = 0; got < take;) {
-          const ssize_t r =
-              ::pread(shared_fds_[next - 1], out + done + got, take - got, static_cast<off_t>(at - b.offset + got));
-          if (r < 0 && errno == EINTR) continue;
-          if (r <= 0) {
-            return IoError(fmt::format("read {} at offset {} from the node's shared block: {}", path_, at + got,
-                                       r < 0 ? std::strerror(errno) : "it ended early"));
-          }
-          got += static_cast<size_t>(r);
+        if (shared_[next - 1].file) {
+          AQ_TRY(ReadBlockFile(next - 1, at - b.offset, take, out + done));
+        } else {
+          AQ_TRY(PreadAll(shared_[next - 1].fd, at - b.offset, take, out + done, at));
         }
         done += take;
         continue;
@@ -542,7 +538,7 @@ class StoreFile final : public io::RandomAccessFile {
       // Up to the next block held here (or the end), through the node.
       uint64_t until = offset + n;
       for (size_t i = next; i < blocks.size(); ++i) {
-        if (shared_fds_[i] >= 0) {
+        if (shared_[i].fd >= 0) {
           until = std::min(until, blocks[i].offset);
           break;
         }
@@ -554,11 +550,71 @@ class StoreFile final : public io::RandomAccessFile {
     return Status::Ok();
   }
 
-  // Presents the grant's token on the node's socket and keeps the memfds it
-  // passes back (s3/same_host.h). Any failure leaves the blocks to the node.
+  // n bytes at `from` of a shared descriptor (`at`: where in the object, for errors).
+  Status PreadAll(int fd, uint64_t from, size_t n, char* out, uint64_t at) const {
+    for (size_t got = 0; got < n;) {
+      const ssize_t r = ::pread(fd, out + got, n - got, static_cast<off_t>(from + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        return IoError(fmt::format("read {} at offset {} from the node's shared block: {}", path_, at + got,
+                                   r < 0 ? std::strerror(errno) : "it ended early"));
+      }
+      got += static_cast<size_t>(r);
+    }
+    return Status::Ok();
+  }
+
+  // [in, in + n) of granted block `i`, passed as the node's block file: the
+  // whole block is read and checked against its CRC32C before any of it is
+  // used (straight into `out` when the read covers it, else into a buffer
+  // that serves the following reads of the same block). A block that fails
+  // its check is read through the node, whose read reports the damage and
+  // repairs what it can.
+  Status ReadBlockFile(size_t i, uint64_t in, size_t n, char* out) const {
+    const s3::SameHostBlock& b = grant_->blocks[i];
+    const Shared& f = shared_[i];
+    if (in + n == b.size) {
+      // Reaching the block's end: the next block files' pages (up to
+      // kFileReadAhead bytes past it) are read ahead while this one is
+      // checked and used. Pages already in memory cost a lookup.
+      uint64_t ahead = 0;
+      for (size_t j = i + 1; j < shared_.size() && ahead < kFileReadAhead; ++j) {
+        if (!shared_[j].file) continue;
+        (void)::posix_fadvise(shared_[j].fd, static_cast<off_t>(shared_[j].data_offset),
+                              static_cast<off_t>(grant_->blocks[j].size), POSIX_FADV_WILLNEED);
+        ahead += grant_->blocks[j].size;
+      }
+    }
+    auto failed = [&]() -> Status {
+      log::warn("read {}: the node's block file for bytes {}-{} failed its CRC32C check; reading them through the node",
+                path_, b.offset, b.offset + b.size - 1);
+      return ReadRemote(b.offset + in, n, out);
+    };
+    if (in == 0 && n == b.size) {
+      AQ_TRY(PreadAll(f.fd, f.data_offset, n, out, b.offset));
+      return crc32c::Value(out, n) == f.crc32c ? Status::Ok() : failed();
+    }
+    std::lock_guard<std::mutex> lock(block_mu_);
+    if (block_index_ != i) {
+      block_index_ = SIZE_MAX;
+      block_buf_.resize(b.size);
+      AQ_TRY(PreadAll(f.fd, f.data_offset, b.size, block_buf_.data(), b.offset));
+      if (crc32c::Value(block_buf_) != f.crc32c) return failed();
+      block_index_ = i;
+    }
+    std::memcpy(out, block_buf_.data() + in, n);
+    return Status::Ok();
+  }
+
+  // How far past a block file being read the next ones are read ahead.
+  static constexpr uint64_t kFileReadAhead = 16ull << 20;
+
+  // Presents the grant's token on the node's socket and keeps the
+  // descriptors it passes back (s3/same_host.h). Any failure leaves the
+  // blocks to the node.
   void TakeSharedBlocks() const {
     const auto& blocks = grant_->blocks;
-    shared_fds_.assign(blocks.size(), -1);
+    shared_.assign(blocks.size(), Shared{});
     const int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (s < 0) return;
     sockaddr_un a{};
@@ -569,9 +625,9 @@ class StoreFile final : public io::RandomAccessFile {
     ::setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     ::setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     const std::string request = grant_->token + "\n";
-    char text[s3::kMaxSameHostBlocks + 16];
+    std::string text(s3::kMaxSameHostAnswer + 1, '\0');
     std::vector<char> control(CMSG_SPACE(sizeof(int) * s3::kMaxSameHostBlocks));
-    iovec iov{text, sizeof text};
+    iovec iov{text.data(), text.size()};
     msghdr m{};
     m.msg_iov = &iov;
     m.msg_iovlen = 1;
@@ -594,26 +650,32 @@ class StoreFile final : public io::RandomAccessFile {
         std::memcpy(fds.data() + at, CMSG_DATA(c), count * sizeof(int));
       }
     }
-    const std::string answer = got > 0 ? std::string(text, static_cast<size_t>(got)) : "";
-    const size_t ones = static_cast<size_t>(std::count(answer.begin(), answer.end(), '1'));
-    const bool ok = (m.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) == 0 && answer.size() == 3 + blocks.size() &&
-                    answer.rfind("OK ", 0) == 0 && ones == fds.size() &&
-                    answer.find_first_not_of("01", 3) == std::string::npos;
-    if (!ok) {
+    text.resize(got > 0 ? static_cast<size_t>(got) : 0);
+    Result<std::vector<s3::SameHostPiece>> pieces = IoError(std::strerror(connect_errno));
+    if (got >= 0) pieces = s3::SameHostAnswerFromText(text, blocks.size(), fs_.options().same_host_files);
+    if (pieces.ok() &&
+        ((m.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) != 0 || s3::SameHostDescriptors(*pieces) != fds.size())) {
+      pieces =
+          InvalidArgument(fmt::format("{} descriptors passed for the answer '{}'", fds.size(), text.substr(0, 80)));
+    }
+    if (!pieces.ok()) {
       for (int fd : fds) ::close(fd);
       log::debug("open {}: same-host blocks not taken ({}); reading through the node", path_,
-                 got < 0 ? std::strerror(connect_errno) : answer.substr(0, 80));
+                 pieces.status().message());
       return;
     }
     for (size_t i = 0, f = 0; i < blocks.size(); ++i) {
-      if (answer[3 + i] != '1') continue;
+      const s3::SameHostPiece& p = (*pieces)[i];
+      if (p.form == s3::SameHostForm::kNone) continue;
       const int fd = fds[f++];
+      const bool file = p.form == s3::SameHostForm::kFile;
       struct stat st {};
-      if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != blocks[i].size) {
+      const uint64_t want = blocks[i].size + (file ? p.data_offset : 0);
+      if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != want) {
         ::close(fd);  // not the block promised: read through the node
         continue;
       }
-      shared_fds_[i] = fd;
+      shared_[i] = Shared{fd, file, p.data_offset, p.crc32c};
     }
   }
 
@@ -788,11 +850,21 @@ class StoreFile final : public io::RandomAccessFile {
   std::optional<s3::Layout> layout_;
   const bool planned_;            // read planned blocks from their owner, where they are staged
   std::vector<uint64_t> starts_;  // each block's first byte in the object
-  // Same-host reads: what the node granted, and the memfd of each granted
-  // block (-1: read through the node), taken at the first read past head_.
+  // Same-host reads: what the node granted, and the descriptor of each
+  // granted block (-1: read through the node), taken at the first read past
+  // head_; the last block file read in part, checked whole.
+  struct Shared {
+    int fd = -1;
+    bool file = false;  // a block file (checked as read), else a sealed memfd
+    uint64_t data_offset = 0;
+    uint32_t crc32c = 0;
+  };
   std::optional<s3::SameHostGrant> grant_;
   mutable std::once_flag shared_once_;
-  mutable std::vector<int> shared_fds_;
+  mutable std::vector<Shared> shared_;
+  mutable std::mutex block_mu_;
+  mutable size_t block_index_ = SIZE_MAX;  // guarded by block_mu_
+  mutable std::string block_buf_;          // guarded by block_mu_
   mutable std::mutex mu_;
   mutable uint64_t next_ = 0;  // where the last read ended
   mutable io::SequentialDetector sequential_{0, 1};
@@ -1066,7 +1138,7 @@ Result<std::unique_ptr<io::RandomAccessFile>> StoreFs::OpenRead(const std::strin
   h.Add("Range", fmt::format("bytes=0-{}", options_.open_bytes - 1));
   h.Add("x-aquifer-open", "1");
   const bool same_host = options_.same_host && s3::IsLoopbackHost(p.host);
-  if (same_host) h.Add(s3::kSameHostHeader, "1");
+  if (same_host) h.Add(s3::kSameHostHeader, options_.same_host_files ? s3::kSameHostFiles : s3::kSameHostMemfds);
   auto res = AQ_TRY(Call(p, "GET", Resource(p), "", std::move(h), kEmptySha, {}, head.data(), head.size()));
   if (res.status != 200 && res.status != 206) return Failure(res, fmt::format("open {}", path));
   uint64_t size = res.received;
@@ -1381,6 +1453,7 @@ ClientOptions ClientOptionsFromEnvironment() {
   ClientOptions o;
   if (const char* v = std::getenv("AQUIFER_READAHEAD"); v != nullptr) o.read_ahead = std::string(v) == "1";
   if (const char* v = std::getenv("AQUIFER_SAME_HOST"); v != nullptr) o.same_host = std::string(v) != "0";
+  if (const char* v = std::getenv("AQUIFER_SAME_HOST_FILES"); v != nullptr) o.same_host_files = std::string(v) != "0";
   if (const char* v = std::getenv("AQUIFER_MD5_ETAG"); v != nullptr) o.md5_etags = std::string(v) == "1";
   if (const char* b = std::getenv("AQUIFER_BALANCE"); b != nullptr && *b != '\0') o.balance = b;
   // Writes: the multipart part size (S3's 5 MiB at least) and the size past

@@ -16,9 +16,10 @@
 //     path names);
 //   - a node on this machine (a loopback address) lets the open read the
 //     rest of what it holds in RAM from sealed shared memory (pread of a
-//     memfd it passes over a Unix socket, s3/same_host.h) instead of
-//     copying it through the socket; what it does not hold is read as
-//     below;
+//     memfd it passes over a Unix socket, s3/same_host.h), and what it
+//     keeps plain in its local pools from the block files themselves
+//     (passed read-only; every block checked against its CRC32C as read),
+//     instead of copying it through the socket; the rest is read as below;
 //   - listings are ListObjectsV2 pages; the sizes they carry answer Stat
 //     for a few seconds, so walking a folder costs no HEAD per file;
 //   - no node is a single point of failure: the client learns the cluster's
@@ -80,6 +81,9 @@ struct ClientOptions {
   // blocks it holds in RAM are read from memory it shares, not through the
   // socket. AQUIFER_SAME_HOST=0 turns it off.
   bool same_host = true;
+  // With same_host: the blocks the node keeps plain in its local pools are
+  // read from its block files too. AQUIFER_SAME_HOST_FILES=0 turns it off.
+  bool same_host_files = true;
   // Objects written get S3's MD5 ETag (the node hashes every byte once
   // more). Off, the node is asked for an ETag unique per write
   // (s3::kEtagHeader): the bodies are checked by their CRC32C either way.

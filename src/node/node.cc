@@ -307,7 +307,7 @@ Status Node::StartImpl() {
   if (cache_ && o_.same_host_memory > 0 && o_.send_bytes_per_second == 0) {
     server::SameHostOptions sh;
     sh.memory_bytes = o_.same_host_memory;
-    same_host_ = AQ_TRY(server::SameHostReads::Start(*cache_, sh));
+    same_host_ = AQ_TRY(server::SameHostReads::Start(*cache_, sh, blocks_.get(), cluster ? node_id_ : ""));
   }
 
   store::ObjectStoreOptions oo;
@@ -411,6 +411,7 @@ Status Node::StartImpl() {
                                              .granted_blocks = s.granted_blocks,
                                              .fetches = s.fetches,
                                              .blocks_sent = s.blocks_sent,
+                                             .files_sent = s.files_sent,
                                              .blocks_gone = s.blocks_gone,
                                              .refused = s.refused,
                                              .created = s.created,
@@ -562,6 +563,8 @@ Status Node::StartImpl() {
     if (server::SameHostReads* sh = same_host_.get()) {
       series.push_back({"node.same_host.blocks_sent", "blocks/s",
                         [sh] { return static_cast<double>(sh->Stats().blocks_sent); }, true});
+      series.push_back({"node.same_host.files_sent", "blocks/s",
+                        [sh] { return static_cast<double>(sh->Stats().files_sent); }, true});
       series.push_back(
           {"node.same_host.shared", "bytes", [sh] { return static_cast<double>(sh->Stats().shared_bytes); }, false});
     }

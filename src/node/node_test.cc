@@ -5,6 +5,8 @@
 // on a real etcd through membership, failover and repair.
 #include "node/node.h"
 
+#include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -182,12 +184,18 @@ TEST(NodeTest, OptionsAreCheckedWithoutNamingFlags) {
   EXPECT_EQ(o.Validate().code(), StatusCode::kInvalidArgument);
 }
 
+std::unique_ptr<io::FileSystem> RemoteClient() {  // as from another host: every byte through the socket
+  client::ClientOptions co;
+  co.same_host = false;
+  return client::NewStoreFileSystem(client::ClientCredentials{kKey.access_key, kKey.secret, "test"}, co);
+}
+
 TEST(NodeTest, ClientRoundTripsCostOneRequestPerSmallFile) {
   TempDir dir;
   auto node = Node::Start(Options(dir, "n"));
   ASSERT_TRUE(node.ok()) << node.status().ToString();
   Node& n = **node;
-  auto fs = Client();
+  auto fs = RemoteClient();
   const std::string base = "aquifer://" + n.address() + "/data";
   ASSERT_TRUE(fs->MakeDirs(base).ok());
   const std::string small = Bytes(100'000, 1), big = Bytes(20'000'000, 2);
@@ -211,6 +219,15 @@ TEST(NodeTest, ClientRoundTripsCostOneRequestPerSmallFile) {
   Counts c3 = Snapshot(n);
   EXPECT_EQ(c3.get - c2.get, (big.size() + (1 << 20) - 1) / (1 << 20));
   EXPECT_EQ(c3.head - c2.head, 0u);
+  // On the node's machine, the rest comes from the node's block files: the
+  // open is the only request.
+  auto local = Client();
+  EXPECT_EQ(ReadWhole(*local, base + "/small.jpg", 1 << 20), small);  // the client learns the node
+  c3 = Snapshot(n);
+  EXPECT_EQ(ReadWhole(*local, base + "/big.rec", 1 << 20), big);
+  Counts c3b = Snapshot(n);
+  EXPECT_EQ(c3b.get - c3.get, 1u);
+  c3 = c3b;
   // A folder walk of 1,000 objects: list pages only; Stat answers from them.
   for (int i = 0; i < 1000; ++i) {
     ASSERT_TRUE(Write(*fs, base + "/walk/img-" + std::to_string(i), std::to_string(i)).ok());
@@ -370,6 +387,7 @@ TEST(NodeTest, SameHostReadsShareSealedBlocksAndNeverMixVersions) {
 
   client::ClientOptions co;
   co.open_bytes = 100'000;
+  co.same_host_files = false;  // memfds only (block files: the next test)
   auto fs = client::NewStoreFileSystem(client::ClientCredentials{kKey.access_key, kKey.secret, "test"}, co);
   co.same_host = false;
   auto off = client::NewStoreFileSystem(client::ClientCredentials{kKey.access_key, kKey.secret, "test"}, co);
@@ -458,11 +476,13 @@ TEST(NodeTest, SameHostReadsShareSealedBlocksAndNeverMixVersions) {
   EXPECT_EQ(pool.Send(n.address(), req)->headers.Get(s3::kSameHostHeader), "");
 }
 
+// (From the node's own machine the reader holds the old version's block
+// files and reads it whole: SameHostReadsTakeBlockFilesCheckedWhole...)
 TEST(NodeTest, AFileOverwrittenWhileReadIsAConflictNotAMix) {
   TempDir dir;
   auto node = Node::Start(Options(dir, "n"));
   ASSERT_TRUE(node.ok()) << node.status().ToString();
-  auto fs = Client();
+  auto fs = RemoteClient();
   const std::string path = "aquifer://" + (*node)->address() + "/data/f";
   ASSERT_TRUE(fs->MakeDirs(path).ok());
   ASSERT_TRUE(Write(*fs, path, Bytes(3 << 20, 3)).ok());
@@ -577,6 +597,144 @@ TEST(NodeTest, TimersRunOnTheNodesClock) {
   EXPECT_TRUE(Eventually([&] { return passes() == 2; })) << passes();
   EXPECT_EQ(ReadWhole(*fs, base + "/kept", 1 << 20), Bytes(600'000, 3));
   EXPECT_EQ(n.scrubber()->Stats().corrupt, 0u);
+}
+
+TEST(NodeTest, SameHostReadsTakeBlockFilesCheckedWholeAndNeverMixVersions) {
+  TempDir dir;
+  NodeOptions o = Options(dir, "n");
+  o.anonymous = true;     // the raw requests below go unsigned
+  o.prefetch_window = 0;  // only what is read is in RAM
+  o.reclaim_delay_s = 0;  // an overwritten version's blocks go at once
+  auto node = Node::Start(o);
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  Node& n = **node;
+  server::SameHostReads* sh = n.same_host();
+  ASSERT_NE(sh, nullptr);
+  auto admin = Client();
+  const std::string root = "aquifer://" + n.address();
+  ASSERT_TRUE(admin->MakeDirs(root + "/data").ok());
+  const std::string path = root + "/data/ckpt é.pt";
+  const std::string v1 = Bytes(2'000'000, 1);  // 8 blocks of 256 KiB, the last one short
+  ASSERT_TRUE(Write(*admin, path, v1).ok());
+  auto meta = n.objects().Head("data", "ckpt é.pt");
+  ASSERT_TRUE(meta.ok());
+  const std::vector<store::BlockRef> blocks = meta->blocks;
+  ASSERT_EQ(blocks.size(), 8u);
+
+  client::ClientOptions co;
+  co.open_bytes = 100'000;
+  auto fs = client::NewStoreFileSystem(client::ClientCredentials{kKey.access_key, kKey.secret, "test"}, co);
+  // Every block past the open's bytes is read from its file, in pieces that
+  // straddle blocks and in whole blocks; even the first, which the open read
+  // through the node into RAM (a file costs the node no copy; a memfd would).
+  for (const auto& b : blocks) n.cache()->Erase(b.id);
+  EXPECT_EQ(ReadWhole(*fs, path, 300'000), v1);
+  EXPECT_EQ(ReadWhole(*fs, path, 256 << 10), v1);
+  auto s = sh->Stats();
+  EXPECT_EQ(s.files_sent, 16u);
+  EXPECT_EQ(s.blocks_sent, 0u);
+  EXPECT_EQ(s.blocks_gone, 0u);
+
+  // The socket passes each file read-only, with where its bytes start and
+  // their checksum; a client that asked for memfds only is passed none.
+  http::Pool pool;
+  http::ClientRequest req;
+  req.method = "GET";
+  req.target = "/data/ckpt%20%C3%A9.pt";
+  req.headers.Add("Range", "bytes=0-99");
+  req.headers.Add(s3::kSameHostHeader, s3::kSameHostFiles);
+  auto res = pool.Send(n.address(), req);
+  ASSERT_TRUE(res.ok());
+  auto grant = s3::SameHostGrantFromJson(res->headers.Get(s3::kSameHostHeader), v1.size());
+  ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+  ASSERT_EQ(grant->blocks.size(), 8u);
+  for (const auto& b : blocks) n.cache()->Erase(b.id);
+  auto [text, fds] = Present(grant->socket, grant->token + "\n");
+  auto pieces = s3::SameHostAnswerFromText(text, 8, true);
+  ASSERT_TRUE(pieces.ok()) << text;
+  ASSERT_EQ(fds.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) {
+    ASSERT_EQ((*pieces)[i].form, s3::SameHostForm::kFile) << text;
+    EXPECT_EQ((*pieces)[i].crc32c, blocks[i].crc32c);
+    EXPECT_EQ(::fcntl(fds[i], F_GETFL) & O_ACCMODE, O_RDONLY);
+    EXPECT_LT(::pwrite(fds[i], "x", 1, 0), 0);
+    EXPECT_LT(::ftruncate(fds[i], 0), 0);
+    std::string bytes(blocks[i].size, '\0');
+    EXPECT_EQ(::pread(fds[i], bytes.data(), bytes.size(), static_cast<off_t>((*pieces)[i].data_offset)),
+              static_cast<ssize_t>(bytes.size()));
+    EXPECT_EQ(bytes, v1.substr(grant->blocks[i].offset, bytes.size()));
+    ::close(fds[i]);
+  }
+  req.headers = {};
+  req.headers.Add("Range", "bytes=0-99");
+  req.headers.Add(s3::kSameHostHeader, s3::kSameHostMemfds);
+  for (const auto& b : blocks) n.cache()->Erase(b.id);
+  EXPECT_EQ(pool.Send(n.address(), req)->headers.Get(s3::kSameHostHeader), "");  // nothing in RAM
+
+  // A flipped byte in a block file: the reader's check catches it and reads
+  // the block through the node, whose own check refuses it. Damage is an
+  // error, never bytes.
+  {
+    const std::string file = n.blocks().PathOf(blocks[3]);
+    const int fd = ::open(file.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0) << file;
+    char c = 0;
+    ASSERT_EQ(::pread(fd, &c, 1, 1000), 1);
+    c = static_cast<char>(c ^ 0x20);
+    ASSERT_EQ(::pwrite(fd, &c, 1, 1000), 1);
+    for (size_t piece : {size_t{256} << 10, size_t{100'000}}) {
+      for (const auto& b : blocks) n.cache()->Erase(b.id);
+      auto f = fs->OpenRead(path, io::AccessHint::kSequential);
+      ASSERT_TRUE(f.ok());
+      std::string got(v1.size(), '\0');
+      Status st = Status::Ok();
+      for (uint64_t at = 0; at < got.size() && st.ok(); at += piece) {
+        const size_t want = std::min<size_t>(piece, got.size() - at);
+        auto r = (*f)->ReadAt(at, want, got.data() + at);
+        st = r.ok() ? Status::Ok() : r.status();
+      }
+      EXPECT_FALSE(st.ok()) << piece << ": the damaged block was returned";
+    }
+    c = static_cast<char>(c ^ 0x20);
+    ASSERT_EQ(::pwrite(fd, &c, 1, 1000), 1);
+    ::close(fd);
+  }
+
+  // Overwritten and its blocks removed while open: the reader holds the old
+  // version's files and reads it whole.
+  auto f = fs->OpenRead(path, io::AccessHint::kSequential);
+  ASSERT_TRUE(f.ok());
+  char byte = 0;
+  ASSERT_TRUE((*f)->ReadAt(200'000, 1, &byte).ok());  // takes the files
+  const std::string v2 = Bytes(2'000'000, 2);
+  ASSERT_TRUE(Write(*admin, path, v2).ok());
+  EXPECT_TRUE(Eventually([&] {
+    return std::none_of(blocks.begin(), blocks.end(), [&](const store::BlockRef& b) { return n.blocks().Has(b); });
+  })) << "the old version's blocks were not reclaimed";
+  std::string got(v1.size(), '\0');
+  auto r = (*f)->ReadAt(0, got.size(), got.data());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(got, v1);
+  EXPECT_EQ(ReadWhole(*fs, path, 300'000), v2);
+
+  // A compressing pool's compressed blocks are read through the node.
+  TempDir dir2;
+  NodeOptions oz = Options(dir2, "z");
+  auto zpool = store::ParsePool("fast=" + (dir2 / "fast") + ",compress=zstd");
+  ASSERT_TRUE(zpool.ok());
+  oz.pools.push_back(*zpool);
+  auto z = Node::Start(oz);
+  ASSERT_TRUE(z.ok()) << z.status().ToString();
+  const std::string zroot = "aquifer://" + (*z)->address();
+  ASSERT_TRUE(admin->MakeDirs(zroot + "/data").ok());
+  const std::string text_bytes = [] {
+    std::string t;
+    while (t.size() < 2'000'000) t += fmt::format("step {} loss {:.4f}\n", t.size(), 1.0 / (1 + t.size()));
+    return t;
+  }();
+  ASSERT_TRUE(Write(*admin, zroot + "/data/log.txt", text_bytes).ok());
+  EXPECT_EQ(ReadWhole(*fs, zroot + "/data/log.txt", 300'000), text_bytes);
+  EXPECT_EQ((*z)->same_host()->Stats().files_sent, 0u);
 }
 
 TEST(NodeTest, StopsCleanlyAndRestartsWithItsData) {

@@ -134,7 +134,8 @@ template <class D, class F>
 requires std::is_same_v<std::remove_const_t<D>, SameHostStatsDoc>
 void Fields(D& d, F&& f) {
   f("grants", d.grants), f("granted_blocks", d.granted_blocks), f("fetches", d.fetches);
-  f("blocks_sent", d.blocks_sent), f("blocks_gone", d.blocks_gone), f("refused", d.refused);
+  f("blocks_sent", d.blocks_sent), f("files_sent", d.files_sent), f("blocks_gone", d.blocks_gone);
+  f("refused", d.refused);
   f("created", d.created), f("evicted", d.evicted), f("shared", d.shared), f("shared_bytes", d.shared_bytes);
   f("memory_bytes", d.memory_bytes);
 }

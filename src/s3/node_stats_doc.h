@@ -118,9 +118,9 @@ struct ScrubStatsDoc {
   std::vector<ScrubFindingDoc> findings;
 };
 
-struct SameHostStatsDoc {  // blocks handed to readers on the node's machine as shared memory
-  uint64_t grants = 0, granted_blocks = 0, fetches = 0, blocks_sent = 0, blocks_gone = 0, refused = 0, created = 0,
-           evicted = 0, shared = 0, shared_bytes = 0, memory_bytes = 0;
+struct SameHostStatsDoc {  // blocks handed to readers on the node's machine as shared memory or block files
+  uint64_t grants = 0, granted_blocks = 0, fetches = 0, blocks_sent = 0, files_sent = 0, blocks_gone = 0, refused = 0,
+           created = 0, evicted = 0, shared = 0, shared_bytes = 0, memory_bytes = 0;
 };
 
 struct UploadStatsDoc {  // multipart uploads

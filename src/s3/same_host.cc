@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 namespace aq::s3 {
@@ -53,6 +54,65 @@ Result<SameHostGrant> SameHostGrantFromJson(std::string_view json, uint64_t obje
     g.blocks.push_back(sb);
   }
   return g;
+}
+
+std::string SameHostAnswerToText(const std::vector<SameHostPiece>& pieces) {
+  std::string text = "OK ";
+  for (const auto& p : pieces) text += static_cast<char>(p.form);
+  for (const auto& p : pieces) {
+    if (p.form == SameHostForm::kFile) text += fmt::format("\n{} {:08x}", p.data_offset, p.crc32c);
+  }
+  return text;
+}
+
+Result<std::vector<SameHostPiece>> SameHostAnswerFromText(std::string_view text, size_t blocks, bool files) {
+  auto bad = [](const std::string& why) { return InvalidArgument("same-host answer: " + why); };
+  if (text.rfind("ERR ", 0) == 0) {
+    return Unavailable(fmt::format("same-host answer: the node refused: {}", text.substr(4, 200)));
+  }
+  if (text.rfind("OK ", 0) != 0) return bad("neither 'OK ' nor 'ERR '");
+  text.remove_prefix(3);
+  const std::string_view forms = text.substr(0, text.find('\n'));
+  if (forms.size() != blocks) return bad(fmt::format("{} blocks answered, {} granted", forms.size(), blocks));
+  text.remove_prefix(forms.size());
+  std::vector<SameHostPiece> pieces(blocks);
+  for (size_t i = 0; i < blocks; ++i) {
+    const char c = forms[i];
+    if (c != '0' && c != '1' && !(c == 'f' && files)) {
+      return bad(fmt::format("block {}: form '{}' is not 0, 1{}", i, c, files ? " or f" : ""));
+    }
+    pieces[i].form = static_cast<SameHostForm>(c);
+    if (c != 'f') continue;
+    // "\n" OFFSET " " CRC
+    if (text.empty() || text[0] != '\n') return bad(fmt::format("block {}: no line for its file", i));
+    text.remove_prefix(1);
+    const size_t space = text.find(' ');
+    const std::string_view offset = text.substr(0, space);
+    if (space == std::string_view::npos || offset.empty() || offset.size() > 4 ||
+        offset.find_first_not_of("0123456789") != std::string_view::npos) {
+      return bad(fmt::format("block {}: the file's data offset is not a number of at most 4 digits", i));
+    }
+    uint64_t at = 0;
+    for (char d : offset) at = at * 10 + static_cast<uint64_t>(d - '0');
+    if (at > kMaxSameHostDataOffset) return bad(fmt::format("block {}: data offset {} is past any header", i, at));
+    text.remove_prefix(space + 1);
+    const std::string_view crc = text.substr(0, 8);
+    if (crc.size() != 8 || crc.find_first_not_of("0123456789abcdef") != std::string_view::npos) {
+      return bad(fmt::format("block {}: the CRC32C is not 8 lowercase hex digits", i));
+    }
+    uint32_t v = 0;
+    for (char d : crc) v = v << 4 | static_cast<uint32_t>(d <= '9' ? d - '0' : d - 'a' + 10);
+    text.remove_prefix(8);
+    pieces[i].data_offset = at;
+    pieces[i].crc32c = v;
+  }
+  if (!text.empty()) return bad("more lines than block files");
+  return pieces;
+}
+
+size_t SameHostDescriptors(const std::vector<SameHostPiece>& pieces) {
+  return static_cast<size_t>(std::count_if(pieces.begin(), pieces.end(),
+                                           [](const SameHostPiece& p) { return p.form != SameHostForm::kNone; }));
 }
 
 bool IsLoopbackHost(std::string_view host) {

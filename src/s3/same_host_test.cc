@@ -47,6 +47,40 @@ TEST(SameHostGrantTest, RoundTripsAndRefusesAnythingElse) {
   EXPECT_TRUE(SameHostGrantFromJson(SameHostGrantToJson(many), 1000).ok());
 }
 
+TEST(SameHostGrantTest, AnswersRoundTripAndAnythingElseIsRefused) {
+  const std::vector<SameHostPiece> pieces = {{SameHostForm::kMemfd},
+                                             {SameHostForm::kFile, 24, 0x0badf00d},
+                                             {SameHostForm::kNone},
+                                             {SameHostForm::kFile, 40, 0xffffffff}};
+  const std::string text = SameHostAnswerToText(pieces);
+  EXPECT_EQ(text, "OK 1f0f\n24 0badf00d\n40 ffffffff");
+  auto back = SameHostAnswerFromText(text, 4, true);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, pieces);
+  EXPECT_EQ(SameHostDescriptors(*back), 3u);
+  // A client that asked for memfds only takes no file.
+  EXPECT_FALSE(SameHostAnswerFromText(text, 4, false).ok());
+  EXPECT_TRUE(SameHostAnswerFromText("OK 10", 2, false).ok());
+  auto refused = SameHostAnswerFromText("ERR unknown, used or expired token", 3, true);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("expired token"), std::string::npos);
+  for (const std::string bad : std::vector<std::string>{
+           "", "OK", "ok 1f", "OK 1f",                       // too few blocks
+           "OK 1f0f\n24 0badf00d",                           // a line missing
+           "OK 1f0f\n24 0badf00d\n40 ffffffff\n1 00000000",  // a line too many
+           "OK 1x0f\n24 0badf00d\n40 ffffffff",              // an unknown form
+           "OK 1f0f\n24 0BADF00D\n40 ffffffff",              // upper-case hex
+           "OK 1f0f\n24 0badf00\n40 ffffffff",               // short CRC
+           "OK 1f0f\n-4 0badf00d\n40 ffffffff",              // negative offset
+           "OK 1f0f\n4097 0badf00d\n40 ffffffff",            // past any header
+           "OK 1f0f\n99999 0badf00d\n40 ffffffff",           // too many digits
+           "OK 1f0f\n 0badf00d\n40 ffffffff",                // no offset
+           "OK 1f0f\n24\n40 ffffffff",                       // no CRC
+       }) {
+    EXPECT_FALSE(SameHostAnswerFromText(bad, 4, true).ok()) << bad;
+  }
+}
+
 TEST(SameHostGrantTest, OnlyLoopbackAddressesAreThisMachine) {
   for (const char* h : {"127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost", "::ffff:127.0.0.1"}) {
     EXPECT_TRUE(IsLoopbackHost(h)) << h;

@@ -312,10 +312,14 @@ void S3Handler::GetObject(S3Request& r) {
     h.Add("x-aquifer-layout", layout.size() <= 8192 ? std::move(layout) : std::string("fetch"));
   }
   // A client on this machine reads the rest of what is in RAM from shared
-  // memory (s3/same_host.h) instead of through this socket.
+  // memory, and (if it asks: "2") what this node holds from its block files
+  // (s3/same_host.h), instead of through this socket.
+  bool files_granted = false;  // the client reads the rest from the block files: no read-ahead for it here
   if (o_.same_host != nullptr && !head && length < o.size && rh.Has(s3::kSameHostHeader) &&
       s3::IsLoopbackHost(std::string_view(r.ex.peer()).substr(0, r.ex.peer().rfind(':')))) {
-    std::string grant = o_.same_host->Grant(o, start + length);
+    const bool files = rh.Get(s3::kSameHostHeader) == s3::kSameHostFiles;
+    std::string grant = o_.same_host->Grant(o, start + length, files);
+    files_granted = files && !grant.empty();
     if (!grant.empty()) h.Add(s3::kSameHostHeader, std::move(grant));
   }
   // response-content-type=... and the like replace what is stored.
@@ -341,7 +345,7 @@ void S3Handler::GetObject(S3Request& r) {
   // wire, the next ones are read.
   std::shared_ptr<store::ReadStream> stream;
   store::Prefetcher* prefetch = objects_.prefetcher();
-  if (prefetch != nullptr) stream = prefetch->Begin(object, start, length);
+  if (prefetch != nullptr && !files_granted) stream = prefetch->Begin(object, start, length);
   uint64_t sent_to = start;
   bool began = false, client_gone = false;
   auto sink = [&](std::string_view bytes) -> Status {

@@ -10,6 +10,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -66,8 +67,9 @@ SameHostReads::MemFd::~MemFd() {
   if (fd >= 0) ::close(fd);
 }
 
-Result<std::unique_ptr<SameHostReads>> SameHostReads::Start(store::BlockCache& cache, SameHostOptions options) {
-  std::unique_ptr<SameHostReads> s(new SameHostReads(cache, options));
+Result<std::unique_ptr<SameHostReads>> SameHostReads::Start(store::BlockCache& cache, SameHostOptions options,
+                                                            store::BlockStore* files, std::string node_id) {
+  std::unique_ptr<SameHostReads> s(new SameHostReads(cache, options, files, std::move(node_id)));
   s->name_ = fmt::format("aquifer-{}-{}", ::getpid(), RandomHex(8));
   s->listen_fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (s->listen_fd_ < 0) return IoError(fmt::format("same-host reads: socket: {}", std::strerror(errno)));
@@ -115,15 +117,21 @@ bool SameHostReads::Resident(const std::string& id) {
   return shared_.count(id) > 0;
 }
 
-std::string SameHostReads::Grant(const store::ObjectMeta& object, uint64_t from) {
+bool SameHostReads::Held(const store::BlockRef& b) const {
+  if (files_ == nullptr || b.erasure_coded()) return false;
+  return b.nodes.empty() || std::find(b.nodes.begin(), b.nodes.end(), node_id_) != b.nodes.end();
+}
+
+std::string SameHostReads::Grant(const store::ObjectMeta& object, uint64_t from, bool files) {
   Pending pending;
+  pending.files = files && files_ != nullptr;
   s3::SameHostGrant g;
   uint64_t at = 0;
   for (const auto& b : object.blocks) {
     const uint64_t start = at;
     at += b.size;
-    if (at <= from || b.size == 0 || !Resident(b.id)) continue;
-    pending.blocks.emplace_back(b.id, b.size);
+    if (at <= from || b.size == 0 || !((pending.files && Held(b)) || Resident(b.id))) continue;
+    pending.blocks.push_back(b);
     g.blocks.push_back({start, b.size});
     if (g.blocks.size() == s3::kMaxSameHostBlocks) break;
   }
@@ -143,6 +151,14 @@ std::string SameHostReads::Grant(const store::ObjectMeta& object, uint64_t from)
   grants_[g.token] = std::move(pending);
   grant_order_.push_back(g.token);
   return s3::SameHostGrantToJson(g);
+}
+
+std::shared_ptr<SameHostReads::MemFd> SameHostReads::Shared(const std::string& id) {
+  MutexLock lock(mu_);
+  auto it = shared_.find(id);
+  if (it == shared_.end()) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  return it->second->second;
 }
 
 std::shared_ptr<SameHostReads::MemFd> SameHostReads::Share(const std::string& id, uint64_t size) {
@@ -221,24 +237,42 @@ void SameHostReads::Serve(int fd) {
     if (!known) stats_.refused++;
   }
   if (!known) return Reply(fd, "ERR unknown, used or expired token");
-  std::string flags = "OK ";
+  std::vector<s3::SameHostPiece> pieces(pending.blocks.size());
   std::vector<std::shared_ptr<MemFd>> held;
-  std::vector<int> fds;
-  for (const auto& [id, size] : pending.blocks) {
-    auto m = Share(id, size);
-    flags += m ? '1' : '0';
-    if (m) {
-      fds.push_back(m->fd);
-      held.push_back(std::move(m));
+  std::vector<int> fds, files;  // files: descriptors of block files, closed once sent
+  for (size_t i = 0; i < pending.blocks.size(); ++i) {
+    // A memfd already made costs nothing more; else the block's file (no
+    // copy in the node); else a memfd made from the RAM cache.
+    const store::BlockRef& b = pending.blocks[i];
+    std::shared_ptr<MemFd> m = Shared(b.id);
+    if (!m && pending.files && Held(b)) {
+      auto f = files_->OpenPlain(b);
+      if (f.ok() && *f) {
+        pieces[i] = {s3::SameHostForm::kFile, (*f)->data_offset, b.crc32c};
+        fds.push_back((*f)->fd);
+        files.push_back((*f)->fd);
+        continue;
+      }
+      // Gone (moved, reclaimed) or damaged: the client reads it through the
+      // node, whose read says which and repairs what it can. Compressed, or
+      // in a pool read otherwise: the same.
+      if (!f.ok()) log::debug("same-host reads: block {} not passed as a file: {}", b.id, f.status().message());
     }
+    if (!m) m = Share(b.id, b.size);
+    if (!m) continue;
+    pieces[i].form = s3::SameHostForm::kMemfd;
+    fds.push_back(m->fd);
+    held.push_back(std::move(m));
   }
   {
     MutexLock lock(mu_);
     stats_.fetches++;
-    stats_.blocks_sent += fds.size();
+    stats_.blocks_sent += held.size();
+    stats_.files_sent += files.size();
     stats_.blocks_gone += pending.blocks.size() - fds.size();
   }
-  Reply(fd, flags, fds);
+  Reply(fd, s3::SameHostAnswerToText(pieces), fds);
+  for (int f : files) ::close(f);
 }
 
 SameHostStats SameHostReads::Stats() const {

@@ -1,5 +1,6 @@
 #include "store/block_store.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <openssl/evp.h>
 
@@ -488,6 +489,29 @@ Result<std::string> BlockStore::Read(const BlockRef& ref, uint64_t offset, uint6
   if (offset > size) return InvalidArgument(fmt::format("offset {} past the block's {} bytes", offset, size));
   if (offset == 0 && n >= size) return block;
   return std::string(std::string_view(*block).substr(offset, std::min<uint64_t>(n, size - offset)));
+}
+
+Result<std::optional<BlockStore::PlainFile>> BlockStore::OpenPlain(const BlockRef& ref) {
+  if (!IsBlockId(ref.id)) return InvalidArgument(fmt::format("'{}' is not a block id", ref.id));
+  const PoolConfig* pool = AQ_TRY(Pool(ref.pool));
+  if (pool->media == Media::kHdd || pool->direct || pool->read_latency_s > 0) return std::optional<PlainFile>();
+  const std::string path = PathOf(ref);
+  auto f = AQ_TRY(fs_.OpenRead(path, io::AccessHint::kSequential));
+  if (f->native_fd() < 0) return std::optional<PlainFile>();  // not a file of this machine's
+  char head[kMaxBlockHeaderBytes];
+  const size_t got = AQ_TRY(f->ReadAt(0, std::min<uint64_t>(f->size(), sizeof head), head));
+  auto h = ParseBlockHeader(std::string_view(head, got));
+  if (!h.ok()) {
+    return Status(StatusCode::kCorruption,
+                  fmt::format("block {} in pool '{}' ({}): {}", ref.id, ref.pool, path, h.status().message()));
+  }
+  if (h->codec != Codec::kNone || h->logical_size != ref.size || h->logical_crc != ref.crc32c ||
+      f->size() != h->header_bytes + ref.size) {
+    return std::optional<PlainFile>();  // compressed, or not what the reference says: Read tells which
+  }
+  const int fd = ::fcntl(f->native_fd(), F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return IoError(fmt::format("block {}: duplicating its descriptor: {}", path, std::strerror(errno)));
+  return std::optional<PlainFile>(PlainFile{fd, h->header_bytes});
 }
 
 void BlockStore::CountDecode(const BlockHeader& h, const PoolConfig* pool, double t0) {

@@ -158,6 +158,19 @@ class BlockStore {
   // The block's bytes [offset, offset + n) after checking the whole block's
   // CRC32C against the file's and the reference's. kCorruption on mismatch.
   Result<std::string> Read(const BlockRef& ref, uint64_t offset = 0, uint64_t n = UINT64_MAX);
+  // For same-host reads (server/same_host.h): a descriptor of the block's
+  // file, open read-only, and where the block's bytes start in it, when the
+  // block is stored plain in a pool whose files a reader on this machine may
+  // read itself: on the machine's own file system, not on slow media (those
+  // reads go through L3), not read past the page cache (`direct`), no
+  // emulated latency. nullopt otherwise (the block is read through Read).
+  // Only the header is checked (its magic, checksum and the reference's size
+  // and CRC); the reader checks the bytes against ref.crc32c.
+  struct PlainFile {
+    int fd = -1;  // the caller's to close
+    uint64_t data_offset = 0;
+  };
+  Result<std::optional<PlainFile>> OpenPlain(const BlockRef& ref);
   // How the block's file stores it (its header, not verified against the
   // data) and the file's size: for tools showing what compression did.
   struct StoredForm {
