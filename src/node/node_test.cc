@@ -367,23 +367,40 @@ std::pair<std::string, std::vector<int>> Present(const std::string& socket, cons
   return {got > 0 ? std::string(text, static_cast<size_t>(got)) : "", fds};
 }
 
+// A node for the same-host tests (raw requests go unsigned, only what is
+// read is in RAM) holding 2,000,000 bytes at data/KEY: 8 blocks of 256 KiB,
+// the last one short.
+struct SameHostNode {
+  std::unique_ptr<Node> node;
+  std::unique_ptr<io::FileSystem> admin = Client();
+  std::string root, path, v1 = Bytes(2'000'000, 1);
+  static SameHostNode Start(NodeOptions o, const std::string& key) {
+    o.anonymous = true;
+    o.prefetch_window = 0;
+    SameHostNode s;
+    auto node = Node::Start(o);
+    EXPECT_TRUE(node.ok()) << node.status().ToString();
+    if (!node.ok()) return s;
+    s.node = std::move(*node);
+    s.root = "aquifer://" + s.node->address();
+    s.path = s.root + "/data/" + key;
+    EXPECT_TRUE(s.admin->MakeDirs(s.root + "/data").ok());
+    EXPECT_TRUE(Write(*s.admin, s.path, s.v1).ok());
+    return s;
+  }
+};
+
 TEST(NodeTest, SameHostReadsShareSealedBlocksAndNeverMixVersions) {
   TempDir dir;
   NodeOptions o = Options(dir, "n");
-  o.anonymous = true;              // the raw requests below go unsigned
   o.same_host_memory = 1'000'000;  // under four blocks of 256 KiB: the table must evict
-  o.prefetch_window = 0;           // only what is read is in RAM
-  auto node = Node::Start(o);
-  ASSERT_TRUE(node.ok()) << node.status().ToString();
-  Node& n = **node;
+  SameHostNode t = SameHostNode::Start(o, "shard é 0.tfrecord");
+  ASSERT_NE(t.node, nullptr);
+  Node& n = *t.node;
   server::SameHostReads* sh = n.same_host();
   ASSERT_NE(sh, nullptr);
-  auto admin = Client();
-  const std::string root = "aquifer://" + n.address();
-  ASSERT_TRUE(admin->MakeDirs(root + "/data").ok());
-  const std::string path = root + "/data/shard é 0.tfrecord";
-  const std::string v1 = Bytes(2'000'000, 1);  // 8 blocks, the last one short
-  ASSERT_TRUE(Write(*admin, path, v1).ok());
+  auto& admin = t.admin;
+  const std::string &root = t.root, &path = t.path, &v1 = t.v1;
 
   client::ClientOptions co;
   co.open_bytes = 100'000;
@@ -602,20 +619,14 @@ TEST(NodeTest, TimersRunOnTheNodesClock) {
 TEST(NodeTest, SameHostReadsTakeBlockFilesCheckedWholeAndNeverMixVersions) {
   TempDir dir;
   NodeOptions o = Options(dir, "n");
-  o.anonymous = true;     // the raw requests below go unsigned
-  o.prefetch_window = 0;  // only what is read is in RAM
   o.reclaim_delay_s = 0;  // an overwritten version's blocks go at once
-  auto node = Node::Start(o);
-  ASSERT_TRUE(node.ok()) << node.status().ToString();
-  Node& n = **node;
+  SameHostNode t = SameHostNode::Start(o, "ckpt é.pt");
+  ASSERT_NE(t.node, nullptr);
+  Node& n = *t.node;
   server::SameHostReads* sh = n.same_host();
   ASSERT_NE(sh, nullptr);
-  auto admin = Client();
-  const std::string root = "aquifer://" + n.address();
-  ASSERT_TRUE(admin->MakeDirs(root + "/data").ok());
-  const std::string path = root + "/data/ckpt é.pt";
-  const std::string v1 = Bytes(2'000'000, 1);  // 8 blocks of 256 KiB, the last one short
-  ASSERT_TRUE(Write(*admin, path, v1).ok());
+  auto& admin = t.admin;
+  const std::string &root = t.root, &path = t.path, &v1 = t.v1;
   auto meta = n.objects().Head("data", "ckpt é.pt");
   ASSERT_TRUE(meta.ok());
   const std::vector<store::BlockRef> blocks = meta->blocks;
