@@ -134,26 +134,36 @@ Result<std::vector<ScrubFinding>> Scrubber::RunPass(const std::atomic<bool>* sto
       WaitFor(wait, stop);
     }
   }
+  // The file is read again before anything is removed: a piece rebuilt
+  // meanwhile (a reader's repair, the repairer) is whole now, and one
+  // removed meanwhile (re-protection, a delete) is missing, not corrupt.
+  std::vector<std::pair<size_t, std::string>> still_bad;
+  for (auto& [i, problem] : bad) {
+    const Status again = store_.Read(expected[i].piece, 0, 0).status();
+    if (again.ok()) continue;
+    still_bad.emplace_back(i, again.code() == StatusCode::kNotFound ? "missing" : std::move(problem));
+  }
   // Only what the metadata still names is damage: an object deleted or
   // rewritten during the pass took its pieces with it.
   std::set<std::string> still;
-  if (!bad.empty()) {
-    auto again = expected_();
-    if (!again.ok()) return again.status();
-    for (const auto& e : *again) still.insert(e.piece.id + "@" + e.piece.pool);
-  }
+  if (!still_bad.empty()) still = AQ_TRY(Named());
   std::vector<ScrubFinding> findings;
-  for (auto& [i, problem] : bad) {
+  for (auto& [i, problem] : still_bad) {
     const ExpectedPiece& e = expected[i];
     if (!still.count(e.piece.id + "@" + e.piece.pool)) continue;
-    // The file is read again before anything is removed: a piece rebuilt
-    // meanwhile (a reader's repair, the repairer) is whole now.
-    if (store_.Read(e.piece, 0, 0).ok()) continue;
-    findings.push_back(Rebuild(e, problem));
+    auto f = Rebuild(e, problem);
+    if (!f) continue;
+    findings.push_back(std::move(*f));
     findings.back().also = std::move(also[i]);
   }
   Record(findings, t0);
   return findings;
+}
+
+Result<std::set<std::string>> Scrubber::Named() {
+  std::set<std::string> named;
+  for (const auto& e : AQ_TRY(expected_())) named.insert(e.piece.id + "@" + e.piece.pool);
+  return named;
 }
 
 ScrubStats Scrubber::Stats() const {
@@ -169,23 +179,32 @@ ScrubStats Scrubber::Stats() const {
 // quarantine/ folder (out of the rebuilt copy's way), dropped once a
 // rebuild succeeded, and kept when none did: when every copy of a block is
 // damaged, what a person or a partial decode could still recover stays.
-ScrubFinding Scrubber::Rebuild(const ExpectedPiece& e, const std::string& problem) {
+// Nothing: the file went away meanwhile and the metadata no longer names it.
+std::optional<ScrubFinding> Scrubber::Rebuild(const ExpectedPiece& e, const std::string& problem) {
   ScrubFinding f{e.object, e.piece.id, problem, false, {}, {}};
-  log::warn("scrub: piece {} of {} is {}", e.piece.id, e.object, problem);
   if (!repair_) {
+    log::warn("scrub: piece {} of {} is {}", e.piece.id, e.object, problem);
     f.repair_error = "no other copy to rebuild it from";
     return f;  // the file stays where it is: readers get its checksum error
   }
   std::string aside;
   if (problem != "missing") {
     auto q = store_.Quarantine(e.piece);
-    if (!q.ok()) {
+    if (!q.ok() && q.status().code() == StatusCode::kNotFound) {
+      // Removed since it was read (re-protection, a delete, a rebalance):
+      // damage only if the metadata still names it, and then it is missing.
+      auto named = Named();
+      if (named.ok() && !named->count(e.piece.id + "@" + e.piece.pool)) return std::nullopt;
+      f.problem = "missing";
+    } else if (!q.ok()) {
       f.repair_error = "could not set the damaged file aside, so it was left in place: " + q.status().message();
-      log::warn("scrub: piece {} of {}: {}", e.piece.id, e.object, f.repair_error);
+      log::warn("scrub: piece {} of {} is {}; {}", e.piece.id, e.object, problem, f.repair_error);
       return f;
+    } else {
+      aside = *q;
     }
-    aside = *q;
   }
+  log::warn("scrub: piece {} of {} is {}", e.piece.id, e.object, f.problem);
   Status r = repair_(e);
   f.repaired = r.ok() && store_.Read(e.piece, 0, 0).ok();
   if (!f.repaired) f.repair_error = r.ok() ? "rebuilt, but it does not read back whole" : r.message();

@@ -24,6 +24,8 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -102,7 +104,9 @@ class Scrubber {
   const ScrubOptions& options() const { return o_; }
 
  private:
-  ScrubFinding Rebuild(const ExpectedPiece& e, const std::string& problem);
+  std::optional<ScrubFinding> Rebuild(const ExpectedPiece& e, const std::string& problem);
+  // id@pool of every piece the metadata names here now.
+  Result<std::set<std::string>> Named();
   void Record(const std::vector<ScrubFinding>& findings, double t0);
   void Loop();
   // Waits `seconds` on the clock, or until stop; false if stopped.

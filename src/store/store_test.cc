@@ -355,6 +355,72 @@ TEST(ScrubberTest, OnePassFindsFlippedTruncatedAndDeletedPieces) {
   EXPECT_EQ(repairing.Stats().repaired, 3u);
 }
 
+// A corrupt piece that re-protection moves away during the pass: its file
+// goes and the metadata stops naming it, in either order, at any point
+// after the pass read it. It is no finding (no object at risk), nothing is
+// "repaired" onto a piece no layout names, and a piece whose file went but
+// which the metadata still names is reported missing and rebuilt.
+TEST(ScrubberTest, PiecesMovedAwayDuringThePassAreNoDamage) {
+  TempDir dir;
+  auto posix = io::NewPosixFileSystem();
+  auto bs = BlockStore::Open(*posix, {{"default", dir / "pool", Media::kSsd}}).value();
+  const std::string data(6000, 'r');
+  auto ref = *bs->Write("", data);
+  const std::vector<ExpectedPiece> expected = {{ref, ref, -1, "b01/moved"}};
+  auto flip = [&] {
+    std::fstream f(bs->PathOf(ref), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(24 + 10);
+    f.put('Z');
+  };
+  // The listing's n-th call (1: the pass's own; 2: the check after the
+  // re-read; 3: the check after the file vanished) and what each does.
+  int calls = 0;
+  int remove_at = 0, unnamed_from = 0;
+  auto list = [&]() -> Result<std::vector<ExpectedPiece>> {
+    ++calls;
+    if (calls == remove_at) fs::remove(bs->PathOf(ref));
+    if (unnamed_from != 0 && calls >= unnamed_from) return std::vector<ExpectedPiece>{};
+    return expected;
+  };
+  int repairs = 0;
+  Scrubber scrubber(*bs, list,
+                    [&](const ExpectedPiece& e) -> Status {
+                      ++repairs;
+                      return bs->WriteWithId(e.piece.id, e.piece.pool, data).status();
+                    },
+                    {1e9, 3600});
+  std::atomic<bool> stop{false};
+  struct Case {
+    int remove_at, unnamed_from;
+    size_t findings;
+    int repairs;
+  };
+  // Removed after the re-read, before quarantine, then unnamed: nothing.
+  // Removed and unnamed at the check: nothing. Removed at the check but
+  // still named: missing, and rebuilt.
+  for (const Case& c : {Case{2, 3, 0, 0}, Case{2, 2, 0, 0}, Case{2, 0, 1, 1}}) {
+    SCOPED_TRACE(testing::Message() << "removed at call " << c.remove_at << ", unnamed from " << c.unnamed_from);
+    ASSERT_TRUE(bs->WriteWithId(ref.id, ref.pool, data).ok());
+    flip();
+    calls = 0;
+    repairs = 0;
+    remove_at = c.remove_at;
+    unnamed_from = c.unnamed_from;
+    auto findings = scrubber.RunPass(&stop);
+    ASSERT_TRUE(findings.ok()) << findings.status().ToString();
+    ASSERT_EQ(findings->size(), c.findings);
+    EXPECT_EQ(repairs, c.repairs);
+    EXPECT_EQ(scrubber.Stats().objects_at_risk.size(), 0u);
+    if (c.findings == 1) {
+      EXPECT_EQ((*findings)[0].problem, "missing");
+      EXPECT_TRUE((*findings)[0].repaired) << (*findings)[0].repair_error;
+    } else {
+      EXPECT_FALSE(fs::exists(bs->PathOf(ref)));  // nothing written back for a piece no layout names
+    }
+  }
+  EXPECT_EQ(scrubber.Stats().quarantined, 0u);
+}
+
 // Every copy damaged: the repair has nothing good to rebuild from. The
 // scrubber never deletes the last bytes of a block: the damaged file is
 // moved into the pool's quarantine/ folder, byte for byte, named in the
