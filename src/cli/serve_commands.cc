@@ -793,9 +793,10 @@ void RegisterServeCommands(CLI::App& app, Globals& g) {
   cmd->add_option("--listen", f->listen, "HOST:PORT to serve on (port 0 picks a free one)")->capture_default_str();
   cmd->add_option("--pool", f->pools,
                   "A pool NAME=PATH[,media=ssd|hdd][,direct][,latency=8ms[,spindles=N]][,compress=lz4|zstd[:LEVEL]]"
-                  "[,min-saving=PERCENT] (repeatable; the first is the default; direct: O_DIRECT reads; latency: added "
-                  "per block read, to emulate a slower device; compress: blocks written here are stored compressed "
-                  "when that saves min-saving (default 10%) or more, others (JPEGs) plain)");
+                  "[,min-saving=PERCENT][,dedup] (repeatable; the first is the default; direct: O_DIRECT reads; "
+                  "latency: added per block read, to emulate a slower device; compress: blocks written here are "
+                  "stored compressed when that saves min-saving (default 10%) or more, others (JPEGs) plain; dedup: "
+                  "equal blocks stored once, a single node only; a tier policy places a bucket in such a pool)");
   cmd->add_option("--block-size", f->block_size, "Size of the blocks objects are cut into")->capture_default_str();
   cmd->add_option("--credentials", f->credentials,
                   "File of 'ACCESS_KEY_ID SECRET_ACCESS_KEY' lines (SigV4); created with a new key if missing");

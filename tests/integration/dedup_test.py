@@ -14,6 +14,10 @@
     stores one copy;
   - deleting all copies but the originals, then those, leaves no block file;
   - restarted without the policy the node reads shared blocks as before;
+  - per bucket: a node whose default pool stores blocks as written and a
+    second pool deduplicating and compressing, with a tier policy placing
+    one bucket's new objects there: that bucket's copies share compressed
+    blocks, the other bucket's are stored plain, each copy whole;
   - a cluster's node refuses the policy before it starts.
 
 usage: dedup_test.py path/to/aquifer"""
@@ -50,11 +54,11 @@ COPIES = 10
 POOLS = ["--pool", f"fast={DATA}/fast,dedup", "--pool", f"deep={DATA}/deep,media=hdd,dedup,compress=zstd"]
 
 
-def block_files():
+def block_files(data=DATA, pools=("fast", "deep")):
     """(path, bytes) of every block file in the node's pools."""
     out = []
-    for pool in ("fast", "deep"):
-        for p in glob.glob(os.path.join(DATA, pool, "blocks", "*", "*")):
+    for pool in pools:
+        for p in glob.glob(os.path.join(data, pool, "blocks", "*", "*")):
             if not p.endswith(".tmp"):
                 out.append((p, os.path.getsize(p)))
     return out
@@ -243,6 +247,37 @@ try:
         c.delete_object(Bucket="data", Key=key)
     left = s3lib.until(lambda: not block_files(), 20)
     check(left, f"deleting the last objects removes every block file: {block_files()[:3]}")
+    node.stop()
+    node = None
+
+    # Per bucket: the reduction policies are the pools', and a tier policy
+    # places a bucket's new objects in the pool whose policy it wants.
+    data2 = os.path.join(tmp, "per-bucket")
+    node = s3lib.Node(AQ, data2, "--block-size", str(BLOCK), "--cache-size", "0", "--pool", f"plain={data2}/plain",
+                      "--pool", f"reduced={data2}/reduced,dedup,compress=zstd", credentials=creds)
+    r = aq("tier", "policy", "add", "pixels", "--pool", "reduced", "--bucket", "pixels", "--data", data2)
+    check(r.returncode == 0, f"tier policy for the bucket 'pixels': {r.stderr}")
+    time.sleep(2.5)  # the node re-reads the policies every 2 s
+    c = s3lib.boto(node.port)
+    shard = sorted(glob.glob(os.path.join(pixels, "*.tar")))[0]
+    body = open(shard, "rb").read()
+    for bucket in ("pixels", "plain"):
+        c.create_bucket(Bucket=bucket)
+        for i in range(3):
+            c.put_object(Bucket=bucket, Key=f"copy-{i}.tar", Body=body)
+    reduced = sum(size for _, size in block_files(data2, ("reduced",)))
+    plain = sum(size for _, size in block_files(data2, ("plain",)))
+    blocks = -(-len(body) // BLOCK)
+    print(f"  per bucket: 3 copies of {len(body) / 1e6:.1f} MB of pixels: {reduced / 1e6:.1f} MB in the reduced "
+          f"pool, {plain / 1e6:.1f} MB in the plain one")
+    check(0 < len(block_files(data2, ("reduced",))) <= blocks and reduced <= 0.7 * len(body),
+          f"the bucket placed in the reduced pool keeps one compressed copy: {reduced} bytes in "
+          f"{len(block_files(data2, ('reduced',)))} files for {len(body)} bytes in {blocks} blocks")
+    check(len(block_files(data2, ("plain",))) == 3 * blocks and plain >= 3 * len(body),
+          f"the other bucket's copies are stored as written: {plain} bytes for 3 x {len(body)}")
+    same = all(digest(c.get_object(Bucket=b, Key=f"copy-{i}.tar")["Body"].read()) == digest(body)
+               for b in ("pixels", "plain") for i in range(3))
+    check(same, "every copy in both buckets reads back whole")
 
     r = aq("serve", "--anonymous", "--data", os.path.join(tmp, "cnode"), "--meta", "etcd://127.0.0.1:9", "--pool",
            f"p={tmp}/cnode/p,dedup", timeout=30)
