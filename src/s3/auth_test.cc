@@ -204,16 +204,18 @@ TEST(AuthTest, MissingCredentialsFileIsCreatedOnceForEveryone) {
   const std::string path = std::string(tmpl) + "/keys";
   std::vector<std::thread> threads;
   std::vector<Result<std::vector<Credential>>> got(8, Status::Ok());
-  std::vector<bool> created(8, false);
+  // One byte per thread: std::vector<bool> packs its elements into shared
+  // words, and eight threads setting their bits at once lose each other's.
+  std::vector<char> created(8, 0);
   for (int i = 0; i < 8; ++i) {
     threads.emplace_back([&, i] {
       bool c = false;
       got[i] = LoadOrCreateCredentials(path, &c);
-      created[i] = c;
+      created[i] = c ? 1 : 0;
     });
   }
   for (auto& t : threads) t.join();
-  EXPECT_EQ(std::count(created.begin(), created.end(), true), 1);
+  EXPECT_EQ(std::count(created.begin(), created.end(), 1), 1);
   for (const auto& g : got) {
     ASSERT_TRUE(g.ok()) << g.status().ToString();
     ASSERT_EQ(g->size(), 1u);
